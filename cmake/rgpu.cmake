@@ -1,0 +1,45 @@
+# Small helpers shared by every component's CMakeLists.txt.
+
+include(CheckCCompilerFlag)
+
+set(RGPU_WARNINGS -Wall -Wextra -Wformat=2 -Wshadow -Wstrict-prototypes
+    -Wmissing-prototypes -Wno-unused-parameter)
+
+# rgpu_add_library(NAME SOURCES... [LIBS libs...])
+# A static, position-independent library (it may end up inside the interposer).
+function(rgpu_add_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS;INCLUDES" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES} ${A_UNPARSED_ARGUMENTS})
+  target_compile_options(${name} PRIVATE ${RGPU_WARNINGS})
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  if(A_LIBS)
+    target_link_libraries(${name} PUBLIC ${A_LIBS})
+  endif()
+  if(A_INCLUDES)
+    target_include_directories(${name} PUBLIC ${A_INCLUDES})
+  endif()
+endfunction()
+
+# rgpu_add_executable(NAME SOURCES... [LIBS libs...]) -> build/bin/NAME
+function(rgpu_add_executable name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${A_SOURCES} ${A_UNPARSED_ARGUMENTS})
+  target_compile_options(${name} PRIVATE ${RGPU_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${A_LIBS})
+  set_target_properties(${name} PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin
+    BUILD_RPATH "\$ORIGIN/../lib" INSTALL_RPATH "\$ORIGIN/../lib")
+endfunction()
+
+# rgpu_add_unit_test(NAME SOURCES... [LIBS libs...]) -> a cmocka test run by ctest
+function(rgpu_add_unit_test name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${A_SOURCES} ${A_UNPARSED_ARGUMENTS})
+  target_compile_options(${name} PRIVATE ${RGPU_WARNINGS} -Wno-missing-prototypes)
+  target_link_libraries(${name} PRIVATE ${A_LIBS} PkgConfig::CMOCKA)
+  set_target_properties(${name} PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/unit
+    BUILD_RPATH "\$ORIGIN/../../lib")
+  add_test(NAME unit.${name} COMMAND ${name})
+  set_tests_properties(unit.${name} PROPERTIES LABELS unit TIMEOUT 120)
+endfunction()

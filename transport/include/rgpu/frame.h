@@ -1,0 +1,84 @@
+/*
+ * Frames: the unit of the rgpu protocol on every transport.
+ *
+ *   offset size field
+ *        0    4 magic        0x55504752 ("RGPU" in memory order)
+ *        4    2 version      RGPU_PROTO_VERSION
+ *        6    2 type         rgpu.MsgType (proto/rgpu.proto)
+ *        8    4 flags        RGPU_FRAME_REPLY, ...
+ *       12    4 body_len     protobuf-c body bytes that follow the header
+ *       16    8 payload_len  raw bytes that follow the body
+ *       24    8 seq          sender's sequence number; a reply carries the request's
+ *       32    8 session      session id given in the handshake (0 before it)
+ *
+ * All fields little-endian. Every length is checked against its limit (per message type)
+ * before anything is allocated; see rgpu_frame_check().
+ */
+#ifndef RGPU_FRAME_H
+#define RGPU_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#define RGPU_FRAME_MAGIC 0x55504752u
+#define RGPU_PROTO_VERSION 1
+#define RGPU_FRAME_HDR_LEN 40
+
+#define RGPU_FRAME_REPLY 0x1u /* this frame answers request `seq` */
+#define RGPU_FRAME_FLAGS_KNOWN RGPU_FRAME_REPLY
+
+#define RGPU_MAX_BODY (16u << 20)          /* protobuf body */
+#define RGPU_MAX_CHUNK (16ull << 20)       /* payload of one copy chunk */
+#define RGPU_MAX_IMAGE (1ull << 30)        /* payload of a module image */
+#define RGPU_MAX_PARAMS (1ull << 20)       /* packed kernel parameters or `extra` buffer */
+#define RGPU_COPY_CHUNK (4ull << 20)       /* chunk size senders use for bulk copies */
+
+/* Who receives a frame: used to refuse frames that only the other side may send. */
+enum rgpu_peer {
+	RGPU_PEER_SERVER = 1,
+	RGPU_PEER_CLIENT = 2,
+};
+
+struct rgpu_frame_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	uint32_t flags;
+	uint32_t body_len;
+	uint64_t payload_len;
+	uint64_t seq;
+	uint64_t session;
+};
+
+void rgpu_frame_hdr_encode(const struct rgpu_frame_hdr *h, uint8_t out[RGPU_FRAME_HDR_LEN]);
+
+/*
+ * rgpu_frame_hdr_decode() - parse a raw header.
+ * Returns 0, RGPU_EMAGIC (not an rgpu frame) or RGPU_EVERSION (other protocol version; *h is
+ * still filled so the caller can name the version it saw).
+ */
+int rgpu_frame_hdr_decode(const uint8_t in[RGPU_FRAME_HDR_LEN], struct rgpu_frame_hdr *h);
+
+/*
+ * rgpu_frame_check() - may `receiver` accept this frame? Checks the type is known and sent in
+ * this direction, the flags, and every length against the type's limits.
+ * Returns 0, RGPU_EUNKNOWNTYPE, RGPU_EPROTO (wrong direction, flags, or an empty body where
+ * one is required) or RGPU_ETOOBIG.
+ */
+int rgpu_frame_check(const struct rgpu_frame_hdr *h, enum rgpu_peer receiver);
+
+/* rgpu_msg_name() - the type's name for logs ("MSG_LAUNCH"), or "MSG_?" */
+const char *rgpu_msg_name(unsigned type);
+
+/*
+ * rgpu_frame_pack() - encode header and body into buf (at least rgpu_frame_size(body) bytes).
+ * body may be NULL for an empty body. The payload, payload_len bytes, is the caller's to send
+ * right after. Returns the bytes written.
+ */
+size_t rgpu_frame_size(const ProtobufCMessage *body);
+size_t rgpu_frame_pack(uint8_t *buf, uint16_t type, uint32_t flags, uint64_t seq,
+		       uint64_t session, const ProtobufCMessage *body, uint64_t payload_len);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * Transports move frames between a client and a server. They share one small interface so
+ * TCP, a shared-memory ring and RDMA verbs are interchangeable; TCP is the one built today.
+ */
+#ifndef RGPU_TRANSPORT_H
+#define RGPU_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "rgpu/frame.h"
+
+struct rgpu_conn;
+
+struct rgpu_transport_ops {
+	const char *name;
+	/* send every byte of iov[0..n) or fail: 0, RGPU_EIO, RGPU_ECLOSED */
+	int (*sendv)(struct rgpu_conn *c, const struct iovec *iov, int n);
+	/* receive exactly len bytes: 0, RGPU_ECLOSED (EOF), RGPU_EIO, RGPU_ETIMEDOUT */
+	int (*recv)(struct rgpu_conn *c, void *buf, size_t len);
+	/* stop both directions, waking any blocked reader; the conn stays allocated */
+	void (*shutdown)(struct rgpu_conn *c);
+	void (*close)(struct rgpu_conn *c);
+};
+
+struct rgpu_conn {
+	const struct rgpu_transport_ops *ops;
+	int fd;
+	int last_errno;   /* cause kept beside RGPU_EIO */
+	char peer[96];    /* "host:port" for logs */
+};
+
+static inline int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
+{
+	return c->ops->sendv(c, iov, n);
+}
+static inline int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len)
+{
+	return c->ops->recv(c, buf, len);
+}
+static inline void rgpu_conn_shutdown(struct rgpu_conn *c)
+{
+	c->ops->shutdown(c);
+}
+static inline void rgpu_conn_close(struct rgpu_conn *c)
+{
+	if (c)
+		c->ops->close(c);
+}
+
+/*
+ * rgpu_frame_send() - send one frame: header, body, then payload straight from the caller's
+ * memory. Not thread-safe on its own: callers that share a conn serialize sends.
+ */
+int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t seq,
+		    uint64_t session, const ProtobufCMessage *body, const void *payload,
+		    uint64_t payload_len);
+
+/*
+ * rgpu_frame_recv() - receive a header and check it for `receiver`, then the body into a
+ * malloc'd buffer (*body, NULL when empty). The payload is left on the connection for the
+ * caller to read where it belongs. Returns 0 or an RGPU_E* code; on RGPU_EVERSION and
+ * check failures *h is filled for the error report.
+ */
+int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_frame_hdr *h,
+		    uint8_t **body);
+
+/* rgpu_conn_discard() - read and drop len bytes. */
+int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len);
+
+/* TCP (TCP_NODELAY). host may be a name or address; port 0 for listen picks a free port. */
+int rgpu_tcp_listen(const char *host, int port, int *lfd, int *bound_port);
+int rgpu_tcp_accept(int lfd, struct rgpu_conn **out);
+int rgpu_tcp_connect(const char *host, int port, int timeout_ms, struct rgpu_conn **out);
+/* rgpu_tcp_wrap() - a conn over an already connected socket fd (takes ownership). */
+struct rgpu_conn *rgpu_tcp_wrap(int fd);
+
+#endif

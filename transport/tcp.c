@@ -1,0 +1,236 @@
+/*
+ * The TCP transport: blocking sockets with TCP_NODELAY. Buffer sizes are left to the kernel's
+ * autotuning, which grows them past what SO_SNDBUF/SO_RCVBUF may set without privileges.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rgpu/err.h"
+#include "rgpu/transport.h"
+
+static int tcp_sendv(struct rgpu_conn *c, const struct iovec *iov_in, int n)
+{
+	struct iovec iov[16];
+	struct msghdr msg = {0};
+	int i = 0;
+
+	if (n > (int)(sizeof(iov) / sizeof(iov[0])))
+		return RGPU_EINVAL;
+	memcpy(iov, iov_in, sizeof(*iov) * (size_t)n);
+	while (i < n) {
+		msg.msg_iov = iov + i;
+		msg.msg_iovlen = (size_t)(n - i);
+		ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			c->last_errno = errno;
+			return errno == EPIPE || errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
+		}
+		size_t left = (size_t)w;
+		while (i < n && left >= iov[i].iov_len) {
+			left -= iov[i].iov_len;
+			i++;
+		}
+		if (i < n) {
+			iov[i].iov_base = (char *)iov[i].iov_base + left;
+			iov[i].iov_len -= left;
+		}
+	}
+	return 0;
+}
+
+static int tcp_recv(struct rgpu_conn *c, void *buf, size_t len)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t r = recv(c->fd, p, len, 0);
+		if (r == 0)
+			return RGPU_ECLOSED;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			c->last_errno = errno;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return RGPU_ETIMEDOUT;
+			return errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
+		}
+		p += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+static void tcp_shutdown(struct rgpu_conn *c)
+{
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+static void tcp_close(struct rgpu_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
+static const struct rgpu_transport_ops tcp_ops = {
+	.name = "tcp",
+	.sendv = tcp_sendv,
+	.recv = tcp_recv,
+	.shutdown = tcp_shutdown,
+	.close = tcp_close,
+};
+
+static void set_sockopts(int fd)
+{
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static void peer_name(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[64] = "?", serv[16] = "?";
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), serv, sizeof(serv),
+			    NI_NUMERICHOST | NI_NUMERICSERV);
+	snprintf(out, len, "%s:%s", host, serv);
+}
+
+struct rgpu_conn *rgpu_tcp_wrap(int fd)
+{
+	struct rgpu_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->ops = &tcp_ops;
+	c->fd = fd;
+	set_sockopts(fd);
+	peer_name(fd, c->peer, sizeof(c->peer));
+	return c;
+}
+
+int rgpu_tcp_listen(const char *host, int port, int *lfd, int *bound_port)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res, *ai;
+	char serv[16];
+	int fd = -1, one = 1, err = RGPU_ESYS;
+
+	snprintf(serv, sizeof(serv), "%d", port);
+	if (getaddrinfo(host, serv, &hints, &res) != 0)
+		return RGPU_EINVAL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0)
+			break;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return err;
+	if (bound_port) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		getsockname(fd, (struct sockaddr *)&ss, &sl);
+		*bound_port = ntohs(ss.ss_family == AF_INET6
+					    ? ((struct sockaddr_in6 *)&ss)->sin6_port
+					    : ((struct sockaddr_in *)&ss)->sin_port);
+	}
+	*lfd = fd;
+	return 0;
+}
+
+int rgpu_tcp_accept(int lfd, struct rgpu_conn **out)
+{
+	int fd;
+	do {
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return RGPU_ESYS;
+	*out = rgpu_tcp_wrap(fd);
+	if (!*out) {
+		close(fd);
+		return RGPU_ENOMEM;
+	}
+	return 0;
+}
+
+/* Connect with a deadline: a non-blocking connect, then poll for writability. */
+static int connect_one(const struct addrinfo *ai, int timeout_ms, int *fd_out)
+{
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			ai->ai_protocol);
+	int soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	if (fd < 0)
+		return errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS) {
+			int e = errno;
+			close(fd);
+			return e;
+		}
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		int r;
+		do {
+			r = poll(&pfd, 1, timeout_ms);
+		} while (r < 0 && errno == EINTR);
+		if (r == 0) {
+			close(fd);
+			return ETIMEDOUT;
+		}
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+		if (soerr) {
+			close(fd);
+			return soerr;
+		}
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	*fd_out = fd;
+	return 0;
+}
+
+int rgpu_tcp_connect(const char *host, int port, int timeout_ms, struct rgpu_conn **out)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res, *ai;
+	char serv[16];
+	int fd = -1, e = ECONNREFUSED;
+
+	snprintf(serv, sizeof(serv), "%d", port);
+	if (getaddrinfo(host, serv, &hints, &res) != 0) {
+		errno = EHOSTUNREACH;
+		return RGPU_ECONNECT;
+	}
+	for (ai = res; ai && fd < 0; ai = ai->ai_next)
+		e = connect_one(ai, timeout_ms, &fd);
+	freeaddrinfo(res);
+	if (fd < 0) {
+		errno = e;
+		return e == ETIMEDOUT ? RGPU_ETIMEDOUT : RGPU_ECONNECT;
+	}
+	*out = rgpu_tcp_wrap(fd);
+	if (!*out) {
+		close(fd);
+		return RGPU_ENOMEM;
+	}
+	return 0;
+}

@@ -1,0 +1,60 @@
+/* Small shared helpers: array size, alignment, little-endian access, time. */
+#ifndef RGPU_UTIL_H
+#define RGPU_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define ALIGN_UP(x, a) ((((x) + (a) - 1) / (a)) * (a))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+static inline uint16_t rd_le16(const void *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v;
+}
+static inline uint32_t rd_le32(const void *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+static inline uint64_t rd_le64(const void *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+static inline void wr_le16(void *p, uint16_t v)
+{
+	memcpy(p, &v, 2);
+}
+static inline void wr_le32(void *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+static inline void wr_le64(void *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+/* rgpu_now_ns() - CLOCK_MONOTONIC in nanoseconds. */
+uint64_t rgpu_now_ns(void);
+
+/* rgpu_hex() - write 2*n hex digits and a NUL into out (size >= 2*n+1); returns out. */
+char *rgpu_hex(const void *data, size_t n, char *out);
+
+/* rgpu_parse_hostport() - split "HOST:PORT" ("[v6]:PORT" too); host defaults to def_host. */
+int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t hostlen,
+			int *port);
+
+/* rgpu_parse_size() - "64", "4K", "2M", "1G", "1T" (powers of 1024) into *out. */
+int rgpu_parse_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,108 @@
+/* Small helpers with no other home: time, hex, address and size parsing. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rgpu/err.h"
+#include "rgpu/util.h"
+
+uint64_t rgpu_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+char *rgpu_hex(const void *data, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	const uint8_t *p = data;
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+	return out;
+}
+
+int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t hostlen,
+			int *port)
+{
+	const char *colon;
+	size_t hl;
+	char *end;
+	long p;
+
+	if (!s || !*s)
+		return RGPU_EINVAL;
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb[1] != ':')
+			return RGPU_EINVAL;
+		hl = (size_t)(rb - s - 1);
+		if (hl + 1 > hostlen)
+			return RGPU_EINVAL;
+		memcpy(host, s + 1, hl);
+		host[hl] = '\0';
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon) {
+			/* a bare port */
+			colon = s - 1;
+			hl = 0;
+		} else {
+			hl = (size_t)(colon - s);
+		}
+		if (hl == 0) {
+			if (strlen(def_host) + 1 > hostlen)
+				return RGPU_EINVAL;
+			strcpy(host, def_host);
+		} else {
+			if (hl + 1 > hostlen)
+				return RGPU_EINVAL;
+			memcpy(host, s, hl);
+			host[hl] = '\0';
+		}
+	}
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || p <= 0 || p > 65535)
+		return RGPU_EINVAL;
+	*port = (int)p;
+	return 0;
+}
+
+int rgpu_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || !*s || *s == '-')
+		return RGPU_EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return RGPU_EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: return RGPU_EINVAL;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end == 'B')
+		end++;
+	if (*end)
+		return RGPU_EINVAL;
+	if (shift && v > (~0ull >> shift))
+		return RGPU_ETOOBIG;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
