@@ -5,6 +5,62 @@
 #include "rgpu/err.h"
 #include "rgpu/transport.h"
 
+/* Read len bytes; *got counts what arrived, so a caller can tell EOF from truncation. */
+static int recv_exact(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms, size_t *got)
+{
+	uint8_t *p = buf;
+	size_t have = c->rlen - c->rpos;
+
+	*got = 0;
+	if (have) {
+		size_t n = have < len ? have : len;
+		memcpy(p, c->rbuf + c->rpos, n);
+		c->rpos += n;
+		p += n;
+		len -= n;
+		*got += n;
+	}
+	while (len) {
+		long r;
+		if (len >= sizeof(c->rbuf)) {
+			/* large: straight into the destination */
+			r = c->ops->recv_some(c, p, len, timeout_ms);
+			if (r < 0)
+				return (int)r;
+			p += r;
+			len -= (size_t)r;
+			*got += (size_t)r;
+			continue;
+		}
+		r = c->ops->recv_some(c, c->rbuf, sizeof(c->rbuf), timeout_ms);
+		if (r < 0)
+			return (int)r;
+		c->rpos = 0;
+		c->rlen = (size_t)r;
+		size_t n = (size_t)r < len ? (size_t)r : len;
+		memcpy(p, c->rbuf, n);
+		c->rpos = n;
+		p += n;
+		len -= n;
+		*got += n;
+	}
+	return 0;
+}
+
+int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms)
+{
+	size_t got;
+	int ret = recv_exact(c, buf, len, timeout_ms, &got);
+	if (ret == RGPU_ECLOSED && got)
+		return RGPU_EPROTO;
+	return ret;
+}
+
+int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len)
+{
+	return rgpu_conn_recv_within(c, buf, len, -1);
+}
+
 int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t seq,
 		    uint64_t session, const ProtobufCMessage *body, const void *payload,
 		    uint64_t payload_len)
@@ -36,10 +92,16 @@ int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_fr
 	uint8_t raw[RGPU_FRAME_HDR_LEN];
 	int ret;
 
+	size_t got;
+
 	*body = NULL;
-	ret = rgpu_conn_recv(c, raw, sizeof(raw));
+	/* wait for ever for a frame to begin, then bounded for the rest of it */
+	ret = recv_exact(c, raw, 1, -1, &got);
 	if (ret)
 		return ret;
+	ret = rgpu_conn_recv_within(c, raw + 1, sizeof(raw) - 1, c->frame_timeout_ms);
+	if (ret)
+		return ret == RGPU_ECLOSED ? RGPU_EPROTO : ret;
 	ret = rgpu_frame_hdr_decode(raw, h);
 	if (ret)
 		return ret;
@@ -50,7 +112,9 @@ int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_fr
 		*body = malloc(h->body_len);
 		if (!*body)
 			return RGPU_ENOMEM;
-		ret = rgpu_conn_recv(c, *body, h->body_len);
+		ret = rgpu_conn_recv_within(c, *body, h->body_len, c->frame_timeout_ms);
+		if (ret == RGPU_ECLOSED)
+			ret = RGPU_EPROTO;
 		if (ret) {
 			free(*body);
 			*body = NULL;
@@ -65,7 +129,7 @@ int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 	char buf[16384];
 	while (len) {
 		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
-		int ret = rgpu_conn_recv(c, buf, n);
+		int ret = rgpu_conn_recv_within(c, buf, n, c->frame_timeout_ms);
 		if (ret)
 			return ret;
 		len -= n;

@@ -126,7 +126,12 @@ int rgpu_frame_check(const struct rgpu_frame_hdr *h, enum rgpu_peer receiver)
 		int want = receiver == RGPU_PEER_SERVER ? TO_SERVER : TO_CLIENT;
 		if (!(r->dir & want))
 			return RGPU_EPROTO;
-		if (r->empty ? h->body_len != 0 : h->body_len == 0)
+		/*
+		 * Every client request names at least one object or address (ids start at 1), so an
+		 * empty body is malformed; pushes from the server may legitimately be all zeros.
+		 */
+		if (r->empty ? h->body_len != 0
+			     : h->body_len == 0 && receiver == RGPU_PEER_SERVER)
 			return RGPU_EPROTO;
 		max_payload = r->max_payload;
 	}

@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -49,25 +50,30 @@ static int tcp_sendv(struct rgpu_conn *c, const struct iovec *iov_in, int n)
 	return 0;
 }
 
-static int tcp_recv(struct rgpu_conn *c, void *buf, size_t len)
+static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeout_ms)
 {
-	char *p = buf;
-	while (len) {
-		ssize_t r = recv(c->fd, p, len, 0);
+	for (;;) {
+		ssize_t r;
+		if (timeout_ms >= 0) {
+			struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+			int n = poll(&pfd, 1, timeout_ms);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n == 0)
+				return RGPU_ETIMEDOUT;
+		}
+		r = recv(c->fd, buf, cap, 0);
+		if (r > 0)
+			return (long)r;
 		if (r == 0)
 			return RGPU_ECLOSED;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			c->last_errno = errno;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return RGPU_ETIMEDOUT;
-			return errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
-		}
-		p += r;
-		len -= (size_t)r;
+		if (errno == EINTR)
+			continue;
+		c->last_errno = errno;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return RGPU_ETIMEDOUT;
+		return errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
 	}
-	return 0;
 }
 
 static void tcp_shutdown(struct rgpu_conn *c)
@@ -85,7 +91,7 @@ static void tcp_close(struct rgpu_conn *c)
 static const struct rgpu_transport_ops tcp_ops = {
 	.name = "tcp",
 	.sendv = tcp_sendv,
-	.recv = tcp_recv,
+	.recv_some = tcp_recv_some,
 	.shutdown = tcp_shutdown,
 	.close = tcp_close,
 };
@@ -109,11 +115,13 @@ static void peer_name(int fd, char *out, size_t len)
 
 struct rgpu_conn *rgpu_tcp_wrap(int fd)
 {
-	struct rgpu_conn *c = calloc(1, sizeof(*c));
+	struct rgpu_conn *c = malloc(sizeof(*c));
 	if (!c)
 		return NULL;
+	memset(c, 0, offsetof(struct rgpu_conn, rbuf));
 	c->ops = &tcp_ops;
 	c->fd = fd;
+	c->frame_timeout_ms = RGPU_FRAME_TIMEOUT_MS;
 	set_sockopts(fd);
 	peer_name(fd, c->peer, sizeof(c->peer));
 	return c;

@@ -69,7 +69,7 @@ int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t 
 	}
 	errno = 0;
 	p = strtol(colon + 1, &end, 10);
-	if (errno || *end || end == colon + 1 || p <= 0 || p > 65535)
+	if (errno || *end || end == colon + 1 || p < 0 || p > 65535)
 		return RGPU_EINVAL;
 	*port = (int)p;
 	return 0;

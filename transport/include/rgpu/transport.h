@@ -17,28 +17,46 @@ struct rgpu_transport_ops {
 	const char *name;
 	/* send every byte of iov[0..n) or fail: 0, RGPU_EIO, RGPU_ECLOSED */
 	int (*sendv)(struct rgpu_conn *c, const struct iovec *iov, int n);
-	/* receive exactly len bytes: 0, RGPU_ECLOSED (EOF), RGPU_EIO, RGPU_ETIMEDOUT */
-	int (*recv)(struct rgpu_conn *c, void *buf, size_t len);
+	/*
+	 * receive between 1 and cap bytes: count, or RGPU_ECLOSED (EOF), RGPU_EIO, RGPU_ETIMEDOUT
+	 * (nothing within timeout_ms; -1 waits for ever)
+	 */
+	long (*recv_some)(struct rgpu_conn *c, void *buf, size_t cap, int timeout_ms);
 	/* stop both directions, waking any blocked reader; the conn stays allocated */
 	void (*shutdown)(struct rgpu_conn *c);
 	void (*close)(struct rgpu_conn *c);
 };
 
+#define RGPU_CONN_RBUF (64u << 10)
+
+/*
+ * A connection. Reads go through a small buffer so that a small frame's header and body cost
+ * one system call; large payloads bypass it and land directly where the caller wants them.
+ * One reader and one (serialized) sender at a time.
+ */
 struct rgpu_conn {
 	const struct rgpu_transport_ops *ops;
 	int fd;
 	int last_errno;   /* cause kept beside RGPU_EIO */
 	char peer[96];    /* "host:port" for logs */
+	int frame_timeout_ms;  /* once a frame has begun, the rest must come within this */
+	size_t rpos, rlen;
+	uint8_t rbuf[RGPU_CONN_RBUF];
 };
 
 static inline int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
 {
 	return c->ops->sendv(c, iov, n);
 }
-static inline int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len)
-{
-	return c->ops->recv(c, buf, len);
-}
+/*
+ * rgpu_conn_recv() - exactly len bytes, waiting as long as it takes: 0, RGPU_ECLOSED (EOF
+ * before the first byte), RGPU_EPROTO (EOF after some of them: a truncated message), RGPU_EIO.
+ */
+int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len);
+/* rgpu_conn_recv_within() - the same, but each wait for more bytes is bounded by timeout_ms */
+int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms);
+
+#define RGPU_FRAME_TIMEOUT_MS 30000  /* default: a started frame must finish within 30 s */
 static inline void rgpu_conn_shutdown(struct rgpu_conn *c)
 {
 	c->ops->shutdown(c);
@@ -60,8 +78,11 @@ int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t
 /*
  * rgpu_frame_recv() - receive a header and check it for `receiver`, then the body into a
  * malloc'd buffer (*body, NULL when empty). The payload is left on the connection for the
- * caller to read where it belongs. Returns 0 or an RGPU_E* code; on RGPU_EVERSION and
- * check failures *h is filled for the error report.
+ * caller to read where it belongs (with rgpu_conn_recv_within and c->frame_timeout_ms).
+ * Waits indefinitely for a frame to begin; once it has, a peer that closes or stalls for
+ * c->frame_timeout_ms makes it RGPU_EPROTO (truncated) or RGPU_ETIMEDOUT. Returns 0,
+ * RGPU_ECLOSED (clean end between frames) or another RGPU_E* code; on RGPU_EVERSION and check
+ * failures *h is filled for the error report.
  */
 int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_frame_hdr *h,
 		    uint8_t **body);

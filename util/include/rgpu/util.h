@@ -50,7 +50,10 @@ uint64_t rgpu_now_ns(void);
 /* rgpu_hex() - write 2*n hex digits and a NUL into out (size >= 2*n+1); returns out. */
 char *rgpu_hex(const void *data, size_t n, char *out);
 
-/* rgpu_parse_hostport() - split "HOST:PORT" ("[v6]:PORT" too); host defaults to def_host. */
+/*
+ * rgpu_parse_hostport() - split "HOST:PORT" ("[v6]:PORT", or a bare "PORT"); host defaults to
+ * def_host. Port 0 is accepted (a listener picks a free one).
+ */
 int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t hostlen,
 			int *port);
 
