@@ -1,0 +1,141 @@
+/* rgpud: the rgpu GPU server. A thin main() over the supervisor (supervisor.c). */
+#define LOG_PREFIX ""
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rgpu/err.h"
+#include "rgpu/log.h"
+#include "rgpu/util.h"
+#include "rgpu/window.h"
+#include "srv.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: rgpud [OPTIONS]\n"
+		"Serve this machine's GPUs to rgpu clients: one worker process per session.\n"
+		"\n"
+		"  -l, --listen HOST:PORT  address to listen on (default 127.0.0.1:7070; loopback\n"
+		"                          only unless you name another address; PORT 0 picks one)\n"
+		"  -d, --driver PATH       CUDA driver library to load (default libcuda.so.1)\n"
+		"  -s, --state-dir DIR     module cache directory (default /var/lib/rgpu, or\n"
+		"                          $XDG_CACHE_HOME/rgpu when that is not writable)\n"
+		"  -w, --window BASE:SIZE  device address window (default 0x%llx:1T); must be the\n"
+		"                          same on every server a job may move between\n"
+		"      --staging N         pinned 4 MiB staging buffers per session (default 16)\n"
+		"      --port-file PATH    write the port listened on to PATH\n"
+		"  -v, --log-level LEVEL   error, warn, info (default) or debug\n"
+		"      --log-file PATH     log to PATH instead of stderr\n"
+		"  -h, --help              this text\n"
+		"      --version           print the version\n",
+		RGPU_WINDOW_BASE);
+}
+
+static int parse_window(const char *s, struct srv_config *cfg)
+{
+	char buf[128];
+	char *colon;
+	uint64_t base, size;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	colon = strchr(buf, ':');
+	if (!colon)
+		return -1;
+	*colon = '\0';
+	if (rgpu_parse_size(buf, &base) || rgpu_parse_size(colon + 1, &size))
+		return -1;
+	if (base % RGPU_GRANULE || size % RGPU_GRANULE || size == 0)
+		return -1;
+	cfg->window_base = base;
+	cfg->window_size = size;
+	return 0;
+}
+
+static const char *default_state_dir(void)
+{
+	static char path[4096];
+	const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (access("/var/lib/rgpu", W_OK) == 0 || (access("/var/lib", W_OK) == 0 && getuid() == 0))
+		return "/var/lib/rgpu";
+	if (x && *x)
+		snprintf(path, sizeof(path), "%s/rgpu", x);
+	else
+		snprintf(path, sizeof(path), "%s/.cache/rgpu", home ? home : "/tmp");
+	return path;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"driver", required_argument, NULL, 'd'},
+		{"state-dir", required_argument, NULL, 's'},
+		{"window", required_argument, NULL, 'w'},
+		{"staging", required_argument, NULL, 'S'},
+		{"port-file", required_argument, NULL, 'P'},
+		{"log-level", required_argument, NULL, 'v'},
+		{"log-file", required_argument, NULL, 'L'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{0},
+	};
+	struct srv_config cfg = {
+		.listen = "127.0.0.1:7070",
+		.window_base = RGPU_WINDOW_BASE,
+		.window_size = RGPU_WINDOW_SIZE,
+		.staging_buffers = 16,
+	};
+	int c, lvl;
+
+	rgpu_log_set_tag("rgpud");
+	while ((c = getopt_long(argc, argv, "l:d:s:w:v:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': cfg.listen = optarg; break;
+		case 'd': cfg.driver = optarg; break;
+		case 's': cfg.state_dir = optarg; break;
+		case 'w':
+			if (parse_window(optarg, &cfg)) {
+				fprintf(stderr, "rgpud: bad --window '%s' (want BASE:SIZE, both "
+						"multiples of 2 MiB)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'S':
+			cfg.staging_buffers = atoi(optarg);
+			if (cfg.staging_buffers < 2 || cfg.staging_buffers > 1024) {
+				fprintf(stderr, "rgpud: --staging wants 2..1024\n");
+				return 2;
+			}
+			break;
+		case 'P': cfg.port_file = optarg; break;
+		case 'v':
+			lvl = rgpu_log_parse_level(optarg);
+			if (lvl < 0) {
+				fprintf(stderr, "rgpud: bad --log-level '%s'\n", optarg);
+				return 2;
+			}
+			rgpu_log_set_level(lvl);
+			break;
+		case 'L':
+			if (rgpu_log_open(optarg)) {
+				perror(optarg);
+				return 1;
+			}
+			break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("rgpud %s (protocol %d)\n", RGPU_VERSION, RGPU_PROTO_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rgpud: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (!cfg.state_dir)
+		cfg.state_dir = default_state_dir();
+	return srv_supervise(&cfg);
+}
