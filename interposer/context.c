@@ -1,0 +1,479 @@
+/*
+ * Contexts: client objects with ids, a per-thread current-context stack, and the devices'
+ * primary contexts. A context exists on the server only while it is active (created, or a
+ * primary context with retains); creating it there is fire-and-forget. A primary context's
+ * handle exists from cuInit on, so CUDART_INTERFACE[2] can hand it out before any retain.
+ *
+ * Teardown (cuCtxDestroy, cuDevicePrimaryCtxReset, the last cuDevicePrimaryCtxRelease) runs
+ * the runtime's context-local-storage destructors first (they call back into the driver), then
+ * forgets every object of the context and frees its memory, then tells the server.
+ */
+#define LOG_PREFIX "rgpu: "
+#include <stdlib.h>
+#include <string.h>
+
+#include "ip.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/log.h"
+
+static __thread struct ip_ctx *tls_stack[IP_CTX_STACK];
+static __thread int tls_depth;
+static atomic_ullong next_uid;
+
+#define REQUIRE_INIT()                                                                         \
+	do {                                                                                   \
+		CUresult r_ = ip_check_init();                                                 \
+		if (r_ != CUDA_SUCCESS)                                                        \
+			return r_;                                                             \
+	} while (0)
+
+struct ip_ctx *ip_ctx_cur(void)
+{
+	return tls_depth ? tls_stack[tls_depth - 1] : NULL;
+}
+
+CUresult ip_ctx_require(struct ip_ctx **out)
+{
+	struct ip_ctx *c = ip_ctx_cur();
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!c || c->o.dead || !c->active)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*out = c;
+	return CUDA_SUCCESS;
+}
+
+static struct ip_ctx *ctx_get(CUcontext h)
+{
+	return ip_obj_get(h, IP_CTX);
+}
+
+/* Create the context on the server (fire-and-forget: the id is ours). */
+static CUresult ctx_activate(struct ip_ctx *c)
+{
+	Rgpu__CtxCreate m = RGPU__CTX_CREATE__INIT;
+	m.ctx = c->o.id;
+	m.device = c->device;
+	m.flags = c->flags;
+	m.primary = c->primary;
+	c->uid = atomic_fetch_add(&next_uid, 1) + 1;
+	c->active = 1;
+	return ip_post(RGPU__MSG_TYPE__MSG_CTX_CREATE, &m.base, NULL, 0);
+}
+
+static CUresult ctx_teardown(struct ip_ctx *c)
+{
+	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
+
+	ip_cls_teardown((CUcontext)c);
+	ip_stream_ctx_teardown(c);
+	ip_module_ctx_teardown(c);
+	ip_mem_ctx_teardown(c);
+	c->active = 0;
+	m.ctx = c->o.id;
+	return ip_post(RGPU__MSG_TYPE__MSG_CTX_DESTROY, &m.base, NULL, 0);
+}
+
+/* ---- the current-context stack ----------------------------------------------------------- */
+
+IP_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ip.initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	*pctx = (CUcontext)ip_ctx_cur();
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext h)
+{
+	struct ip_ctx *c = NULL;
+	REQUIRE_INIT();
+	if (h && !(c = ctx_get(h)))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!c) {
+		if (tls_depth)
+			tls_depth--;
+		return CUDA_SUCCESS;
+	}
+	if (tls_depth)
+		tls_stack[tls_depth - 1] = c;
+	else
+		tls_stack[tls_depth++] = c;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext h)
+{
+	struct ip_ctx *c;
+	REQUIRE_INIT();
+	if (!(c = ctx_get(h)))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (tls_depth == IP_CTX_STACK)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	tls_stack[tls_depth++] = c;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	REQUIRE_INIT();
+	if (!tls_depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	tls_depth--;
+	if (pctx)
+		*pctx = (CUcontext)tls_stack[tls_depth];
+	return CUDA_SUCCESS;
+}
+
+/* ---- created contexts -------------------------------------------------------------------- */
+
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
+{
+	struct ip_ctx *c;
+	CUresult r;
+
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	REQUIRE_INIT();
+	if (dev < 0 || dev >= ip.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (tls_depth == IP_CTX_STACK)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	c->device = dev;
+	c->flags = flags;
+	c->refcount = 1;
+	if (ip_obj_register(&c->o, IP_CTX)) {
+		free(c);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	r = ctx_activate(c);
+	if (r != CUDA_SUCCESS) {
+		ip_obj_unregister(&c->o);
+		free(c);
+		return r;
+	}
+	tls_stack[tls_depth++] = c;
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
+				       unsigned int flags, CUdevice dev)
+{
+	if (params && (params->numExecAffinityParams || params->cigParams))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return ctx_create(pctx, flags, dev);
+}
+
+IP_API CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
+				       unsigned int flags, CUdevice dev)
+{
+	if (params && n > 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return ctx_create(pctx, flags, dev);
+}
+
+IP_API CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	return ctx_create(pctx, flags, dev);
+}
+
+IP_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext h)
+{
+	struct ip_ctx *c;
+	CUresult r;
+	REQUIRE_INIT();
+	if (!(c = ctx_get(h)) || c->primary)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = ctx_teardown(c);
+	ip_obj_unregister(&c->o);
+	/* drop it from this thread's stack; other threads get INVALID_CONTEXT from now on */
+	int j = 0;
+	for (int i = 0; i < tls_depth; i++)
+		if (tls_stack[i] != c)
+			tls_stack[j++] = tls_stack[i];
+	tls_depth = j;
+	/* the object is not freed: a stale handle must stay a recognisably dead address */
+	return r;
+}
+
+/* ---- primary contexts -------------------------------------------------------------------- */
+
+IP_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	struct ip_ctx *c;
+	CUresult r = CUDA_SUCCESS;
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	REQUIRE_INIT();
+	if (dev < 0 || dev >= ip.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	c = ip.dev[dev].primary;
+	pthread_mutex_lock(&ip.lock);
+	if (c->refcount++ == 0)
+		r = ctx_activate(c);
+	if (r != CUDA_SUCCESS)
+		c->refcount--;
+	pthread_mutex_unlock(&ip.lock);
+	if (r == CUDA_SUCCESS)
+		*pctx = (CUcontext)c;
+	return r;
+}
+
+static CUresult primary_release(CUdevice dev, int reset)
+{
+	struct ip_ctx *c;
+	CUresult r = CUDA_SUCCESS;
+	int teardown;
+
+	REQUIRE_INIT();
+	if (dev < 0 || dev >= ip.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	c = ip.dev[dev].primary;
+	pthread_mutex_lock(&ip.lock);
+	if (!reset && c->refcount == 0) {
+		pthread_mutex_unlock(&ip.lock);
+		return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	teardown = c->active && (reset || c->refcount == 1);
+	c->refcount = reset ? 0 : c->refcount - 1;
+	pthread_mutex_unlock(&ip.lock);
+	if (teardown)
+		r = ctx_teardown(c);
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	return primary_release(dev, 0);
+}
+
+IP_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	return primary_release(dev, 1);
+}
+
+IP_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	if (!flags || !active)
+		return CUDA_ERROR_INVALID_VALUE;
+	REQUIRE_INIT();
+	if (dev < 0 || dev >= ip.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*flags = ip.dev[dev].primary->flags;
+	*active = ip.dev[dev].primary->active;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+	REQUIRE_INIT();
+	if (dev < 0 || dev >= ip.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (flags & ~(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_MAP_HOST |
+		      CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS))
+		return CUDA_ERROR_INVALID_VALUE;
+	ip.dev[dev].primary->flags = flags;
+	return CUDA_SUCCESS;
+}
+
+/* ---- queries ----------------------------------------------------------------------------- */
+
+IP_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *dev)
+{
+	struct ip_ctx *c;
+	CUresult r;
+	if (!dev)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	*dev = c->device;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *dev, CUcontext h)
+{
+	struct ip_ctx *c;
+	if (!h)
+		return cuCtxGetDevice(dev);
+	if (!dev)
+		return CUDA_ERROR_INVALID_VALUE;
+	REQUIRE_INIT();
+	if (!(c = ctx_get(h)))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*dev = c->device;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
+{
+	struct ip_ctx *c;
+	CUresult r;
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r == CUDA_SUCCESS)
+		*flags = c->flags;
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
+{
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+	if (r == CUDA_SUCCESS)
+		c->flags = flags;
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuCtxGetId(CUcontext h, unsigned long long *id)
+{
+	struct ip_ctx *c;
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	REQUIRE_INIT();
+	c = h ? ctx_get(h) : ip_ctx_cur();
+	if (!c || !c->active)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*id = c->uid;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxGetApiVersion(CUcontext h, unsigned int *version)
+{
+	struct ip_ctx *c;
+	if (!version)
+		return CUDA_ERROR_INVALID_VALUE;
+	REQUIRE_INIT();
+	c = h ? ctx_get(h) : ip_ctx_cur();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*version = 3020;
+	return CUDA_SUCCESS;
+}
+
+static CUresult ctx_sync(struct ip_ctx *c)
+{
+	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
+	m.ctx = c->o.id;
+	return ip_call_status(RGPU__MSG_TYPE__MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+IP_API CUresult CUDAAPI cuCtxSynchronize(void)
+{
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+	return r == CUDA_SUCCESS ? ctx_sync(c) : r;
+}
+
+IP_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext h)
+{
+	struct ip_ctx *c;
+	if (!h)
+		return cuCtxSynchronize();
+	REQUIRE_INIT();
+	if (!(c = ctx_get(h)) || !c->active)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return ctx_sync(c);
+}
+
+IP_API CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
+{
+	struct ip_ctx *c;
+	CUresult r;
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r == CUDA_SUCCESS)
+		*config = c->cache_config;
+	return r;
+}
+
+/* A preference only (Hopper decides the carve-out itself); kept so it reads back. */
+IP_API CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+	if (r == CUDA_SUCCESS)
+		c->cache_config = config;
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* the range of every GPU since Volta, the H200's included */
+	if (least)
+		*least = 0;
+	if (greatest)
+		*greatest = -5;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxGetLimit(size_t *value, CUlimit limit)
+{
+	Rgpu__CtxLimit m = RGPU__CTX_LIMIT__INIT;
+	Rgpu__ValueReply *rep = NULL;
+	struct ip_ctx *c;
+	CUresult r;
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.ctx = c->o.id;
+	m.limit = (int32_t)limit;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_CTX_GET_LIMIT, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (rep) {
+		if (r == CUDA_SUCCESS)
+			*value = (size_t)rep->value;
+		rgpu__value_reply__free_unpacked(rep, NULL);
+	}
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	Rgpu__CtxLimit m = RGPU__CTX_LIMIT__INIT;
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((int)limit < 0 || limit >= CU_LIMIT_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	m.ctx = c->o.id;
+	m.limit = (int32_t)limit;
+	m.value = value;
+	/* synchronous: an impossible limit must fail here, as the driver's does */
+	return ip_call_status(RGPU__MSG_TYPE__MSG_CTX_SET_LIMIT, &m.base, NULL, 0, NULL, 0, NULL,
+			      NULL);
+}
+
+/* ---- what the export tables need (ip_dark.h) ---------------------------------------------- */
+
+CUcontext ip_ctx_current(void)
+{
+	return (CUcontext)ip_ctx_cur();
+}
+
+unsigned long long ip_ctx_uid(CUcontext h)
+{
+	struct ip_ctx *c = h ? ctx_get(h) : NULL;
+	return c && c->active ? c->uid : 0;
+}
+
+int ip_ctx_alive(CUcontext h)
+{
+	return ctx_get(h) != NULL;
+}

@@ -1,0 +1,71 @@
+# Build rule for everything generated from cuda.h (gen_entries.py says what and how).
+#
+# rgpu_generate_entries(OUTDIR OUT_SOURCES OUT_MAP [OUT_TARGET])
+#   Adds the command that runs gen_entries.py into OUTDIR (re-run when the generator or either
+#   CUDA header changes) and returns:
+#     OUT_SOURCES  entries_gen.c procaddr_gen.c errors_gen.c (compile them with interposer/ on
+#                  the include path, next to procaddr.c and unimplemented.c)
+#     OUT_MAP      exports.map, the linker version script (-Wl,--version-script=...; add it
+#                  to LINK_DEPENDS so a changed list relinks)
+#     OUT_TARGET   (optional) a custom target that produces all of them; also OUTDIR holds
+#                  procaddr_queries.txt for tests/gpu/procaddr_dump.c.
+#   Every target that compiles OUT_SOURCES or links with OUT_MAP should
+#   add_dependencies(<target> ${OUT_TARGET}): the rule then runs once, before them (without
+#   it, make attaches the rule to each such target of the directory and may run it twice).
+#   Calling the function again with the same OUTDIR (from another directory) adds no second
+#   rule: it returns the same paths, and there the dependency is what makes the files exist
+#   before the target compiles.
+# Needs Python3_EXECUTABLE and CUDA_INCLUDE_DIR from the top level.
+include_guard(GLOBAL)
+
+set(RGPU_ENTRIES_GEN_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+function(rgpu_generate_entries outdir out_sources out_map)
+  set(gen ${RGPU_ENTRIES_GEN_DIR}/gen_entries.py)
+  set(sources ${outdir}/entries_gen.c ${outdir}/procaddr_gen.c ${outdir}/errors_gen.c)
+  set(map ${outdir}/exports.map)
+  set(queries ${outdir}/procaddr_queries.txt)
+
+  string(MAKE_C_IDENTIFIER "${outdir}" key)
+  get_property(target GLOBAL PROPERTY RGPU_ENTRIES_TARGET_${key})
+  if(NOT target)
+    get_property(n GLOBAL PROPERTY RGPU_ENTRIES_TARGET_COUNT)
+    if(NOT n)
+      set(target rgpu_entries_gen)
+      set(n 1)
+    else()
+      math(EXPR n "${n} + 1")
+      set(target rgpu_entries_gen_${n})
+    endif()
+    set_property(GLOBAL PROPERTY RGPU_ENTRIES_TARGET_COUNT ${n})
+    set_property(GLOBAL PROPERTY RGPU_ENTRIES_TARGET_${key} ${target})
+
+    add_custom_command(
+      OUTPUT ${sources} ${map} ${queries}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${outdir}
+      COMMAND ${Python3_EXECUTABLE} ${gen} --cc ${CMAKE_C_COMPILER}
+              --include ${CUDA_INCLUDE_DIR} --outdir ${outdir}
+      DEPENDS ${gen} ${CUDA_INCLUDE_DIR}/cuda.h ${CUDA_INCLUDE_DIR}/cudaTypedefs.h
+      COMMENT "Generating driver entry points from cuda.h and cudaTypedefs.h"
+      VERBATIM)
+    add_custom_target(${target} DEPENDS ${sources} ${map} ${queries})
+  endif()
+
+  set(${out_sources} ${sources} PARENT_SCOPE)
+  set(${out_map} ${map} PARENT_SCOPE)
+  if(ARGC GREATER 3)
+    set(${ARGV3} ${target} PARENT_SCOPE)
+  endif()
+endfunction()
+
+# rgpu_check_exports(TARGET MAP)
+#   After TARGET (the shared library) links, fail the build unless it exports exactly the
+#   symbols of MAP: catches a hand-written driver function whose hidden definition replaced the
+#   weak stub and so fell out of the export list.
+function(rgpu_check_exports target map)
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${Python3_EXECUTABLE} ${RGPU_ENTRIES_GEN_DIR}/check_exports.py
+            --nm ${CMAKE_NM} --map ${map} --lib $<TARGET_FILE:${target}>
+    COMMENT "Checking the exports of ${target} against ${map}"
+    VERBATIM)
+endfunction()

@@ -1,0 +1,231 @@
+/*
+ * The interposer's private header: what its parts (session, objects, contexts, memory, modules,
+ * launches, streams) share. Compiled with __CUDA_API_VERSION_INTERNAL so cuda.h declares every
+ * exported symbol under its own name; the code therefore spells out versioned names
+ * (cuMemAlloc_v2) exactly as the library exports them.
+ */
+#ifndef IP_H
+#define IP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "ip_dark.h"
+struct st_log;
+#include "vawindow.h"
+
+#define IP_API __attribute__((visibility("default")))
+
+#define IP_MAX_DEVICES 16
+#define IP_CTX_STACK 64
+
+/* ---- objects: every handle an application sees is one of these ---------------------------- */
+
+enum ip_kind {
+	IP_CTX = 1,
+	IP_STREAM = 2,
+	IP_EVENT = 3,
+	IP_MODULE = 4,  /* CUmodule and CUlibrary (library != 0) */
+	IP_FUNC = 5,    /* CUfunction */
+	IP_KERNEL = 6,  /* CUkernel */
+};
+
+struct ip_ctx;
+
+struct ip_obj {
+	uint32_t kind;
+	uint32_t dead;
+	uint64_t id;            /* the session-wide id the server knows it by */
+	struct ip_ctx *owner;   /* the context it lives in (NULL for contexts) */
+};
+
+struct ip_ctx {
+	struct ip_obj o;
+	int device;
+	unsigned flags;
+	int primary;
+	int refcount;             /* primary: retains; others: 1 */
+	int active;               /* exists on the server */
+	unsigned long long uid;   /* cuCtxGetId */
+	CUfunc_cache cache_config;
+};
+
+struct ip_stream {
+	struct ip_obj o;
+	struct ip_ctx *ctx;
+	unsigned flags;
+	int priority;
+	int per_thread;           /* a thread's per-thread default stream */
+};
+
+struct ip_event {
+	struct ip_obj o;
+	struct ip_ctx *ctx;
+	unsigned flags;
+};
+
+struct ip_funcinfo {
+	char *name;
+	uint32_t nparams;
+	uint32_t *offset;
+	uint32_t *size;
+	uint32_t argbytes;         /* bytes of the packed parameter buffer */
+	struct ip_func *handle;    /* the module function / library kernel, once asked for */
+};
+
+struct ip_global {
+	char *name;
+	uint64_t addr, size;
+	struct ip_global *next;
+};
+
+struct ip_module {
+	struct ip_obj o;
+	struct ip_ctx *ctx;
+	int library;
+	uint8_t hash[32];
+	uint64_t image_size;
+	uint32_t nfuncs;
+	struct ip_funcinfo *funcs; /* sorted by name */
+	struct ip_global *globals;
+	pthread_mutex_t lock;
+};
+
+#define IP_FUNC_ATTR_CACHE 16
+struct ip_func {
+	struct ip_obj o;
+	struct ip_module *mod;
+	const struct ip_funcinfo *info;
+	struct ip_ctx *ctx;        /* IP_FUNC of a kernel: its context */
+	struct ip_func *kfuncs;    /* IP_KERNEL: its per-context functions (linked by next) */
+	struct ip_func *next;
+	int attr_valid[IP_FUNC_ATTR_CACHE];
+	int attr_val[IP_FUNC_ATTR_CACHE];
+};
+
+/* ip_obj_register() - give o a fresh id and make its address a valid handle. */
+int ip_obj_register(struct ip_obj *o, int kind);
+/* ip_obj_unregister() - the handle is no longer valid (the memory is the caller's). */
+void ip_obj_unregister(struct ip_obj *o);
+/* ip_obj_get() - the live object behind handle h of kind (0: any), or NULL. */
+void *ip_obj_get(const void *h, int kind);
+/* ip_obj_collect() - live objects of kind owned by ctx (malloc'd array, caller frees). */
+int ip_obj_collect(struct ip_ctx *ctx, int kind, struct ip_obj ***out, size_t *n);
+uint64_t ip_new_id(void);
+
+/* ---- devices and initialisation ---------------------------------------------------------- */
+
+struct ip_device {
+	char name[256];
+	CUuuid uuid;
+	uint64_t total_mem;
+	int attr[CU_DEVICE_ATTRIBUTE_MAX];
+	struct ip_ctx *primary;
+};
+
+struct ip_state {
+	int initialized;
+	CUresult init_result;
+	int ndev;
+	struct ip_device dev[IP_MAX_DEVICES];
+	int driver_version;
+	struct ip_vaw vaw;
+	pthread_mutex_t lock;      /* contexts and host registrations */
+	pthread_mutex_t mem_lock;  /* the window allocator, held across a mapping's round trip */
+	void *host_allocs;         /* pinned or registered host ranges (tsearch) */
+	struct st_log *log;        /* the session's state log */
+};
+extern struct ip_state ip;
+
+/* ip_check_init() - CUDA_ERROR_NOT_INITIALIZED before cuInit, the session's error after
+ * it died, else CUDA_SUCCESS. */
+CUresult ip_check_init(void);
+
+/* ---- contexts ------------------------------------------------------------------------------ */
+
+/* ip_ctx_require() - the current context (*out), or CUDA_ERROR_INVALID_CONTEXT. */
+CUresult ip_ctx_require(struct ip_ctx **out);
+struct ip_ctx *ip_ctx_cur(void);
+
+/* ---- the session: one connection to rgpud ---------------------------------------------- */
+
+/* ip_session_open() - connect to RGPU_SERVER, shake hands, fill ip.dev. */
+CUresult ip_session_open(void);
+/* ip_session_error() - CUDA_SUCCESS while the session is usable, else the sticky error. */
+CUresult ip_session_error(void);
+
+/*
+ * ip_post() - a fire-and-forget request. Small requests are queued and sent in batches by the
+ * sender thread; a payload larger than a few KiB is sent before ip_post returns, straight
+ * from the caller's memory (host bytes are taken at call time). Returns the session's error
+ * if it is dead.
+ */
+CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen);
+
+/*
+ * ip_call() - a synchronous request: send it (with everything queued before it) and wait for
+ * its reply, decoded with desc into *reply (free with protobuf_c_message_free_unpacked).
+ * MSG_DATA frames for this request are written to dst (dst_size bytes at most) as they come.
+ * Returns CUDA_SUCCESS with *reply set, or the session's error.
+ */
+CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen,
+		 void *dst, uint64_t dst_size, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **reply);
+
+/*
+ * ip_call_status() - ip_call for requests whose reply is a message with `result` (field 1)
+ * and `async_error` (field 2): returns the call's own result, else a pending asynchronous
+ * error. *reply is optional.
+ */
+CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			uint64_t plen, void *dst, uint64_t dst_size,
+			const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+
+/*
+ * ip_post_dtoh() - a fire-and-forget device-to-host copy: the data lands in dst when the
+ * server's stream reaches it, before any later reply that depends on that stream.
+ */
+CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size);
+
+/* Host functions and stream callbacks run on the interposer's callback thread. */
+uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream, void *user);
+
+/* ---- streams --------------------------------------------------------------------------------- */
+
+/*
+ * ip_stream_resolve() - the stream handle as the server knows it: *id (0 = the context's NULL
+ * stream) and its context. ptds: the call was a per-thread-default-stream variant, so a NULL
+ * handle means the calling thread's own stream.
+ */
+CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *id);
+
+/* ---- memory --------------------------------------------------------------------------------- */
+
+/* ip_devptr_ok() - [p, p+n) is device memory the application may name (window or global). */
+int ip_devptr_ok(uint64_t p, uint64_t n);
+/* ip_is_devptr() - p points into device memory (pointer classification for cuMemcpy). */
+int ip_is_devptr(uint64_t p);
+void ip_global_add(uint64_t addr, uint64_t size);
+/* ip_ctx_free_all() - free every allocation of ctx (context teardown) */
+void ip_mem_ctx_teardown(struct ip_ctx *ctx);
+void ip_module_ctx_teardown(struct ip_ctx *ctx);
+void ip_stream_ctx_teardown(struct ip_ctx *ctx);
+
+/* ---- launches ------------------------------------------------------------------------------- */
+
+/*
+ * ip_pack_params() - lay kernelParams out at the function's parameter offsets into buf
+ * (info->argbytes bytes). Returns 0, or RGPU_EINVAL if a parameter pointer is NULL.
+ */
+int ip_pack_params(const struct ip_funcinfo *info, void **params, uint8_t *buf);
+
+/* ---- logging -------------------------------------------------------------------------------- */
+
+/* ip_log_init() - read RGPU_LOG / RGPU_LOG_FILE once; the interposer is silent otherwise. */
+void ip_log_init(void);
+
+#endif

@@ -1,0 +1,215 @@
+/*
+ * Kernel launches and host functions. A launch never waits: the parameters are packed here at
+ * the offsets the module-load reply gave (the layout the driver's `extra` buffer uses), the
+ * configuration is checked against the device's limits so that an impossible launch fails at
+ * once with the driver's code, and the request joins the command stream.
+ */
+#define LOG_PREFIX "rgpu: "
+#include <stdlib.h>
+#include <string.h>
+
+#include "ip.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/frame.h"
+#include "rgpu/log.h"
+
+/* The `extra` array: a buffer pointer and its size, as cuda.h defines the pairs. */
+static CUresult parse_extra(void **extra, void **buf, size_t *size)
+{
+	*buf = NULL;
+	*size = 0;
+	for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		if (i > 64)
+			return CUDA_ERROR_INVALID_VALUE;
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			*buf = extra[i + 1];
+		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+			*size = extra[i + 1] ? *(size_t *)extra[i + 1] : 0;
+		else
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	if ((*size && !*buf) || *size > RGPU_MAX_PARAMS)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+		       unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+		       void **extra, int ptds)
+{
+	Rgpu__Launch m = RGPU__LAUNCH__INIT;
+	struct ip_func *f;
+	struct ip_ctx *c;
+	uint64_t sid;
+	const int *a;
+	uint8_t stackbuf[4096], *buf = stackbuf;
+	void *payload;
+	size_t plen;
+	CUresult r;
+
+	r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	f = ip_obj_get(h, IP_FUNC);
+	if (!f)
+		f = ip_obj_get(h, IP_KERNEL);
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = ip_stream_resolve(s, ptds, &c, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	a = ip.dev[c->device].attr;
+	if (!gx || !gy || !gz || !bx || !by || !bz)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (gx > (unsigned)a[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X] ||
+	    gy > (unsigned)a[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y] ||
+	    gz > (unsigned)a[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z] ||
+	    bx > (unsigned)a[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X] ||
+	    by > (unsigned)a[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y] ||
+	    bz > (unsigned)a[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z] ||
+	    (uint64_t)bx * by * bz > (uint64_t)a[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK])
+		return CUDA_ERROR_INVALID_VALUE;
+	if (params && extra)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (extra) {
+		r = parse_extra(extra, &payload, &plen);
+		if (r != CUDA_SUCCESS)
+			return r;
+		m.extra = 1;
+	} else {
+		if (f->info->nparams && !params)
+			return CUDA_ERROR_INVALID_VALUE;
+		plen = f->info->argbytes;
+		if (plen > sizeof(stackbuf) && !(buf = malloc(plen)))
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		if (f->info->nparams && ip_pack_params(f->info, params, buf)) {
+			if (buf != stackbuf)
+				free(buf);
+			return CUDA_ERROR_INVALID_VALUE;
+		}
+		payload = buf;
+	}
+	m.func = f->o.id;
+	m.grid_x = gx;
+	m.grid_y = gy;
+	m.grid_z = gz;
+	m.block_x = bx;
+	m.block_y = by;
+	m.block_z = bz;
+	m.shared_mem = shmem;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	m.nparams = f->info->nparams;
+	r = ip_post(RGPU__MSG_TYPE__MSG_LAUNCH, &m.base, payload, plen);
+	if (buf != stackbuf)
+		free(buf);
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+				       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+				       CUstream s, void **params, void **extra)
+{
+	return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0);
+}
+
+IP_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+					    unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+					    CUstream s, void **params, void **extra)
+{
+	return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 1);
+}
+
+/*
+ * Launch attributes change how the GPU schedules the grid; those that do not change the result
+ * are accepted, the others (clusters, cooperative grids, ...) are refused until forwarded.
+ */
+static CUresult launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra,
+			  int ptds)
+{
+	if (!cfg)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < cfg->numAttrs; i++) {
+		switch (cfg->attrs[i].id) {
+		case CU_LAUNCH_ATTRIBUTE_IGNORE:
+		case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+		case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+			break;
+		case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+			if (cfg->attrs[i].value.clusterDim.x * cfg->attrs[i].value.clusterDim.y *
+				    cfg->attrs[i].value.clusterDim.z <= 1)
+				break;
+			/* fall through */
+		default:
+			pr_warn("cuLaunchKernelEx: launch attribute %d is not supported",
+				(int)cfg->attrs[i].id);
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+	}
+	return launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX,
+		      cfg->blockDimY, cfg->blockDimZ, cfg->sharedMemBytes, cfg->hStream, params,
+		      extra, ptds);
+}
+
+IP_API CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params,
+					 void **extra)
+{
+	return launch_ex(cfg, f, params, extra, 0);
+}
+
+IP_API CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *cfg, CUfunction f,
+					      void **params, void **extra)
+{
+	return launch_ex(cfg, f, params, extra, 1);
+}
+
+/* ---- host functions ---------------------------------------------------------------------- */
+
+static CUresult host_func(CUstream s, CUhostFn fn, CUstreamCallback cb, void *user, int ptds)
+{
+	Rgpu__HostFunc m = RGPU__HOST_FUNC__INIT;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = ip_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!fn && !cb)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_resolve(s, ptds, &c, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	m.callback = ip_callback_register(fn, cb, s, user);
+	if (!m.callback)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return ip_post(RGPU__MSG_TYPE__MSG_HOST_FUNC, &m.base, NULL, 0);
+}
+
+IP_API CUresult CUDAAPI cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
+{
+	return host_func(s, fn, NULL, user, 0);
+}
+
+IP_API CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *user)
+{
+	return host_func(s, fn, NULL, user, 1);
+}
+
+IP_API CUresult CUDAAPI cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *user,
+					    unsigned int flags)
+{
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	return host_func(s, NULL, cb, user, 0);
+}
+
+IP_API CUresult CUDAAPI cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *user,
+						 unsigned int flags)
+{
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	return host_func(s, NULL, cb, user, 1);
+}

@@ -1,0 +1,816 @@
+/*
+ * Device memory, copies and sets, pinned host memory and pointer attributes.
+ *
+ * Device addresses are chosen here, in the window (vawindow.c); the server only maps whole
+ * granules when told to. An allocation that needs new backing waits for the server (an
+ * out-of-memory answer must be exact: allocators retry on it); one carved from a mapped slab
+ * is recorded fire-and-forget. Copies to the device take the host bytes at call time;
+ * copies from the device either wait (synchronous forms) or land when the server's stream
+ * reaches them (async forms). Every device range is checked against what is mapped before any
+ * request leaves, so an out-of-range copy fails at once with the driver's code.
+ *
+ * Pinned host memory is client memory: it is allocated, registered and described here and
+ * never costs a round trip.
+ */
+#define LOG_PREFIX "rgpu: "
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ip.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/frame.h"
+#include "rgpu/log.h"
+#include "rgpu/util.h"
+
+/* ---- device pointers --------------------------------------------------------------------- */
+
+struct range {
+	uint64_t addr, size;
+	unsigned flags;
+	int pinned_by_us;         /* allocated here (cuMemAllocHost/cuMemHostAlloc) */
+	struct ip_ctx *ctx;
+};
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+	if (x->addr + x->size <= y->addr)
+		return -1;
+	if (y->addr + y->size <= x->addr)
+		return 1;
+	return 0;
+}
+
+static void *globals; /* module globals seen, as struct range */
+static pthread_mutex_t globals_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ip_global_add(uint64_t addr, uint64_t size)
+{
+	struct range key = {.addr = addr, .size = size ? size : 1}, *g;
+	pthread_mutex_lock(&globals_lock);
+	if (!tfind(&key, &globals, range_cmp) && (g = malloc(sizeof(*g)))) {
+		*g = key;
+		if (!tsearch(g, &globals, range_cmp))
+			free(g);
+	}
+	pthread_mutex_unlock(&globals_lock);
+}
+
+static const struct range *global_find(uint64_t p)
+{
+	struct range key = {.addr = p, .size = 1}, **g;
+	pthread_mutex_lock(&globals_lock);
+	g = tfind(&key, &globals, range_cmp);
+	pthread_mutex_unlock(&globals_lock);
+	return g ? *g : NULL;
+}
+
+int ip_is_devptr(uint64_t p)
+{
+	return ip_vaw_in_window(&ip.vaw, p) || global_find(p);
+}
+
+int ip_devptr_ok(uint64_t p, uint64_t n)
+{
+	const struct range *g;
+	int ok;
+
+	if (n == 0 || p + n < p)
+		return 0;
+	pthread_mutex_lock(&ip.mem_lock);
+	ok = ip_vaw_mapped(&ip.vaw, p, n);
+	pthread_mutex_unlock(&ip.mem_lock);
+	if (ok)
+		return 1;
+	g = global_find(p);
+	return g && n <= g->addr + g->size - p;
+}
+
+/* ---- allocation --------------------------------------------------------------------------- */
+
+static CUresult mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
+{
+	Rgpu__MemAlloc m = RGPU__MEM_ALLOC__INIT;
+	struct ip_vaw_res res;
+	CUresult r;
+	int ret;
+
+	pthread_mutex_lock(&ip.mem_lock);
+	ret = ip_vaw_alloc(&ip.vaw, size, c->device, c, &res);
+	if (ret) {
+		pthread_mutex_unlock(&ip.mem_lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	m.addr = res.addr;
+	m.size = size;
+	m.device = c->device;
+	m.map_addr = res.map_addr;
+	m.map_size = res.map_size;
+	if (res.map_size) {
+		/*
+		 * New backing: wait for the server, holding the allocator so no other thread
+		 * hands out memory from a range that may yet fail to map.
+		 */
+		r = ip_call_status(RGPU__MSG_TYPE__MSG_MEM_ALLOC, &m.base, NULL, 0, NULL, 0, NULL,
+				   NULL);
+		if (r != CUDA_SUCCESS) {
+			uint64_t ua, us;
+			ip_vaw_free(&ip.vaw, res.addr, &ua, &us);
+		}
+	} else {
+		r = ip_post(RGPU__MSG_TYPE__MSG_MEM_ALLOC, &m.base, NULL, 0);
+	}
+	pthread_mutex_unlock(&ip.mem_lock);
+	if (r == CUDA_SUCCESS)
+		*out = res.addr;
+	return r;
+}
+
+static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
+{
+	Rgpu__MemFree m = RGPU__MEM_FREE__INIT;
+	const struct ip_vaw_alloc *a;
+	uint64_t ua, us;
+
+	pthread_mutex_lock(&ip.mem_lock);
+	a = ip_vaw_find(&ip.vaw, addr);
+	if (!a || a->addr != addr || (only && a->owner != only)) {
+		pthread_mutex_unlock(&ip.mem_lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	ip_vaw_free(&ip.vaw, addr, &ua, &us);
+	m.addr = addr;
+	m.unmap_addr = ua;
+	m.unmap_size = us;
+	/* posted under the lock: the server must unmap before it can see this range mapped again */
+	CUresult r = ip_post(RGPU__MSG_TYPE__MSG_MEM_FREE, &m.base, NULL, 0);
+	pthread_mutex_unlock(&ip.mem_lock);
+	return r;
+}
+
+void ip_mem_ctx_teardown(struct ip_ctx *c)
+{
+	uint64_t *addrs = NULL;
+	size_t n = 0;
+	pthread_mutex_lock(&ip.mem_lock);
+	ip_vaw_collect(&ip.vaw, c, &addrs, &n);
+	pthread_mutex_unlock(&ip.mem_lock);
+	for (size_t i = 0; i < n; i++)
+		mem_free(addrs[i], c);
+	free(addrs);
+}
+
+IP_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+	struct ip_ctx *c;
+	CUresult r;
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mem_alloc(c, size, dptr);
+}
+
+IP_API CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+					   size_t height, unsigned int elem)
+{
+	struct ip_ctx *c;
+	CUresult r;
+	size_t p;
+	if (!dptr || !pitch)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!width || !height || (elem != 4 && elem != 8 && elem != 16))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* rows aligned for coalesced access, as the driver aligns them (texture pitch) */
+	p = ALIGN_UP(width, 512);
+	if (p / 512 > (SIZE_MAX / 512) / height)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mem_alloc(c, (uint64_t)p * height, dptr);
+	if (r == CUDA_SUCCESS)
+		*pitch = p;
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	return mem_free(dptr, NULL);
+}
+
+IP_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+	const struct ip_vaw_alloc *a;
+	const struct range *g;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&ip.mem_lock);
+	a = ip_vaw_find(&ip.vaw, p);
+	if (a) {
+		if (base)
+			*base = a->addr;
+		if (size)
+			*size = a->size;
+	}
+	pthread_mutex_unlock(&ip.mem_lock);
+	if (a)
+		return CUDA_SUCCESS;
+	if ((g = global_find(p))) {
+		if (base)
+			*base = g->addr;
+		if (size)
+			*size = g->size;
+		return CUDA_SUCCESS;
+	}
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+IP_API CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+	Rgpu__DeviceRef m = RGPU__DEVICE_REF__INIT;
+	Rgpu__MemInfoReply *rep = NULL;
+	struct ip_ctx *c;
+	CUresult r;
+	if (!free_bytes || !total)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.device = c->device;
+	m.ctx = c->o.id;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_MEM_INFO, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__mem_info_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (rep) {
+		if (r == CUDA_SUCCESS) {
+			*free_bytes = rep->free;
+			*total = rep->total;
+		}
+		rgpu__mem_info_reply__free_unpacked(rep, NULL);
+	}
+	return r;
+}
+
+/* ---- copies ------------------------------------------------------------------------------- */
+
+/* The stream a copy or set runs on, and the context that owns it. */
+static CUresult copy_target(CUstream s, int ptds, struct ip_ctx **c, uint64_t *sid)
+{
+	return ip_stream_resolve(s, ptds, c, sid);
+}
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int ptds)
+{
+	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = copy_target(s, ptds, &c, &sid);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (!src || !ip_devptr_ok(dst, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	m.flags = async ? RGPU__COPY_FLAG__COPY_ASYNC : 0;
+	for (size_t off = 0; off < n && r == CUDA_SUCCESS; off += RGPU_COPY_CHUNK) {
+		size_t len = MIN(RGPU_COPY_CHUNK, n - off);
+		m.dst = dst + off;
+		m.size = len;
+		r = ip_post(RGPU__MSG_TYPE__MSG_MEMCPY_HTOD, &m.base, (const char *)src + off, len);
+	}
+	return r;
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async, int ptds)
+{
+	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = copy_target(s, ptds, &c, &sid);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (!dst || !ip_devptr_ok(src, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	m.src = src;
+	m.size = n;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	if (async) {
+		m.flags = RGPU__COPY_FLAG__COPY_ASYNC;
+		return ip_post_dtoh(&m.base, dst, n);
+	}
+	return ip_call_status(RGPU__MSG_TYPE__MSG_MEMCPY_DTOH, &m.base, NULL, 0, dst, n, NULL, NULL);
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
+{
+	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = copy_target(s, ptds, &c, &sid);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (!ip_devptr_ok(src, n) || !ip_devptr_ok(dst, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	m.dst = dst;
+	m.src = src;
+	m.size = n;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	return ip_post(RGPU__MSG_TYPE__MSG_MEMCPY_DTOD, &m.base, NULL, 0);
+}
+
+/* cuMemcpy with unified addressing: the window (and module globals) are the device. */
+static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
+			int ptds)
+{
+	int dd = ip_is_devptr(dst), sd = ip_is_devptr(src);
+	CUresult r;
+
+	if (dd && sd)
+		return dtod(dst, src, n, s, ptds);
+	if (dd)
+		return htod(dst, (const void *)(uintptr_t)src, n, s, async, ptds);
+	if (sd)
+		return dtoh((void *)(uintptr_t)dst, src, n, s, async, ptds);
+	/* host to host: ordered after the stream's earlier work, like the driver's */
+	if (!async) {
+		r = ip_check_init();
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
+	if (n && (!dst || !src))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (n) {
+		if (async) {
+			r = cuStreamSynchronize(s);
+			if (r != CUDA_SUCCESS)
+				return r;
+		}
+		memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	}
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+	return htod(dst, src, n, NULL, 0, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
+	return htod(dst, src, n, NULL, 0, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+	return dtoh(dst, src, n, NULL, 0, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+{
+	return dtoh(dst, src, n, NULL, 0, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return dtod(dst, src, n, NULL, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return dtod(dst, src, n, NULL, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
+					     CUstream s)
+{
+	return htod(dst, src, n, s, 1, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n,
+						  CUstream s)
+{
+	return htod(dst, src, n, s, 1, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	return dtoh(dst, src, n, s, 1, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n,
+						  CUstream s)
+{
+	return dtoh(dst, src, n, s, 1, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
+					     CUstream s)
+{
+	return dtod(dst, src, n, s, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
+						  CUstream s)
+{
+	return dtod(dst, src, n, s, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return unified(dst, src, n, NULL, 0, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return unified(dst, src, n, NULL, 0, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	return unified(dst, src, n, s, 1, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
+					   CUstream s)
+{
+	return unified(dst, src, n, s, 1, 1);
+}
+
+/* ---- sets --------------------------------------------------------------------------------- */
+
+static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
+			   size_t width, size_t height, CUstream s, int ptds)
+{
+	Rgpu__Memset m = RGPU__MEMSET__INIT;
+	struct ip_ctx *c;
+	uint64_t sid, span;
+	CUresult r = ip_stream_resolve(s, ptds, &c, &sid);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (width == 0 || height == 0)
+		return CUDA_SUCCESS;
+	if (dst % elem || (height > 1 && (pitch < width * elem || pitch % elem)))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (width > SIZE_MAX / elem || (height > 1 && pitch > SIZE_MAX / height))
+		return CUDA_ERROR_INVALID_VALUE;
+	span = height > 1 ? pitch * (height - 1) + width * elem : width * elem;
+	if (!ip_devptr_ok(dst, span))
+		return CUDA_ERROR_INVALID_VALUE;
+	m.dst = dst;
+	m.value = value;
+	m.elem_size = elem;
+	m.width = width;
+	m.height = height;
+	m.pitch = pitch;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	return ip_post(RGPU__MSG_TYPE__MSG_MEMSET, &m.base, NULL, 0);
+}
+
+#define MEMSET_1D(name, T, elem, ptds, asyncarg, asyncval)                                     \
+	IP_API CUresult CUDAAPI name(CUdeviceptr dst, T v, size_t n asyncarg)                  \
+	{                                                                                      \
+		return memset_any(dst, 0, v, elem, n, 1, asyncval, ptds);                      \
+	}
+#define MEMSET_2D(name, T, elem, ptds, asyncarg, asyncval)                                     \
+	IP_API CUresult CUDAAPI name(CUdeviceptr dst, size_t pitch, T v, size_t w,             \
+				     size_t h asyncarg)                                        \
+	{                                                                                      \
+		return memset_any(dst, pitch, v, elem, w, h, asyncval, ptds);                  \
+	}
+#define COMMA_STREAM , CUstream s
+
+MEMSET_1D(cuMemsetD8_v2, unsigned char, 1, 0, , NULL)
+MEMSET_1D(cuMemsetD16_v2, unsigned short, 2, 0, , NULL)
+MEMSET_1D(cuMemsetD32_v2, unsigned int, 4, 0, , NULL)
+MEMSET_1D(cuMemsetD8_v2_ptds, unsigned char, 1, 1, , NULL)
+MEMSET_1D(cuMemsetD16_v2_ptds, unsigned short, 2, 1, , NULL)
+MEMSET_1D(cuMemsetD32_v2_ptds, unsigned int, 4, 1, , NULL)
+MEMSET_1D(cuMemsetD8Async, unsigned char, 1, 0, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD16Async, unsigned short, 2, 0, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD32Async, unsigned int, 4, 0, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD8Async_ptsz, unsigned char, 1, 1, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD16Async_ptsz, unsigned short, 2, 1, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD32Async_ptsz, unsigned int, 4, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D8_v2, unsigned char, 1, 0, , NULL)
+MEMSET_2D(cuMemsetD2D16_v2, unsigned short, 2, 0, , NULL)
+MEMSET_2D(cuMemsetD2D32_v2, unsigned int, 4, 0, , NULL)
+MEMSET_2D(cuMemsetD2D8_v2_ptds, unsigned char, 1, 1, , NULL)
+MEMSET_2D(cuMemsetD2D16_v2_ptds, unsigned short, 2, 1, , NULL)
+MEMSET_2D(cuMemsetD2D32_v2_ptds, unsigned int, 4, 1, , NULL)
+MEMSET_2D(cuMemsetD2D8Async, unsigned char, 1, 0, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D16Async, unsigned short, 2, 0, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D32Async, unsigned int, 4, 0, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D8Async_ptsz, unsigned char, 1, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D16Async_ptsz, unsigned short, 2, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D32Async_ptsz, unsigned int, 4, 1, COMMA_STREAM, s)
+
+/* ---- pinned host memory ------------------------------------------------------------------- */
+
+static const struct range *host_find(uint64_t p)
+{
+	struct range key = {.addr = p, .size = 1}, **h;
+	const struct range *r;
+	pthread_mutex_lock(&ip.lock);
+	h = tfind(&key, &ip.host_allocs, range_cmp);
+	r = h ? *h : NULL;
+	pthread_mutex_unlock(&ip.lock);
+	return r;
+}
+
+static CUresult host_add(void *p, size_t size, unsigned flags, int ours)
+{
+	struct range *h = malloc(sizeof(*h)), **e;
+	if (!h)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	h->addr = (uint64_t)(uintptr_t)p;
+	h->size = size;
+	h->flags = flags;
+	h->pinned_by_us = ours;
+	h->ctx = ip_ctx_cur();
+	pthread_mutex_lock(&ip.lock);
+	e = tfind(h, &ip.host_allocs, range_cmp);
+	if (!e)
+		e = tsearch(h, &ip.host_allocs, range_cmp);
+	else
+		e = NULL;
+	pthread_mutex_unlock(&ip.lock);
+	if (!e) {
+		free(h);
+		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+	}
+	return CUDA_SUCCESS;
+}
+
+static struct range *host_remove(void *p, int ours)
+{
+	struct range key = {.addr = (uint64_t)(uintptr_t)p, .size = 1}, **h, *r = NULL;
+	pthread_mutex_lock(&ip.lock);
+	h = tfind(&key, &ip.host_allocs, range_cmp);
+	if (h && (*h)->addr == key.addr && (*h)->pinned_by_us == ours) {
+		r = *h;
+		tdelete(r, &ip.host_allocs, range_cmp);
+	}
+	pthread_mutex_unlock(&ip.lock);
+	return r;
+}
+
+static CUresult host_alloc(void **pp, size_t size, unsigned flags)
+{
+	struct ip_ctx *c;
+	CUresult r;
+	void *p;
+
+	if (!pp)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (size == 0 || flags & ~(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+				   CU_MEMHOSTALLOC_WRITECOMBINED))
+		return CUDA_ERROR_INVALID_VALUE;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = host_add(p, size, flags, 1);
+	if (r != CUDA_SUCCESS) {
+		munmap(p, size);
+		return r;
+	}
+	*pp = p;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t size)
+{
+	return host_alloc(pp, size, 0);
+}
+
+IP_API CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
+{
+	return host_alloc(pp, size, flags);
+}
+
+IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+	struct range *h;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	h = host_remove(p, 1);
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	munmap(p, h->size);
+	free(h);
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t size, unsigned int flags)
+{
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!p || size == 0 ||
+	    flags & ~(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+		      CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags & CU_MEMHOSTREGISTER_IOMEMORY)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return host_add(p, size, flags, 0);
+}
+
+IP_API CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+	struct range *h;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	h = host_remove(p, 0);
+	if (!h)
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	free(h);
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuMemHostGetFlags(unsigned int *flags, void *p)
+{
+	const struct range *h;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	h = host_find((uint64_t)(uintptr_t)p);
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	*flags = h->flags;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * Unified addressing: a pinned host buffer's device address is its host address. rgpu's GPU
+ * cannot reach client memory, so a kernel that dereferences it faults on the server; copies
+ * to and from it work like any host memory.
+ */
+IP_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags)
+{
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!dptr || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!host_find((uint64_t)(uintptr_t)p))
+		return CUDA_ERROR_INVALID_VALUE;
+	*dptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+/* ---- pointer attributes ------------------------------------------------------------------- */
+
+struct ptrinfo {
+	int kind;                 /* 0 unknown, 1 device, 2 host */
+	uint64_t base, size;
+	int device;
+	struct ip_ctx *ctx;
+	unsigned long long buffer_id;
+};
+
+static void ptr_classify(uint64_t p, struct ptrinfo *pi)
+{
+	const struct ip_vaw_alloc *a;
+	const struct range *r;
+
+	memset(pi, 0, sizeof(*pi));
+	pthread_mutex_lock(&ip.mem_lock);
+	a = ip_vaw_find(&ip.vaw, p);
+	if (a) {
+		pi->kind = 1;
+		pi->base = a->addr;
+		pi->size = a->size;
+		pi->device = a->device;
+		pi->ctx = a->owner;
+		pi->buffer_id = a->addr;
+	}
+	pthread_mutex_unlock(&ip.mem_lock);
+	if (pi->kind)
+		return;
+	if ((r = global_find(p))) {
+		pi->kind = 1;
+		pi->base = r->addr;
+		pi->size = r->size;
+		pi->ctx = ip_ctx_cur();
+		pi->device = pi->ctx ? pi->ctx->device : 0;
+		pi->buffer_id = r->addr;
+		return;
+	}
+	if ((r = host_find(p))) {
+		pi->kind = 2;
+		pi->base = r->addr;
+		pi->size = r->size;
+		pi->ctx = r->ctx;
+		pi->device = r->ctx ? r->ctx->device : 0;
+		pi->buffer_id = r->addr;
+	}
+}
+
+/* One attribute into data; CUDA_ERROR_INVALID_VALUE where the driver refuses it. */
+static CUresult ptr_attr(const struct ptrinfo *pi, CUpointer_attribute a, void *data, uint64_t p)
+{
+	switch (a) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		*(CUcontext *)data = (CUcontext)pi->ctx;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned *)data = pi->kind == 1 ? CU_MEMORYTYPE_DEVICE
+				    : pi->kind == 2 ? CU_MEMORYTYPE_HOST : 0;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		*(CUdeviceptr *)data = pi->kind ? p : 0;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		*(void **)data = pi->kind == 2 ? (void *)(uintptr_t)p : NULL;
+		return pi->kind == 2 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+		*(unsigned *)data = 1;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		*(unsigned long long *)data = pi->buffer_id;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		*(unsigned *)data = 0;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = pi->kind ? pi->device : -2;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*(CUdeviceptr *)data = pi->base;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		*(size_t *)data = pi->size;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+		*(unsigned *)data = pi->kind != 0;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+		*(unsigned *)data = pi->kind ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+		*(unsigned *)data = 0;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+		*(unsigned long long *)data = 0;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		*(CUmemoryPool *)data = NULL;
+		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+IP_API CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p)
+{
+	struct ptrinfo pi;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!data)
+		return CUDA_ERROR_INVALID_VALUE;
+	ptr_classify(p, &pi);
+	return ptr_attr(&pi, a, data, p);
+}
+
+/*
+ * Unlike cuPointerGetAttribute, an unknown pointer is not an error here: every attribute gets
+ * its "none" value (cuda.h), which is how the runtime recognises unregistered host memory.
+ */
+IP_API CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs,
+					       void **data, CUdeviceptr p)
+{
+	struct ptrinfo pi;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!attrs || !data)
+		return CUDA_ERROR_INVALID_VALUE;
+	ptr_classify(p, &pi);
+	for (unsigned i = 0; i < n; i++) {
+		if (!data[i])
+			continue;
+		if (attrs[i] < CU_POINTER_ATTRIBUTE_CONTEXT)
+			return CUDA_ERROR_INVALID_VALUE;
+		r = ptr_attr(&pi, attrs[i], data[i], p);
+		if (r != CUDA_SUCCESS && pi.kind)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}

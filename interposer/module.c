@@ -1,0 +1,769 @@
+/*
+ * Modules and libraries, their functions, kernels and globals.
+ *
+ * An image is shipped by content: the load request carries its SHA-256 and the bytes follow
+ * only when the server has never seen them. The reply lists every function with its parameter
+ * layout, so looking up a function or kernel and launching it never wait for the server:
+ * lookups answer NOT_FOUND locally, and the server learns the new id fire-and-forget.
+ * Globals are the exception (their address is the driver's to choose): that lookup waits, and
+ * the range it returns becomes device memory for pointer classification.
+ */
+#define LOG_PREFIX "rgpu: "
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ip.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/frame.h"
+#include "rgpu/hash.h"
+#include "rgpu/image.h"
+#include "rgpu/log.h"
+#include "rgpu/util.h"
+
+static int fi_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ip_funcinfo *)a)->name, ((const struct ip_funcinfo *)b)->name);
+}
+
+static void module_free(struct ip_module *m)
+{
+	for (uint32_t i = 0; i < m->nfuncs; i++) {
+		free(m->funcs[i].name);
+		free(m->funcs[i].offset);
+		free(m->funcs[i].size);
+	}
+	free(m->funcs);
+	while (m->globals) {
+		struct ip_global *g = m->globals->next;
+		free(m->globals->name);
+		free(m->globals);
+		m->globals = g;
+	}
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+static CUresult take_functions(struct ip_module *m, Rgpu__ModuleLoadReply *rep)
+{
+	m->funcs = calloc(rep->n_functions ? rep->n_functions : 1, sizeof(*m->funcs));
+	if (!m->funcs)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < rep->n_functions; i++) {
+		Rgpu__FuncInfo *fi = rep->functions[i];
+		struct ip_funcinfo *f = &m->funcs[m->nfuncs];
+		if (fi->n_param_offset != fi->n_param_size)
+			return CUDA_ERROR_INVALID_IMAGE;
+		f->name = strdup(fi->name);
+		f->nparams = (uint32_t)fi->n_param_offset;
+		f->offset = malloc(sizeof(uint32_t) * (f->nparams + 1));
+		f->size = malloc(sizeof(uint32_t) * (f->nparams + 1));
+		m->nfuncs++;
+		if (!f->name || !f->offset || !f->size)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		for (uint32_t p = 0; p < f->nparams; p++) {
+			f->offset[p] = fi->param_offset[p];
+			f->size[p] = fi->param_size[p];
+			if ((uint64_t)f->offset[p] + f->size[p] > RGPU_MAX_PARAMS)
+				return CUDA_ERROR_INVALID_IMAGE;
+			f->argbytes = MAX(f->argbytes, f->offset[p] + f->size[p]);
+		}
+	}
+	qsort(m->funcs, m->nfuncs, sizeof(*m->funcs), fi_cmp);
+	return CUDA_SUCCESS;
+}
+
+/* Load an image (module or library) for the current context. */
+static CUresult load(const void *image, int library, struct ip_module **out)
+{
+	Rgpu__ModuleLoad req = RGPU__MODULE_LOAD__INIT;
+	Rgpu__ModuleLoadReply *rep = NULL;
+	struct rgpu_image img;
+	struct ip_module *m;
+	struct ip_ctx *c;
+	CUresult r;
+	int ret;
+
+	if (!image || !out)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	ret = rgpu_image_locate(image, &img);
+	if (ret)
+		return ret == RGPU_EUNSUPPORTED ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_IMAGE;
+	if (img.size > RGPU_MAX_IMAGE)
+		return CUDA_ERROR_INVALID_IMAGE;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_init(&m->lock, NULL);
+	m->library = library;
+	m->image_size = img.size;
+	m->o.owner = c;
+	rgpu_sha256(img.data, img.size, m->hash);
+	if (ip_obj_register(&m->o, IP_MODULE)) {
+		module_free(m);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	m->o.owner = c;
+	m->ctx = c;
+	req.module = m->o.id;
+	req.hash.data = m->hash;
+	req.hash.len = sizeof(m->hash);
+	req.image_size = img.size;
+	req.library = library;
+	req.ctx = c->o.id;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_MODULE_LOAD, &req.base, NULL, 0, NULL, 0,
+			   &rgpu__module_load_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (r == CUDA_SUCCESS && rep->need_image) {
+		rgpu__module_load_reply__free_unpacked(rep, NULL);
+		rep = NULL;
+		req.has_image = 1;
+		pr_debug("shipping a %zu-byte image", img.size);
+		r = ip_call_status(RGPU__MSG_TYPE__MSG_MODULE_LOAD, &req.base, img.data, img.size,
+				   NULL, 0, &rgpu__module_load_reply__descriptor,
+				   (ProtobufCMessage **)&rep);
+	} else if (r == CUDA_SUCCESS) {
+		pr_debug("image of %zu bytes found in the server's cache", img.size);
+	}
+	if (r == CUDA_SUCCESS && rep->need_image)
+		r = CUDA_ERROR_INVALID_IMAGE;
+	if (r == CUDA_SUCCESS)
+		r = take_functions(m, rep);
+	if (rep)
+		rgpu__module_load_reply__free_unpacked(rep, NULL);
+	if (r != CUDA_SUCCESS) {
+		ip_obj_unregister(&m->o);
+		module_free(m);
+		return r;
+	}
+	*out = m;
+	return CUDA_SUCCESS;
+}
+
+static CUresult read_file(const char *path, void **data)
+{
+	struct stat st;
+	int fd;
+	ssize_t n;
+	uint8_t *buf;
+
+	if (!path)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	if (fstat(fd, &st) || st.st_size <= 0 || (uint64_t)st.st_size > RGPU_MAX_IMAGE) {
+		close(fd);
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	n = read(fd, buf, (size_t)st.st_size);
+	close(fd);
+	if (n != st.st_size) {
+		free(buf);
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	}
+	buf[st.st_size] = '\0'; /* PTX text needs its terminator */
+	*data = buf;
+	return CUDA_SUCCESS;
+}
+
+/* ---- modules ------------------------------------------------------------------------------ */
+
+IP_API CUresult CUDAAPI cuModuleLoadData(CUmodule *mod, const void *image)
+{
+	return load(image, 0, (struct ip_module **)mod);
+}
+
+IP_API CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned int n,
+					   CUjit_option *opts, void **vals)
+{
+	/* JIT options only steer PTX compilation, which the server's driver does as it sees fit;
+	 * report empty logs where the caller asked for them */
+	for (unsigned i = 0; opts && vals && i < n; i++)
+		if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES ||
+		    opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+			vals[i] = (void *)(uintptr_t)0;
+	return load(image, 0, (struct ip_module **)mod);
+}
+
+IP_API CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *mod, const void *fatbin)
+{
+	return load(fatbin, 0, (struct ip_module **)mod);
+}
+
+IP_API CUresult CUDAAPI cuModuleLoad(CUmodule *mod, const char *fname)
+{
+	void *data;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = read_file(fname, &data);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = load(data, 0, (struct ip_module **)mod);
+	free(data);
+	return r;
+}
+
+/* Forget a module's client objects; `tell` also unloads it on the server. */
+static CUresult unload(struct ip_module *m, int tell)
+{
+	Rgpu__ObjRef req = RGPU__OBJ_REF__INIT;
+	CUresult r = CUDA_SUCCESS;
+
+	for (uint32_t i = 0; i < m->nfuncs; i++) {
+		struct ip_func *f = m->funcs[i].handle;
+		while (f && f->kfuncs) {
+			struct ip_func *kf = f->kfuncs;
+			f->kfuncs = kf->next;
+			ip_obj_unregister(&kf->o);
+		}
+		if (f)
+			ip_obj_unregister(&f->o);
+	}
+	ip_obj_unregister(&m->o);
+	if (tell) {
+		req.id = m->o.id;
+		req.ctx = m->ctx->o.id;
+		r = ip_post(RGPU__MSG_TYPE__MSG_MODULE_UNLOAD, &req.base, NULL, 0);
+	}
+	/* the function objects stay allocated: stale handles must remain recognisably dead */
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuModuleUnload(CUmodule h)
+{
+	struct ip_module *m = ip_obj_get(h, IP_MODULE);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!m || m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return unload(m, 1);
+}
+
+void ip_module_ctx_teardown(struct ip_ctx *c)
+{
+	struct ip_obj **v = NULL;
+	size_t n = 0;
+	ip_obj_collect(c, IP_MODULE, &v, &n);
+	for (size_t i = 0; i < n; i++)
+		unload((struct ip_module *)v[i], 0); /* the server drops them with the context */
+	free(v);
+}
+
+static struct ip_funcinfo *find_info(struct ip_module *m, const char *name)
+{
+	struct ip_funcinfo key = {.name = (char *)name};
+	return bsearch(&key, m->funcs, m->nfuncs, sizeof(*m->funcs), fi_cmp);
+}
+
+/* The one handle for (module, name): created and announced on first use. */
+static CUresult get_func(struct ip_module *m, struct ip_funcinfo *fi, int kind,
+			 struct ip_func **out)
+{
+	Rgpu__FuncGet req = RGPU__FUNC_GET__INIT;
+	struct ip_func *f;
+	CUresult r = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&m->lock);
+	f = fi->handle;
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f || ip_obj_register(&f->o, kind)) {
+			free(f);
+			pthread_mutex_unlock(&m->lock);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		f->o.owner = m->ctx;
+		f->mod = m;
+		f->info = fi;
+		req.func = f->o.id;
+		req.parent = m->o.id;
+		req.name = fi->name;
+		req.kind = kind == IP_KERNEL ? RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL
+					     : RGPU__FUNC_KIND__FUNC_MODULE;
+		req.ctx = m->ctx->o.id;
+		r = ip_post(RGPU__MSG_TYPE__MSG_FUNC_GET, &req.base, NULL, 0);
+		fi->handle = f;
+	}
+	pthread_mutex_unlock(&m->lock);
+	*out = f;
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule h, const char *name)
+{
+	struct ip_module *m;
+	struct ip_funcinfo *fi;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!hfunc || !name)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = ip_obj_get(h, IP_MODULE);
+	if (!m || m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	fi = find_info(m, name);
+	if (!fi)
+		return CUDA_ERROR_NOT_FOUND;
+	return get_func(m, fi, IP_FUNC, (struct ip_func **)hfunc);
+}
+
+IP_API CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int *count, CUmodule h)
+{
+	struct ip_module *m = ip_obj_get(h, IP_MODULE);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!m || m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*count = m->nfuncs;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction *fns, unsigned int n, CUmodule h)
+{
+	struct ip_module *m = ip_obj_get(h, IP_MODULE);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!fns)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!m || m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	for (unsigned i = 0; i < n && i < m->nfuncs && r == CUDA_SUCCESS; i++)
+		r = get_func(m, &m->funcs[i], IP_FUNC, (struct ip_func **)&fns[i]);
+	return r;
+}
+
+/* A global's address, asked of the server once per (module, name). */
+static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *dptr,
+			   size_t *bytes)
+{
+	Rgpu__GlobalGet req = RGPU__GLOBAL_GET__INIT;
+	Rgpu__GlobalReply *rep = NULL;
+	struct ip_global *g;
+	CUresult r;
+
+	pthread_mutex_lock(&m->lock);
+	for (g = m->globals; g && strcmp(g->name, name); g = g->next)
+		;
+	pthread_mutex_unlock(&m->lock);
+	if (!g) {
+		req.module = m->o.id;
+		req.name = (char *)name;
+		req.library = m->library;
+		req.ctx = m->ctx->o.id;
+		r = ip_call_status(RGPU__MSG_TYPE__MSG_GLOBAL_GET, &req.base, NULL, 0, NULL, 0,
+				   &rgpu__global_reply__descriptor, (ProtobufCMessage **)&rep);
+		if (r != CUDA_SUCCESS) {
+			if (rep)
+				rgpu__global_reply__free_unpacked(rep, NULL);
+			return r;
+		}
+		g = calloc(1, sizeof(*g));
+		if (!g || !(g->name = strdup(name))) {
+			free(g);
+			rgpu__global_reply__free_unpacked(rep, NULL);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		g->addr = rep->addr;
+		g->size = rep->size;
+		rgpu__global_reply__free_unpacked(rep, NULL);
+		/* recorded for verification after a move: the driver, not rgpu, placed it */
+		ip_global_add(g->addr, g->size);
+		pthread_mutex_lock(&m->lock);
+		g->next = m->globals;
+		m->globals = g;
+		pthread_mutex_unlock(&m->lock);
+	}
+	if (dptr)
+		*dptr = g->addr;
+	if (bytes)
+		*bytes = g->size;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule h,
+					     const char *name)
+{
+	struct ip_module *m;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = ip_obj_get(h, IP_MODULE);
+	if (!m || m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return get_global(m, name, dptr, bytes);
+}
+
+/* ---- libraries and kernels ---------------------------------------------------------------- */
+
+IP_API CUresult CUDAAPI cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo,
+					  void **jv, unsigned int njo, CUlibraryOption *lo,
+					  void **lv, unsigned int nlo)
+{
+	/*
+	 * The runtime passes BINARY_IS_PRESERVED; the image is shipped (or found by hash) right
+	 * away, so neither it nor the JIT options change what happens here.
+	 */
+	(void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
+	return load(code, 1, (struct ip_module **)lib);
+}
+
+IP_API CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *lib, const char *fname, CUjit_option *jo,
+					      void **jv, unsigned int njo, CUlibraryOption *lo,
+					      void **lv, unsigned int nlo)
+{
+	void *data;
+	CUresult r = ip_check_init();
+	(void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = read_file(fname, &data);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = load(data, 1, (struct ip_module **)lib);
+	free(data);
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuLibraryUnload(CUlibrary h)
+{
+	struct ip_module *m = ip_obj_get(h, IP_MODULE);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!m || !m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return unload(m, 1);
+}
+
+IP_API CUresult CUDAAPI cuLibraryGetKernel(CUkernel *k, CUlibrary h, const char *name)
+{
+	struct ip_module *m;
+	struct ip_funcinfo *fi;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!k || !name)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = ip_obj_get(h, IP_MODULE);
+	if (!m || !m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	fi = find_info(m, name);
+	if (!fi)
+		return CUDA_ERROR_NOT_FOUND;
+	return get_func(m, fi, IP_KERNEL, (struct ip_func **)k);
+}
+
+IP_API CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int *count, CUlibrary h)
+{
+	struct ip_module *m = ip_obj_get(h, IP_MODULE);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!m || !m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*count = m->nfuncs;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *ks, unsigned int n, CUlibrary h)
+{
+	struct ip_module *m = ip_obj_get(h, IP_MODULE);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ks)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!m || !m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	for (unsigned i = 0; i < n && i < m->nfuncs && r == CUDA_SUCCESS; i++)
+		r = get_func(m, &m->funcs[i], IP_KERNEL, (struct ip_func **)&ks[i]);
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary h,
+					   const char *name)
+{
+	struct ip_module *m;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = ip_obj_get(h, IP_MODULE);
+	if (!m || !m->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return get_global(m, name, dptr, bytes);
+}
+
+/* The kernel's function in the current context: one handle per (kernel, context). */
+IP_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pfunc, CUkernel k)
+{
+	Rgpu__FuncGet req = RGPU__FUNC_GET__INIT;
+	struct ip_func *kern, *f;
+	struct ip_ctx *c;
+	CUresult r;
+
+	if (!pfunc)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	kern = ip_obj_get(k, IP_KERNEL);
+	if (!kern)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&kern->mod->lock);
+	for (f = kern->kfuncs; f && f->ctx != c; f = f->next)
+		;
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f || ip_obj_register(&f->o, IP_FUNC)) {
+			free(f);
+			pthread_mutex_unlock(&kern->mod->lock);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		f->o.owner = c;
+		f->mod = kern->mod;
+		f->info = kern->info;
+		f->ctx = c;
+		f->next = kern->kfuncs;
+		kern->kfuncs = f;
+		req.func = f->o.id;
+		req.parent = kern->o.id;
+		req.kind = RGPU__FUNC_KIND__FUNC_KERNEL_FUNCTION;
+		req.name = kern->info->name;
+		req.ctx = c->o.id;
+		r = ip_post(RGPU__MSG_TYPE__MSG_FUNC_GET, &req.base, NULL, 0);
+	}
+	pthread_mutex_unlock(&kern->mod->lock);
+	*pfunc = (CUfunction)f;
+	return r;
+}
+
+/* ---- function and kernel queries ---------------------------------------------------------- */
+
+/* A CUfunction argument may also be a CUkernel cast to CUfunction (dark-api.md §7). */
+static struct ip_func *func_any(const void *h)
+{
+	struct ip_func *f = ip_obj_get(h, IP_FUNC);
+	return f ? f : ip_obj_get(h, IP_KERNEL);
+}
+
+static CUresult param_info(const void *h, size_t index, size_t *off, size_t *size)
+{
+	struct ip_func *f = func_any(h);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (index >= f->info->nparams)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (off)
+		*off = f->info->offset[index];
+	if (size)
+		*size = f->info->size[index];
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuFuncGetParamInfo(CUfunction h, size_t i, size_t *off, size_t *size)
+{
+	return param_info(h, i, off, size);
+}
+
+IP_API CUresult CUDAAPI cuKernelGetParamInfo(CUkernel h, size_t i, size_t *off, size_t *size)
+{
+	return param_info(h, i, off, size);
+}
+
+IP_API CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction h)
+{
+	struct ip_func *f = func_any(h);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = f->info->name;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel h)
+{
+	return cuFuncGetName(name, (CUfunction)h);
+}
+
+IP_API CUresult CUDAAPI cuFuncGetModule(CUmodule *mod, CUfunction h)
+{
+	struct ip_func *f = ip_obj_get(h, IP_FUNC);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!mod)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f || f->mod->library)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*mod = (CUmodule)f->mod;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction h)
+{
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!state)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!func_any(h))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*state = CU_FUNCTION_LOADING_STATE_LOADED;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuFuncLoad(CUfunction h)
+{
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	return func_any(h) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/*
+ * Attributes: asked of the server once and cached; a set updates the cache and the server.
+ * A kernel's attributes are per device, so kernels cache only for device 0.
+ */
+static CUresult attr_get(struct ip_func *f, CUfunction_attribute a, int dev, int *v)
+{
+	Rgpu__FuncAttr req = RGPU__FUNC_ATTR__INIT;
+	Rgpu__ValueReply *rep = NULL;
+	int cacheable = (int)a >= 0 && a < IP_FUNC_ATTR_CACHE && dev == 0;
+	struct ip_ctx *c = ip_ctx_cur();
+	CUresult r;
+
+	if (cacheable && f->attr_valid[a]) {
+		*v = f->attr_val[a];
+		return CUDA_SUCCESS;
+	}
+	req.func = f->o.id;
+	req.attrib = a;
+	req.device = dev;
+	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_FUNC_GET_ATTR, &req.base, NULL, 0, NULL, 0,
+			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (r == CUDA_SUCCESS) {
+		*v = (int)rep->value;
+		if (cacheable) {
+			f->attr_val[a] = *v;
+			f->attr_valid[a] = 1;
+		}
+	}
+	if (rep)
+		rgpu__value_reply__free_unpacked(rep, NULL);
+	return r;
+}
+
+static CUresult attr_set(struct ip_func *f, CUfunction_attribute a, int dev, int v)
+{
+	Rgpu__FuncAttr req = RGPU__FUNC_ATTR__INIT;
+	struct ip_ctx *c = ip_ctx_cur();
+	req.func = f->o.id;
+	req.attrib = a;
+	req.value = v;
+	req.device = dev;
+	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
+	if ((int)a >= 0 && a < IP_FUNC_ATTR_CACHE)
+		f->attr_valid[a] = 0; /* the driver may round the value: ask again next time */
+	return ip_post(RGPU__MSG_TYPE__MSG_FUNC_SET_ATTR, &req.base, NULL, 0);
+}
+
+IP_API CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction h)
+{
+	struct ip_func *f = func_any(h);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!v || (int)a < 0 || a >= CU_FUNC_ATTRIBUTE_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return attr_get(f, a, 0, v);
+}
+
+IP_API CUresult CUDAAPI cuFuncSetAttribute(CUfunction h, CUfunction_attribute a, int v)
+{
+	struct ip_func *f = func_any(h);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((int)a < 0 || a >= CU_FUNC_ATTRIBUTE_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return attr_set(f, a, 0, v);
+}
+
+IP_API CUresult CUDAAPI cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel h,
+					     CUdevice dev)
+{
+	struct ip_func *f = ip_obj_get(h, IP_KERNEL);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!v || (int)a < 0 || a >= CU_FUNC_ATTRIBUTE_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (dev < 0 || dev >= ip.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	return attr_get(f, a, dev, v);
+}
+
+IP_API CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel h,
+					     CUdevice dev)
+{
+	struct ip_func *f = ip_obj_get(h, IP_KERNEL);
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if ((int)a < 0 || a >= CU_FUNC_ATTRIBUTE_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (dev < 0 || dev >= ip.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	return attr_set(f, a, dev, v);
+}
+
+/* Cache and shared-memory preferences are hints on Hopper; accepted and not forwarded. */
+IP_API CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction h, CUfunc_cache config)
+{
+	CUresult r = ip_check_init();
+	(void)config;
+	if (r != CUDA_SUCCESS)
+		return r;
+	return func_any(h) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}

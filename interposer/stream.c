@@ -1,0 +1,424 @@
+/*
+ * Streams and events. Creating and destroying them, recording events and making streams wait
+ * are fire-and-forget (the ids are ours); synchronizing and querying wait for the server.
+ * Each thread's per-thread default stream is an ordinary blocking stream, created on the
+ * server the first time the thread uses it in a context.
+ */
+#define LOG_PREFIX "rgpu: "
+#include <stdlib.h>
+
+#include "ip.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/log.h"
+
+#define PTDS_SLOTS 8
+
+/* this thread's per-thread default streams, one per context it used */
+static __thread struct ip_stream *tls_ptds[PTDS_SLOTS];
+
+static CUresult stream_new(struct ip_ctx *c, unsigned flags, int prio, int per_thread,
+			   struct ip_stream **out)
+{
+	Rgpu__StreamCreate m = RGPU__STREAM_CREATE__INIT;
+	struct ip_stream *s = calloc(1, sizeof(*s));
+	CUresult r;
+
+	if (!s || ip_obj_register(&s->o, IP_STREAM)) {
+		free(s);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	s->o.owner = c;
+	s->ctx = c;
+	s->flags = flags;
+	s->priority = prio;
+	s->per_thread = per_thread;
+	m.stream = s->o.id;
+	m.ctx = c->o.id;
+	m.flags = flags;
+	m.priority = prio;
+	r = ip_post(RGPU__MSG_TYPE__MSG_STREAM_CREATE, &m.base, NULL, 0);
+	if (r != CUDA_SUCCESS) {
+		ip_obj_unregister(&s->o);
+		free(s);
+		return r;
+	}
+	*out = s;
+	return CUDA_SUCCESS;
+}
+
+static CUresult per_thread_stream(struct ip_ctx *c, struct ip_stream **out)
+{
+	int free_slot = -1;
+	for (int i = 0; i < PTDS_SLOTS; i++) {
+		struct ip_stream *s = tls_ptds[i];
+		if (s && !ip_obj_get(s, IP_STREAM))
+			s = tls_ptds[i] = NULL; /* its context went away */
+		if (s && s->ctx == c) {
+			*out = s;
+			return CUDA_SUCCESS;
+		}
+		if (!s && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot < 0)
+		free_slot = 0; /* more contexts than slots: start a fresh one for this context */
+	CUresult r = stream_new(c, 0, 0, 1, out);
+	if (r == CUDA_SUCCESS)
+		tls_ptds[free_slot] = *out;
+	return r;
+}
+
+CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *id)
+{
+	struct ip_stream *s;
+	CUresult r;
+
+	if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+		r = ip_ctx_require(ctx);
+		if (r != CUDA_SUCCESS)
+			return r;
+		if (h == CU_STREAM_PER_THREAD || (h == NULL && ptds)) {
+			r = per_thread_stream(*ctx, &s);
+			if (r != CUDA_SUCCESS)
+				return r;
+			*id = s->o.id;
+		} else {
+			*id = 0;
+		}
+		return CUDA_SUCCESS;
+	}
+	r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	s = ip_obj_get(h, IP_STREAM);
+	if (!s)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*ctx = s->ctx;
+	*id = s->o.id;
+	return CUDA_SUCCESS;
+}
+
+void ip_stream_ctx_teardown(struct ip_ctx *c)
+{
+	struct ip_obj **v = NULL;
+	size_t n = 0;
+	/* the server destroys them with the context: only the handles die here */
+	ip_obj_collect(c, IP_STREAM, &v, &n);
+	for (size_t i = 0; i < n; i++)
+		ip_obj_unregister(v[i]);
+	free(v);
+	ip_obj_collect(c, IP_EVENT, &v, &n);
+	for (size_t i = 0; i < n; i++)
+		ip_obj_unregister(v[i]);
+	free(v);
+}
+
+/* ---- streams ----------------------------------------------------------------------------- */
+
+IP_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int prio)
+{
+	struct ip_ctx *c;
+	CUresult r;
+	if (!ph)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (flags & ~CU_STREAM_NON_BLOCKING)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* the driver clamps priorities into its range */
+	if (prio > 0)
+		prio = 0;
+	if (prio < -5)
+		prio = -5;
+	return stream_new(c, flags, prio, 0, (struct ip_stream **)ph);
+}
+
+IP_API CUresult CUDAAPI cuStreamCreate(CUstream *ph, unsigned int flags)
+{
+	return cuStreamCreateWithPriority(ph, flags, 0);
+}
+
+IP_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream h)
+{
+	Rgpu__StreamOp m = RGPU__STREAM_OP__INIT;
+	struct ip_stream *s;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	s = ip_obj_get(h, IP_STREAM);
+	if (!s || s->per_thread)
+		return CUDA_ERROR_INVALID_HANDLE;
+	m.stream = s->o.id;
+	m.ctx = s->ctx->o.id;
+	ip_obj_unregister(&s->o);
+	return ip_post(RGPU__MSG_TYPE__MSG_STREAM_DESTROY, &m.base, NULL, 0);
+}
+
+static CUresult stream_call(uint16_t type, CUstream h, int ptds)
+{
+	Rgpu__StreamOp m = RGPU__STREAM_OP__INIT;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = ip_stream_resolve(h, ptds, &c, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	return ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+IP_API CUresult CUDAAPI cuStreamSynchronize(CUstream h)
+{
+	return stream_call(RGPU__MSG_TYPE__MSG_STREAM_SYNC, h, 0);
+}
+IP_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h)
+{
+	return stream_call(RGPU__MSG_TYPE__MSG_STREAM_SYNC, h, 1);
+}
+IP_API CUresult CUDAAPI cuStreamQuery(CUstream h)
+{
+	return stream_call(RGPU__MSG_TYPE__MSG_STREAM_QUERY, h, 0);
+}
+IP_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream h)
+{
+	return stream_call(RGPU__MSG_TYPE__MSG_STREAM_QUERY, h, 1);
+}
+
+static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
+{
+	Rgpu__StreamOp m = RGPU__STREAM_OP__INIT;
+	struct ip_event *e;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = ip_stream_resolve(h, ptds, &c, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	e = ip_obj_get(eh, IP_EVENT);
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (flags & ~CU_EVENT_WAIT_EXTERNAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	m.event = e->o.id;
+	m.flags = flags;
+	return ip_post(RGPU__MSG_TYPE__MSG_STREAM_WAIT_EVENT, &m.base, NULL, 0);
+}
+
+IP_API CUresult CUDAAPI cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags)
+{
+	return stream_wait(h, e, flags, 0);
+}
+IP_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int flags)
+{
+	return stream_wait(h, e, flags, 1);
+}
+
+/* Local queries. */
+static CUresult stream_info(CUstream h, int ptds, struct ip_stream **s, struct ip_ctx **c)
+{
+	uint64_t sid;
+	CUresult r = ip_stream_resolve(h, ptds, c, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	*s = sid ? ip_obj_get(h == NULL || h == CU_STREAM_PER_THREAD ? NULL : h, IP_STREAM) : NULL;
+	if (sid && !*s) /* the per-thread stream */
+		per_thread_stream(*c, s);
+	return CUDA_SUCCESS;
+}
+
+#define STREAM_QUERY_FN(name, ptds, T, arg, expr)                                               \
+	IP_API CUresult CUDAAPI name(CUstream h, T *arg)                                        \
+	{                                                                                      \
+		struct ip_stream *s;                                                           \
+		struct ip_ctx *c;                                                              \
+		CUresult r;                                                                    \
+		if (!arg)                                                                      \
+			return CUDA_ERROR_INVALID_VALUE;                                       \
+		r = stream_info(h, ptds, &s, &c);                                              \
+		if (r == CUDA_SUCCESS)                                                         \
+			*arg = (expr);                                                         \
+		return r;                                                                      \
+	}
+
+STREAM_QUERY_FN(cuStreamGetFlags, 0, unsigned int, flags, s ? s->flags : 0)
+STREAM_QUERY_FN(cuStreamGetFlags_ptsz, 1, unsigned int, flags, s ? s->flags : 0)
+STREAM_QUERY_FN(cuStreamGetPriority, 0, int, prio, s ? s->priority : 0)
+STREAM_QUERY_FN(cuStreamGetPriority_ptsz, 1, int, prio, s ? s->priority : 0)
+STREAM_QUERY_FN(cuStreamGetCtx, 0, CUcontext, pctx, (CUcontext)c)
+STREAM_QUERY_FN(cuStreamGetCtx_ptsz, 1, CUcontext, pctx, (CUcontext)c)
+STREAM_QUERY_FN(cuStreamGetDevice, 0, CUdevice, dev, c->device)
+STREAM_QUERY_FN(cuStreamGetDevice_ptsz, 1, CUdevice, dev, c->device)
+STREAM_QUERY_FN(cuStreamGetId, 0, unsigned long long, id, s ? s->o.id : (h == CU_STREAM_LEGACY ? 1 : 0))
+STREAM_QUERY_FN(cuStreamGetId_ptsz, 1, unsigned long long, id, s ? s->o.id : 0)
+
+IP_API CUresult CUDAAPI cuStreamGetCtx_v2(CUstream h, CUcontext *pctx, CUgreenCtx *green)
+{
+	if (green)
+		*green = NULL;
+	return cuStreamGetCtx(h, pctx);
+}
+IP_API CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *pctx, CUgreenCtx *green)
+{
+	if (green)
+		*green = NULL;
+	return cuStreamGetCtx_ptsz(h, pctx);
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+IP_API CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
+{
+	Rgpu__EventCreate m = RGPU__EVENT_CREATE__INIT;
+	struct ip_event *e;
+	struct ip_ctx *c;
+	CUresult r;
+
+	if (!ph)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (flags & ~(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags & CU_EVENT_INTERPROCESS)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	e = calloc(1, sizeof(*e));
+	if (!e || ip_obj_register(&e->o, IP_EVENT)) {
+		free(e);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	e->o.owner = c;
+	e->ctx = c;
+	e->flags = flags;
+	m.event = e->o.id;
+	m.ctx = c->o.id;
+	m.flags = flags;
+	r = ip_post(RGPU__MSG_TYPE__MSG_EVENT_CREATE, &m.base, NULL, 0);
+	if (r != CUDA_SUCCESS) {
+		ip_obj_unregister(&e->o);
+		free(e);
+		return r;
+	}
+	*ph = (CUevent)e;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuEventDestroy_v2(CUevent h)
+{
+	Rgpu__EventOp m = RGPU__EVENT_OP__INIT;
+	struct ip_event *e;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	e = ip_obj_get(h, IP_EVENT);
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	m.event = e->o.id;
+	m.ctx = e->ctx->o.id;
+	ip_obj_unregister(&e->o);
+	return ip_post(RGPU__MSG_TYPE__MSG_EVENT_DESTROY, &m.base, NULL, 0);
+}
+
+static CUresult event_record(CUevent h, CUstream s, unsigned flags, int ptds)
+{
+	Rgpu__EventOp m = RGPU__EVENT_OP__INIT;
+	struct ip_event *e;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	e = ip_obj_get(h, IP_EVENT);
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (flags & ~CU_EVENT_RECORD_EXTERNAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_resolve(s, ptds, &c, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (c != e->ctx)
+		return CUDA_ERROR_INVALID_HANDLE;
+	m.event = e->o.id;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	m.flags = flags;
+	return ip_post(RGPU__MSG_TYPE__MSG_EVENT_RECORD, &m.base, NULL, 0);
+}
+
+IP_API CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s)
+{
+	return event_record(e, s, 0, 0);
+}
+IP_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent e, CUstream s)
+{
+	return event_record(e, s, 0, 1);
+}
+IP_API CUresult CUDAAPI cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags)
+{
+	return event_record(e, s, flags, 0);
+}
+IP_API CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags)
+{
+	return event_record(e, s, flags, 1);
+}
+
+static CUresult event_call(uint16_t type, CUevent h)
+{
+	Rgpu__EventOp m = RGPU__EVENT_OP__INIT;
+	struct ip_event *e;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	e = ip_obj_get(h, IP_EVENT);
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	m.event = e->o.id;
+	m.ctx = e->ctx->o.id;
+	return ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+IP_API CUresult CUDAAPI cuEventSynchronize(CUevent e)
+{
+	return event_call(RGPU__MSG_TYPE__MSG_EVENT_SYNC, e);
+}
+
+IP_API CUresult CUDAAPI cuEventQuery(CUevent e)
+{
+	return event_call(RGPU__MSG_TYPE__MSG_EVENT_QUERY, e);
+}
+
+IP_API CUresult CUDAAPI cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end)
+{
+	Rgpu__EventOp m = RGPU__EVENT_OP__INIT;
+	Rgpu__ElapsedReply *rep = NULL;
+	struct ip_event *a, *b;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	a = ip_obj_get(start, IP_EVENT);
+	b = ip_obj_get(end, IP_EVENT);
+	if (!a || !b)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)
+		return CUDA_ERROR_INVALID_HANDLE;
+	m.event = a->o.id;
+	m.end_event = b->o.id;
+	m.ctx = a->ctx->o.id;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_EVENT_ELAPSED, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__elapsed_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (rep) {
+		if (r == CUDA_SUCCESS)
+			*ms = rep->ms;
+		rgpu__elapsed_reply__free_unpacked(rep, NULL);
+	}
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent start, CUevent end)
+{
+	return cuEventElapsedTime_v2(ms, start, end);
+}

@@ -1,0 +1,408 @@
+/*
+ * The device address window allocator (see vawindow.h). Three structures:
+ *  - the free list: unused granule-aligned address ranges, sorted, coalesced on release;
+ *  - slabs: 2 MiB mapped ranges carved into 256-byte units with a bitmap;
+ *  - trees (glibc tsearch, a red-black tree) of allocations and of mapped ranges, keyed by
+ *    address range so a lookup of any address inside finds its owner.
+ * It never talks to the server: it only says what must be mapped or may be unmapped.
+ */
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu/err.h"
+#include "rgpu/util.h"
+#include "vawindow.h"
+
+struct ip_vaw_range {
+	uint64_t start, end;
+	struct ip_vaw_range *next;
+};
+
+#define SLAB_BITS_MAX 8192  /* 2 MiB / 256 */
+
+struct ip_vaw_slab {
+	uint64_t base;
+	int device;
+	uint32_t units, used;
+	uint64_t bits[SLAB_BITS_MAX / 64];
+	struct ip_vaw_slab *next;
+};
+
+struct map_node {
+	uint64_t addr, size;
+};
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct map_node *x = a, *y = b; /* ip_vaw_alloc starts with the same two fields */
+	if (x->addr + x->size <= y->addr)
+		return -1;
+	if (y->addr + y->size <= x->addr)
+		return 1;
+	return 0;
+}
+
+int ip_vaw_init(struct ip_vaw *w, uint64_t base, uint64_t size, uint64_t granule)
+{
+	memset(w, 0, sizeof(*w));
+	if (!granule || base % granule || size % granule || !size ||
+	    granule / IP_VAW_UNIT > SLAB_BITS_MAX)
+		return RGPU_EINVAL;
+	w->base = base;
+	w->size = size;
+	w->granule = granule;
+	w->free = malloc(sizeof(*w->free));
+	if (!w->free)
+		return RGPU_ENOMEM;
+	w->free->start = base;
+	w->free->end = base + size;
+	w->free->next = NULL;
+	return 0;
+}
+
+static void free_node(void *p)
+{
+	free(p);
+}
+
+void ip_vaw_fini(struct ip_vaw *w)
+{
+	while (w->free) {
+		struct ip_vaw_range *n = w->free->next;
+		free(w->free);
+		w->free = n;
+	}
+	while (w->slabs) {
+		struct ip_vaw_slab *n = w->slabs->next;
+		free(w->slabs);
+		w->slabs = n;
+	}
+	tdestroy(w->allocs, free_node);
+	tdestroy(w->maps, free_node);
+	w->allocs = w->maps = NULL;
+}
+
+/* First fit from the free list. */
+static int va_take(struct ip_vaw *w, uint64_t len, uint64_t *out)
+{
+	struct ip_vaw_range **pp = &w->free;
+	for (; *pp; pp = &(*pp)->next) {
+		struct ip_vaw_range *r = *pp;
+		if (r->end - r->start < len)
+			continue;
+		*out = r->start;
+		r->start += len;
+		if (r->start == r->end) {
+			*pp = r->next;
+			free(r);
+		}
+		return 0;
+	}
+	return RGPU_ENOSPC;
+}
+
+static void va_give(struct ip_vaw *w, uint64_t start, uint64_t len)
+{
+	struct ip_vaw_range **pp = &w->free, *prev = NULL, *n;
+	uint64_t end = start + len;
+
+	while (*pp && (*pp)->start < start) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	if (prev && prev->end == start) {
+		prev->end = end;
+		if (*pp && (*pp)->start == end) {
+			n = *pp;
+			prev->end = n->end;
+			prev->next = n->next;
+			free(n);
+		}
+		return;
+	}
+	if (*pp && (*pp)->start == end) {
+		(*pp)->start = start;
+		return;
+	}
+	n = malloc(sizeof(*n));
+	if (!n)
+		return; /* the range is lost to the window, never handed out twice */
+	n->start = start;
+	n->end = end;
+	n->next = *pp;
+	*pp = n;
+}
+
+static int map_add(struct ip_vaw *w, uint64_t addr, uint64_t size)
+{
+	struct map_node *m = malloc(sizeof(*m));
+	if (!m)
+		return RGPU_ENOMEM;
+	m->addr = addr;
+	m->size = size;
+	if (!tsearch(m, &w->maps, range_cmp)) {
+		free(m);
+		return RGPU_ENOMEM;
+	}
+	w->mapped_bytes += size;
+	return 0;
+}
+
+static void map_del(struct ip_vaw *w, uint64_t addr)
+{
+	struct map_node key = {.addr = addr, .size = 1}, **p;
+	p = tfind(&key, &w->maps, range_cmp);
+	if (!p)
+		return;
+	struct map_node *m = *p;
+	w->mapped_bytes -= m->size;
+	tdelete(m, &w->maps, range_cmp);
+	free(m);
+}
+
+static int bit_get(const struct ip_vaw_slab *s, uint32_t i)
+{
+	return (s->bits[i / 64] >> (i % 64)) & 1;
+}
+
+static void bits_set(struct ip_vaw_slab *s, uint32_t first, uint32_t n, int v)
+{
+	for (uint32_t i = first; i < first + n; i++) {
+		if (v)
+			s->bits[i / 64] |= 1ull << (i % 64);
+		else
+			s->bits[i / 64] &= ~(1ull << (i % 64));
+	}
+}
+
+/* First run of n free units in the slab, or -1. */
+static long slab_find(const struct ip_vaw_slab *s, uint32_t n)
+{
+	uint32_t run = 0;
+	if (s->units - s->used < n)
+		return -1;
+	for (uint32_t i = 0; i < s->units; i++) {
+		if (!(i % 64) && s->bits[i / 64] == ~0ull) {
+			run = 0;
+			i += 63;
+			continue;
+		}
+		run = bit_get(s, i) ? 0 : run + 1;
+		if (run == n)
+			return (long)(i + 1 - n);
+	}
+	return -1;
+}
+
+static int record_alloc(struct ip_vaw *w, const struct ip_vaw_alloc *a)
+{
+	struct ip_vaw_alloc *n = malloc(sizeof(*n));
+	if (!n)
+		return RGPU_ENOMEM;
+	*n = *a;
+	if (!tsearch(n, &w->allocs, range_cmp)) {
+		free(n);
+		return RGPU_ENOMEM;
+	}
+	w->nallocs++;
+	return 0;
+}
+
+static int alloc_small(struct ip_vaw *w, uint64_t size, int device, void *owner,
+		       struct ip_vaw_res *res)
+{
+	uint32_t n = (uint32_t)(ALIGN_UP(size, IP_VAW_UNIT) / IP_VAW_UNIT);
+	struct ip_vaw_slab *s;
+	struct ip_vaw_alloc a = {.size = size, .device = device, .owner = owner};
+	long at = -1;
+	int ret;
+
+	for (s = w->slabs; s; s = s->next)
+		if (s->device == device && (at = slab_find(s, n)) >= 0)
+			break;
+	if (!s) {
+		uint64_t base;
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return RGPU_ENOMEM;
+		ret = va_take(w, w->granule, &base);
+		if (ret) {
+			free(s);
+			return ret;
+		}
+		ret = map_add(w, base, w->granule);
+		if (ret) {
+			va_give(w, base, w->granule);
+			free(s);
+			return ret;
+		}
+		s->base = base;
+		s->device = device;
+		s->units = (uint32_t)(w->granule / IP_VAW_UNIT);
+		s->next = w->slabs;
+		w->slabs = s;
+		res->map_addr = base;
+		res->map_size = w->granule;
+		at = 0;
+	}
+	a.addr = s->base + (uint64_t)at * IP_VAW_UNIT;
+	a.slab = s;
+	ret = record_alloc(w, &a);
+	if (ret) {
+		if (res->map_size) { /* undo the new slab: the server never saw it */
+			w->slabs = s->next;
+			map_del(w, s->base);
+			va_give(w, s->base, w->granule);
+			free(s);
+			res->map_addr = res->map_size = 0;
+		}
+		return ret;
+	}
+	bits_set(s, (uint32_t)at, n, 1);
+	s->used += n;
+	res->addr = a.addr;
+	return 0;
+}
+
+static int alloc_large(struct ip_vaw *w, uint64_t size, int device, void *owner,
+		       struct ip_vaw_res *res)
+{
+	uint64_t len = ALIGN_UP(size, w->granule), base;
+	struct ip_vaw_alloc a = {.size = size, .device = device, .owner = owner};
+	int ret;
+
+	if (len < size)
+		return RGPU_ENOSPC;
+	ret = va_take(w, len, &base);
+	if (ret)
+		return ret;
+	a.addr = base;
+	a.map_size = len;
+	ret = map_add(w, base, len);
+	if (!ret) {
+		ret = record_alloc(w, &a);
+		if (ret)
+			map_del(w, base);
+	}
+	if (ret) {
+		va_give(w, base, len);
+		return ret;
+	}
+	res->addr = base;
+	res->map_addr = base;
+	res->map_size = len;
+	return 0;
+}
+
+int ip_vaw_alloc(struct ip_vaw *w, uint64_t size, int device, void *owner,
+		 struct ip_vaw_res *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (size == 0)
+		return RGPU_EINVAL;
+	if (size > w->size)
+		return RGPU_ENOSPC;
+	if (size <= IP_VAW_SMALL)
+		return alloc_small(w, size, device, owner, res);
+	return alloc_large(w, size, device, owner, res);
+}
+
+int ip_vaw_free(struct ip_vaw *w, uint64_t addr, uint64_t *unmap_addr, uint64_t *unmap_size)
+{
+	struct ip_vaw_alloc key = {.addr = addr, .size = 1}, **p, *a;
+
+	*unmap_addr = *unmap_size = 0;
+	p = tfind(&key, &w->allocs, range_cmp);
+	if (!p || (*p)->addr != addr)
+		return RGPU_ENOTFOUND;
+	a = *p;
+	if (a->slab) {
+		struct ip_vaw_slab *s = a->slab, **pp;
+		uint32_t n = (uint32_t)(ALIGN_UP(a->size, IP_VAW_UNIT) / IP_VAW_UNIT);
+		bits_set(s, (uint32_t)((a->addr - s->base) / IP_VAW_UNIT), n, 0);
+		s->used -= n;
+		if (s->used == 0) {
+			for (pp = &w->slabs; *pp != s; pp = &(*pp)->next)
+				;
+			*pp = s->next;
+			*unmap_addr = s->base;
+			*unmap_size = w->granule;
+			map_del(w, s->base);
+			va_give(w, s->base, w->granule);
+			free(s);
+		}
+	} else {
+		*unmap_addr = a->addr;
+		*unmap_size = a->map_size;
+		map_del(w, a->addr);
+		va_give(w, a->addr, a->map_size);
+	}
+	tdelete(a, &w->allocs, range_cmp);
+	free(a);
+	w->nallocs--;
+	return 0;
+}
+
+const struct ip_vaw_alloc *ip_vaw_find(struct ip_vaw *w, uint64_t p)
+{
+	struct ip_vaw_alloc key = {.addr = p, .size = 1}, **r;
+	r = tfind(&key, &w->allocs, range_cmp);
+	return r ? *r : NULL;
+}
+
+int ip_vaw_mapped(struct ip_vaw *w, uint64_t p, uint64_t n)
+{
+	uint64_t end = p + n;
+	if (n == 0 || end < p)
+		return 0;
+	while (p < end) {
+		struct map_node key = {.addr = p, .size = 1}, **m;
+		m = tfind(&key, &w->maps, range_cmp);
+		if (!m)
+			return 0;
+		p = (*m)->addr + (*m)->size; /* contiguous mappings continue the range */
+	}
+	return 1;
+}
+
+int ip_vaw_in_window(const struct ip_vaw *w, uint64_t p)
+{
+	return p >= w->base && p - w->base < w->size;
+}
+
+static struct {
+	void *owner;
+	uint64_t *v;
+	size_t n, cap;
+	int err;
+} collect;
+
+static void collect_walk(const void *node, VISIT which, int depth)
+{
+	const struct ip_vaw_alloc *a = *(const struct ip_vaw_alloc *const *)node;
+	(void)depth;
+	if ((which != postorder && which != leaf) || a->owner != collect.owner)
+		return;
+	if (collect.n == collect.cap) {
+		size_t cap = collect.cap ? 2 * collect.cap : 16;
+		uint64_t *n = realloc(collect.v, cap * sizeof(*n));
+		if (!n) {
+			collect.err = RGPU_ENOMEM;
+			return;
+		}
+		collect.v = n;
+		collect.cap = cap;
+	}
+	collect.v[collect.n++] = a->addr;
+}
+
+int ip_vaw_collect(struct ip_vaw *w, void *owner, uint64_t **addrs, size_t *n)
+{
+	memset(&collect, 0, sizeof(collect));
+	collect.owner = owner;
+	twalk(w->allocs, collect_walk);
+	*addrs = collect.v;
+	*n = collect.n;
+	return collect.err;
+}
