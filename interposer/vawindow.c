@@ -46,8 +46,9 @@ static int range_cmp(const void *a, const void *b)
 int ip_vaw_init(struct ip_vaw *w, uint64_t base, uint64_t size, uint64_t granule)
 {
 	memset(w, 0, sizeof(*w));
+	/* a slab must hold at least two of the largest small allocations */
 	if (!granule || base % granule || size % granule || !size ||
-	    granule / IP_VAW_UNIT > SLAB_BITS_MAX)
+	    granule / IP_VAW_UNIT > SLAB_BITS_MAX || granule < 2 * IP_VAW_SMALL)
 		return RGPU_EINVAL;
 	w->base = base;
 	w->size = size;

@@ -127,12 +127,15 @@ int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_fr
 int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 {
 	char buf[16384];
+	uint64_t done = 0;
 	while (len) {
 		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
 		int ret = rgpu_conn_recv_within(c, buf, n, c->frame_timeout_ms);
 		if (ret)
-			return ret;
+			/* a cut after any discarded byte is a truncated payload, wherever it falls */
+			return ret == RGPU_ECLOSED && done ? RGPU_EPROTO : ret;
 		len -= n;
+		done += n;
 	}
 	return 0;
 }

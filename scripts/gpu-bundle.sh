@@ -1,0 +1,17 @@
+#!/bin/sh
+# Copy what tests/gpu/run.sh needs from the build into ./gpubundle (git-ignored), small enough
+# to carry to the GPU host (the device tool's limit is 64 MiB).
+set -eu
+cd "$(dirname "$0")/.."
+B=${BUILD_DIR:-build}
+rm -rf gpubundle
+mkdir -p gpubundle/bin gpubundle/lib gpubundle/tests/progs gpubundle/tests/e2e
+cp -a "$B"/bin/rgpud "$B"/bin/rgpuctl "$B"/bin/procaddr_dump gpubundle/bin/
+cp -a "$B"/lib/*.so.* gpubundle/lib/
+cp -a "$B"/lib/interposer gpubundle/lib/
+cp -a "$B"/tests/progs/* gpubundle/tests/progs/ 2>/dev/null || true
+rm -rf gpubundle/tests/progs/CMakeFiles gpubundle/tests/progs/Makefile gpubundle/tests/progs/*.cmake
+cp -a "$B"/tests/e2e/hostile gpubundle/tests/e2e/
+cp -a "$B"/tests/procaddr_expected.txt "$B"/tests/procaddr_queries.txt gpubundle/tests/ 2>/dev/null || true
+[ -d "$B/tests/cuda" ] && cp -a "$B/tests/cuda" gpubundle/tests/ && rm -rf gpubundle/tests/cuda/CMakeFiles
+du -sh gpubundle

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Install what rgpu builds and tests with, from Debian's packages. The CUDA 13.0 toolkit is
+# not in Debian: it must already be at $CUDA_HOME (default /usr/local/cuda), as on the build
+# and CI machines.
+set -eu
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+PKGS="build-essential cmake pkg-config python3 procps
+      libprotobuf-c-dev protobuf-c-compiler liblmdb-dev libzstd-dev libcmocka-dev
+      nettle-dev zlib1g-dev libibverbs-dev"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	echo "install-deps: installing$missing"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+if [ ! -f "$CUDA_HOME/include/cuda.h" ] || [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
+	echo "install-deps: the CUDA 13.0 toolkit is not at $CUDA_HOME (set CUDA_HOME)" >&2
+	exit 1
+fi
+echo "install-deps: ready (CUDA toolkit at $CUDA_HOME)"

@@ -1,0 +1,29 @@
+#!/bin/sh
+# A client killed in the middle of a 1 GiB copy: its worker must be gone within a second, and
+# the server must serve the next client. Run by with_server.sh (RGPU_E2E_PID is rgpud).
+#   kill_client.sh PROGS_DIR
+set -u
+progs=$1
+workers() { pgrep -P "$RGPU_E2E_PID" | wc -l; }
+
+"$progs/bigcopy" 1024 >/dev/null 2>&1 &
+victim=$!
+# wait until its worker exists and data is flowing, then kill it mid-copy
+i=0
+while [ "$(workers)" -lt 1 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+[ "$(workers)" -ge 1 ] || { echo "FAIL: no worker appeared for the client"; exit 1; }
+sleep 0.3
+kill -9 $victim
+wait $victim 2>/dev/null
+killed_at=$(date +%s%N)
+while [ "$(workers)" -gt 0 ]; do
+	now=$(date +%s%N)
+	if [ $(( (now - killed_at) / 1000000 )) -gt 1000 ]; then
+		echo "FAIL: the killed client's worker still runs after 1 s"
+		exit 1
+	fi
+	sleep 0.02
+done
+gone_ms=$(( ($(date +%s%N) - killed_at) / 1000000 ))
+echo "kill_client: worker gone ${gone_ms} ms after the client was killed"
+"$progs/vecadd" || { echo "FAIL: the next client was not served"; exit 1; }

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Run a command through rgpu against a private rgpud on a free loopback port.
+#   with_server.sh BUILD_DIR CMD [ARGS...]
+# The server uses simgpu unless RGPU_E2E_DRIVER names another driver ("system": the real one).
+# Fails if the server died during the run. Server log: $RGPU_E2E_LOG or a temporary file.
+set -u
+build=$1
+shift
+tmp=$(mktemp -d)
+driver=${RGPU_E2E_DRIVER:-$build/lib/simgpu/libcuda.so.1}
+[ "$driver" = system ] && driver=""
+log=${RGPU_E2E_LOG:-$tmp/rgpud.log}
+"$build/bin/rgpud" --listen 127.0.0.1:0 --port-file "$tmp/port" \
+	${driver:+--driver "$driver"} --state-dir "$tmp/state" --log-level info 2>>"$log" &
+pid=$!
+cleanup() {
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+i=0
+while [ ! -s "$tmp/port" ] && [ $i -lt 200 ]; do
+	kill -0 "$pid" 2>/dev/null || { echo "with_server: rgpud did not start:"; cat "$log"; exit 1; }
+	sleep 0.05
+	i=$((i + 1))
+done
+port=$(cat "$tmp/port")
+RGPU_SERVER=127.0.0.1:$port RGPU_E2E_PORT=$port RGPU_E2E_PID=$pid "$build/bin/rgpuctl" run -- "$@"
+rc=$?
+if ! kill -0 "$pid" 2>/dev/null; then
+	echo "with_server: rgpud died during the test"
+	cat "$log"
+	exit 1
+fi
+[ $rc -ne 0 ] && { echo "--- rgpud log"; tail -n 40 "$log"; }
+exit $rc

@@ -1,0 +1,216 @@
+/*
+ * Kernel launches and the registry of C twins that stand in for device code.
+ *
+ * A launch is checked as the real driver checks it (handles, grid and block limits, dynamic
+ * shared memory, parameters), then its parameter values are copied, laid out exactly as on
+ * the device using the layout read from the image (so an `extra` buffer is split by the same
+ * offsets), and the twin registered under the kernel's name is queued on the stream. A
+ * kernel with no twin cannot run here: the launch returns CUDA_ERROR_NOT_SUPPORTED and prints
+ * nothing (SIMGPU_LOG=1 says which). The twin runs the whole grid on the stream's thread.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+struct twin {
+	char *name;
+	sim_kernel_fn fn;
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct twin *twins;
+static size_t ntwins;
+static __thread bool faulted;
+
+void sim_register_kernel(const char *name, sim_kernel_fn fn)
+{
+	char *copy;
+	struct twin *v;
+
+	if (!name || !fn)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	for (size_t i = 0; i < ntwins; i++) {
+		if (!strcmp(twins[i].name, name)) {
+			twins[i].fn = fn;
+			pthread_mutex_unlock(&reg_lock);
+			return;
+		}
+	}
+	copy = strdup(name);
+	v = realloc(twins, (ntwins + 1) * sizeof(*v));
+	if (copy && v) {
+		twins = v;
+		twins[ntwins].name = copy;
+		twins[ntwins++].fn = fn;
+	} else {
+		free(copy);
+		if (v)
+			twins = v;
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* sim_kernel_lookup() - the twin registered for a kernel name, or NULL. */
+sim_kernel_fn sim_kernel_lookup(const char *name)
+{
+	sim_kernel_fn fn = NULL;
+
+	pthread_mutex_lock(&reg_lock);
+	for (size_t i = 0; i < ntwins && !fn; i++)
+		if (!strcmp(twins[i].name, name))
+			fn = twins[i].fn;
+	pthread_mutex_unlock(&reg_lock);
+	return fn;
+}
+
+void sim_kernel_fault(void)
+{
+	faulted = true;
+}
+
+/* Runs on the stream thread. A fault poisons the context, as an illegal address does. */
+void sim_kernel_run(struct sim_op *op, struct sim_ctx *ctx)
+{
+	faulted = false;
+	op->u.k.fn(&op->u.k.l);
+	if (faulted) {
+		sim_log("kernel faulted: CUDA_ERROR_ILLEGAL_ADDRESS");
+		pthread_mutex_lock(&sim_sched);
+		if (ctx->sticky == CUDA_SUCCESS)
+			ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+		pthread_mutex_unlock(&sim_sched);
+	}
+}
+
+static CUresult check_shape(const unsigned g[3], const unsigned b[3])
+{
+	if (!g[0] || !g[1] || !g[2] || g[0] > INT_MAX || g[1] > 65535 || g[2] > 65535)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!b[0] || !b[1] || !b[2] || b[0] > 1024 || b[1] > 1024 || b[2] > 64 ||
+	    (unsigned long long)b[0] * b[1] * b[2] > 1024)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+/* The `extra` array: {BUFFER_POINTER, p, BUFFER_SIZE, &size, END}, in any order. */
+static CUresult parse_extra(void **extra, const void **buf, size_t *size)
+{
+	const size_t *psize = NULL;
+
+	*buf = NULL;
+	for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			*buf = extra[i + 1];
+		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+			psize = extra[i + 1];
+		else
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (!*buf || !psize)
+		return CUDA_ERROR_INVALID_VALUE;
+	*size = *psize;
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned block[3],
+		       unsigned smem, CUstream hs, void **params, void **extra)
+{
+	const struct sim_kernel_info *ki;
+	struct sim_stream *s;
+	struct sim_func *f;
+	struct sim_op *op;
+	sim_kernel_fn fn;
+	size_t psize = 0, hdr;
+	void **ptrs;
+	CUresult r;
+
+	SIM_ENTER();
+	if ((r = sim_func_get(hf, &f)) || (r = sim_stream_get(hs, &s)))
+		return r;
+	if (f->mod->ctx != s->ctx)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if ((r = check_shape(grid, block)))
+		return r;
+	if ((int)smem > f->attr->max_dyn_smem || smem > INT_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (params && extra)
+		return CUDA_ERROR_INVALID_VALUE;
+	ki = f->ki;
+	for (unsigned i = 0; i < ki->nparams; i++)
+		if (ki->params[i].offset + (size_t)ki->params[i].size > psize)
+			psize = ki->params[i].offset + (size_t)ki->params[i].size;
+	if (ki->nparams && !params && !extra)
+		return CUDA_ERROR_INVALID_VALUE;
+
+	hdr = ki->nparams * sizeof(void *);
+	op = sim_op_new(SIM_OP_KERNEL);
+	if (!op || !(op->u.k.blk = calloc(1, hdr + psize + 1))) {
+		sim_op_free(op);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	op->u.k.blk_size = hdr + psize;
+	ptrs = op->u.k.blk;
+	for (unsigned i = 0; i < ki->nparams; i++)
+		ptrs[i] = (char *)op->u.k.blk + hdr + ki->params[i].offset;
+	if (ki->nparams && params) {
+		for (unsigned i = 0; i < ki->nparams; i++) {
+			if (!params[i]) {
+				sim_op_free(op);
+				return CUDA_ERROR_INVALID_VALUE;
+			}
+			memcpy(ptrs[i], params[i], ki->params[i].size);
+		}
+	} else if (ki->nparams && extra) {
+		const void *buf;
+		size_t size;
+		if ((r = parse_extra(extra, &buf, &size)) || size < psize) {
+			sim_op_free(op);
+			return r ? r : CUDA_ERROR_INVALID_VALUE;
+		}
+		memcpy((char *)op->u.k.blk + hdr, buf, psize);
+	}
+
+	fn = sim_kernel_lookup(ki->name);
+	if (!fn) {
+		sim_log("no C implementation registered for kernel %s", ki->name);
+		sim_op_free(op);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	op->u.k.fn = fn;
+	memcpy(op->u.k.l.grid, grid, sizeof(op->u.k.l.grid));
+	memcpy(op->u.k.l.block, block, sizeof(op->u.k.l.block));
+	op->u.k.l.shared_mem = smem;
+	op->u.k.l.params = ptrs;
+	op->u.k.l.nparams = ki->nparams;
+	op->u.k.l.module = f->mod;
+	op->u.k.mod = f->mod;
+	__atomic_add_fetch(&f->mod->refs, 1, __ATOMIC_RELAXED);
+	return sim_enqueue(s, op, NULL);
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+				unsigned int gridDimZ, unsigned int blockDimX,
+				unsigned int blockDimY, unsigned int blockDimZ,
+				unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+				void **extra)
+{
+	const unsigned g[3] = {gridDimX, gridDimY, gridDimZ};
+	const unsigned b[3] = {blockDimX, blockDimY, blockDimZ};
+
+	return launch(f, g, b, sharedMemBytes, hStream, kernelParams, extra);
+}
+
+/* Launch attributes (clusters, priorities, ...) change nothing on the host: ignored. */
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+				  void **extra)
+{
+	SIM_ENTER();
+	if (!config || (config->numAttrs && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	const unsigned g[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+	const unsigned b[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+	return launch(f, g, b, config->sharedMemBytes, config->hStream, kernelParams, extra);
+}
