@@ -294,6 +294,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 	return r;
 }
 
+static const struct range *host_find(uint64_t p);
+
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async, int ptds)
 {
 	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
@@ -311,7 +313,12 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 	m.size = n;
 	m.stream = sid;
 	m.ctx = c->o.id;
-	if (async) {
+	/*
+	 * Into pinned memory an async copy returns at once and lands in stream order; into
+	 * pageable memory the driver returns only once the copy is complete, and programs rely
+	 * on it, so rgpu waits there too.
+	 */
+	if (async && host_find((uint64_t)(uintptr_t)dst)) {
 		m.flags = RGPU__COPY_FLAG__COPY_ASYNC;
 		return ip_post_dtoh(&m.base, dst, n);
 	}

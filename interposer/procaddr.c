@@ -78,6 +78,7 @@ static CUdriverProcAddressQueryResult resolve(const char *symbol, int version, i
 {
 	const struct ip_proc_api *api;
 	const struct ip_proc_ver *best = NULL;
+	int has_ptds = 0, ptds_found = 0;
 
 	api = bsearch(symbol, ip_proc_apis, ip_proc_api_count, sizeof(ip_proc_apis[0]), cmp_api);
 	if (!api)
@@ -87,12 +88,19 @@ static CUdriverProcAddressQueryResult resolve(const char *symbol, int version, i
 	for (unsigned i = api->first; i < (unsigned)api->first + api->count; i++) {
 		const struct ip_proc_ver *v = &ip_proc_vers[i];
 
+		has_ptds |= v->ptds;
 		if (v->version > version)
-			break;
+			continue;
 		if (!v->ptds || ptds)
 			best = v;
+		ptds_found |= v->ptds;
 	}
-	if (!best)
+	/*
+	 * Asked for the per-thread form of an API that has one, below the version that
+	 * introduced it: the driver answers "version not sufficient" rather than the plain
+	 * symbol (measured on 580.159.04, e.g. cuMemcpyHtoDAsync at 3020 with flags 2).
+	 */
+	if (!best || (ptds && has_ptds && !ptds_found))
 		return CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
 	*out = &ip_entries[best->entry];
 	return CU_GET_PROC_ADDRESS_SUCCESS;
@@ -114,8 +122,9 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	*pfn = NULL;
-	if (flags != CU_GET_PROC_ADDRESS_DEFAULT && flags != CU_GET_PROC_ADDRESS_LEGACY_STREAM &&
-	    flags != CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+	/* both stream bits together mean per-thread, as the driver reads them */
+	if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+				  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
 		pr_debug("%s v%d: invalid flags %#llx", symbol, cudaVersion,
 			 (unsigned long long)flags);
 		return CUDA_ERROR_INVALID_VALUE;
@@ -126,7 +135,7 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	*status = resolve(symbol, cudaVersion,
-			  flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &e);
+			  !!(flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), &e);
 	if (*status == CU_GET_PROC_ADDRESS_SUCCESS) {
 		*pfn = e->fn;
 		pr_debug("%s v%d flags %llu -> %s", symbol, cudaVersion, (unsigned long long)flags,

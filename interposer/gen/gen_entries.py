@@ -42,14 +42,14 @@ import sys
 # (API name, version) -> symbol, for the names whose symbol at some version is not one of
 # N, N_v2, N_v3, ... Each entry needs a reason.
 OVERRIDES = {
-    # Since CUDA 12.0, cuda.h says "#define cuGraphInstantiate cuGraphInstantiateWithFlags":
-    # code built against a 12.x/13.x header that asks for "cuGraphInstantiate" wants the
-    # three-argument form. 11.4-11.8 headers still declared the five-argument
-    # cuGraphInstantiate_v2 under that name (cudaTypedefs.h keeps it as
-    # PFN_cuGraphInstantiate_v11000), so the switch happens at 12000, not at 11040 when
-    # cuGraphInstantiateWithFlags itself appeared.
-    ("cuGraphInstantiate", 12000): "cuGraphInstantiateWithFlags",
 }
+
+# API names for which the real driver's cuGetProcAddress disagrees with cuda.h's #define block,
+# measured on driver 580.159.04 (tests/gpu/procaddr_dump): cuda.h maps cuGraphInstantiate to
+# cuGraphInstantiateWithFlags at compile time, but asked by name at 12000 and 13000 the driver
+# answers cuGraphInstantiate_v2 (the five-argument form of PFN_cuGraphInstantiate_v11000).
+# Runtimes ask for "cuGraphInstantiateWithFlags" by that name when they want it.
+DEFINE_CHECK_EXEMPT = {"cuGraphInstantiate"}
 
 # Strings the real driver's cuGetErrorString returns for the common codes. Every other code
 # gets the first sentence of its doc comment in cuda.h.
@@ -139,6 +139,27 @@ DRIVER_STRINGS = {
         "attempt to terminate a thread-local capture sequence from another thread",
     "CUDA_ERROR_TIMEOUT": "wait operation timed out",
     "CUDA_ERROR_UNKNOWN": "unknown error",
+    # measured on driver 580.159.04 (tests/gpu/procaddr_dump "error N" lines)
+    "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER": "API call is not supported in the installed CUDA driver",
+    "CUDA_ERROR_CDP_NOT_SUPPORTED": "is using CUDA Dynamic Parallelism, but the current configuration, like MPS, does not support it",
+    "CUDA_ERROR_CDP_VERSION_MISMATCH": "unsupported interaction between different versions of CUDA Dynamic Parallelism",
+    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": "forward compatibility was attempted on non supported HW",
+    "CUDA_ERROR_CONTAINED": "Invalid access of peer GPU memory over nvlink or a hardware error",
+    "CUDA_ERROR_DEVICE_NOT_LICENSED": "device doesn't have valid Grid license",
+    "CUDA_ERROR_EXTERNAL_DEVICE": "an async error has occured in external entity outside of CUDA",
+    "CUDA_ERROR_FUNCTION_NOT_LOADED": "the function handle is not loaded when calling an API that requires a loaded function",
+    "CUDA_ERROR_INVALID_CLUSTER_SIZE": "a kernel launch error has occurred due to cluster misconfiguration",
+    "CUDA_ERROR_JIT_COMPILATION_DISABLED": "PTX JIT compilation was disabled",
+    "CUDA_ERROR_LOSSY_QUERY": "attempted introspection would be semantically lossy",
+    "CUDA_ERROR_MPS_CONNECTION_FAILED": "MPS client failed to connect to the MPS control daemon or the MPS server",
+    "CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED": "the hardware resources required to support device connections have been exhausted",
+    "CUDA_ERROR_MPS_SERVER_NOT_READY": "MPS server is not ready to accept new MPS client requests",
+    "CUDA_ERROR_NVLINK_UNCORRECTABLE": "uncorrectable NVLink error detected during the execution",
+    "CUDA_ERROR_PROFILER_NOT_INITIALIZED": "profiler not initialized: call cudaProfilerInitialize()",
+    "CUDA_ERROR_TENSOR_MEMORY_LEAK": "tensor memory not completely freed",
+    "CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC": "the provided PTX contains unsupported call to cudaDeviceSynchronize",
+    "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY": "the provided execution affinity is not supported",
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the provided PTX was compiled with an unsupported toolchain.",
 }
 
 # Versions the cross-check asks every API at, besides its own versions and 10 below its first
@@ -507,7 +528,7 @@ def main():
         return best
 
     for name, (sym, macro) in sorted(defines.items()):
-        if name not in table:
+        if name not in table or name in DEFINE_CHECK_EXEMPT:
             continue        # e.g. "#define cuStreamGetCtx_v2 ...": not an API name
         if sym == name:
             # "#define cuStreamQuery __CUDA_API_PTSZ(cuStreamQuery)": only says which

@@ -56,10 +56,19 @@ run_pair() {
 
 row "test" "native" "rgpu" "native s" "rgpu s" "ratio"
 P="$B/tests/progs"
-for p in vecadd streams globals bigcopy callbacks params errors; do
+for p in vecadd streams globals bigcopy callbacks params; do
 	run_pair "$p" "$P/$p"
 done
-[ -d "$B/tests/cuda" ] && for p in $(ls "$B/tests/cuda" | grep -v '\.'); do
+# errors: the native run's codes are the reference the rgpu run must reproduce
+t0=$(secs)
+timeout 300 "$P/errors" >"$OUT/errors.native.log" 2>"$OUT/errors.native.err"; rn=$?
+t1=$(secs)
+RGPU_LOG=warn RGPU_LOG_FILE="$OUT/errors.rgpu.ilog" timeout 300 "$B/bin/rgpuctl" run -- \
+	"$P/errors" "$OUT/errors.native.log" >"$OUT/errors.rgpu.log" 2>&1; rr=$?
+t2=$(secs)
+row errors "$([ $rn = 0 ] && echo ok || echo DIFF:$rn)" "$([ $rr = 0 ] && echo ok || echo FAIL:$rr)" \
+	"$(calc "$t1 - $t0")" "$(calc "$t2 - $t1")" "$(calc "($t2 - $t1) / ($t1 - $t0)")"
+[ -d "$B/tests/cuda" ] && for p in $(find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -printf "%f\n" | sort); do
 	run_pair "cuda_$p" "$B/tests/cuda/$p"
 done
 

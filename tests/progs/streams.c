@@ -17,7 +17,7 @@ int main(void)
 	CUstream a, b, nb;
 	CUevent start, done, bdone;
 	CUdeviceptr x, y;
-	unsigned *hx = malloc(n * 4);
+	unsigned *hx;
 	float *hy;
 	unsigned seed = 0x1234abcd;
 	unsigned long long ns = SPIN_MS * 1000000ull;
@@ -41,6 +41,8 @@ int main(void)
 	CHECK(cuMemAlloc(&x, n * 4));
 	CHECK(cuMemAlloc(&y, n * 4));
 	CHECK(cuMemHostAlloc((void **)&hy, n * 4, 0));
+	/* pinned: an async copy into pageable memory would complete before returning */
+	CHECK(cuMemAllocHost((void **)&hx, n * 4));
 
 	void *fargs[] = {&x, &seed, (void *)&n};
 	void *sargs[] = {&ns};
@@ -94,6 +96,7 @@ int main(void)
 	CHECK(cuEventDestroy(done));
 	CHECK(cuEventDestroy(bdone));
 	CHECK(cuMemFreeHost(hy));
+	CHECK(cuMemFreeHost(hx));
 	CHECK(cuMemFree(x));
 	CHECK(cuMemFree(y));
 	printf("streams: spin %.1f ms observed, %llu elements OK\n", ms, n);
