@@ -27,7 +27,8 @@ static void usage(FILE *f)
 		"      Run CMD with its CUDA calls served by the rgpud at HOST:PORT (default\n"
 		"      $RGPU_SERVER, else %s). The program is not modified: rgpu's\n"
 		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --log sets RGPU_LOG for the\n"
-		"      interposer (error by default, so connection problems are reported).\n"
+		"      interposer (warn by default: connection problems and driver calls rgpu\n"
+		"      does not implement are reported on stderr).\n"
 		"  help\n",
 		DEFAULT_SERVER);
 }
@@ -100,7 +101,7 @@ static int cmd_run(int argc, char **argv)
 	if (log)
 		setenv("RGPU_LOG", log, 1);
 	else if (!getenv("RGPU_LOG"))
-		setenv("RGPU_LOG", "error", 1);
+		setenv("RGPU_LOG", "warn", 1);
 	execvp(argv[optind], argv + optind);
 	fprintf(stderr, "rgpuctl run: cannot run %s: %s\n", argv[optind], strerror(errno));
 	return errno == ENOENT ? 127 : 126;

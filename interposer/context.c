@@ -362,8 +362,12 @@ IP_API CUresult CUDAAPI cuCtxGetApiVersion(CUcontext h, unsigned int *version)
 static CUresult ctx_sync(struct ip_ctx *c)
 {
 	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
+	CUresult r;
 	m.ctx = c->o.id;
-	return ip_call_status(RGPU__MSG_TYPE__MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	if (r == CUDA_SUCCESS)
+		ip_pool_synced(c, 0); /* every stream is idle: stream-ordered frees are real now */
+	return r;
 }
 
 IP_API CUresult CUDAAPI cuCtxSynchronize(void)

@@ -32,6 +32,9 @@ enum ip_kind {
 	IP_MODULE = 4,  /* CUmodule and CUlibrary (library != 0) */
 	IP_FUNC = 5,    /* CUfunction */
 	IP_KERNEL = 6,  /* CUkernel */
+	IP_GRAPH = 7,   /* CUgraph */
+	IP_GRAPH_EXEC = 8, /* CUgraphExec */
+	IP_POOL = 9,    /* CUmemoryPool */
 };
 
 struct ip_ctx;
@@ -54,18 +57,38 @@ struct ip_ctx {
 	CUfunc_cache cache_config;
 };
 
+struct ip_graph {
+	struct ip_obj o;
+	struct ip_ctx *ctx;
+};
+
+/*
+ * A stream capture in progress. The stream that began it and every stream that joined it
+ * (by waiting on an event recorded inside it) point here until the capture ends; it is never
+ * freed, so a stale pointer always reads "ended".
+ */
+struct ip_capture {
+	unsigned long long id;     /* what cuStreamGetCaptureInfo reports */
+	struct ip_graph *graph;    /* the graph being built */
+	struct ip_stream *origin;
+	CUstreamCaptureMode mode;
+	int active;
+};
+
 struct ip_stream {
 	struct ip_obj o;
 	struct ip_ctx *ctx;
 	unsigned flags;
 	int priority;
 	int per_thread;           /* a thread's per-thread default stream */
+	struct ip_capture *capture;
 };
 
 struct ip_event {
 	struct ip_obj o;
 	struct ip_ctx *ctx;
 	unsigned flags;
+	struct ip_capture *capture; /* recorded inside this capture */
 };
 
 struct ip_funcinfo {
@@ -192,7 +215,9 @@ CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *
 CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size);
 
 /* Host functions and stream callbacks run on the interposer's callback thread. */
-uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream, void *user);
+/* persistent: captured into a graph, it runs at every replay and stays registered */
+uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream, void *user,
+			      int persistent);
 
 /* ---- streams --------------------------------------------------------------------------------- */
 
@@ -202,9 +227,22 @@ uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream,
  * handle means the calling thread's own stream.
  */
 CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *id);
+/* ip_stream_get() - as ip_stream_resolve, also giving the stream object (NULL: legacy stream) */
+CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stream **s);
+/* ip_capture_of() - the active capture the stream takes part in, or NULL */
+struct ip_capture *ip_capture_of(const struct ip_stream *s);
+/* ip_pool_synced() - stream-ordered frees queued on stream id (IP_POOL_LEGACY_STREAM: the
+ * context's NULL stream; 0: every stream of ctx) may now really be freed */
+#define IP_POOL_LEGACY_STREAM ((uint64_t)-1)
+void ip_pool_synced(struct ip_ctx *ctx, uint64_t stream_id);
 
 /* ---- memory --------------------------------------------------------------------------------- */
 
+/* ip_mem_alloc() - an allocation of size bytes for context c (cuMemAlloc without the current
+ * context) */
+CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out);
+/* ip_pool_of() - the memory pool addr was allocated from, or NULL */
+CUmemoryPool ip_pool_of(uint64_t addr);
 /* ip_devptr_ok() - [p, p+n) is device memory the application may name (window or global). */
 int ip_devptr_ok(uint64_t p, uint64_t n);
 /* ip_is_devptr() - p points into device memory (pointer classification for cuMemcpy). */
@@ -222,6 +260,10 @@ void ip_stream_ctx_teardown(struct ip_ctx *ctx);
  * (info->argbytes bytes). Returns 0, or RGPU_EINVAL if a parameter pointer is NULL.
  */
 int ip_pack_params(const struct ip_funcinfo *info, void **params, uint8_t *buf);
+
+#define IP_MAX_LAUNCH_ATTRS 32
+/* ip_attrs_to_wire() - launch attributes as they travel: event handles become event ids */
+CUresult ip_attrs_to_wire(const CUlaunchAttribute *in, unsigned n, CUlaunchAttribute *out);
 
 /* ---- logging -------------------------------------------------------------------------------- */
 

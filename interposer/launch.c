@@ -34,9 +34,30 @@ static CUresult parse_extra(void **extra, void **buf, size_t *size)
 	return CUDA_SUCCESS;
 }
 
+CUresult ip_attrs_to_wire(const CUlaunchAttribute *in, unsigned n, CUlaunchAttribute *out)
+{
+	if (n > IP_MAX_LAUNCH_ATTRS)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(out, in, n * sizeof(*in));
+	for (unsigned i = 0; i < n; i++) {
+		if (out[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
+		    out[i].id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT) {
+			/* both start with the event handle; it travels as the event's id */
+			struct ip_event *e = ip_obj_get(out[i].value.launchCompletionEvent.event,
+							IP_EVENT);
+			uint64_t id;
+			if (!e)
+				return CUDA_ERROR_INVALID_HANDLE;
+			id = e->o.id;
+			memcpy(&out[i].value, &id, sizeof(id));
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
 static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 		       unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
-		       void **extra, int ptds)
+		       void **extra, int ptds, const CUlaunchAttribute *attrs, unsigned nattrs)
 {
 	Rgpu__Launch m = RGPU__LAUNCH__INIT;
 	struct ip_func *f;
@@ -101,7 +122,16 @@ static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsi
 	m.stream = sid;
 	m.ctx = c->o.id;
 	m.nparams = f->info->nparams;
+	CUlaunchAttribute wire[IP_MAX_LAUNCH_ATTRS];
+	if (nattrs) {
+		r = ip_attrs_to_wire(attrs, nattrs, wire);
+		if (r != CUDA_SUCCESS)
+			goto out;
+		m.attrs.data = (uint8_t *)wire;
+		m.attrs.len = nattrs * sizeof(*attrs);
+	}
 	r = ip_post(RGPU__MSG_TYPE__MSG_LAUNCH, &m.base, payload, plen);
+out:
 	if (buf != stackbuf)
 		free(buf);
 	return r;
@@ -111,45 +141,34 @@ IP_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, u
 				       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
 				       CUstream s, void **params, void **extra)
 {
-	return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0);
+	return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0, NULL, 0);
 }
 
 IP_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 					    unsigned bx, unsigned by, unsigned bz, unsigned shmem,
 					    CUstream s, void **params, void **extra)
 {
-	return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 1);
+	return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 1, NULL, 0);
 }
 
 /*
- * Launch attributes change how the GPU schedules the grid; those that do not change the result
- * are accepted, the others (clusters, cooperative grids, ...) are refused until forwarded.
+ * Launch attributes (clusters, cooperative grids, programmatic dependent launch, priorities)
+ * travel with the launch; the server launches with cuLaunchKernelEx. Graph-only attributes
+ * are refused.
  */
 static CUresult launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra,
 			  int ptds)
 {
-	if (!cfg)
+	if (!cfg || (cfg->numAttrs && !cfg->attrs))
 		return CUDA_ERROR_INVALID_VALUE;
-	for (unsigned i = 0; i < cfg->numAttrs; i++) {
-		switch (cfg->attrs[i].id) {
-		case CU_LAUNCH_ATTRIBUTE_IGNORE:
-		case CU_LAUNCH_ATTRIBUTE_PRIORITY:
-		case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
-			break;
-		case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-			if (cfg->attrs[i].value.clusterDim.x * cfg->attrs[i].value.clusterDim.y *
-				    cfg->attrs[i].value.clusterDim.z <= 1)
-				break;
-			/* fall through */
-		default:
-			pr_warn("cuLaunchKernelEx: launch attribute %d is not supported",
-				(int)cfg->attrs[i].id);
-			return CUDA_ERROR_NOT_SUPPORTED;
-		}
-	}
+	if (cfg->numAttrs > IP_MAX_LAUNCH_ATTRS)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < cfg->numAttrs; i++)
+		if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE)
+			return CUDA_ERROR_INVALID_VALUE; /* graphs only */
 	return launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX,
 		      cfg->blockDimY, cfg->blockDimZ, cfg->sharedMemBytes, cfg->hStream, params,
-		      extra, ptds);
+		      extra, ptds, cfg->attrs, cfg->numAttrs);
 }
 
 IP_API CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params,
@@ -164,25 +183,54 @@ IP_API CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *cfg, CUfunct
 	return launch_ex(cfg, f, params, extra, 1);
 }
 
+static CUresult cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+			    unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+			    int ptds)
+{
+	CUlaunchAttribute a;
+	memset(&a, 0, sizeof(a));
+	a.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+	a.value.cooperative = 1;
+	return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL, ptds, &a, 1);
+}
+
+IP_API CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy,
+						  unsigned gz, unsigned bx, unsigned by,
+						  unsigned bz, unsigned shmem, CUstream s,
+						  void **params)
+{
+	return cooperative(f, gx, gy, gz, bx, by, bz, shmem, s, params, 0);
+}
+
+IP_API CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+						       unsigned gz, unsigned bx, unsigned by,
+						       unsigned bz, unsigned shmem, CUstream s,
+						       void **params)
+{
+	return cooperative(f, gx, gy, gz, bx, by, bz, shmem, s, params, 1);
+}
+
 /* ---- host functions ---------------------------------------------------------------------- */
 
 static CUresult host_func(CUstream s, CUhostFn fn, CUstreamCallback cb, void *user, int ptds)
 {
 	Rgpu__HostFunc m = RGPU__HOST_FUNC__INIT;
 	struct ip_ctx *c;
-	uint64_t sid;
 	CUresult r = ip_check_init();
 
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (!fn && !cb)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_stream_resolve(s, ptds, &c, &sid);
+	struct ip_stream *so;
+	r = ip_stream_get(s, ptds, &c, &so);
 	if (r != CUDA_SUCCESS)
 		return r;
-	m.stream = sid;
+	if (cb && ip_capture_of(so))
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* callbacks cannot be captured */
+	m.stream = so ? so->o.id : 0;
 	m.ctx = c->o.id;
-	m.callback = ip_callback_register(fn, cb, s, user);
+	m.callback = ip_callback_register(fn, cb, s, user, ip_capture_of(so) != NULL);
 	if (!m.callback)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	return ip_post(RGPU__MSG_TYPE__MSG_HOST_FUNC, &m.base, NULL, 0);

@@ -91,7 +91,7 @@ int ip_devptr_ok(uint64_t p, uint64_t n)
 
 /* ---- allocation --------------------------------------------------------------------------- */
 
-static CUresult mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
+CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 {
 	Rgpu__MemAlloc m = RGPU__MEM_ALLOC__INIT;
 	struct ip_vaw_res res;
@@ -174,7 +174,7 @@ IP_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 		return r;
 	if (size == 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	return mem_alloc(c, size, dptr);
+	return ip_mem_alloc(c, size, dptr);
 }
 
 IP_API CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -194,7 +194,7 @@ IP_API CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, siz
 	p = ALIGN_UP(width, 512);
 	if (p / 512 > (SIZE_MAX / 512) / height)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = mem_alloc(c, (uint64_t)p * height, dptr);
+	r = ip_mem_alloc(c, (uint64_t)p * height, dptr);
 	if (r == CUDA_SUCCESS)
 		*pitch = p;
 	return r;
@@ -205,6 +205,8 @@ IP_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (dptr == 0)
+		return CUDA_SUCCESS; /* as the driver answers (measured on 580.159.04) */
 	return mem_free(dptr, NULL);
 }
 
@@ -319,6 +321,12 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 	 * on it, so rgpu waits there too.
 	 */
 	if (async && host_find((uint64_t)(uintptr_t)dst)) {
+		struct ip_stream *so;
+		if (ip_stream_get(s, ptds, &c, &so) == CUDA_SUCCESS && ip_capture_of(so)) {
+			/* would have to resend the data at every replay: not forwarded yet */
+			pr_warn("a device-to-host copy inside a stream capture is not supported");
+			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		}
 		m.flags = RGPU__COPY_FLAG__COPY_ASYNC;
 		return ip_post_dtoh(&m.base, dst, n);
 	}
@@ -777,7 +785,7 @@ static CUresult ptr_attr(const struct ptrinfo *pi, CUpointer_attribute a, void *
 		*(unsigned long long *)data = 0;
 		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-		*(CUmemoryPool *)data = NULL;
+		*(CUmemoryPool *)data = pi->kind == 1 ? ip_pool_of(pi->base) : NULL;
 		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;

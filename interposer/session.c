@@ -54,6 +54,7 @@ struct waiter {
 
 struct cbreg {
 	uint64_t id;
+	int persistent;
 	CUhostFn fn;
 	CUstreamCallback cb;
 	CUstream stream;
@@ -415,12 +416,14 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 
 /* ---- host callbacks ----------------------------------------------------------------------- */
 
-uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream, void *user)
+uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream, void *user,
+			      int persistent)
 {
 	struct cbreg *r = malloc(sizeof(*r));
 	if (!r)
 		return 0;
 	r->id = atomic_fetch_add(&S.cb_next, 1) + 1;
+	r->persistent = persistent;
 	r->fn = fn;
 	r->cb = cb;
 	r->stream = stream;
@@ -449,7 +452,8 @@ static void *callback_main(void *arg)
 		for (pp = &S.cbregs; *pp; pp = &(*pp)->next)
 			if ((*pp)->id == id) {
 				r = *pp;
-				*pp = r->next;
+				if (!r->persistent)
+					*pp = r->next;
 				break;
 			}
 		pthread_mutex_unlock(&S.cb_lock);
@@ -458,7 +462,8 @@ static void *callback_main(void *arg)
 				r->fn(r->user);
 			else
 				r->cb(r->stream, CUDA_SUCCESS, r->user);
-			free(r);
+			if (!r->persistent)
+				free(r);
 		} else {
 			pr_warn("trigger for unknown host function %llu", (unsigned long long)id);
 		}
@@ -645,6 +650,13 @@ static CUresult hello(const char *server)
 	if (rep->result != CUDA_SUCCESS) {
 		pr_err("the GPU server %s cannot serve: %s", server, rep->error);
 		r = (CUresult)rep->result;
+		goto out;
+	}
+	const uint64_t need = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH;
+	if ((rep->capabilities & need) != need) {
+		pr_err("the GPU server %s lacks capabilities this client needs (has %#llx, needs %#llx)",
+		       server, (unsigned long long)rep->capabilities, (unsigned long long)need);
+		r = CUDA_ERROR_NO_DEVICE;
 		goto out;
 	}
 	if (rep->protocol_version != RGPU_PROTO_VERSION || rep->n_devices == 0 ||

@@ -68,24 +68,19 @@ static CUresult per_thread_stream(struct ip_ctx *c, struct ip_stream **out)
 	return r;
 }
 
-CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *id)
+CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stream **out)
 {
 	struct ip_stream *s;
 	CUresult r;
 
+	*out = NULL;
 	if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
 		r = ip_ctx_require(ctx);
 		if (r != CUDA_SUCCESS)
 			return r;
-		if (h == CU_STREAM_PER_THREAD || (h == NULL && ptds)) {
-			r = per_thread_stream(*ctx, &s);
-			if (r != CUDA_SUCCESS)
-				return r;
-			*id = s->o.id;
-		} else {
-			*id = 0;
-		}
-		return CUDA_SUCCESS;
+		if (h == CU_STREAM_PER_THREAD || (h == NULL && ptds))
+			return per_thread_stream(*ctx, out);
+		return CUDA_SUCCESS; /* the context's legacy NULL stream */
 	}
 	r = ip_check_init();
 	if (r != CUDA_SUCCESS)
@@ -94,8 +89,22 @@ CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *
 	if (!s)
 		return CUDA_ERROR_INVALID_HANDLE;
 	*ctx = s->ctx;
-	*id = s->o.id;
+	*out = s;
 	return CUDA_SUCCESS;
+}
+
+CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *id)
+{
+	struct ip_stream *s;
+	CUresult r = ip_stream_get(h, ptds, ctx, &s);
+	if (r == CUDA_SUCCESS)
+		*id = s ? s->o.id : 0;
+	return r;
+}
+
+struct ip_capture *ip_capture_of(const struct ip_stream *s)
+{
+	return s && s->capture && s->capture->active ? s->capture : NULL;
 }
 
 void ip_stream_ctx_teardown(struct ip_ctx *c)
@@ -108,6 +117,14 @@ void ip_stream_ctx_teardown(struct ip_ctx *c)
 		ip_obj_unregister(v[i]);
 	free(v);
 	ip_obj_collect(c, IP_EVENT, &v, &n);
+	for (size_t i = 0; i < n; i++)
+		ip_obj_unregister(v[i]);
+	free(v);
+	ip_obj_collect(c, IP_GRAPH, &v, &n);
+	for (size_t i = 0; i < n; i++)
+		ip_obj_unregister(v[i]);
+	free(v);
+	ip_obj_collect(c, IP_GRAPH_EXEC, &v, &n);
 	for (size_t i = 0; i < n; i++)
 		ip_obj_unregister(v[i]);
 	free(v);
@@ -165,7 +182,11 @@ static CUresult stream_call(uint16_t type, CUstream h, int ptds)
 		return r;
 	m.stream = sid;
 	m.ctx = c->o.id;
-	return ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	r = ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	/* everything queued on the stream is done: its stream-ordered frees are real now */
+	if (r == CUDA_SUCCESS)
+		ip_pool_synced(c, sid ? sid : IP_POOL_LEGACY_STREAM);
+	return r;
 }
 
 IP_API CUresult CUDAAPI cuStreamSynchronize(CUstream h)
@@ -203,7 +224,14 @@ static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
 	m.ctx = c->o.id;
 	m.event = e->o.id;
 	m.flags = flags;
-	return ip_post(RGPU__MSG_TYPE__MSG_STREAM_WAIT_EVENT, &m.base, NULL, 0);
+	r = ip_post(RGPU__MSG_TYPE__MSG_STREAM_WAIT_EVENT, &m.base, NULL, 0);
+	/* waiting on an event recorded inside a capture pulls this stream into it */
+	if (r == CUDA_SUCCESS && e->capture && e->capture->active) {
+		struct ip_stream *so;
+		if (ip_stream_get(h, ptds, &c, &so) == CUDA_SUCCESS && so)
+			so->capture = e->capture;
+	}
+	return r;
 }
 
 IP_API CUresult CUDAAPI cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags)
@@ -218,14 +246,7 @@ IP_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned i
 /* Local queries. */
 static CUresult stream_info(CUstream h, int ptds, struct ip_stream **s, struct ip_ctx **c)
 {
-	uint64_t sid;
-	CUresult r = ip_stream_resolve(h, ptds, c, &sid);
-	if (r != CUDA_SUCCESS)
-		return r;
-	*s = sid ? ip_obj_get(h == NULL || h == CU_STREAM_PER_THREAD ? NULL : h, IP_STREAM) : NULL;
-	if (sid && !*s) /* the per-thread stream */
-		per_thread_stream(*c, s);
-	return CUDA_SUCCESS;
+	return ip_stream_get(h, ptds, c, s);
 }
 
 #define STREAM_QUERY_FN(name, ptds, T, arg, expr)                                               \
@@ -335,11 +356,14 @@ static CUresult event_record(CUevent h, CUstream s, unsigned flags, int ptds)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (flags & ~CU_EVENT_RECORD_EXTERNAL)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_stream_resolve(s, ptds, &c, &sid);
+	struct ip_stream *so;
+	r = ip_stream_get(s, ptds, &c, &so);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (c != e->ctx)
 		return CUDA_ERROR_INVALID_HANDLE;
+	sid = so ? so->o.id : 0;
+	e->capture = ip_capture_of(so);
 	m.event = e->o.id;
 	m.stream = sid;
 	m.ctx = c->o.id;

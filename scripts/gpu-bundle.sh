@@ -13,5 +13,5 @@ cp -a "$B"/tests/progs/* gpubundle/tests/progs/ 2>/dev/null || true
 rm -rf gpubundle/tests/progs/CMakeFiles gpubundle/tests/progs/Makefile gpubundle/tests/progs/*.cmake
 cp -a "$B"/tests/e2e/hostile gpubundle/tests/e2e/
 cp -a "$B"/tests/procaddr_expected.txt "$B"/tests/procaddr_queries.txt gpubundle/tests/ 2>/dev/null || true
-[ -d "$B/tests/cuda" ] && cp -a "$B/tests/cuda" gpubundle/tests/ && rm -rf gpubundle/tests/cuda/CMakeFiles
+[ -d "$B/tests/cuda" ] && mkdir -p gpubundle/tests/cuda && find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -exec cp -a {} gpubundle/tests/cuda/ \;
 du -sh gpubundle

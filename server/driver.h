@@ -30,11 +30,17 @@
 	X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels) X(cuKernelGetName)             \
 	X(cuKernelGetParamInfo) X(cuKernelGetFunction) X(cuLibraryGetGlobal)                   \
 	X(cuKernelGetAttribute) X(cuKernelSetAttribute)                                        \
-	X(cuLaunchKernel) X(cuLaunchHostFunc) X(cuStreamCreateWithPriority) X(cuStreamDestroy) \
+	X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuLaunchHostFunc) X(cuStreamCreateWithPriority) X(cuStreamDestroy) \
 	X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent)                           \
 	X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventRecordWithFlags)          \
 	X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime)                            \
-	X(cuGetErrorName) X(cuGetErrorString)
+	X(cuGetErrorName) X(cuGetErrorString)                                                  \
+	X(cuThreadExchangeStreamCaptureMode) X(cuStreamBeginCapture) X(cuStreamEndCapture)     \
+	X(cuStreamIsCapturing) X(cuGraphCreate) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) \
+	X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy)                               \
+	X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                                \
+	X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxActiveClusters)            \
+	X(cuOccupancyMaxPotentialClusterSize)
 
 struct srv_driver {
 	void *dl;

@@ -34,6 +34,7 @@
 /* ---- contexts --------------------------------------------------------------------------- */
 
 /* Destroy every object that belongs to client context ctx (its streams, events, modules). */
+#define COLLECT_ALL UINT64_MAX
 struct collect {
 	uint64_t ctx;
 	uint64_t *ids;
@@ -45,7 +46,7 @@ static void collect_walk(const void *node, VISIT which, int depth)
 	const struct srv_obj *o = *(const struct srv_obj *const *)node;
 	struct collect *c = collect_arg;
 	(void)depth;
-	if ((which != postorder && which != leaf) || o->ctx != c->ctx)
+	if ((which != postorder && which != leaf) || (c->ctx != COLLECT_ALL && o->ctx != c->ctx))
 		return;
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? 2 * c->cap : 32;
@@ -66,6 +67,8 @@ static void destroy_obj(struct srv_worker *w, struct srv_obj *o)
 	case SRV_EVENT: d->cuEventDestroy(o->h); break;
 	case SRV_MODULE: d->cuModuleUnload(o->h); break;
 	case SRV_LIBRARY: d->cuLibraryUnload(o->h); break;
+	case SRV_GRAPH_EXEC: d->cuGraphExecDestroy(o->h); break;
+	case SRV_GRAPH: d->cuGraphDestroy(o->h); break;
 	default: break;
 	}
 	srv_obj_del(w, o->id);
@@ -98,7 +101,9 @@ static int h_ctx_create(struct srv_worker *w, struct srv_frame *f)
 	if (m->device < 0 || m->device >= w->ndev) {
 		r = CUDA_ERROR_INVALID_DEVICE;
 	} else if (m->primary) {
-		/* flags of a primary context are the client's business until it is active */
+		/* the flags the client set while the context was inactive (the driver refuses them
+		 * once it is active, as it does natively: then the earlier flags stay) */
+		w->drv.cuDevicePrimaryCtxSetFlags(w->dev[m->device], m->flags);
 		r = w->drv.cuDevicePrimaryCtxRetain(&c, w->dev[m->device]);
 	} else {
 		r = w->drv.cuCtxCreate(&c, NULL, m->flags, w->dev[m->device]);
@@ -177,6 +182,15 @@ static int h_ctx_limit(struct srv_worker *w, struct srv_frame *f)
 }
 
 /* ---- memory ----------------------------------------------------------------------------- */
+
+/* Is s being captured into a graph? Work queued there runs at every replay, not now. */
+static int capturing(struct srv_worker *w, CUstream s)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	return w->drv.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
+	       st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 
 static int map_cmp(const void *a, const void *b)
 {
@@ -347,6 +361,21 @@ static int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 		r = srv_stream(w, m->stream, &s);
 	if (r == CUDA_SUCCESS && !dev_range_ok(w, m->dst, f->hdr.payload_len))
 		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS && f->hdr.payload_len && capturing(w, s)) {
+		/*
+		 * A captured copy reads its source at every replay: give the graph its own pinned
+		 * copy of the bytes, kept for the life of the worker.
+		 */
+		void *keep = NULL;
+		r = w->drv.cuMemHostAlloc(&keep, f->hdr.payload_len, CU_MEMHOSTALLOC_PORTABLE);
+		if (r == CUDA_SUCCESS) {
+			memcpy(keep, f->payload, f->hdr.payload_len);
+			r = w->drv.cuMemcpyHtoDAsync(m->dst, keep, f->hdr.payload_len, s);
+		}
+		srv_async_error(w, r, "captured host-to-device copy");
+		rgpu__memcpy__free_unpacked(m, NULL);
+		return 0;
+	}
 	if (r == CUDA_SUCCESS && f->hdr.payload_len)
 		r = w->drv.cuMemcpyHtoDAsync(m->dst, f->payload, f->hdr.payload_len, s);
 	if (r == CUDA_SUCCESS && f->payload_staged) {
@@ -580,6 +609,7 @@ static int h_module_load(struct srv_worker *w, struct srv_frame *f)
 	void *image = NULL;
 	size_t len = 0;
 	int owned = 0, ret;
+	char hexbuf[16];
 	CUresult r = srv_use_ctx(w, m->ctx);
 
 	if (r != CUDA_SUCCESS)
@@ -601,12 +631,16 @@ static int h_module_load(struct srv_worker *w, struct srv_frame *f)
 		}
 		if (w->modcache)
 			srv_modcache_put(w->modcache, h, image, len);
+		pr_info("module image %s: %zu bytes received and cached",
+			rgpu_hex(h, 6, hexbuf), len);
 	} else if (!w->modcache ||
 		   srv_modcache_get(w->modcache, m->hash.data, &image, &len) != 0) {
 		rep.need_image = 1;
 		goto reply;
 	} else {
 		owned = 1;
+		pr_info("module image %s: %zu bytes from the cache",
+			rgpu_hex(m->hash.data, 6, hexbuf), len);
 	}
 	if (m->library)
 		r = w->drv.cuLibraryLoadData((CUlibrary *)&o.h, image, NULL, NULL, 0, NULL, NULL, 0);
@@ -642,10 +676,20 @@ static int h_module_unload(struct srv_worker *w, struct srv_frame *f)
 
 	if (o && (o->kind == SRV_MODULE || o->kind == SRV_LIBRARY)) {
 		struct collect c = {0};
-		/* forget its functions and kernels */
-		c.ctx = o->ctx;
+		/* forget its functions and kernels (a kernel's functions may live in any context) */
+		c.ctx = COLLECT_ALL;
 		collect_arg = &c;
 		twalk(w->objs, collect_walk);
+		/* kernels first remember their per-context functions, then both go */
+		for (size_t i = 0; i < c.n; i++) {
+			struct srv_obj *ch = srv_obj_find(w, c.ids[i], 0);
+			if (ch && ch->parent == o->id && ch->kind == SRV_KERNEL)
+				for (size_t j = 0; j < c.n; j++) {
+					struct srv_obj *kf = srv_obj_find(w, c.ids[j], 0);
+					if (kf && kf->parent == ch->id)
+						srv_obj_del(w, kf->id);
+				}
+		}
 		for (size_t i = 0; i < c.n; i++) {
 			struct srv_obj *ch = srv_obj_find(w, c.ids[i], 0);
 			if (ch && ch->parent == o->id)
@@ -755,6 +799,65 @@ static int h_func_attr(struct srv_worker *w, struct srv_frame *f)
 
 /* ---- execution -------------------------------------------------------------------------- */
 
+#define MAX_LAUNCH_ATTRS 32
+
+struct launch_dims {
+	uint32_t grid[3], block[3], shared_mem;
+};
+
+/*
+ * A CUlaunchConfig from the client's dimensions and attributes (CUlaunchAttribute structs as
+ * cuda.h lays them out); event ids inside attributes become our events. attrs must hold
+ * MAX_LAUNCH_ATTRS entries.
+ */
+static CUresult build_config(struct srv_worker *w, const struct launch_dims *d,
+			     const ProtobufCBinaryData *raw, CUstream s, CUlaunchConfig *cfg,
+			     CUlaunchAttribute *attrs)
+{
+	size_t n = raw->len / sizeof(CUlaunchAttribute);
+
+	if (raw->len % sizeof(CUlaunchAttribute) || n > MAX_LAUNCH_ATTRS)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (raw->len)
+		memcpy(attrs, raw->data, raw->len);
+	for (size_t i = 0; i < n; i++) {
+		if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
+		    attrs[i].id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT) {
+			uint64_t id;
+			struct srv_obj *e;
+			memcpy(&id, &attrs[i].value, sizeof(id));
+			e = srv_obj_find(w, id, SRV_EVENT);
+			if (!e)
+				return CUDA_ERROR_INVALID_HANDLE;
+			attrs[i].value.launchCompletionEvent.event = e->h;
+		}
+	}
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->gridDimX = d->grid[0];
+	cfg->gridDimY = d->grid[1];
+	cfg->gridDimZ = d->grid[2];
+	cfg->blockDimX = d->block[0];
+	cfg->blockDimY = d->block[1];
+	cfg->blockDimZ = d->block[2];
+	cfg->sharedMemBytes = d->shared_mem;
+	cfg->hStream = s;
+	cfg->attrs = attrs;
+	cfg->numAttrs = (unsigned)n;
+	return CUDA_SUCCESS;
+}
+
+/* cuLaunchKernelEx with the client's attributes. */
+static CUresult launch_with_attrs(struct srv_worker *w, void *fn, const Rgpu__Launch *m,
+				  CUstream s, void **extra)
+{
+	CUlaunchAttribute attrs[MAX_LAUNCH_ATTRS];
+	CUlaunchConfig cfg;
+	struct launch_dims d = {{m->grid_x, m->grid_y, m->grid_z},
+				{m->block_x, m->block_y, m->block_z}, m->shared_mem};
+	CUresult r = build_config(w, &d, &m->attrs, s, &cfg, attrs);
+	return r == CUDA_SUCCESS ? w->drv.cuLaunchKernelEx(&cfg, fn, NULL, extra) : r;
+}
+
 /*
  * The client packs the parameters at the offsets the module-load reply gave it, which is the
  * layout CU_LAUNCH_PARAM_BUFFER_POINTER expects; an application's own `extra` buffer arrives
@@ -777,9 +880,12 @@ static int h_launch(struct srv_worker *w, struct srv_frame *f)
 			void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER,
 					 f->payload ? f->payload : empty,
 					 CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-			r = w->drv.cuLaunchKernel(o->h, m->grid_x, m->grid_y, m->grid_z, m->block_x,
-						  m->block_y, m->block_z, m->shared_mem, s, NULL,
-						  extra);
+			if (m->attrs.len)
+				r = launch_with_attrs(w, o->h, m, s, extra);
+			else
+				r = w->drv.cuLaunchKernel(o->h, m->grid_x, m->grid_y, m->grid_z,
+							  m->block_x, m->block_y, m->block_z,
+							  m->shared_mem, s, NULL, extra);
 		}
 	}
 	srv_async_error(w, r, "launch");
@@ -790,6 +896,7 @@ static int h_launch(struct srv_worker *w, struct srv_frame *f)
 struct host_trigger {
 	struct srv_worker *w;
 	uint64_t id;
+	int persistent;  /* captured into a graph: runs at every replay, never freed */
 };
 static void CUDA_CB host_trigger_cb(void *arg)
 {
@@ -800,8 +907,10 @@ static void CUDA_CB host_trigger_cb(void *arg)
 	if (!atomic_load(&t->w->dead) &&
 	    srv_send(t->w, RGPU__MSG_TYPE__MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)
 		srv_wait_callback(t->w, t->id);
-	free(t);
+	if (!t->persistent)
+		free(t);
 }
+
 
 static int h_host_func(struct srv_worker *w, struct srv_frame *f)
 {
@@ -817,6 +926,7 @@ static int h_host_func(struct srv_worker *w, struct srv_frame *f)
 		} else {
 			t->w = w;
 			t->id = m->callback;
+			t->persistent = capturing(w, s);
 			r = w->drv.cuLaunchHostFunc(s, host_trigger_cb, t);
 			if (r != CUDA_SUCCESS)
 				free(t);
@@ -956,6 +1066,151 @@ static int h_event_op(struct srv_worker *w, struct srv_frame *f)
 	return ret;
 }
 
+/* ---- stream capture and graphs ---------------------------------------------------------- */
+
+static int h_capture(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, CaptureOp, capture_op, w, f);
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && f->hdr.type == RGPU__MSG_TYPE__MSG_CAPTURE_BEGIN) {
+		r = w->drv.cuStreamBeginCapture(s, (CUstreamCaptureMode)m->mode);
+	} else if (r == CUDA_SUCCESS) {
+		struct srv_obj g = {.id = m->graph, .kind = SRV_GRAPH, .ctx = m->ctx};
+		r = w->drv.cuStreamEndCapture(s, (CUgraph *)&g.h);
+		if (r == CUDA_SUCCESS && srv_obj_add(w, &g)) {
+			w->drv.cuGraphDestroy(g.h);
+			r = CUDA_ERROR_INVALID_VALUE;
+		}
+	}
+	rgpu__capture_op__free_unpacked(m, NULL);
+	return srv_reply_status(w, f, r);
+}
+
+static int h_graph(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, GraphOp, graph_op, w, f);
+	struct srv_driver *d = &w->drv;
+	struct srv_obj *g = srv_obj_find(w, m->graph, SRV_GRAPH);
+	struct srv_obj *e = srv_obj_find(w, m->exec, SRV_GRAPH_EXEC);
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	int ret = 0;
+
+	switch (f->hdr.type) {
+	case RGPU__MSG_TYPE__MSG_GRAPH_CREATE: {
+		struct srv_obj n = {.id = m->graph, .kind = SRV_GRAPH, .ctx = m->ctx};
+		if (r == CUDA_SUCCESS)
+			r = d->cuGraphCreate((CUgraph *)&n.h, (unsigned)m->flags);
+		if (r == CUDA_SUCCESS && srv_obj_add(w, &n)) {
+			d->cuGraphDestroy(n.h);
+			r = CUDA_ERROR_INVALID_VALUE;
+		}
+		srv_async_error(w, r, "graph create");
+		break;
+	}
+	case RGPU__MSG_TYPE__MSG_GRAPH_INSTANTIATE: {
+		struct srv_obj n = {.id = m->exec, .kind = SRV_GRAPH_EXEC, .ctx = m->ctx};
+		if (r == CUDA_SUCCESS)
+			r = g ? d->cuGraphInstantiateWithFlags((CUgraphExec *)&n.h, g->h, m->flags)
+			      : CUDA_ERROR_INVALID_VALUE;
+		if (r == CUDA_SUCCESS && srv_obj_add(w, &n)) {
+			d->cuGraphExecDestroy(n.h);
+			r = CUDA_ERROR_INVALID_VALUE;
+		}
+		ret = srv_reply_status(w, f, r);
+		break;
+	}
+	case RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH:
+	case RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD:
+		if (r == CUDA_SUCCESS)
+			r = srv_stream(w, m->stream, &s);
+		if (r == CUDA_SUCCESS)
+			r = !e ? CUDA_ERROR_INVALID_VALUE
+			       : f->hdr.type == RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH ? d->cuGraphLaunch(e->h, s)
+										  : d->cuGraphUpload(e->h, s);
+		srv_async_error(w, r, "graph launch");
+		break;
+	case RGPU__MSG_TYPE__MSG_GRAPH_EXEC_DESTROY:
+		r = e ? d->cuGraphExecDestroy(e->h) : CUDA_ERROR_INVALID_VALUE;
+		if (e)
+			srv_obj_del(w, e->id);
+		srv_async_error(w, r, "graph exec destroy");
+		break;
+	case RGPU__MSG_TYPE__MSG_GRAPH_DESTROY:
+		r = g ? d->cuGraphDestroy(g->h) : CUDA_ERROR_INVALID_VALUE;
+		if (g)
+			srv_obj_del(w, g->id);
+		srv_async_error(w, r, "graph destroy");
+		break;
+	}
+	rgpu__graph_op__free_unpacked(m, NULL);
+	return ret;
+}
+
+/* ---- occupancy -------------------------------------------------------------------------- */
+
+#define OCC_MAX_QUERIES 1024
+
+static int h_occupancy(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Occupancy, occupancy, w, f);
+	Rgpu__OccupancyReply rep = RGPU__OCCUPANCY_REPLY__INIT;
+	struct srv_obj *o = srv_obj_find(w, m->func, 0);
+	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+	int64_t vals[OCC_MAX_QUERIES];
+	size_t n = MIN(m->n_block_size, m->n_dyn_smem);
+	int ret;
+
+	if (n > OCC_MAX_QUERIES || m->n_block_size != m->n_dyn_smem) {
+		r = CUDA_ERROR_INVALID_VALUE;
+	} else if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL) &&
+		   (m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_ACTIVE_CLUSTERS ||
+		    m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_CLUSTER_SIZE)) {
+		CUlaunchAttribute attrs[MAX_LAUNCH_ATTRS];
+		CUlaunchConfig cfg;
+		struct launch_dims d = {{m->grid_x, m->grid_y, m->grid_z},
+					{m->block_x, m->block_y, m->block_z}, m->shared_mem};
+		int v = 0;
+		r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
+		if (r == CUDA_SUCCESS)
+			r = build_config(w, &d, &m->attrs, NULL, &cfg, attrs);
+		if (r == CUDA_SUCCESS)
+			r = m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_ACTIVE_CLUSTERS
+				    ? w->drv.cuOccupancyMaxActiveClusters(&v, o->h, &cfg)
+				    : w->drv.cuOccupancyMaxPotentialClusterSize(&v, o->h, &cfg);
+		vals[0] = v;
+		n = 1;
+	} else if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL)) {
+		r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
+		for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+			if (m->kind == RGPU__OCCUPANCY_KIND__OCC_ACTIVE_BLOCKS) {
+				int blocks = 0;
+				r = w->drv.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+					&blocks, o->h, (int)m->block_size[i], (size_t)m->dyn_smem[i],
+					m->flags);
+				vals[i] = blocks;
+			} else {
+				size_t smem = 0;
+				r = w->drv.cuOccupancyAvailableDynamicSMemPerBlock(
+					&smem, o->h, (int)m->dyn_smem[i], (int)m->block_size[i]);
+				vals[i] = (int64_t)smem;
+			}
+		}
+	}
+	rep.result = (int32_t)r;
+	if (r == CUDA_SUCCESS) {
+		rep.n_value = n;
+		rep.value = vals;
+	}
+	rep.async_error = (int32_t)srv_take_async_error(w);
+	ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+	rgpu__occupancy__free_unpacked(m, NULL);
+	return ret;
+}
+
 /* ---- dispatch --------------------------------------------------------------------------- */
 
 static int h_ping(struct srv_worker *w, struct srv_frame *f)
@@ -1007,6 +1262,15 @@ static const handler_fn handlers[] = {
 	[T(EVENT_SYNC)] = h_event_op,
 	[T(EVENT_QUERY)] = h_event_op,
 	[T(EVENT_ELAPSED)] = h_event_op,
+	[T(CAPTURE_BEGIN)] = h_capture,
+	[T(CAPTURE_END)] = h_capture,
+	[T(GRAPH_CREATE)] = h_graph,
+	[T(GRAPH_INSTANTIATE)] = h_graph,
+	[T(GRAPH_LAUNCH)] = h_graph,
+	[T(GRAPH_UPLOAD)] = h_graph,
+	[T(GRAPH_EXEC_DESTROY)] = h_graph,
+	[T(GRAPH_DESTROY)] = h_graph,
+	[T(OCCUPANCY)] = h_occupancy,
 };
 
 int srv_exec(struct srv_worker *w, struct srv_frame *f)

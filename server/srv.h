@@ -42,6 +42,8 @@ enum srv_obj_kind {
 	SRV_LIBRARY = 5,
 	SRV_FUNC = 6,
 	SRV_KERNEL = 7,
+	SRV_GRAPH = 8,
+	SRV_GRAPH_EXEC = 9,
 };
 
 /* A client id mapped to the real driver handle behind it. */

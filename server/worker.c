@@ -414,6 +414,12 @@ static CUresult setup_cuda(struct srv_worker *w, char *why, size_t whylen)
 		w->window = 0;
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
+	/*
+	 * The executor serves every client thread, so its own calls (mapping memory, staging
+	 * copies) must not count as the "potentially unsafe" calls a global-mode capture forbids.
+	 */
+	CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+	w->drv.cuThreadExchangeStreamCaptureMode(&relaxed);
 	if (srv_staging_new(w, w->cfg->staging_buffers, RGPU_COPY_CHUNK, &w->staging)) {
 		snprintf(why, whylen, "cannot allocate pinned staging memory");
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -96,10 +96,19 @@ static const struct rgpu_transport_ops tcp_ops = {
 	.close = tcp_close,
 };
 
+/*
+ * TCP_NODELAY: small requests must not wait for Nagle. Keepalive: a peer whose machine
+ * vanished without closing the connection is noticed within about 25 s on both sides (an idle
+ * session is normal; a dead one must not hold a GPU or a waiting application for ever).
+ */
 static void set_sockopts(int fd)
 {
-	int one = 1;
+	int one = 1, idle = 10, intvl = 5, cnt = 3;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
 static void peer_name(int fd, char *out, size_t len)

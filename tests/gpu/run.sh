@@ -75,6 +75,11 @@ done
 # ---- PyTorch: a small CNN, 50 steps, and a CUDA graph; loss must match native ----------
 if python3 -c "import torch" 2>/dev/null && [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
 	run_pair torch_train python3 tests/gpu/torch_train.py
+	# a second run through rgpu: every module image must now come from the server's cache
+	mark=$(wc -l <"$OUT/rgpud.log")
+	RGPU_LOG=warn RGPU_LOG_FILE="$OUT/torch_train2.rgpu.ilog" timeout 300 \
+		"$B/bin/rgpuctl" run -- python3 tests/gpu/torch_train.py >"$OUT/torch_train2.rgpu.log" 2>&1
+	tail -n +"$((mark + 1))" "$OUT/rgpud.log" >"$OUT/rgpud.second_torch.log"
 	python3 - "$OUT" >>"$OUT/torch_compare.txt" 2>&1 <<'PY'
 import json, sys
 out = sys.argv[1]
@@ -127,5 +132,11 @@ if [ -s "$OUT/unimplemented.txt" ]; then cat "$OUT/unimplemented.txt"; else echo
 echo "== benchmarks (rgpu over TCP loopback vs native, same run)"
 cat "$OUT/bench.table"
 [ -s "$OUT/torch_compare.txt" ] && { echo "== PyTorch"; cat "$OUT/torch_compare.txt"; }
+echo "== module images (rgpud.log)"
+awk '/bytes received and cached/ { n++; s += $(NF-4); if ($(NF-4) > m) m = $(NF-4) }
+     /bytes from the cache/ { h++ }
+     END { printf "   shipped %d image(s), %d bytes in all, largest %d bytes; %d cache hit(s)\n", n, s, m, h }' "$OUT/rgpud.log"
+[ -f "$OUT/rgpud.second_torch.log" ] && awk '/bytes received and cached/ { n++ } /bytes from the cache/ { h++ }
+     END { printf "   second PyTorch run: %d shipped, %d from the cache\n", n, h }' "$OUT/rgpud.second_torch.log"
 echo "== tests"
 cat "$TABLE"

@@ -198,7 +198,7 @@ static const struct errcase cases[] = {
 	{"free_twice", c_free_twice, CUDA_ERROR_INVALID_VALUE},
 	{"htod_null", c_htod_null, CUDA_ERROR_INVALID_VALUE},
 	{"alloc_zero", c_alloc_zero, CUDA_ERROR_INVALID_VALUE},
-	{"free_null", c_free_null, CUDA_ERROR_INVALID_VALUE},
+	{"free_null", c_free_null, CUDA_SUCCESS},
 	{"launch_garbage_handle", c_launch_garbage_handle, CRASHED},
 	{"launch_null_handle", c_launch_null_handle, CUDA_ERROR_INVALID_HANDLE},
 	{"launch_block_too_big", c_launch_block_too_big, CUDA_ERROR_INVALID_VALUE},

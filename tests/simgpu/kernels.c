@@ -1,13 +1,17 @@
 /*
- * C twins of the kernels in tests/progs/kernels.cu, registered when libcuda.so.1 (simgpu) is
- * loaded. Each computes bit for bit what the device code computes (scale_add uses fmaf
- * because nvcc contracts x*s+t into one fused multiply-add), over the whole grid, and checks
- * every buffer it touches with sim_device_ok() first: a bad pointer ends the kernel with
- * CUDA_ERROR_ILLEGAL_ADDRESS, as on a GPU, instead of crashing the process.
- * Keep the two files in step: a kernel added there needs its twin here.
+ * C twins of the kernels in tests/progs/kernels.cu and tests/cuda/rt_*.cu, registered when
+ * libcuda.so.1 (simgpu) is loaded; the runtime-API programs' kernels are C++, registered under
+ * their mangled names (`nm` on `nvcc -cubin` output lists them). Each computes bit for bit what
+ * the device code computes (scale_add uses fmaf because nvcc contracts x*s+t into one fused
+ * multiply-add), over the whole grid, and checks every buffer it touches with sim_device_ok()
+ * first: a bad pointer ends the kernel with CUDA_ERROR_ILLEGAL_ADDRESS, as on a GPU, instead of
+ * crashing the process. Keep the files in step: a kernel added there needs its twin here.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "simgpu.h"
@@ -79,14 +83,18 @@ static void empty_kernel(const struct sim_launch *l)
 	(void)l;
 }
 
-/* The device busy-waits on %globaltimer; the twin sleeps, which is what makes work visible. */
-static void spin_ns(const struct sim_launch *l)
+static void sleep_ns(unsigned long long ns)
 {
-	unsigned long long ns = P(l, 0, unsigned long long);
 	struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
 
 	while (nanosleep(&ts, &ts))
 		;
+}
+
+/* The device busy-waits on %globaltimer; the twin sleeps, which is what makes work visible. */
+static void spin_ns(const struct sim_launch *l)
+{
+	sleep_ns(P(l, 0, unsigned long long));
 }
 
 /* Every thread of the grid adds v once (atomicAdd wraps like unsigned arithmetic). */
@@ -151,6 +159,345 @@ static void mixed_params(const struct sim_launch *l)
 	out[5] = (unsigned long long)(long long)(d * 1000);
 }
 
+/* --- tests/cuda/: the runtime-API programs ------------------------------------------------ */
+
+/* Threads along x that pass an `if (i < n)` test: min(n, gridDim.x * blockDim.x). */
+static unsigned long long upto_n(const struct sim_launch *l, long long n)
+{
+	unsigned long long count = n > 0 ? (unsigned long long)n : 0;
+
+	return count < threads_x(l) ? count : threads_x(l);
+}
+
+static long long min_ll(long long a, long long b)
+{
+	return a < b ? a : b;
+}
+
+/* float -> int as cvt.rzi.s32 does it: toward zero, saturating, NaN -> 0. */
+static int f2i_rz(float f)
+{
+	if (isnan(f))
+		return 0;
+	if (f >= 2147483648.0f)
+		return INT_MAX;
+	if (f <= -2147483648.0f)
+		return INT_MIN;
+	return (int)f;
+}
+
+/* rt_basic.cu: square(float *x, int n); its add() is vec_add's twin. */
+static void rt_square(const struct sim_launch *l)
+{
+	float *x = P(l, 0, float *);
+	unsigned long long count = upto_n(l, P(l, 1, int));
+
+	if (!sim_device_ok(x, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		x[i] = x[i] * x[i];
+}
+
+/* rt_kernels.cu: isaxpy(int n, unsigned a, const unsigned *x, unsigned *y) */
+static void rt_isaxpy(const struct sim_launch *l)
+{
+	unsigned a = P(l, 1, unsigned);
+	const unsigned *x = P(l, 2, const unsigned *);
+	unsigned *y = P(l, 3, unsigned *);
+	unsigned long long count = upto_n(l, P(l, 0, int));
+
+	if (!sim_device_ok(x, count * 4, 0) || !sim_device_ok(y, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		y[i] = a * x[i] + y[i];
+}
+
+/* rt_kernels.cu: grid2d(unsigned *out, int width, int height), a 3D grid of 2D blocks */
+static void rt_grid2d(const struct sim_launch *l)
+{
+	unsigned *out = P(l, 0, unsigned *);
+	long long w = P(l, 1, int), h = P(l, 2, int);
+	long long xs = min_ll(w, (long long)l->grid[0] * l->block[0]);
+	long long ys = min_ll(h, (long long)l->grid[1] * l->block[1]);
+
+	if (xs <= 0 || ys <= 0)
+		return;
+	/* the first and the last element written, and all between */
+	if (!sim_device_ok(out, (size_t)(((l->grid[2] - 1) * h + ys - 1) * w + xs) * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned bz = 0; bz < l->grid[2]; bz++)
+		for (unsigned by = 0; by < l->grid[1]; by++)
+			for (unsigned bx = 0; bx < l->grid[0]; bx++)
+				for (unsigned ty = 0; ty < l->block[1]; ty++)
+					for (unsigned tx = 0; tx < l->block[0]; tx++) {
+						long long x = (long long)bx * l->block[0] + tx;
+						long long y = (long long)by * l->block[1] + ty;
+						if (x >= w || y >= h)
+							continue;
+						out[((long long)bz * h + y) * w + x] =
+						    ((unsigned)y << 16) ^ (unsigned)x ^
+						    ((bx + 31u * by) << 8) ^ (ty << 4) ^ (bz << 28);
+					}
+}
+
+/* rt_kernels.cu: block_sum(const unsigned *in, unsigned long long *out, int n); the same tree */
+static void rt_block_sum(const struct sim_launch *l)
+{
+	const unsigned *in = P(l, 0, const unsigned *);
+	unsigned long long *out = P(l, 1, unsigned long long *), *part;
+	long long n = P(l, 2, int);
+	unsigned bd = l->block[0];
+
+	if ((unsigned long long)l->shared_mem < bd * 8ull ||
+	    !sim_device_ok(in, upto_n(l, n) * 4, 0) || !sim_device_ok(out, l->grid[0] * 8ull, 1) ||
+	    !(part = malloc(bd * 8ull))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned b = 0; b < l->grid[0]; b++) {
+		for (unsigned t = 0; t < bd; t++) {
+			long long i = (long long)b * bd + t;
+			part[t] = i < n ? in[i] : 0;
+		}
+		for (unsigned s = bd / 2; s > 0; s >>= 1)
+			for (unsigned t = 0; t < s; t++)
+				part[t] += part[t + s];
+		out[b] = part[0];
+	}
+	free(part);
+}
+
+/* rt_kernels.cu: scale_by<int>(int *x, int k, int n), wrapping as the device does */
+static void rt_scale_by_int(const struct sim_launch *l)
+{
+	int *x = P(l, 0, int *);
+	unsigned k = (unsigned)P(l, 1, int);
+	unsigned long long count = upto_n(l, P(l, 2, int));
+
+	if (!sim_device_ok(x, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		x[i] = (int)((unsigned)x[i] * k);
+}
+
+/* rt_kernels.cu: scale_by<double>(double *x, double k, int n) */
+static void rt_scale_by_double(const struct sim_launch *l)
+{
+	double *x = P(l, 0, double *), k = P(l, 1, double);
+	unsigned long long count = upto_n(l, P(l, 2, int));
+
+	if (!sim_device_ok(x, count * 8, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		x[i] = x[i] * k;
+}
+
+/* rt_kernels.cu: rtk::mix(unsigned *x, int n) */
+static void rt_mix(const struct sim_launch *l)
+{
+	unsigned *x = P(l, 0, unsigned *);
+	unsigned long long count = upto_n(l, P(l, 1, int));
+
+	if (!sim_device_ok(x, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		x[i] = (x[i] * 2654435761u) ^ (unsigned)i;
+}
+
+/* rt_kernels.cu: rtk::mix(unsigned *x, unsigned salt, int n) */
+static void rt_mix_salt(const struct sim_launch *l)
+{
+	unsigned *x = P(l, 0, unsigned *), salt = P(l, 1, unsigned);
+	unsigned long long count = upto_n(l, P(l, 2, int));
+
+	if (!sim_device_ok(x, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		x[i] ^= salt + (unsigned)i;
+}
+
+/* rt_symbols.cu's struct Cfg */
+struct rt_cfg {
+	int a;
+	float b;
+	unsigned long long c;
+	short d[4];
+};
+
+/* rt_symbols.cu: use_symbols(int k), reading the __constant__ and writing the __device__ globals */
+static void rt_use_symbols(const struct sim_launch *l)
+{
+	int k = P(l, 0, int);
+	size_t sz[7];
+	const int *c_int = sim_global(l->module, "c_int", &sz[0]);
+	const float *c_table = sim_global(l->module, "c_table", &sz[1]);
+	const struct rt_cfg *c_cfg = sim_global(l->module, "c_cfg", &sz[2]);
+	int *d_int = sim_global(l->module, "d_int", &sz[3]);
+	float *d_farr = sim_global(l->module, "d_farr", &sz[4]);
+	struct rt_cfg *d_cfg = sim_global(l->module, "d_cfg", &sz[5]);
+	unsigned *d_out = sim_global(l->module, "d_out", &sz[6]);
+	unsigned long long count = upto_n(l, 32);
+
+	if (!c_int || !c_table || !c_cfg || !d_int || !d_farr || !d_cfg || !d_out || sz[0] != 4 ||
+	    sz[1] != 128 || sz[2] != sizeof(struct rt_cfg) || sz[3] != 4 || sz[4] != 256 ||
+	    sz[5] != sizeof(struct rt_cfg) || sz[6] != 128) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned i = 0; i < count; i++) {
+		d_out[i] = (unsigned)*c_int * (i + 1) + (unsigned)f2i_rz(c_table[i]) +
+			   (unsigned)c_cfg->d[i % 4];
+		d_farr[i] = d_farr[i] + c_table[i];
+		d_farr[i + 32] = c_table[i] * c_cfg->b;
+	}
+	*d_int = (int)((unsigned)*d_int + (unsigned)*c_int + (unsigned)k);
+	d_cfg->a = (int)((unsigned)c_cfg->a * 3u);
+	d_cfg->b = c_cfg->b + 1.0f;
+	d_cfg->c = c_cfg->c ^ 0xffff0000ffff0000ull;
+	for (int j = 0; j < 4; j++)
+		d_cfg->d[j] = (short)(c_cfg->d[j] - j);
+}
+
+/*
+ * rt_streams.cu: slow_fill(unsigned *a, int n, long long spin_cycles). The device spins on
+ * clock64 (1.98 GHz on an H200) before a grid-stride loop; the twin sleeps as long.
+ */
+static void rt_slow_fill(const struct sim_launch *l)
+{
+	unsigned *a = P(l, 0, unsigned *);
+	int n = P(l, 1, int);
+	long long cycles = P(l, 2, long long);
+
+	if (n > 0 && !sim_device_ok(a, (size_t)n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	if (cycles > 0)
+		sleep_ns((unsigned long long)cycles * 1000 / 1980);
+	for (int i = 0; i < n; i++)
+		a[i] = a[i] * 3u + 1u;
+}
+
+/* rt_streams.cu: transform(const unsigned *a, unsigned *b, int n) */
+static void rt_transform(const struct sim_launch *l)
+{
+	const unsigned *a = P(l, 0, const unsigned *);
+	unsigned *b = P(l, 1, unsigned *);
+	unsigned long long count = upto_n(l, P(l, 2, int));
+
+	if (!sim_device_ok(a, count * 4, 0) || !sim_device_ok(b, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		b[i] = (a[i] ^ ((unsigned)i * 2654435761u)) + 7u;
+}
+
+/* rt_mallocasync.cu: pattern_fill(unsigned char *p, size_t n, unsigned seed), grid-stride */
+static void rt_pattern_fill(const struct sim_launch *l)
+{
+	unsigned char *p = P(l, 0, unsigned char *);
+	size_t n = P(l, 1, size_t);
+	unsigned seed = P(l, 2, unsigned);
+
+	if (n && !sim_device_ok(p, n, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)((i * 131u) ^ (i >> 9) ^ seed);
+}
+
+/* rt_mallocasync.cu: xor_into(unsigned char *dst, const unsigned char *src, size_t n, uchar k) */
+static void rt_xor_into(const struct sim_launch *l)
+{
+	unsigned char *dst = P(l, 0, unsigned char *);
+	const unsigned char *src = P(l, 1, const unsigned char *);
+	size_t n = P(l, 2, size_t);
+	unsigned char k = P(l, 3, unsigned char);
+
+	if (n && (!sim_device_ok(src, n, 0) || !sim_device_ok(dst, n, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		dst[i] = src[i] ^ k;
+}
+
+/* rt_graph.cu: add_index(unsigned *t, int n) */
+static void rt_add_index(const struct sim_launch *l)
+{
+	unsigned *t = P(l, 0, unsigned *);
+	unsigned long long count = upto_n(l, P(l, 1, int));
+
+	if (!sim_device_ok(t, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		t[i] += (unsigned)i;
+}
+
+/* rt_graph.cu: accumulate(unsigned *acc, const unsigned *t, int n) */
+static void rt_accumulate(const struct sim_launch *l)
+{
+	unsigned *acc = P(l, 0, unsigned *);
+	const unsigned *t = P(l, 1, const unsigned *);
+	unsigned long long count = upto_n(l, P(l, 2, int));
+
+	if (!sim_device_ok(t, count * 4, 0) || !sim_device_ok(acc, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		acc[i] += t[i] * 3u;
+}
+
+/*
+ * rt_bigparam.cu: big_checksum(Big b, int s1, long long s2, float s3, unsigned long long *out)
+ * with struct Big { unsigned w[1000]; }. Thread t sums the words t, t + blockDim.x, ...;
+ * thread 0 also writes out[256..259] (256 is the program's THREADS).
+ */
+static void rt_big_checksum(const struct sim_launch *l)
+{
+	const unsigned *w = &P(l, 0, unsigned);
+	int s1 = P(l, 1, int);
+	long long s2 = P(l, 2, long long);
+	float s3 = P(l, 3, float);
+	unsigned long long *out = P(l, 4, unsigned long long *);
+	unsigned bd = l->block[0], s3_bits;
+
+	if (!sim_device_ok(out, (bd > 260 ? bd : 260) * 8ull, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned t = 0; t < bd; t++) {
+		unsigned long long sum = 0;
+		for (unsigned j = t; j < 1000; j += bd)
+			sum += (unsigned long long)w[j] * (j + 1);
+		out[t] = sum;
+	}
+	memcpy(&s3_bits, &s3, sizeof(s3_bits));
+	out[256] = (unsigned long long)(long long)s1;
+	out[257] = (unsigned long long)s2;
+	out[258] = s3_bits;
+	out[259] = 4000;
+}
+
 __attribute__((constructor)) static void register_kernels(void)
 {
 	sim_register_kernel("vec_add", vec_add);
@@ -161,4 +508,23 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("add_counter", add_counter);
 	sim_register_kernel("table_sum", table_sum);
 	sim_register_kernel("mixed_params", mixed_params);
+
+	/* tests/cuda/ */
+	sim_register_kernel("_Z3addPKfS0_Pfi", vec_add); /* add(): the same computation */
+	sim_register_kernel("_Z6squarePfi", rt_square);
+	sim_register_kernel("_Z6isaxpyijPKjPj", rt_isaxpy);
+	sim_register_kernel("_Z6grid2dPjii", rt_grid2d);
+	sim_register_kernel("_Z9block_sumPKjPyi", rt_block_sum);
+	sim_register_kernel("_Z8scale_byIiEvPT_S0_i", rt_scale_by_int);
+	sim_register_kernel("_Z8scale_byIdEvPT_S0_i", rt_scale_by_double);
+	sim_register_kernel("_ZN3rtk3mixEPji", rt_mix);
+	sim_register_kernel("_ZN3rtk3mixEPjji", rt_mix_salt);
+	sim_register_kernel("_Z11use_symbolsi", rt_use_symbols);
+	sim_register_kernel("_Z9slow_fillPjix", rt_slow_fill);
+	sim_register_kernel("_Z9transformPKjPji", rt_transform);
+	sim_register_kernel("_Z12pattern_fillPhmj", rt_pattern_fill);
+	sim_register_kernel("_Z8xor_intoPhPKhmh", rt_xor_into);
+	sim_register_kernel("_Z9add_indexPji", rt_add_index);
+	sim_register_kernel("_Z10accumulatePjPKji", rt_accumulate);
+	sim_register_kernel("_Z12big_checksum3BigixfPy", rt_big_checksum);
 }

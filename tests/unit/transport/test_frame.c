@@ -88,6 +88,15 @@ static const struct tspec types[] = {
     {63, "MSG_EVENT_SYNC", TO_SRV, 0, 0},
     {64, "MSG_EVENT_QUERY", TO_SRV, 0, 0},
     {65, "MSG_EVENT_ELAPSED", TO_SRV, 0, 0},
+    {70, "MSG_CAPTURE_BEGIN", TO_SRV, 0, 0},
+    {71, "MSG_CAPTURE_END", TO_SRV, 0, 0},
+    {72, "MSG_GRAPH_CREATE", TO_SRV, 0, 0},
+    {73, "MSG_GRAPH_INSTANTIATE", TO_SRV, 0, 0},
+    {74, "MSG_GRAPH_LAUNCH", TO_SRV, 0, 0},
+    {75, "MSG_GRAPH_UPLOAD", TO_SRV, 0, 0},
+    {76, "MSG_GRAPH_EXEC_DESTROY", TO_SRV, 0, 0},
+    {77, "MSG_GRAPH_DESTROY", TO_SRV, 0, 0},
+    {80, "MSG_OCCUPANCY", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -100,6 +109,8 @@ _Static_assert(RGPU__MSG_TYPE__MSG_MEMCPY_HTOD == 23, "MSG_MEMCPY_HTOD");
 _Static_assert(RGPU__MSG_TYPE__MSG_MODULE_LOAD == 30, "MSG_MODULE_LOAD");
 _Static_assert(RGPU__MSG_TYPE__MSG_CALLBACK == 42, "MSG_CALLBACK");
 _Static_assert(RGPU__MSG_TYPE__MSG_EVENT_ELAPSED == 65, "MSG_EVENT_ELAPSED");
+_Static_assert(RGPU__MSG_TYPE__MSG_CAPTURE_BEGIN == 70, "MSG_CAPTURE_BEGIN");
+_Static_assert(RGPU__MSG_TYPE__MSG_OCCUPANCY == 80, "MSG_OCCUPANCY");
 
 static const struct tspec *spec_of(unsigned type)
 {

@@ -1,0 +1,416 @@
+/*
+ * Stream capture and CUDA graphs. The capture itself happens on the server, on the real
+ * streams; the client tracks which streams take part (the one that began it, and those that
+ * joined by waiting on an event recorded inside it) so that cuStreamIsCapturing and
+ * cuStreamGetCaptureInfo cost no round trip — libraries ask them around every operation.
+ * Graphs and executable graphs are client handles like every other object.
+ *
+ * Not forwarded: building graphs node by node (cuGraphAdd*Node and friends), and the
+ * dependency lists of cuStreamGetCaptureInfo (reported empty).
+ */
+#define LOG_PREFIX "rgpu: "
+#include <stdlib.h>
+
+#include "ip.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/log.h"
+
+static atomic_ullong next_capture_id;
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+static struct ip_graph *graph_new(struct ip_ctx *c)
+{
+	struct ip_graph *g = calloc(1, sizeof(*g));
+	if (!g || ip_obj_register(&g->o, IP_GRAPH)) {
+		free(g);
+		return NULL;
+	}
+	g->o.owner = c;
+	g->ctx = c;
+	return g;
+}
+
+static void graph_forget(struct ip_graph *g)
+{
+	ip_obj_unregister(&g->o); /* not freed: a stale handle stays recognisably dead */
+}
+
+/* ---- capture ----------------------------------------------------------------------------- */
+
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
+{
+	Rgpu__CaptureOp m = RGPU__CAPTURE_OP__INIT;
+	struct ip_capture *cap;
+	struct ip_stream *s;
+	struct ip_ctx *c;
+	CUresult r = ip_stream_get(h, ptds, &c, &s);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!s)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy NULL stream */
+	if (ip_capture_of(s))
+		return CUDA_ERROR_ILLEGAL_STATE;
+	cap = calloc(1, sizeof(*cap));
+	if (!cap || !(cap->graph = graph_new(c))) {
+		free(cap);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	cap->id = atomic_fetch_add(&next_capture_id, 1) + 1;
+	cap->origin = s;
+	cap->mode = mode;
+	m.stream = s->o.id;
+	m.ctx = c->o.id;
+	m.mode = mode;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_CAPTURE_BEGIN, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	if (r != CUDA_SUCCESS) {
+		graph_forget(cap->graph);
+		free(cap);
+		return r;
+	}
+	cap->active = 1;
+	s->capture = cap;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode)
+{
+	return begin_capture(h, mode, 0);
+}
+IP_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode)
+{
+	return begin_capture(h, mode, 1);
+}
+/* CUDA 10.0's form had no mode: it captured in global mode */
+IP_API CUresult CUDAAPI cuStreamBeginCapture(CUstream h)
+{
+	return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+}
+IP_API CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream h)
+{
+	return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 1);
+}
+
+static CUresult end_capture(CUstream h, CUgraph *out, int ptds)
+{
+	Rgpu__CaptureOp m = RGPU__CAPTURE_OP__INIT;
+	struct ip_capture *cap;
+	struct ip_stream *s;
+	struct ip_ctx *c;
+	CUresult r;
+
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_get(h, ptds, &c, &s);
+	if (r != CUDA_SUCCESS)
+		return r;
+	cap = ip_capture_of(s);
+	if (!cap)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	if (cap->origin != s)
+		return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+	m.stream = s->o.id;
+	m.ctx = c->o.id;
+	m.graph = cap->graph->o.id;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_CAPTURE_END, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	/* ended either way: every stream that took part stops capturing */
+	cap->active = 0;
+	s->capture = NULL;
+	if (r != CUDA_SUCCESS) {
+		graph_forget(cap->graph);
+		*out = NULL;
+		return r;
+	}
+	*out = (CUgraph)cap->graph;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuStreamEndCapture(CUstream h, CUgraph *g)
+{
+	return end_capture(h, g, 0);
+}
+IP_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream h, CUgraph *g)
+{
+	return end_capture(h, g, 1);
+}
+
+static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, int ptds)
+{
+	struct ip_stream *s;
+	struct ip_ctx *c;
+	CUresult r;
+	if (!st)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_get(h, ptds, &c, &s);
+	if (r == CUDA_SUCCESS)
+		*st = ip_capture_of(s) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *st)
+{
+	return is_capturing(h, st, 0);
+}
+IP_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *st)
+{
+	return is_capturing(h, st, 1);
+}
+
+/* The dependency list is reported empty: graph nodes are not mirrored on the client. */
+static CUresult capture_info(CUstream h, int ptds, CUstreamCaptureStatus *st, cuuint64_t *id,
+			     CUgraph *graph, const CUgraphNode **deps,
+			     const CUgraphEdgeData **edges, size_t *ndeps)
+{
+	struct ip_capture *cap;
+	struct ip_stream *s;
+	struct ip_ctx *c;
+	CUresult r;
+	if (!st)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_get(h, ptds, &c, &s);
+	if (r != CUDA_SUCCESS)
+		return r;
+	cap = ip_capture_of(s);
+	*st = cap ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+	if (cap && id)
+		*id = cap->id;
+	if (cap && graph)
+		*graph = (CUgraph)cap->graph;
+	if (cap && deps)
+		*deps = NULL;
+	if (cap && edges)
+		*edges = NULL;
+	if (cap && ndeps)
+		*ndeps = 0;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus *st,
+						  cuuint64_t *id, CUgraph *g,
+						  const CUgraphNode **deps,
+						  const CUgraphEdgeData **edges, size_t *n)
+{
+	return capture_info(h, 0, st, id, g, deps, edges, n);
+}
+IP_API CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st,
+						       cuuint64_t *id, CUgraph *g,
+						       const CUgraphNode **deps,
+						       const CUgraphEdgeData **edges, size_t *n)
+{
+	return capture_info(h, 1, st, id, g, deps, edges, n);
+}
+IP_API CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus *st,
+						  cuuint64_t *id, CUgraph *g,
+						  const CUgraphNode **deps, size_t *n)
+{
+	return capture_info(h, 0, st, id, g, deps, NULL, n);
+}
+IP_API CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(CUstream h, CUstreamCaptureStatus *st,
+						       cuuint64_t *id, CUgraph *g,
+						       const CUgraphNode **deps, size_t *n)
+{
+	return capture_info(h, 1, st, id, g, deps, NULL, n);
+}
+IP_API CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *st,
+					       cuuint64_t *id)
+{
+	return capture_info(h, 0, st, id, NULL, NULL, NULL, NULL);
+}
+IP_API CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus *st,
+						    cuuint64_t *id)
+{
+	return capture_info(h, 1, st, id, NULL, NULL, NULL, NULL);
+}
+
+/*
+ * The mode only decides which calls a capture forbids; rgpu does not police them on the
+ * client (the server's driver still refuses what it must), so this is a per-thread swap.
+ */
+IP_API CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+	CUstreamCaptureMode old;
+	if (!mode || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	old = thread_mode;
+	thread_mode = *mode;
+	*mode = old;
+	return CUDA_SUCCESS;
+}
+
+/* ---- graphs ------------------------------------------------------------------------------ */
+
+struct ip_graph_exec {
+	struct ip_obj o;
+	struct ip_ctx *ctx;
+};
+
+IP_API CUresult CUDAAPI cuGraphCreate(CUgraph *out, unsigned int flags)
+{
+	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+	struct ip_graph *g;
+	struct ip_ctx *c;
+	CUresult r;
+	if (!out || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!(g = graph_new(c)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	m.graph = g->o.id;
+	m.ctx = c->o.id;
+	r = ip_post(RGPU__MSG_TYPE__MSG_GRAPH_CREATE, &m.base, NULL, 0);
+	if (r != CUDA_SUCCESS) {
+		graph_forget(g);
+		return r;
+	}
+	*out = (CUgraph)g;
+	return CUDA_SUCCESS;
+}
+
+static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flags)
+{
+	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+	struct ip_graph_exec *e;
+	struct ip_graph *g;
+	CUresult r;
+
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	g = ip_obj_get(h, IP_GRAPH);
+	if (!g)
+		return CUDA_ERROR_INVALID_VALUE;
+	e = calloc(1, sizeof(*e));
+	if (!e || ip_obj_register(&e->o, IP_GRAPH_EXEC)) {
+		free(e);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	/* an executable graph outlives its graph, but not its context */
+	e->ctx = g->ctx;
+	e->o.owner = g->ctx;
+	m.graph = g->o.id;
+	m.exec = e->o.id;
+	m.ctx = g->ctx->o.id;
+	m.flags = flags;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_GRAPH_INSTANTIATE, &m.base, NULL, 0, NULL, 0, NULL,
+			   NULL);
+	if (r != CUDA_SUCCESS) {
+		ip_obj_unregister(&e->o);
+		free(e);
+		return r;
+	}
+	*out = (CUgraphExec)e;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph g,
+						    unsigned long long flags)
+{
+	return instantiate(out, g, flags);
+}
+
+IP_API CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *out, CUgraph g, CUgraphNode *err_node,
+					      char *log, size_t log_size)
+{
+	CUresult r = instantiate(out, g, 0);
+	if (err_node)
+		*err_node = NULL;
+	if (log && log_size)
+		log[0] = '\0';
+	return r;
+}
+
+static CUresult graph_stream_op(uint16_t type, CUgraphExec h, CUstream s, int ptds)
+{
+	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+	struct ip_graph_exec *e;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	e = ip_obj_get(h, IP_GRAPH_EXEC);
+	if (!e)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_resolve(s, ptds, &c, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.exec = e->o.id;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	return ip_post(type, &m.base, NULL, 0);
+}
+
+IP_API CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g,
+						     CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	CUresult r;
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = instantiate(out, g, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+	p->hErrNode_out = NULL;
+	p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
+					  : CUDA_GRAPH_INSTANTIATE_ERROR;
+	if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+		r = graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD, *out, p->hUploadStream, 0);
+	return r;
+}
+IP_API CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *out, CUgraph g,
+							  CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	return cuGraphInstantiateWithParams(out, g, p);
+}
+
+IP_API CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream s)
+{
+	return graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH, e, s, 0);
+}
+IP_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
+{
+	return graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH, e, s, 1);
+}
+IP_API CUresult CUDAAPI cuGraphUpload(CUgraphExec e, CUstream s)
+{
+	return graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD, e, s, 0);
+}
+IP_API CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec e, CUstream s)
+{
+	return graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD, e, s, 1);
+}
+
+IP_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec h)
+{
+	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+	struct ip_graph_exec *e;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	e = ip_obj_get(h, IP_GRAPH_EXEC);
+	if (!e)
+		return CUDA_ERROR_INVALID_VALUE;
+	m.exec = e->o.id;
+	m.ctx = e->ctx->o.id;
+	ip_obj_unregister(&e->o);
+	return ip_post(RGPU__MSG_TYPE__MSG_GRAPH_EXEC_DESTROY, &m.base, NULL, 0);
+}
+
+IP_API CUresult CUDAAPI cuGraphDestroy(CUgraph h)
+{
+	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+	struct ip_graph *g;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	g = ip_obj_get(h, IP_GRAPH);
+	if (!g)
+		return CUDA_ERROR_INVALID_VALUE;
+	m.graph = g->o.id;
+	m.ctx = g->ctx->o.id;
+	graph_forget(g);
+	return ip_post(RGPU__MSG_TYPE__MSG_GRAPH_DESTROY, &m.base, NULL, 0);
+}

@@ -1,0 +1,288 @@
+/*
+ * Occupancy queries, answered by the server's driver and cached per function: the answer
+ * depends only on the function, the block size, the dynamic shared memory and the flags.
+ * cuOccupancyMaxPotentialBlockSize takes a host callback for the shared memory of each block
+ * size, so the client evaluates it for every candidate size and asks the server about all of
+ * them in one request, then picks the best as the driver does: the largest block size among
+ * those with the highest occupancy.
+ */
+#define LOG_PREFIX "rgpu: "
+#include <stdlib.h>
+
+#include "ip.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/util.h"
+
+struct occ_entry {
+	struct ip_func *f;
+	uint32_t kind, block, flags;
+	uint64_t smem;
+	int64_t value;
+	struct occ_entry *next;
+};
+
+#define OCC_BUCKETS 256
+static struct occ_entry *cache[OCC_BUCKETS];
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned bucket(const struct ip_func *f, uint32_t block, uint64_t smem)
+{
+	uint64_t h = (uint64_t)(uintptr_t)f * 0x9E3779B97F4A7C15ull ^ block * 31u ^ smem;
+	return (unsigned)(h >> 56) % OCC_BUCKETS;
+}
+
+static int cache_get(struct ip_func *f, uint32_t kind, uint32_t block, uint64_t smem,
+		     uint32_t flags, int64_t *v)
+{
+	struct occ_entry *e;
+	int found = 0;
+	pthread_mutex_lock(&cache_lock);
+	for (e = cache[bucket(f, block, smem)]; e; e = e->next)
+		if (e->f == f && e->kind == kind && e->block == block && e->smem == smem &&
+		    e->flags == flags) {
+			*v = e->value;
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&cache_lock);
+	return found;
+}
+
+static void cache_put(struct ip_func *f, uint32_t kind, uint32_t block, uint64_t smem,
+		      uint32_t flags, int64_t v)
+{
+	struct occ_entry *e = malloc(sizeof(*e));
+	unsigned b = bucket(f, block, smem);
+	if (!e)
+		return;
+	*e = (struct occ_entry){f, kind, block, flags, smem, v, NULL};
+	pthread_mutex_lock(&cache_lock);
+	e->next = cache[b];
+	cache[b] = e;
+	pthread_mutex_unlock(&cache_lock);
+}
+
+/* Ask for n (block, smem) pairs at once; each answer lands in out[i] and the cache. */
+static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
+		      const uint64_t *smem, size_t n, uint32_t flags, int64_t *out)
+{
+	Rgpu__Occupancy m = RGPU__OCCUPANCY__INIT;
+	Rgpu__OccupancyReply *rep = NULL;
+	uint32_t qb[64];
+	uint64_t qs[64];
+	size_t idx[64], nq = 0;
+	struct ip_ctx *c = ip_ctx_cur();
+	CUresult r;
+
+	for (size_t i = 0; i < n; i++)
+		if (!cache_get(f, kind, blocks[i], smem[i], flags, &out[i]) && nq < 64) {
+			qb[nq] = blocks[i];
+			qs[nq] = smem[i];
+			idx[nq++] = i;
+		}
+	if (!nq)
+		return CUDA_SUCCESS;
+	m.func = f->o.id;
+	m.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
+	m.kind = kind;
+	m.flags = flags;
+	m.n_block_size = nq;
+	m.block_size = qb;
+	m.n_dyn_smem = nq;
+	m.dyn_smem = qs;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_OCCUPANCY, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__occupancy_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (r == CUDA_SUCCESS && rep->n_value != nq)
+		r = CUDA_ERROR_UNKNOWN;
+	for (size_t k = 0; r == CUDA_SUCCESS && k < nq; k++) {
+		out[idx[k]] = rep->value[k];
+		cache_put(f, kind, qb[k], qs[k], flags, rep->value[k]);
+	}
+	if (rep)
+		rgpu__occupancy_reply__free_unpacked(rep, NULL);
+	return r;
+}
+
+static struct ip_func *func_of(CUfunction h)
+{
+	struct ip_func *f = ip_obj_get(h, IP_FUNC);
+	return f ? f : ip_obj_get(h, IP_KERNEL);
+}
+
+static CUresult active_blocks(int *n, CUfunction h, int block, size_t smem, unsigned flags)
+{
+	struct ip_func *f;
+	uint32_t b = (uint32_t)block;
+	uint64_t s = smem;
+	int64_t v = 0;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!n || block <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!(f = func_of(h)))
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = query(f, RGPU__OCCUPANCY_KIND__OCC_ACTIVE_BLOCKS, &b, &s, 1, flags, &v);
+	if (r == CUDA_SUCCESS)
+		*n = (int)v;
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f,
+								  int block, size_t smem)
+{
+	return active_blocks(n, f, block, smem, 0);
+}
+
+IP_API CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+	int *n, CUfunction f, int block, size_t smem, unsigned int flags)
+{
+	return active_blocks(n, f, block, smem, flags);
+}
+
+static CUresult potential(int *min_grid, int *block_out, CUfunction h,
+			  CUoccupancyB2DSize b2smem, size_t smem, int limit, unsigned flags)
+{
+	uint32_t blocks[64];
+	uint64_t smems[64];
+	int64_t active[64];
+	struct ip_func *f;
+	int maxt = 0, warp, sms, n = 0, best = 0, best_block = 0;
+	CUresult r = ip_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!min_grid || !block_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!(f = func_of(h)))
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	{
+		struct ip_ctx *c = f->ctx ? f->ctx : f->mod->ctx;
+		warp = ip.dev[c->device].attr[CU_DEVICE_ATTRIBUTE_WARP_SIZE];
+		sms = ip.dev[c->device].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+	}
+	if (limit > 0 && limit < maxt)
+		maxt = limit;
+	if (warp <= 0)
+		warp = 32;
+	for (int b = maxt - maxt % warp; b > 0 && n < 64; b -= warp) {
+		blocks[n] = (uint32_t)b;
+		smems[n] = b2smem ? b2smem(b) : smem;
+		n++;
+	}
+	if (n == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = query(f, RGPU__OCCUPANCY_KIND__OCC_ACTIVE_BLOCKS, blocks, smems, (size_t)n, flags,
+		  active);
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* from the largest block size down; a strictly better occupancy wins */
+	for (int i = 0; i < n; i++) {
+		int occ = (int)active[i] * (int)blocks[i];
+		if (occ > best) {
+			best = occ;
+			best_block = (int)blocks[i];
+			*min_grid = (int)active[i] * sms;
+		}
+	}
+	if (!best_block) {
+		*min_grid = 0;
+		*block_out = 0;
+		return CUDA_SUCCESS;
+	}
+	*block_out = best_block;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block, CUfunction f,
+							 CUoccupancyB2DSize b2smem, size_t smem,
+							 int limit)
+{
+	return potential(min_grid, block, f, b2smem, smem, limit, 0);
+}
+
+IP_API CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(int *min_grid, int *block,
+								  CUfunction f,
+								  CUoccupancyB2DSize b2smem,
+								  size_t smem, int limit,
+								  unsigned int flags)
+{
+	return potential(min_grid, block, f, b2smem, smem, limit, flags);
+}
+
+IP_API CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t *size, CUfunction h,
+								int blocks, int block)
+{
+	struct ip_func *f;
+	uint32_t b = (uint32_t)block;
+	uint64_t nb = (uint64_t)blocks;
+	int64_t v = 0;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!size || blocks <= 0 || block <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!(f = func_of(h)))
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = query(f, RGPU__OCCUPANCY_KIND__OCC_AVAILABLE_SMEM, &b, &nb, 1, 0, &v);
+	if (r == CUDA_SUCCESS)
+		*size = (size_t)v;
+	return r;
+}
+
+/* Cluster queries: the whole launch configuration goes to the server's driver. */
+static CUresult cluster_query(int *out, CUfunction h, const CUlaunchConfig *cfg, uint32_t kind)
+{
+	Rgpu__Occupancy m = RGPU__OCCUPANCY__INIT;
+	Rgpu__OccupancyReply *rep = NULL;
+	CUlaunchAttribute wire[IP_MAX_LAUNCH_ATTRS];
+	struct ip_func *f;
+	struct ip_ctx *c = ip_ctx_cur();
+	CUresult r = ip_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!out || !cfg || (cfg->numAttrs && !cfg->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!(f = func_of(h)))
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = ip_attrs_to_wire(cfg->attrs, cfg->numAttrs, wire);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.func = f->o.id;
+	m.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
+	m.kind = kind;
+	m.grid_x = cfg->gridDimX;
+	m.grid_y = cfg->gridDimY;
+	m.grid_z = cfg->gridDimZ;
+	m.block_x = cfg->blockDimX;
+	m.block_y = cfg->blockDimY;
+	m.block_z = cfg->blockDimZ;
+	m.shared_mem = cfg->sharedMemBytes;
+	m.attrs.data = (uint8_t *)wire;
+	m.attrs.len = cfg->numAttrs * sizeof(CUlaunchAttribute);
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_OCCUPANCY, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__occupancy_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (r == CUDA_SUCCESS && rep->n_value != 1)
+		r = CUDA_ERROR_UNKNOWN;
+	if (r == CUDA_SUCCESS)
+		*out = (int)rep->value[0];
+	if (rep)
+		rgpu__occupancy_reply__free_unpacked(rep, NULL);
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *n, CUfunction f,
+						     const CUlaunchConfig *cfg)
+{
+	return cluster_query(n, f, cfg, RGPU__OCCUPANCY_KIND__OCC_MAX_ACTIVE_CLUSTERS);
+}
+
+IP_API CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int *size, CUfunction f,
+							   const CUlaunchConfig *cfg)
+{
+	return cluster_query(size, f, cfg, RGPU__OCCUPANCY_KIND__OCC_MAX_CLUSTER_SIZE);
+}
