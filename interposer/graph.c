@@ -5,8 +5,9 @@
  * cuStreamGetCaptureInfo cost no round trip — libraries ask them around every operation.
  * Graphs and executable graphs are client handles like every other object.
  *
- * Not forwarded: building graphs node by node (cuGraphAdd*Node and friends), and the
- * dependency lists of cuStreamGetCaptureInfo (reported empty).
+ * Not forwarded: building graphs node by node (cuGraphAdd*Node and friends), node handles
+ * (cuGraphGetNodes answers the count only), and the dependency lists of
+ * cuStreamGetCaptureInfo (reported empty).
  */
 #define LOG_PREFIX "rgpu: "
 #include <stdlib.h>
@@ -413,4 +414,33 @@ IP_API CUresult CUDAAPI cuGraphDestroy(CUgraph h)
 	m.ctx = g->ctx->o.id;
 	graph_forget(g);
 	return ip_post(RGPU__MSG_TYPE__MSG_GRAPH_DESTROY, &m.base, NULL, 0);
+}
+
+/* The number of nodes; handles to them are not mirrored on the client (see above). */
+IP_API CUresult CUDAAPI cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *num)
+{
+	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+	Rgpu__ValueReply *rep = NULL;
+	struct ip_graph *g;
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!num)
+		return CUDA_ERROR_INVALID_VALUE;
+	g = ip_obj_get(h, IP_GRAPH);
+	if (!g)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (nodes && *num) {
+		pr_warn("cuGraphGetNodes: node handles are not supported (only the count)");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	m.graph = g->o.id;
+	m.ctx = g->ctx->o.id;
+	r = ip_call_status(RGPU__MSG_TYPE__MSG_GRAPH_NODE_COUNT, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (r == CUDA_SUCCESS)
+		*num = (size_t)rep->value;
+	if (rep)
+		rgpu__value_reply__free_unpacked(rep, NULL);
+	return r;
 }

@@ -37,7 +37,7 @@
 	X(cuGetErrorName) X(cuGetErrorString)                                                  \
 	X(cuThreadExchangeStreamCaptureMode) X(cuStreamBeginCapture) X(cuStreamEndCapture)     \
 	X(cuStreamIsCapturing) X(cuGraphCreate) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) \
-	X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy)                               \
+	X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)                               \
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                                \
 	X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxActiveClusters)            \
 	X(cuOccupancyMaxPotentialClusterSize)

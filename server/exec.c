@@ -1139,6 +1139,17 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 			srv_obj_del(w, e->id);
 		srv_async_error(w, r, "graph exec destroy");
 		break;
+	case RGPU__MSG_TYPE__MSG_GRAPH_NODE_COUNT: {
+		Rgpu__ValueReply rep = RGPU__VALUE_REPLY__INIT;
+		size_t n = 0;
+		if (r == CUDA_SUCCESS)
+			r = g ? d->cuGraphGetNodes(g->h, NULL, &n) : CUDA_ERROR_INVALID_VALUE;
+		rep.result = (int32_t)r;
+		rep.value = (int64_t)n;
+		rep.async_error = (int32_t)srv_take_async_error(w);
+		ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+		break;
+	}
 	case RGPU__MSG_TYPE__MSG_GRAPH_DESTROY:
 		r = g ? d->cuGraphDestroy(g->h) : CUDA_ERROR_INVALID_VALUE;
 		if (g)
@@ -1270,6 +1281,7 @@ static const handler_fn handlers[] = {
 	[T(GRAPH_UPLOAD)] = h_graph,
 	[T(GRAPH_EXEC_DESTROY)] = h_graph,
 	[T(GRAPH_DESTROY)] = h_graph,
+	[T(GRAPH_NODE_COUNT)] = h_graph,
 	[T(OCCUPANCY)] = h_occupancy,
 };
 

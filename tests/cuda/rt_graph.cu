@@ -64,6 +64,11 @@ int main()
 	CK_LAUNCH();
 	CK(cudaStreamEndCapture(s, &graph));
 	expect_capturing(s, cudaStreamCaptureStatusNone, "after the capture");
+	// one node per captured operation: memset, kernel, copy, kernel
+	size_t nodes = 0;
+	CK(cudaGraphGetNodes(graph, nullptr, &nodes));
+	if (nodes != 4)
+		rt_fail("the captured graph has %zu nodes, want 4", nodes);
 
 	// capturing ran nothing
 	CK(cudaStreamSynchronize(s));

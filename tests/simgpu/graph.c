@@ -438,3 +438,22 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 	free(ops);
 	return r;
 }
+
+/* Every captured operation is one node of a straight chain. */
+CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+	struct sim_graph *g = (struct sim_graph *)hGraph;
+	SIM_ENTER();
+	if (!numNodes || !sim_handle_is(hGraph, SIM_GRAPH))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (nodes) {
+		/* node handles are not modelled: name each by its position */
+		for (size_t i = 0; i < *numNodes && i < g->nops; i++)
+			nodes[i] = (CUgraphNode)(uintptr_t)(i + 1);
+		if (*numNodes > g->nops)
+			*numNodes = g->nops;
+	} else {
+		*numNodes = g->nops;
+	}
+	return CUDA_SUCCESS;
+}

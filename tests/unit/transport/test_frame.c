@@ -96,6 +96,7 @@ static const struct tspec types[] = {
     {75, "MSG_GRAPH_UPLOAD", TO_SRV, 0, 0},
     {76, "MSG_GRAPH_EXEC_DESTROY", TO_SRV, 0, 0},
     {77, "MSG_GRAPH_DESTROY", TO_SRV, 0, 0},
+    {78, "MSG_GRAPH_NODE_COUNT", TO_SRV, 0, 0},
     {80, "MSG_OCCUPANCY", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
