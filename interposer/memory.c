@@ -286,9 +286,14 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 		return CUDA_ERROR_INVALID_VALUE;
 	m.stream = sid;
 	m.ctx = c->o.id;
-	m.flags = async ? RGPU__COPY_FLAG__COPY_ASYNC : 0;
 	for (size_t off = 0; off < n && r == CUDA_SUCCESS; off += RGPU_COPY_CHUNK) {
 		size_t len = MIN(RGPU_COPY_CHUNK, n - off);
+		/*
+		 * A synchronous copy is complete when it returns, for work on every stream: the
+		 * server holds all later commands until its last chunk has landed. The client need
+		 * not wait for that: the command stream is ordered.
+		 */
+		m.flags = async || off + len < n ? RGPU__COPY_FLAG__COPY_ASYNC : 0;
 		m.dst = dst + off;
 		m.size = len;
 		r = ip_post(RGPU__MSG_TYPE__MSG_MEMCPY_HTOD, &m.base, (const char *)src + off, len);

@@ -279,7 +279,7 @@ static struct waiter *waiter_find_locked(uint64_t seq)
 
 static void waiter_wait(struct waiter *w)
 {
-	uint64_t until = rgpu_now_ns() + IP_SPIN_NS;
+	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(IP_SPIN_NS);
 	while (!atomic_load(&w->done) && rgpu_now_ns() < until)
 		__builtin_ia32_pause();
 	pthread_mutex_lock(&w->m);
@@ -734,6 +734,7 @@ CUresult ip_session_open(void)
 		return r;
 	}
 	atomic_store(&S.seq, 1);
+	S.conn->spin_ns = (uint32_t)rgpu_spin_budget_ns(30000);
 	if (pthread_create(&t, NULL, receiver_main, NULL) ||
 	    pthread_detach(t) || pthread_create(&t, NULL, sender_main, NULL) ||
 	    pthread_detach(t) || pthread_create(&t, NULL, callback_main, NULL) ||

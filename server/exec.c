@@ -378,6 +378,17 @@ static int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 	}
 	if (r == CUDA_SUCCESS && f->hdr.payload_len)
 		r = w->drv.cuMemcpyHtoDAsync(m->dst, f->payload, f->hdr.payload_len, s);
+	if (r == CUDA_SUCCESS && !(m->flags & RGPU__COPY_FLAG__COPY_ASYNC)) {
+		/*
+		 * The last chunk of a synchronous copy: as with the driver, the copy is complete
+		 * before anything the client issued after it starts, on any stream. The buffer
+		 * is free again once the stream is.
+		 */
+		r = w->drv.cuStreamSynchronize(s);
+		srv_async_error(w, r, "host-to-device copy");
+		rgpu__memcpy__free_unpacked(m, NULL);
+		return 0;
+	}
 	if (r == CUDA_SUCCESS && f->payload_staged) {
 		/* pinned source: the copy reads it later, so the stream gives it back */
 		struct put_staging *p = malloc(sizeof(*p));
@@ -424,31 +435,20 @@ static void CUDA_CB send_chunk_cb(void *arg)
 }
 
 /*
- * Device-to-host: each chunk is copied into a pinned staging buffer in stream order, and a host
- * function on the same stream sends it when the copy is done. Data therefore always reaches
- * the client before any later reply that depends on the stream (a synchronize, an event, the
- * final status of a synchronous copy), and chunks of a large copy overlap with the network.
+ * Device-to-host, asynchronous: each chunk is copied into a pinned staging buffer in stream
+ * order, and a host function on the same stream sends it when the copy is done. Data therefore
+ * always reaches the client before any later reply that depends on the stream (a synchronize,
+ * an event), and the caller returns at once.
  */
-static int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
+static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t seq, CUstream s)
 {
-	DECODE(m, Memcpy, memcpy, w, f);
-	CUstream s = NULL;
-	CUresult r = srv_use_ctx(w, m->ctx);
-	int async = !!(m->flags & RGPU__COPY_FLAG__COPY_ASYNC);
-	int ret = 0;
-
-	if (r == CUDA_SUCCESS)
-		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !dev_range_ok(w, m->src, m->size))
-		r = CUDA_ERROR_INVALID_VALUE;
+	CUresult r = CUDA_SUCCESS;
 	for (uint64_t off = 0; r == CUDA_SUCCESS && off < m->size; off += RGPU_COPY_CHUNK) {
 		struct send_chunk *c = malloc(sizeof(*c));
-		if (!c) {
-			r = CUDA_ERROR_OUT_OF_MEMORY;
-			break;
-		}
+		if (!c)
+			return CUDA_ERROR_OUT_OF_MEMORY;
 		c->w = w;
-		c->seq = f->hdr.seq;
+		c->seq = seq;
 		c->offset = off;
 		c->len = (size_t)MIN(RGPU_COPY_CHUNK, m->size - off);
 		c->buf = srv_staging_get(w->staging);
@@ -460,11 +460,64 @@ static int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 			free(c);
 		}
 	}
-	if (async) {
+	return r;
+}
+
+/*
+ * Device-to-host, synchronous: the executor copies a chunk, waits for the stream, and sends it
+ * itself while the copy of the next chunk runs, so the copy engine and the network overlap and
+ * no host function sits on the path of a small copy's round trip.
+ */
+static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t seq, CUstream s)
+{
+	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
+	void *buf[2] = {srv_staging_get(w->staging), NULL};
+	uint64_t off = 0, len = MIN(RGPU_COPY_CHUNK, m->size);
+	CUresult r;
+	int cur = 0;
+
+	if (m->size > RGPU_COPY_CHUNK)
+		buf[1] = srv_staging_get(w->staging);
+	r = w->drv.cuMemcpyDtoHAsync(buf[0], m->src, len, s);
+	if (r == CUDA_SUCCESS)
+		r = w->drv.cuStreamSynchronize(s);
+	while (r == CUDA_SUCCESS && off < m->size) {
+		uint64_t next = off + len, nlen = MIN(RGPU_COPY_CHUNK, m->size - next);
+		if (next < m->size)
+			r = w->drv.cuMemcpyDtoHAsync(buf[!cur], m->src + next, nlen, s);
+		dc.offset = off;
+		if (srv_send(w, RGPU__MSG_TYPE__MSG_DATA, 0, seq, &dc.base, buf[cur], len))
+			break; /* the client is gone: the worker ends after this request */
+		if (r == CUDA_SUCCESS && next < m->size)
+			r = w->drv.cuStreamSynchronize(s);
+		off = next;
+		len = nlen;
+		cur = !cur;
+	}
+	srv_staging_put(w->staging, buf[0]);
+	if (buf[1])
+		srv_staging_put(w->staging, buf[1]);
+	return r;
+}
+
+static int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Memcpy, memcpy, w, f);
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	int ret = 0;
+
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && !dev_range_ok(w, m->src, m->size))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
+		if (r == CUDA_SUCCESS && m->size)
+			r = dtoh_async(w, m, f->hdr.seq, s);
 		srv_async_error(w, r, "device-to-host copy");
 	} else {
-		if (r == CUDA_SUCCESS)
-			r = w->drv.cuStreamSynchronize(s);
+		if (r == CUDA_SUCCESS && m->size)
+			r = dtoh_sync(w, m, f->hdr.seq, s);
 		ret = srv_reply_status(w, f, r);
 	}
 	rgpu__memcpy__free_unpacked(m, NULL);

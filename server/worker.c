@@ -228,7 +228,7 @@ static void queue_push(struct srv_worker *w, struct srv_frame *f)
 static struct srv_frame *queue_pop(struct srv_worker *w)
 {
 	struct srv_frame *f;
-	uint64_t until = rgpu_now_ns() + 50000;
+	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(50000);
 
 	while (atomic_load(&w->q_len) == 0 && rgpu_now_ns() < until)
 		__builtin_ia32_pause();
@@ -537,6 +537,7 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn)
 		goto out;
 	if (cfg->state_dir && srv_modcache_open(cfg->state_dir, &w->modcache))
 		pr_warn("module cache unavailable in %s: images are not kept", cfg->state_dir);
+	w->conn->spin_ns = (uint32_t)rgpu_spin_budget_ns(30000);
 	if (pthread_create(&reader, NULL, reader_main, w)) {
 		pr_err("cannot start the reader thread");
 		goto out;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rgpu/err.h"
 #include "rgpu/util.h"
@@ -13,6 +14,17 @@ uint64_t rgpu_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rgpu_spin_budget_ns(uint64_t want_ns)
+{
+	static long cpus;
+	const char *env = getenv("RGPU_SPIN_NS");
+	if (env && *env)
+		return strtoull(env, NULL, 0);
+	if (!cpus)
+		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	return cpus >= 4 ? want_ns : 0;
 }
 
 char *rgpu_hex(const void *data, size_t n, char *out)

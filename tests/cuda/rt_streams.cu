@@ -42,6 +42,8 @@ int main()
 	CK(cudaMalloc(&d_b, bytes));
 	CK(cudaMemset(d_a, 0, bytes));
 	CK(cudaMemset(d_b, 0, bytes));
+	// the memsets run on the legacy stream, which non-blocking streams do not wait for
+	CK(cudaDeviceSynchronize());
 	for (int i = 0; i < n; i++) {
 		h_in[i] = (unsigned)i ^ 0x5a5a5a5au;
 		want_a[i] = h_in[i] * 3u + 1u;

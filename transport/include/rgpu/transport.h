@@ -40,6 +40,7 @@ struct rgpu_conn {
 	int last_errno;   /* cause kept beside RGPU_EIO */
 	char peer[96];    /* "host:port" for logs */
 	int frame_timeout_ms;  /* once a frame has begun, the rest must come within this */
+	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */
 	size_t rpos, rlen;
 	uint8_t rbuf[RGPU_CONN_RBUF];
 };

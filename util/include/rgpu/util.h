@@ -44,6 +44,13 @@ static inline void wr_le64(void *p, uint64_t v)
 	memcpy(p, &v, 8);
 }
 
+/*
+ * rgpu_spin_budget_ns() - how long a thread may busy-wait before sleeping: want_ns on a
+ * machine with at least 4 CPUs, 0 below (spinning threads would take the CPUs the threads they
+ * wait for need). RGPU_SPIN_NS overrides.
+ */
+uint64_t rgpu_spin_budget_ns(uint64_t want_ns);
+
 /* rgpu_now_ns() - CLOCK_MONOTONIC in nanoseconds. */
 uint64_t rgpu_now_ns(void);
 
