@@ -741,60 +741,45 @@ static void ptr_classify(uint64_t p, struct ptrinfo *pi)
 	}
 }
 
-/* One attribute into data; CUDA_ERROR_INVALID_VALUE where the driver refuses it. */
+/*
+ * One attribute into data. Every attribute exists for known memory only (the host pointer for
+ * host memory only); otherwise the "none" value is written and CUDA_ERROR_INVALID_VALUE returned,
+ * which cuPointerGetAttributes ignores for unknown pointers.
+ */
 static CUresult ptr_attr(const struct ptrinfo *pi, CUpointer_attribute a, void *data, uint64_t p)
 {
+	int known = pi->kind != 0;
+
 	switch (a) {
-	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*(CUcontext *)data = (CUcontext)pi->ctx;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = (CUcontext)pi->ctx; break;
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		*(unsigned *)data = pi->kind == 1 ? CU_MEMORYTYPE_DEVICE
 				    : pi->kind == 2 ? CU_MEMORYTYPE_HOST : 0;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-		*(CUdeviceptr *)data = pi->kind ? p : 0;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = known ? p : 0; break;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-		*(void **)data = pi->kind == 2 ? (void *)(uintptr_t)p : NULL;
-		return pi->kind == 2 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-		*(unsigned *)data = 1;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-		*(unsigned long long *)data = pi->buffer_id;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-		*(unsigned *)data = 0;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		*(int *)data = pi->kind ? pi->device : -2;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-		*(CUdeviceptr *)data = pi->base;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-		*(size_t *)data = pi->size;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_MAPPED:
-		*(unsigned *)data = pi->kind != 0;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+		known = pi->kind == 2;
+		*(void **)data = known ? (void *)(uintptr_t)p : NULL;
+		break;
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(unsigned *)data = 1; break;
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = pi->buffer_id; break;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = known ? pi->device : -2; break;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = pi->base; break;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = pi->size; break;
+	case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = known; break;
 	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-		*(unsigned *)data = pi->kind ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+		*(unsigned *)data = known ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+		break;
 	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
-		*(unsigned *)data = 0;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
-		*(unsigned long long *)data = 0;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: *(unsigned *)data = 0; break;
+	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; break;
 	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
 		*(CUmemoryPool *)data = pi->kind == 1 ? ip_pool_of(pi->base) : NULL;
-		return pi->kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	default:
-		return CUDA_ERROR_INVALID_VALUE;
+		break;
+	default: return CUDA_ERROR_INVALID_VALUE;
 	}
+	return known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 IP_API CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p)

@@ -49,6 +49,24 @@ static void module_free(struct ip_module *m)
 	free(m);
 }
 
+/*
+ * The module (library = 0) or library (library = 1) behind handle h, or NULL with *r set to the
+ * driver's answer: NOT_INITIALIZED and friends, or INVALID_HANDLE for anything else.
+ */
+static struct ip_module *module_of(const void *h, int library, CUresult *r)
+{
+	struct ip_module *m;
+	*r = ip_check_init();
+	if (*r != CUDA_SUCCESS)
+		return NULL;
+	m = ip_obj_get(h, IP_MODULE);
+	if (!m || m->library != library) {
+		*r = CUDA_ERROR_INVALID_HANDLE;
+		return NULL;
+	}
+	return m;
+}
+
 static CUresult take_functions(struct ip_module *m, Rgpu__ModuleLoadReply *rep)
 {
 	m->funcs = calloc(rep->n_functions ? rep->n_functions : 1, sizeof(*m->funcs));
@@ -245,13 +263,9 @@ static CUresult unload(struct ip_module *m, int tell)
 
 IP_API CUresult CUDAAPI cuModuleUnload(CUmodule h)
 {
-	struct ip_module *m = ip_obj_get(h, IP_MODULE);
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!m || m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	return unload(m, 1);
+	CUresult r;
+	struct ip_module *m = module_of(h, 0, &r);
+	return m ? unload(m, 1) : r;
 }
 
 void ip_module_ctx_teardown(struct ip_ctx *c)
@@ -304,51 +318,64 @@ static CUresult get_func(struct ip_module *m, struct ip_funcinfo *fi, int kind,
 	return r;
 }
 
-IP_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule h, const char *name)
+/* cuModuleGetFunction / cuLibraryGetKernel: the one handle for (module, name). */
+static CUresult lookup(void **out, const void *h, const char *name, int library)
 {
-	struct ip_module *m;
 	struct ip_funcinfo *fi;
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!hfunc || !name)
+	CUresult r;
+	struct ip_module *m = module_of(h, library, &r);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_HANDLE)
+		return r; /* not initialised, or the session is gone: before argument checks */
+	if (!out || !name)
 		return CUDA_ERROR_INVALID_VALUE;
-	m = ip_obj_get(h, IP_MODULE);
-	if (!m || m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
+	if (!m)
+		return r;
 	fi = find_info(m, name);
 	if (!fi)
 		return CUDA_ERROR_NOT_FOUND;
-	return get_func(m, fi, IP_FUNC, (struct ip_func **)hfunc);
+	return get_func(m, fi, library ? IP_KERNEL : IP_FUNC, (struct ip_func **)out);
+}
+
+static CUresult count_funcs(unsigned *count, const void *h, int library)
+{
+	CUresult r;
+	struct ip_module *m = module_of(h, library, &r);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_HANDLE)
+		return r; /* not initialised, or the session is gone: before argument checks */
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (m)
+		*count = m->nfuncs;
+	return r;
+}
+
+static CUresult enumerate(void **out, unsigned n, const void *h, int library)
+{
+	CUresult r;
+	struct ip_module *m = module_of(h, library, &r);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_HANDLE)
+		return r; /* not initialised, or the session is gone: before argument checks */
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; m && i < n && i < m->nfuncs && r == CUDA_SUCCESS; i++)
+		r = get_func(m, &m->funcs[i], library ? IP_KERNEL : IP_FUNC,
+			     (struct ip_func **)&out[i]);
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule h, const char *name)
+{
+	return lookup((void **)f, h, name, 0);
 }
 
 IP_API CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int *count, CUmodule h)
 {
-	struct ip_module *m = ip_obj_get(h, IP_MODULE);
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!count)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!m || m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	*count = m->nfuncs;
-	return CUDA_SUCCESS;
+	return count_funcs(count, h, 0);
 }
 
 IP_API CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction *fns, unsigned int n, CUmodule h)
 {
-	struct ip_module *m = ip_obj_get(h, IP_MODULE);
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!fns)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!m || m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	for (unsigned i = 0; i < n && i < m->nfuncs && r == CUDA_SUCCESS; i++)
-		r = get_func(m, &m->funcs[i], IP_FUNC, (struct ip_func **)&fns[i]);
-	return r;
+	return enumerate((void **)fns, n, h, 0);
 }
 
 /* A global's address, asked of the server once per (module, name). */
@@ -399,19 +426,13 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 	return CUDA_SUCCESS;
 }
 
+static CUresult global_of(CUdeviceptr *dptr, size_t *bytes, const void *h, const char *name,
+			  int library);
+
 IP_API CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule h,
 					     const char *name)
 {
-	struct ip_module *m;
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!name)
-		return CUDA_ERROR_INVALID_VALUE;
-	m = ip_obj_get(h, IP_MODULE);
-	if (!m || m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	return get_global(m, name, dptr, bytes);
+	return global_of(dptr, bytes, h, name, 0);
 }
 
 /* ---- libraries and kernels ---------------------------------------------------------------- */
@@ -447,75 +468,42 @@ IP_API CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *lib, const char *fname,
 
 IP_API CUresult CUDAAPI cuLibraryUnload(CUlibrary h)
 {
-	struct ip_module *m = ip_obj_get(h, IP_MODULE);
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!m || !m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	return unload(m, 1);
+	CUresult r;
+	struct ip_module *m = module_of(h, 1, &r);
+	return m ? unload(m, 1) : r;
 }
 
 IP_API CUresult CUDAAPI cuLibraryGetKernel(CUkernel *k, CUlibrary h, const char *name)
 {
-	struct ip_module *m;
-	struct ip_funcinfo *fi;
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!k || !name)
-		return CUDA_ERROR_INVALID_VALUE;
-	m = ip_obj_get(h, IP_MODULE);
-	if (!m || !m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	fi = find_info(m, name);
-	if (!fi)
-		return CUDA_ERROR_NOT_FOUND;
-	return get_func(m, fi, IP_KERNEL, (struct ip_func **)k);
+	return lookup((void **)k, h, name, 1);
 }
 
 IP_API CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int *count, CUlibrary h)
 {
-	struct ip_module *m = ip_obj_get(h, IP_MODULE);
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!count)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!m || !m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	*count = m->nfuncs;
-	return CUDA_SUCCESS;
+	return count_funcs(count, h, 1);
 }
 
 IP_API CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *ks, unsigned int n, CUlibrary h)
 {
-	struct ip_module *m = ip_obj_get(h, IP_MODULE);
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!ks)
+	return enumerate((void **)ks, n, h, 1);
+}
+
+static CUresult global_of(CUdeviceptr *dptr, size_t *bytes, const void *h, const char *name,
+			  int library)
+{
+	CUresult r;
+	struct ip_module *m = module_of(h, library, &r);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_HANDLE)
+		return r; /* not initialised, or the session is gone: before argument checks */
+	if (!name)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!m || !m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	for (unsigned i = 0; i < n && i < m->nfuncs && r == CUDA_SUCCESS; i++)
-		r = get_func(m, &m->funcs[i], IP_KERNEL, (struct ip_func **)&ks[i]);
-	return r;
+	return m ? get_global(m, name, dptr, bytes) : r;
 }
 
 IP_API CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary h,
 					   const char *name)
 {
-	struct ip_module *m;
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!name)
-		return CUDA_ERROR_INVALID_VALUE;
-	m = ip_obj_get(h, IP_MODULE);
-	if (!m || !m->library)
-		return CUDA_ERROR_INVALID_HANDLE;
-	return get_global(m, name, dptr, bytes);
+	return global_of(dptr, bytes, h, name, 1);
 }
 
 /* The kernel's function in the current context: one handle per (kernel, context). */
