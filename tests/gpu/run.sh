@@ -64,7 +64,7 @@ t0=$(secs)
 timeout 300 "$P/errors" >"$OUT/errors.native.log" 2>"$OUT/errors.native.err"; rn=$?
 t1=$(secs)
 RGPU_LOG=warn RGPU_LOG_FILE="$OUT/errors.rgpu.ilog" timeout 300 "$B/bin/rgpuctl" run -- \
-	"$P/errors" "$OUT/errors.native.log" >"$OUT/errors.rgpu.log" 2>&1; rr=$?
+	"$P/errors" --rgpu "$OUT/errors.native.log" >"$OUT/errors.rgpu.log" 2>&1; rr=$?
 t2=$(secs)
 row errors "$([ $rn = 0 ] && echo ok || echo DIFF:$rn)" "$([ $rr = 0 ] && echo ok || echo FAIL:$rr)" \
 	"$(calc "$t1 - $t0")" "$(calc "$t2 - $t1")" "$(calc "($t2 - $t1) / ($t1 - $t0)")"

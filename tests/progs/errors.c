@@ -3,12 +3,12 @@
  * its own child process (forked before cuInit), so a case on which the real driver crashes is
  * recorded as a crash instead of ending the test.
  *
- *   errors              run every case, print "case code NAME", check against EXPECT below
- *   errors REF          as above, but check against a native run's output (tests/gpu/run.sh)
+ *   errors [--rgpu] [REF]  run every case, print "case code NAME", and check each against the
+ *                          expectations below, or against REF, a native run's output
  *
- * Natively a crash is the driver's behaviour and is reported, not failed. Through rgpu
- * (RGPU_SERVER set by rgpuctl run) nothing may crash: where the driver crashes on a garbage
- * handle, rgpu returns CUDA_ERROR_INVALID_HANDLE instead.
+ * Natively a crash is the driver's behaviour and is reported, not failed. With --rgpu (the
+ * program runs through rgpu) nothing may crash: where the driver crashes on a garbage handle,
+ * rgpu returns CUDA_ERROR_INVALID_HANDLE instead.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -262,8 +262,15 @@ static int ref_code(const char *path, const char *name, int *code)
 
 int main(int argc, char **argv)
 {
-	int through_rgpu = getenv("RGPU_SERVER") != NULL, failures = 0;
-	const char *ref = argc > 1 ? argv[1] : NULL;
+	int through_rgpu = 0, failures = 0;
+	const char *ref = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--rgpu"))
+			through_rgpu = 1;
+		else
+			ref = argv[i];
+	}
 
 	for (size_t i = 0; i < NCASES; i++) {
 		const struct errcase *c = &cases[i];
