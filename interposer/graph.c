@@ -226,8 +226,10 @@ IP_API CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureS
 }
 
 /*
- * The mode only decides which calls a capture forbids; rgpu does not police them on the
- * client (the server's driver still refuses what it must), so this is a per-thread swap.
+ * The mode only decides which calls a capture forbids. rgpu does not enforce it: the client
+ * only swaps the per-thread value, and the server's executor runs in relaxed mode (it serves
+ * every client thread), so "unsafe" calls during a capture succeed where the driver would
+ * refuse them. Capture-invalidating calls on the capturing stream itself still fail there.
  */
 IP_API CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {

@@ -241,6 +241,8 @@ void ip_pool_synced(struct ip_ctx *ctx, uint64_t stream_id);
 /* ip_mem_alloc() - an allocation of size bytes for context c (cuMemAlloc without the current
  * context) */
 CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out);
+/* ip_pool_forget() - addr, if a pool's, is freed some other way (cuMemFree, a context's end) */
+void ip_pool_forget(uint64_t addr);
 /* ip_pool_of() - the memory pool addr was allocated from, or NULL */
 CUmemoryPool ip_pool_of(uint64_t addr);
 /* ip_devptr_ok() - [p, p+n) is device memory the application may name (window or global). */
@@ -264,6 +266,9 @@ int ip_pack_params(const struct ip_funcinfo *info, void **params, uint8_t *buf);
 #define IP_MAX_LAUNCH_ATTRS 32
 /* ip_attrs_to_wire() - launch attributes as they travel: event handles become event ids */
 CUresult ip_attrs_to_wire(const CUlaunchAttribute *in, unsigned n, CUlaunchAttribute *out);
+
+/* ip_occupancy_forget() - drop f's cached occupancy answers (its attributes changed) */
+void ip_occupancy_forget(struct ip_func *f);
 
 /* ---- logging -------------------------------------------------------------------------------- */
 

@@ -142,6 +142,7 @@ static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	ip_vaw_free(&ip.vaw, addr, &ua, &us);
+	ip_pool_forget(addr);
 	m.addr = addr;
 	m.unmap_addr = ua;
 	m.unmap_size = us;

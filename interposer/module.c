@@ -685,6 +685,7 @@ static CUresult attr_set(struct ip_func *f, CUfunction_attribute a, int dev, int
 	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
 	if ((int)a >= 0 && a < IP_FUNC_ATTR_CACHE)
 		f->attr_valid[a] = 0; /* the driver may round the value: ask again next time */
+	ip_occupancy_forget(f); /* shared memory and carve-out change what fits on an SM */
 	return ip_post(RGPU__MSG_TYPE__MSG_FUNC_SET_ATTR, &req.base, NULL, 0);
 }
 

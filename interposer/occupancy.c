@@ -62,6 +62,22 @@ static void cache_put(struct ip_func *f, uint32_t kind, uint32_t block, uint64_t
 	pthread_mutex_unlock(&cache_lock);
 }
 
+void ip_occupancy_forget(struct ip_func *f)
+{
+	pthread_mutex_lock(&cache_lock);
+	for (unsigned b = 0; b < OCC_BUCKETS; b++)
+		for (struct occ_entry **pp = &cache[b]; *pp;) {
+			if ((*pp)->f == f) {
+				struct occ_entry *dead = *pp;
+				*pp = dead->next;
+				free(dead);
+			} else {
+				pp = &(*pp)->next;
+			}
+		}
+	pthread_mutex_unlock(&cache_lock);
+}
+
 /* Ask for n (block, smem) pairs at once; each answer lands in out[i] and the cache. */
 static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
 		      const uint64_t *smem, size_t n, uint32_t flags, int64_t *out)

@@ -387,6 +387,29 @@ IP_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPoo
 	return CUDA_SUCCESS;
 }
 
+void ip_pool_forget(uint64_t addr)
+{
+	struct pool_alloc key = {.addr = addr}, **f, *a, **pp;
+	pthread_mutex_lock(&pool_lock);
+	f = tfind(&key, &allocs, addr_cmp);
+	if (f) {
+		a = *f;
+		tdelete(a, &allocs, addr_cmp);
+		if (a->pending) {
+			for (pp = &pending; *pp; pp = &(*pp)->next_pending)
+				if (*pp == a) {
+					*pp = a->next_pending;
+					break;
+				}
+		} else {
+			a->pool->used -= a->size;
+		}
+		a->pool->reserved -= a->size;
+		free(a);
+	}
+	pthread_mutex_unlock(&pool_lock);
+}
+
 CUmemoryPool ip_pool_of(uint64_t addr)
 {
 	struct pool_alloc key = {.addr = addr}, **f;

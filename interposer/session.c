@@ -34,6 +34,10 @@
 #include "rgpu/window.h"
 
 #define IP_INLINE_MAX (64u << 10)
+#define IP_NEEDED_CAPS                                                                         \
+	(RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |           \
+	 RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |                        \
+	 RGPU__CAPABILITY__CAP_LAUNCH_ATTRS)
 #define IP_DEFAULT_SERVER "127.0.0.1:7070"
 #define IP_HELLO_TIMEOUT_S 60
 #define IP_SPIN_NS 20000
@@ -616,7 +620,7 @@ static CUresult hello(const char *server)
 	n = readlink("/proc/self/exe", prog, sizeof(prog) - 1);
 	prog[n > 0 ? n : 0] = '\0';
 	hm.protocol_version = RGPU_PROTO_VERSION;
-	hm.capabilities = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH;
+	hm.capabilities = IP_NEEDED_CAPS;
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
@@ -652,7 +656,8 @@ static CUresult hello(const char *server)
 		r = (CUresult)rep->result;
 		goto out;
 	}
-	const uint64_t need = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH;
+	/* every message family this client may send must be one the server knows */
+	const uint64_t need = IP_NEEDED_CAPS;
 	if ((rep->capabilities & need) != need) {
 		pr_err("the GPU server %s lacks capabilities this client needs (has %#llx, needs %#llx)",
 		       server, (unsigned long long)rep->capabilities, (unsigned long long)need);

@@ -101,8 +101,11 @@ static int h_ctx_create(struct srv_worker *w, struct srv_frame *f)
 	if (m->device < 0 || m->device >= w->ndev) {
 		r = CUDA_ERROR_INVALID_DEVICE;
 	} else if (m->primary) {
-		/* the flags the client set while the context was inactive (the driver refuses them
-		 * once it is active, as it does natively: then the earlier flags stay) */
+		/*
+		 * The flags the client set while its primary context was inactive. The worker
+		 * already holds device 0's primary context (its staging buffers live there), so
+		 * the driver may find it active and keep its flags: best effort, result ignored.
+		 */
 		w->drv.cuDevicePrimaryCtxSetFlags(w->dev[m->device], m->flags);
 		r = w->drv.cuDevicePrimaryCtxRetain(&c, w->dev[m->device]);
 	} else {
@@ -682,10 +685,10 @@ static int h_module_load(struct srv_worker *w, struct srv_frame *f)
 			r = CUDA_ERROR_INVALID_IMAGE;
 			goto reply;
 		}
-		if (w->modcache)
-			srv_modcache_put(w->modcache, h, image, len);
-		pr_info("module image %s: %zu bytes received and cached",
-			rgpu_hex(h, 6, hexbuf), len);
+		pr_info("module image %s: %zu bytes received%s", rgpu_hex(h, 6, hexbuf), len,
+			w->modcache && srv_modcache_put(w->modcache, h, image, len) == 0
+				? " and cached"
+				: " (not cached)");
 	} else if (!w->modcache ||
 		   srv_modcache_get(w->modcache, m->hash.data, &image, &len) != 0) {
 		rep.need_image = 1;

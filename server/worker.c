@@ -482,7 +482,9 @@ static int handshake(struct srv_worker *w)
 	gethostname(host, sizeof(host) - 1);
 	rep.result = (int32_t)r;
 	rep.protocol_version = RGPU_PROTO_VERSION;
-	rep.capabilities = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH;
+	rep.capabilities = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |
+			   RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |
+			   RGPU__CAPABILITY__CAP_LAUNCH_ATTRS;
 	rep.session_id = w->session;
 	rep.server_host = host;
 	rep.error = why;

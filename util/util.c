@@ -20,8 +20,10 @@ uint64_t rgpu_spin_budget_ns(uint64_t want_ns)
 {
 	static long cpus;
 	const char *env = getenv("RGPU_SPIN_NS");
-	if (env && *env)
-		return strtoull(env, NULL, 0);
+	if (env && *env) {
+		uint64_t v = strtoull(env, NULL, 0);
+		return v > 1000000000ull ? 1000000000ull : v; /* at most a second */
+	}
 	if (!cpus)
 		cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	return cpus >= 4 ? want_ns : 0;

@@ -125,6 +125,25 @@ int main()
 	CK(cudaFreeAsync(pb.dst, s));
 	CK(cudaStreamSynchronize(s));
 
+	// the pool's accounting: nothing in use once everything is freed, whether in stream order
+	// or with a plain cudaFree of pool memory
+	uint64_t used = 1;
+	CK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+	if (used != 0)
+		rt_fail("pool memory in use after every free: %llu bytes", (unsigned long long)used);
+	void *q = nullptr;
+	CK(cudaMallocAsync(&q, 1 << 20, s));
+	CK(cudaStreamSynchronize(s));
+	CK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+	if (used < (1u << 20))
+		rt_fail("pool memory in use after a 1 MiB allocation: %llu bytes",
+			(unsigned long long)used);
+	CK(cudaFree(q));
+	CK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+	if (used != 0)
+		rt_fail("pool memory in use after cudaFree of pool memory: %llu bytes",
+			(unsigned long long)used);
+
 	CK(cudaStreamDestroy(s));
 	CK(cudaFreeHost(host));
 	delete[] want;

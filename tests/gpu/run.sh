@@ -135,10 +135,10 @@ cat "$OUT/bench.table"
 [ -f "$OUT/torch_train.rgpu.log" ] && ! tail -1 "$OUT/torch_train.rgpu.log" | grep -q final_loss &&
 	{ echo "   rgpu run ended with:"; tail -3 "$OUT/torch_train.rgpu.log" | sed 's/^/   /'; }
 echo "== module images (rgpud.log)"
-awk '/bytes received and cached/ { n++; s += $(NF-4); if ($(NF-4) > m) m = $(NF-4) }
+awk '/bytes received/ { for (i = 1; i < NF; i++) if ($(i+1) == "bytes") v = $i; n++; s += v; if (v > m) m = v }
      /bytes from the cache/ { h++ }
      END { printf "   shipped %d image(s), %d bytes in all, largest %d bytes; %d cache hit(s)\n", n, s, m, h }' "$OUT/rgpud.log"
-[ -f "$OUT/rgpud.second_torch.log" ] && awk '/bytes received and cached/ { n++ } /bytes from the cache/ { h++ }
+[ -f "$OUT/rgpud.second_torch.log" ] && awk '/bytes received/ { n++ } /bytes from the cache/ { h++ }
      END { printf "   second PyTorch run: %d shipped, %d from the cache\n", n, h }' "$OUT/rgpud.second_torch.log"
 echo "== errors: native codes vs the expectations in errors.c (rgpu is compared with native)"
 grep -h "FAIL" "$OUT/errors.native.err" "$OUT/errors.rgpu.log" 2>/dev/null | head -5
