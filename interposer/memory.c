@@ -266,18 +266,12 @@ IP_API CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 
 /* ---- copies ------------------------------------------------------------------------------- */
 
-/* The stream a copy or set runs on, and the context that owns it. */
-static CUresult copy_target(CUstream s, int ptds, struct ip_ctx **c, uint64_t *sid)
-{
-	return ip_stream_resolve(s, ptds, c, sid);
-}
-
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int ptds)
 {
 	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
 	struct ip_ctx *c;
 	uint64_t sid;
-	CUresult r = copy_target(s, ptds, &c, &sid);
+	CUresult r = ip_stream_resolve(s, ptds, &c, &sid);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -307,9 +301,9 @@ static const struct range *host_find(uint64_t p);
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async, int ptds)
 {
 	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
+	struct ip_stream *so;
 	struct ip_ctx *c;
-	uint64_t sid;
-	CUresult r = copy_target(s, ptds, &c, &sid);
+	CUresult r = ip_stream_get(s, ptds, &c, &so);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -319,7 +313,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 		return CUDA_ERROR_INVALID_VALUE;
 	m.src = src;
 	m.size = n;
-	m.stream = sid;
+	m.stream = so ? so->o.id : 0;
 	m.ctx = c->o.id;
 	/*
 	 * Into pinned memory an async copy returns at once and lands in stream order; into
@@ -327,8 +321,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 	 * on it, so rgpu waits there too.
 	 */
 	if (async && host_find((uint64_t)(uintptr_t)dst)) {
-		struct ip_stream *so;
-		if (ip_stream_get(s, ptds, &c, &so) == CUDA_SUCCESS && ip_capture_of(so)) {
+		if (ip_capture_of(so)) {
 			/* would have to resend the data at every replay: not forwarded yet */
 			pr_warn("a device-to-host copy inside a stream capture is not supported");
 			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -344,7 +337,7 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int
 	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
 	struct ip_ctx *c;
 	uint64_t sid;
-	CUresult r = copy_target(s, ptds, &c, &sid);
+	CUresult r = ip_stream_resolve(s, ptds, &c, &sid);
 
 	if (r != CUDA_SUCCESS)
 		return r;
