@@ -19,6 +19,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 143' INT TERM   # a timeout or ^C still runs cleanup (EXIT) and stops rgpud
 i=0
 while [ ! -s "$tmp/port" ] && [ $i -lt 200 ]; do
 	kill -0 "$pid" 2>/dev/null || { echo "with_server: rgpud did not start:"; cat "$log"; exit 1; }
