@@ -15,7 +15,6 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "ip_dark.h"
-struct st_log;
 #include "vawindow.h"
 
 #define IP_API __attribute__((visibility("default")))
@@ -160,7 +159,6 @@ struct ip_state {
 	pthread_mutex_t lock;      /* contexts and host registrations */
 	pthread_mutex_t mem_lock;  /* the window allocator, held across a mapping's round trip */
 	void *host_allocs;         /* pinned or registered host ranges (tsearch) */
-	struct st_log *log;        /* the session's state log */
 };
 extern struct ip_state ip;
 

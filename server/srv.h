@@ -159,7 +159,6 @@ int srv_staging_new(struct srv_worker *w, int n, size_t size, struct srv_staging
 void *srv_staging_get(struct srv_staging *s);   /* blocks until one is free */
 void *srv_staging_tryget(struct srv_staging *s); /* NULL when all are in flight */
 void srv_staging_put(struct srv_staging *s, void *buf);
-int srv_staging_owns(struct srv_staging *s, const void *buf);
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
 
 /* ---- module image cache (LMDB, shared by the workers of one server) -------------------- */

@@ -82,14 +82,6 @@ void srv_staging_put(struct srv_staging *s, void *buf)
 	pthread_mutex_unlock(&s->lock);
 }
 
-int srv_staging_owns(struct srv_staging *s, const void *buf)
-{
-	for (int i = 0; i < s->n; i++)
-		if (s->all[i] == buf)
-			return 1;
-	return 0;
-}
-
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s)
 {
 	if (!s)
