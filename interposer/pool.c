@@ -73,6 +73,7 @@ static struct ip_pool *default_of(int dev)
 
 /* ---- allocation -------------------------------------------------------------------------- */
 
+/* p NULL: the current pool of the stream's device (cuMemAllocAsync). */
 static CUresult pool_alloc(CUdeviceptr *out, size_t size, struct ip_pool *p, CUstream h, int ptds)
 {
 	struct pool_alloc *a, **pp, *best = NULL, **bestpp = NULL;
@@ -81,11 +82,15 @@ static CUresult pool_alloc(CUdeviceptr *out, size_t size, struct ip_pool *p, CUs
 	CUdeviceptr d;
 	CUresult r;
 
-	if (!out || size == 0)
-		return CUDA_ERROR_INVALID_VALUE;
+	if (p && (!out || size == 0))
+		return CUDA_ERROR_INVALID_VALUE; /* a given pool: arguments before the stream */
 	r = ip_stream_resolve(h, ptds, &c, &sid);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (!out || size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!p)
+		p = default_of(c->device);
 	if (!sid)
 		sid = LEGACY;
 	if (p->device != c->device)
@@ -198,17 +203,11 @@ void ip_pool_synced(struct ip_ctx *c, uint64_t stream_id)
 
 IP_API CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *d, size_t size, CUstream s)
 {
-	struct ip_ctx *c;
-	uint64_t sid;
-	CUresult r = ip_stream_resolve(s, 0, &c, &sid);
-	return r == CUDA_SUCCESS ? pool_alloc(d, size, default_of(c->device), s, 0) : r;
+	return pool_alloc(d, size, NULL, s, 0);
 }
 IP_API CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t size, CUstream s)
 {
-	struct ip_ctx *c;
-	uint64_t sid;
-	CUresult r = ip_stream_resolve(s, 1, &c, &sid);
-	return r == CUDA_SUCCESS ? pool_alloc(d, size, default_of(c->device), s, 1) : r;
+	return pool_alloc(d, size, NULL, s, 1);
 }
 IP_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t size, CUmemoryPool h,
 						CUstream s)

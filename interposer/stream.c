@@ -244,11 +244,6 @@ IP_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned i
 }
 
 /* Local queries. */
-static CUresult stream_info(CUstream h, int ptds, struct ip_stream **s, struct ip_ctx **c)
-{
-	return ip_stream_get(h, ptds, c, s);
-}
-
 #define STREAM_QUERY_FN(name, ptds, T, arg, expr)                                               \
 	IP_API CUresult CUDAAPI name(CUstream h, T *arg)                                        \
 	{                                                                                      \
@@ -257,7 +252,7 @@ static CUresult stream_info(CUstream h, int ptds, struct ip_stream **s, struct i
 		CUresult r;                                                                    \
 		if (!arg)                                                                      \
 			return CUDA_ERROR_INVALID_VALUE;                                       \
-		r = stream_info(h, ptds, &s, &c);                                              \
+		r = ip_stream_get(h, ptds, &c, &s);                                            \
 		if (r == CUDA_SUCCESS)                                                         \
 			*arg = (expr);                                                         \
 		return r;                                                                      \
