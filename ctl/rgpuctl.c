@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rgpu/transport.h"
 #include "rgpu/util.h"
 
-#define DEFAULT_SERVER "127.0.0.1:7070"
 
 static void usage(FILE *f)
 {
@@ -30,7 +30,7 @@ static void usage(FILE *f)
 		"      interposer (warn by default: connection problems and driver calls rgpu\n"
 		"      does not implement are reported on stderr).\n"
 		"  help\n",
-		DEFAULT_SERVER);
+		RGPU_DEFAULT_SERVER);
 }
 
 /* The interposer's folder: $RGPU_INTERPOSER_DIR, else ../lib/interposer next to this binary. */
@@ -86,7 +86,7 @@ static int cmd_run(int argc, char **argv)
 		return 2;
 	}
 	if (!server || !*server)
-		server = DEFAULT_SERVER;
+		server = RGPU_DEFAULT_SERVER;
 	if (rgpu_parse_hostport(server, "127.0.0.1", host, sizeof(host), &port) || port == 0) {
 		fprintf(stderr, "rgpuctl run: bad server address '%s' (want HOST:PORT)\n", server);
 		return 2;

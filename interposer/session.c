@@ -38,7 +38,6 @@
 	(RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |           \
 	 RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |                        \
 	 RGPU__CAPABILITY__CAP_LAUNCH_ATTRS)
-#define IP_DEFAULT_SERVER "127.0.0.1:7070"
 #define IP_HELLO_TIMEOUT_S 60
 #define IP_SPIN_NS 20000
 
@@ -721,7 +720,7 @@ CUresult ip_session_open(void)
 	CUresult r;
 
 	if (!server || !*server)
-		server = IP_DEFAULT_SERVER;
+		server = RGPU_DEFAULT_SERVER;
 	if (rgpu_parse_hostport(server, "127.0.0.1", host, sizeof(host), &port) || port == 0) {
 		pr_err("RGPU_SERVER='%s' is not HOST:PORT", server);
 		return CUDA_ERROR_NO_DEVICE;

@@ -18,7 +18,7 @@ static void usage(FILE *f)
 		"Usage: rgpud [OPTIONS]\n"
 		"Serve this machine's GPUs to rgpu clients: one worker process per session.\n"
 		"\n"
-		"  -l, --listen HOST:PORT  address to listen on (default 127.0.0.1:7070; loopback\n"
+		"  -l, --listen HOST:PORT  address to listen on (default " RGPU_DEFAULT_SERVER "; loopback\n"
 		"                          only unless you name another address; PORT 0 picks one)\n"
 		"  -d, --driver PATH       CUDA driver library to load (default libcuda.so.1)\n"
 		"  -s, --state-dir DIR     module cache directory (default /var/lib/rgpu, or\n"
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 		{0},
 	};
 	struct srv_config cfg = {
-		.listen = "127.0.0.1:7070",
+		.listen = RGPU_DEFAULT_SERVER,
 		.window_base = RGPU_WINDOW_BASE,
 		.window_size = RGPU_WINDOW_SIZE,
 		.staging_buffers = 16,

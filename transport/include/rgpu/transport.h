@@ -57,6 +57,9 @@ int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len);
 /* rgpu_conn_recv_within() - the same, but each wait for more bytes is bounded by timeout_ms */
 int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms);
 
+/* where rgpud listens, and where clients look, unless told otherwise: loopback only */
+#define RGPU_DEFAULT_SERVER "127.0.0.1:7070"
+
 #define RGPU_FRAME_TIMEOUT_MS 30000  /* default: a started frame must finish within 30 s */
 static inline void rgpu_conn_shutdown(struct rgpu_conn *c)
 {
