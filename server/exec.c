@@ -171,14 +171,10 @@ static int h_ctx_limit(struct srv_worker *w, struct srv_frame *f)
 			r = w->drv.cuCtxSetLimit((CUlimit)m->limit, m->value);
 		ret = srv_reply_status(w, f, r);
 	} else {
-		Rgpu__ValueReply rep = RGPU__VALUE_REPLY__INIT;
 		size_t v = 0;
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuCtxGetLimit(&v, (CUlimit)m->limit);
-		rep.result = (int32_t)r;
-		rep.value = (int64_t)v;
-		rep.async_error = (int32_t)srv_take_async_error(w);
-		ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+		ret = srv_reply_value(w, f, r, (int64_t)v);
 	}
 	rgpu__ctx_limit__free_unpacked(m, NULL);
 	return ret;
@@ -337,9 +333,8 @@ static int h_mem_info(struct srv_worker *w, struct srv_frame *f)
 	rep.result = (int32_t)r;
 	rep.free = fr;
 	rep.total = tot;
-	rep.async_error = (int32_t)srv_take_async_error(w);
 	rgpu__device_ref__free_unpacked(m, NULL);
-	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+	return srv_reply(w, f, &rep.base);
 }
 
 /* Host functions that run on driver threads once the stream reaches them. */
@@ -717,8 +712,7 @@ reply:
 	if (owned)
 		free(image);
 	rep.result = (int32_t)r;
-	rep.async_error = (int32_t)srv_take_async_error(w);
-	ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+	ret = srv_reply(w, f, &rep.base);
 	free_functions(&rep);
 	rgpu__module_load__free_unpacked(m, NULL);
 	return ret;
@@ -811,8 +805,7 @@ static int h_global_get(struct srv_worker *w, struct srv_frame *f)
 	rep.result = (int32_t)r;
 	rep.addr = p;
 	rep.size = sz;
-	rep.async_error = (int32_t)srv_take_async_error(w);
-	ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+	ret = srv_reply(w, f, &rep.base);
 	rgpu__global_get__free_unpacked(m, NULL);
 	return ret;
 }
@@ -843,11 +836,7 @@ static int h_func_attr(struct srv_worker *w, struct srv_frame *f)
 	if (set) {
 		srv_async_error(w, r, "function attribute");
 	} else {
-		Rgpu__ValueReply rep = RGPU__VALUE_REPLY__INIT;
-		rep.result = (int32_t)r;
-		rep.value = v;
-		rep.async_error = (int32_t)srv_take_async_error(w);
-		ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+		ret = srv_reply_value(w, f, r, v);
 	}
 	rgpu__func_attr__free_unpacked(m, NULL);
 	return ret;
@@ -1113,8 +1102,7 @@ static int h_event_op(struct srv_worker *w, struct srv_frame *f)
 			       : CUDA_ERROR_INVALID_HANDLE;
 		rep.result = (int32_t)r;
 		rep.ms = ms;
-		rep.async_error = (int32_t)srv_take_async_error(w);
-		ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+		ret = srv_reply(w, f, &rep.base);
 		break;
 	}
 	}
@@ -1196,14 +1184,10 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 		srv_async_error(w, r, "graph exec destroy");
 		break;
 	case RGPU__MSG_TYPE__MSG_GRAPH_NODE_COUNT: {
-		Rgpu__ValueReply rep = RGPU__VALUE_REPLY__INIT;
 		size_t n = 0;
 		if (r == CUDA_SUCCESS)
 			r = g ? d->cuGraphGetNodes(g->h, NULL, &n) : CUDA_ERROR_INVALID_VALUE;
-		rep.result = (int32_t)r;
-		rep.value = (int64_t)n;
-		rep.async_error = (int32_t)srv_take_async_error(w);
-		ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+		ret = srv_reply_value(w, f, r, (int64_t)n);
 		break;
 	}
 	case RGPU__MSG_TYPE__MSG_GRAPH_DESTROY:
@@ -1272,8 +1256,7 @@ static int h_occupancy(struct srv_worker *w, struct srv_frame *f)
 		rep.n_value = n;
 		rep.value = vals;
 	}
-	rep.async_error = (int32_t)srv_take_async_error(w);
-	ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &rep.base, NULL, 0);
+	ret = srv_reply(w, f, &rep.base);
 	rgpu__occupancy__free_unpacked(m, NULL);
 	return ret;
 }

@@ -130,7 +130,13 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn)
 /* Sending (any thread). Replies carry the request's seq and the REPLY flag. */
 int srv_send(struct srv_worker *w, uint16_t type, uint32_t flags, uint64_t seq,
 	     const ProtobufCMessage *body, const void *payload, uint64_t plen);
+/*
+ * srv_reply() - send rep as the reply to f, with the pending asynchronous error put in its
+ * field 2 (every reply message has `result` as field 1 and `async_error` as field 2).
+ */
+int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep);
 int srv_reply_status(struct srv_worker *w, const struct srv_frame *f, CUresult r);
+int srv_reply_value(struct srv_worker *w, const struct srv_frame *f, CUresult r, int64_t v);
 void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* srv_async_error() - remember the first error of fire-and-forget work */

@@ -60,12 +60,30 @@ void srv_async_error(struct srv_worker *w, CUresult r, const char *what)
 		w->async_err = r;
 }
 
+int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep)
+{
+	/* every reply message has `result` as field 1 and `async_error` as field 2 */
+	const ProtobufCFieldDescriptor *fd =
+		protobuf_c_message_descriptor_get_field(rep->descriptor, 2);
+	CUresult async = srv_take_async_error(w);
+	if (fd && fd->type == PROTOBUF_C_TYPE_INT32)
+		*(int32_t *)((char *)rep + fd->offset) = (int32_t)async;
+	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, NULL, 0);
+}
+
 int srv_reply_status(struct srv_worker *w, const struct srv_frame *f, CUresult r)
 {
 	Rgpu__Status st = RGPU__STATUS__INIT;
 	st.result = (int32_t)r;
-	st.async_error = (int32_t)srv_take_async_error(w);
-	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, &st.base, NULL, 0);
+	return srv_reply(w, f, &st.base);
+}
+
+int srv_reply_value(struct srv_worker *w, const struct srv_frame *f, CUresult r, int64_t v)
+{
+	Rgpu__ValueReply rep = RGPU__VALUE_REPLY__INIT;
+	rep.result = (int32_t)r;
+	rep.value = v;
+	return srv_reply(w, f, &rep.base);
 }
 
 void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
