@@ -271,6 +271,8 @@ static CUresult map_range(struct srv_worker *w, uint64_t addr, uint64_t size, in
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out_unmap;
 	}
+	atomic_fetch_add(&w->dev_bytes, size);
+	atomic_fetch_add(&w->dev_bytes_by[device], size);
 	return CUDA_SUCCESS;
 out_unmap:
 	d->cuMemUnmap(addr, size);
@@ -293,6 +295,8 @@ static CUresult unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
 	w->drv.cuMemUnmap(m->addr, m->size);
 	w->drv.cuMemRelease(m->h);
 	tdelete(m, &w->maps, map_cmp);
+	atomic_fetch_sub(&w->dev_bytes, m->size);
+	atomic_fetch_sub(&w->dev_bytes_by[m->device], m->size);
 	free(m);
 	return CUDA_SUCCESS;
 }
@@ -426,9 +430,8 @@ static void CUDA_CB send_chunk_cb(void *arg)
 	struct send_chunk *c = arg;
 	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
 	dc.offset = c->offset;
-	if (!atomic_load(&c->w->dead))
-		srv_send(c->w, RGPU__MSG_TYPE__MSG_DATA, 0, c->seq, &dc.base, c->buf, c->len);
-	srv_staging_put(c->w->staging, c->buf);
+	/* the chunk keeps its staging buffer until the client has it (link.c) */
+	srv_send_staged(c->w, RGPU__MSG_TYPE__MSG_DATA, c->seq, &dc.base, c->buf, c->len);
 	free(c);
 }
 
@@ -469,32 +472,36 @@ static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t
 static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t seq, CUstream s)
 {
 	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
-	void *buf[2] = {srv_staging_get(w->staging), NULL};
+	void *cur = srv_staging_get(w->staging), *next_buf = NULL;
 	uint64_t off = 0, len = MIN(RGPU_COPY_CHUNK, m->size);
 	CUresult r;
-	int cur = 0;
 
-	if (m->size > RGPU_COPY_CHUNK)
-		buf[1] = srv_staging_get(w->staging);
-	r = w->drv.cuMemcpyDtoHAsync(buf[0], m->src, len, s);
+	r = w->drv.cuMemcpyDtoHAsync(cur, m->src, len, s);
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuStreamSynchronize(s);
 	while (r == CUDA_SUCCESS && off < m->size) {
 		uint64_t next = off + len, nlen = MIN(RGPU_COPY_CHUNK, m->size - next);
-		if (next < m->size)
-			r = w->drv.cuMemcpyDtoHAsync(buf[!cur], m->src + next, nlen, s);
+		next_buf = NULL;
+		if (next < m->size) {
+			next_buf = srv_staging_get(w->staging);
+			r = w->drv.cuMemcpyDtoHAsync(next_buf, m->src + next, nlen, s);
+		}
 		dc.offset = off;
-		if (srv_send(w, RGPU__MSG_TYPE__MSG_DATA, 0, seq, &dc.base, buf[cur], len))
-			break; /* the client is gone: the worker ends after this request */
+		/* the chunk keeps its staging buffer until the client has it (link.c) */
+		int ret = srv_send_staged(w, RGPU__MSG_TYPE__MSG_DATA, seq, &dc.base, cur, len);
+		cur = next_buf;
+		if (ret)
+			break; /* the job ends */
 		if (r == CUDA_SUCCESS && next < m->size)
 			r = w->drv.cuStreamSynchronize(s);
 		off = next;
 		len = nlen;
-		cur = !cur;
 	}
-	srv_staging_put(w->staging, buf[0]);
-	if (buf[1])
-		srv_staging_put(w->staging, buf[1]);
+	if (cur) {
+		/* a failed copy: nothing was sent from it; let any copy into it finish first */
+		w->drv.cuStreamSynchronize(s);
+		srv_staging_put(w->staging, cur);
+	}
 	return r;
 }
 

@@ -27,6 +27,11 @@ static void usage(FILE *f)
 		"                          same on every server a job may move between\n"
 		"      --staging N         pinned 4 MiB staging buffers per session (default 16)\n"
 		"      --port-file PATH    write the port listened on to PATH\n"
+		"      --admin HOST:PORT   admin protocol address for rgpuctl (default " RGPU_DEFAULT_ADMIN ";\n"
+		"                          'none' turns it off)\n"
+		"      --admin-port-file PATH  write the admin port to PATH\n"
+		"      --resume-grace SECONDS  keep a job this long after its client's link breaks,\n"
+		"                          waiting for it to resume (default 60; 0: free at once)\n"
 		"  -v, --log-level LEVEL   error, warn, info (default) or debug\n"
 		"      --log-file PATH     log to PATH instead of stderr\n"
 		"  -h, --help              this text\n"
@@ -76,6 +81,9 @@ int main(int argc, char **argv)
 		{"window", required_argument, NULL, 'w'},
 		{"staging", required_argument, NULL, 'S'},
 		{"port-file", required_argument, NULL, 'P'},
+		{"admin", required_argument, NULL, 'A'},
+		{"admin-port-file", required_argument, NULL, 'a'},
+		{"resume-grace", required_argument, NULL, 'g'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"log-file", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
@@ -87,7 +95,11 @@ int main(int argc, char **argv)
 		.window_base = RGPU_WINDOW_BASE,
 		.window_size = RGPU_WINDOW_SIZE,
 		.staging_buffers = 16,
+		.admin = RGPU_DEFAULT_ADMIN,
+		.resume_grace_s = 60,
 	};
+	char *end;
+	long v;
 	int c, lvl;
 
 	rgpu_log_set_tag("rgpud");
@@ -111,6 +123,16 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'P': cfg.port_file = optarg; break;
+		case 'A': cfg.admin = strcmp(optarg, "none") ? optarg : NULL; break;
+		case 'a': cfg.admin_port_file = optarg; break;
+		case 'g':
+			v = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end || v < 0 || v > 86400) {
+				fprintf(stderr, "rgpud: --resume-grace wants 0..86400 seconds\n");
+				return 2;
+			}
+			cfg.resume_grace_s = (int)v;
+			break;
 		case 'v':
 			lvl = rgpu_log_parse_level(optarg);
 			if (lvl < 0) {

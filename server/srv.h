@@ -27,10 +27,15 @@ struct srv_config {
 	uint64_t window_size;
 	int staging_buffers;    /* pinned chunks per worker */
 	const char *port_file;  /* write the bound port here (tests listen on port 0) */
+	const char *admin;      /* "HOST:PORT" of the admin protocol; NULL: none */
+	const char *admin_port_file;
+	int resume_grace_s;     /* how long a job outlives a broken link */
 };
 
 /* ---- supervisor ------------------------------------------------------------------------ */
 int srv_supervise(const struct srv_config *cfg);
+/* srv_probe_run() - report the server's GPUs on fd (CTL_GPUS) and exit (probe.c) */
+void srv_probe_run(const struct srv_config *cfg, int fd) __attribute__((noreturn));
 
 /* ---- worker ---------------------------------------------------------------------------- */
 
@@ -83,12 +88,53 @@ struct srv_staging;
  */
 #define RGPU_QUEUE_BYTES (1ull << 30)
 
+struct srv_out;
+
+#define SRV_JOB_ID_LEN 16
+#define SRV_TOKEN_LEN 32
+
 struct srv_worker {
 	const struct srv_config *cfg;
-	struct rgpu_conn *conn;
 	uint64_t session;
 	struct srv_driver drv;
-	pthread_mutex_t send_lock;
+
+	/*
+	 * The job's link to its client (link.c). Every frame sent is kept until the client has
+	 * acknowledged receiving it, so a broken link loses nothing: the client reconnects,
+	 * presents its token, and both sides resend what the other has not seen.
+	 */
+	pthread_mutex_t send_lock;   /* conn writes, the resend list, tx_seq */
+	pthread_cond_t out_cond;     /* room in the resend list */
+	struct rgpu_conn *conn;      /* NULL while the link is down */
+	struct srv_out *out_head, *out_tail;
+	uint64_t out_bytes;          /* bytes copied into the resend list */
+	uint64_t tx_seq;             /* last seq sent */
+	uint64_t rx_seq;             /* last client seq received (reader only) */
+	atomic_uint_fast64_t executed; /* last client seq the executor has run */
+	atomic_uint_fast64_t ack_told; /* last `executed` value sent to the client */
+	uint64_t ack_ns;             /* when the executor last sent an acknowledgement */
+	uint64_t caps;               /* capability bits this worker serves */
+	uint64_t bytes_in, bytes_out;
+	uint8_t job_id[SRV_JOB_ID_LEN];
+	uint8_t token[SRV_TOKEN_LEN];
+	char job_hex[2 * SRV_JOB_ID_LEN + 1];
+	uint64_t started_ns;         /* wall clock, for the job's age */
+	char client_host[64], client_program[256], peer[96];
+	int client_pid;
+	atomic_int state;            /* enum srv_job_state */
+
+	/* a resume handed over by the supervisor, for the reader to install */
+	pthread_mutex_t link_lock;
+	pthread_cond_t link_cond;
+	struct rgpu_conn *pending;
+	void *pending_hello;         /* Rgpu__Hello * */
+	int ctl_fd;                  /* datagram socket to the supervisor */
+	uint8_t token_prev[SRV_TOKEN_LEN]; /* still valid until the client speaks on a new link */
+	int token_prev_ok;
+	atomic_uint resumes;
+	atomic_uint_fast64_t dev_bytes; /* device memory mapped for the job */
+	atomic_uint_fast64_t dev_bytes_by[16]; /* the same by device */
+	atomic_uint nobjs;
 
 	int ndev;
 	CUdevice dev[16];
@@ -123,13 +169,48 @@ struct srv_worker {
 	struct srv_modcache *modcache;
 };
 
-/* srv_worker_run() - serve one client on conn until it leaves; never returns (exits). */
-void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn)
+enum srv_job_state {
+	SRV_JOB_STARTING = 0,
+	SRV_JOB_RUNNING = 1,
+	SRV_JOB_DISCONNECTED = 2,  /* link lost; waiting for the client within the grace period */
+	SRV_JOB_ENDING = 3,
+};
+const char *srv_job_state_name(int state);
+
+/*
+ * srv_worker_run() - serve the client on conn (a new job, or the resume of a job living in
+ * another worker, which is handed over through the supervisor) until the job ends; never
+ * returns (exits). ctl_fd is this worker's control channel to the supervisor.
+ */
+void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd)
 	__attribute__((noreturn));
 
-/* Sending (any thread). Replies carry the request's seq and the REPLY flag. */
-int srv_send(struct srv_worker *w, uint16_t type, uint32_t flags, uint64_t seq,
+/*
+ * Sending (any thread; link.c). ref: the request a reply or pushed data belongs to (0 for
+ * none); replies set RGPU_FRAME_REPLY. The frame is kept for resending until the client
+ * acknowledges it, so this succeeds while the link is down; RGPU_ECLOSED once the job ends.
+ */
+int srv_send(struct srv_worker *w, uint16_t type, uint32_t flags, uint64_t ref,
 	     const ProtobufCMessage *body, const void *payload, uint64_t plen);
+/*
+ * srv_send_staged() - the same for a payload in a staging buffer, which the call takes over:
+ * a large one is kept (not copied) until the client has it, a small one copied and returned.
+ */
+int srv_send_staged(struct srv_worker *w, uint16_t type, uint64_t ref,
+		    const ProtobufCMessage *body, void *buf, uint64_t plen);
+/* srv_link_acked() - the client has received everything through seq: drop it (reader) */
+void srv_link_acked(struct srv_worker *w, uint64_t seq);
+/* srv_link_ack() - tell the client how far the executor got, if it does not know yet */
+void srv_link_ack(struct srv_worker *w);
+/* srv_link_down() - the link broke: stop writing, keep everything for the resume */
+void srv_link_down(struct srv_worker *w);
+/*
+ * srv_link_up() - install a new link after a resume: frames after client_received are
+ * written again. Returns 0 or the send error.
+ */
+int srv_link_up(struct srv_worker *w, struct rgpu_conn *c, uint64_t client_received);
+/* srv_link_end() - the job ends: wake every sender waiting for room, free the list */
+void srv_link_end(struct srv_worker *w);
 /*
  * srv_reply() - send rep as the reply to f, with the pending asynchronous error put in its
  * field 2 (every reply message has `result` as field 1 and `async_error` as field 2).
@@ -159,6 +240,13 @@ void srv_callback_done(struct srv_worker *w, uint64_t id);
 
 /* Executing one frame: 0, or a negative RGPU_E* code that ends the session. */
 int srv_exec(struct srv_worker *w, struct srv_frame *f);
+
+/* ---- control channel (ctl.c): supervisor <-> worker datagrams, rgpu.Ctl ---------------- */
+struct Rgpu__Ctl;
+/* srv_ctl_send() - one message, with pass_fd attached unless it is -1 */
+int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd);
+/* srv_ctl_recv() - one message (and the descriptor that came with it, else -1) */
+int srv_ctl_recv(int fd, struct Rgpu__Ctl **m, int *got_fd, int timeout_ms);
 
 /* ---- staging (pinned bounce buffers) --------------------------------------------------- */
 int srv_staging_new(struct srv_worker *w, int n, size_t size, struct srv_staging **out);

@@ -1,8 +1,13 @@
 /*
  * The supervisor: listens, and forks one worker process per accepted connection. It never
  * loads the CUDA driver and never reads a client's frames, so nothing a client sends — and no
- * driver fault — can take it down. It reaps workers, and on SIGTERM or SIGINT stops listening,
- * asks its workers to finish, and exits.
+ * driver fault — can take it down.
+ *
+ * Each worker has a control channel to it (ctl.c): the worker reports its job (id, client,
+ * memory, state) there, and a worker that was handed the resume of a job living elsewhere asks
+ * the supervisor to route the connection to the job's worker. The supervisor answers the admin
+ * protocol (rgpuctl status / jobs) from those reports, on its own address. It reaps workers,
+ * and on SIGTERM or SIGINT stops listening, asks its workers to finish, and exits.
  */
 #define LOG_PREFIX "supervisor: "
 #include <errno.h>
@@ -12,10 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.pb-c.h"
+#include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
@@ -36,8 +44,51 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
-static pid_t *workers;
+#define ADMIN_TIMEOUT_MS 5000
+
+struct worker {
+	pid_t pid;
+	int ctl;               /* our end of its control channel; -1 once closed */
+	int probe;             /* the GPU probe, not a job */
+	Rgpu__JobInfo *info;   /* its latest report (NULL before the first) */
+};
+
+static struct worker *workers;
 static int nworkers, cap_workers;
+static Rgpu__Ctl *gpus;    /* the probe's report */
+static uint64_t started_ns;
+static char listen_addr[300];
+
+static void worker_forget(int i)
+{
+	if (workers[i].ctl >= 0)
+		close(workers[i].ctl);
+	if (workers[i].info)
+		rgpu__job_info__free_unpacked(workers[i].info, NULL);
+	workers[i] = workers[--nworkers];
+}
+
+static int worker_add(pid_t pid, int ctl, int probe)
+{
+	if (nworkers == cap_workers) {
+		int cap = cap_workers ? 2 * cap_workers : 16;
+		struct worker *n = realloc(workers, (size_t)cap * sizeof(*n));
+		if (!n)
+			return RGPU_ENOMEM;
+		workers = n;
+		cap_workers = cap;
+	}
+	workers[nworkers++] = (struct worker){.pid = pid, .ctl = ctl, .probe = probe};
+	return 0;
+}
+
+static int njobs(void)
+{
+	int n = 0;
+	for (int i = 0; i < nworkers; i++)
+		n += !workers[i].probe;
+	return n;
+}
 
 static void reap(void)
 {
@@ -45,8 +96,8 @@ static void reap(void)
 	pid_t pid;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		for (int i = 0; i < nworkers; i++)
-			if (workers[i] == pid) {
-				workers[i] = workers[--nworkers];
+			if (workers[i].pid == pid) {
+				worker_forget(i);
 				break;
 			}
 		if (WIFSIGNALED(status))
@@ -58,33 +109,298 @@ static void reap(void)
 	}
 }
 
-int srv_supervise(const struct srv_config *cfg)
+static int find_job(const ProtobufCBinaryData *id)
 {
-	struct sigaction sa = {0};
-	char host[256];
-	int port, lfd, bound = 0, ret;
+	for (int i = 0; i < nworkers; i++) {
+		const Rgpu__JobInfo *ji = workers[i].info;
+		if (ji && workers[i].ctl >= 0 && ji->job_id.len == id->len && id->len &&
+		    memcmp(ji->job_id.data, id->data, id->len) == 0)
+			return i;
+	}
+	return -1;
+}
 
-	if (rgpu_parse_hostport(cfg->listen, "127.0.0.1", host, sizeof(host), &port)) {
-		pr_err("bad --listen address '%s' (want HOST:PORT)", cfg->listen);
+/* A message from worker i on its control channel. */
+static void on_ctl(int i)
+{
+	Rgpu__Ctl *m = NULL;
+	int fd = -1, ret = srv_ctl_recv(workers[i].ctl, &m, &fd, 0);
+
+	if (ret == RGPU_ETIMEDOUT)
+		return;
+	if (ret) {
+		if (ret != RGPU_EPROTO) {
+			close(workers[i].ctl);
+			workers[i].ctl = -1;
+		}
+		return;
+	}
+	switch (m->kind) {
+	case RGPU__CTL_KIND__CTL_INFO:
+		if (m->info) {
+			if (workers[i].info)
+				rgpu__job_info__free_unpacked(workers[i].info, NULL);
+			workers[i].info = m->info;
+			m->info = NULL; /* kept */
+		}
+		break;
+	case RGPU__CTL_KIND__CTL_GPUS:
+		if (gpus)
+			rgpu__ctl__free_unpacked(gpus, NULL);
+		gpus = m;
+		m = NULL;
+		break;
+	case RGPU__CTL_KIND__CTL_ROUTE: {
+		Rgpu__Ctl res = RGPU__CTL__INIT, fwd = RGPU__CTL__INIT;
+		int j = find_job(&m->job_id);
+		res.kind = RGPU__CTL_KIND__CTL_ROUTE_RESULT;
+		res.result = RGPU_ENOTFOUND;
+		if (j >= 0 && j != i && fd >= 0) {
+			fwd.kind = RGPU__CTL_KIND__CTL_RESUME;
+			fwd.job_id = m->job_id;
+			fwd.hello = m->hello;
+			res.result = srv_ctl_send(workers[j].ctl, &fwd, fd);
+			if (res.result == 0)
+				pr_debug("resume routed to worker %d", (int)workers[j].pid);
+		}
+		srv_ctl_send(workers[i].ctl, &res, -1);
+		break;
+	}
+	default:
+		break;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (m)
+		rgpu__ctl__free_unpacked(m, NULL);
+}
+
+/* ---- the admin protocol ------------------------------------------------------------------ */
+
+static void admin_reply(struct rgpu_conn *c, const struct rgpu_frame_hdr *req,
+			const ProtobufCMessage *rep)
+{
+	struct rgpu_frame_hdr h = {.type = req->type, .flags = RGPU_FRAME_REPLY, .ref = req->seq};
+	rgpu_frame_send_hdr(c, &h, rep, NULL);
+}
+
+static void admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
+			 const struct rgpu_frame_hdr *req)
+{
+	Rgpu__StatusReply rep = RGPU__STATUS_REPLY__INIT;
+	Rgpu__GpuInfo gi[16], *gip[16];
+	char host[256] = "";
+	size_t n = gpus ? MIN(gpus->n_gpus, (size_t)16) : 0;
+
+	gethostname(host, sizeof(host) - 1);
+	rep.server_host = host;
+	rep.version = RGPU_VERSION;
+	rep.listen = listen_addr;
+	rep.driver = (char *)(cfg->driver ? cfg->driver : "libcuda.so.1");
+	rep.driver_version = gpus ? gpus->driver_version : 0;
+	rep.error = (char *)(gpus ? (gpus->error ? gpus->error : "")
+				  : "the GPU probe has not reported yet");
+	for (size_t g = 0; g < n; g++) {
+		gi[g] = *gpus->gpus[g];
+		gi[g].memory_used = 0;
+		for (int i = 0; i < nworkers; i++)
+			if (workers[i].info && g < workers[i].info->n_gpu_memory)
+				gi[g].memory_used += workers[i].info->gpu_memory[g];
+		gip[g] = &gi[g];
+	}
+	rep.n_gpus = n;
+	rep.gpus = gip;
+	rep.jobs = (uint32_t)njobs();
+	rep.uptime_s = (rgpu_now_ns() - started_ns) / 1000000000ull;
+	rep.resume_grace_s = (uint32_t)cfg->resume_grace_s;
+	admin_reply(c, req, &rep.base);
+}
+
+static void admin_jobs(struct rgpu_conn *c, const struct rgpu_frame_hdr *req)
+{
+	Rgpu__JobsReply rep = RGPU__JOBS_REPLY__INIT;
+	Rgpu__JobInfo **jobs = calloc((size_t)nworkers + 1, sizeof(*jobs));
+	size_t n = 0;
+
+	if (!jobs) {
+		rep.result = RGPU_ENOMEM;
+		rep.error = "out of memory";
+	} else {
+		for (int i = 0; i < nworkers; i++)
+			if (workers[i].info)
+				jobs[n++] = workers[i].info;
+	}
+	rep.n_jobs = n;
+	rep.jobs = jobs;
+	admin_reply(c, req, &rep.base);
+	free(jobs);
+}
+
+/*
+ * One admin request per connection, answered at once from the workers' latest reports (at
+ * most INFO_EVERY_MS old). The request must arrive within ADMIN_TIMEOUT_MS.
+ */
+static void on_admin(const struct srv_config *cfg, int afd)
+{
+	struct rgpu_conn *c;
+	struct rgpu_frame_hdr h;
+	uint8_t *body = NULL;
+	int ret;
+
+	if (rgpu_tcp_accept(afd, &c))
+		return;
+	ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, ADMIN_TIMEOUT_MS);
+	if (ret == 0 && h.type == RGPU__MSG_TYPE__MSG_ADMIN_STATUS) {
+		admin_status(cfg, c, &h);
+	} else if (ret == 0 && h.type == RGPU__MSG_TYPE__MSG_ADMIN_JOBS) {
+		admin_jobs(c, &h);
+	} else {
+		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+		struct rgpu_frame_hdr eh = {.type = RGPU__MSG_TYPE__MSG_ERROR};
+		char msg[128];
+		snprintf(msg, sizeof(msg), "the admin address takes admin requests only (%s)",
+			 ret ? rgpu_strerror(ret) : rgpu_msg_name(h.type));
+		pr_warn("admin client %s: %s", rgpu_conn_peer(c), msg);
+		pe.code = ret ? ret : RGPU_EPROTO;
+		pe.message = msg;
+		rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+	}
+	free(body);
+	rgpu_conn_close(c);
+}
+
+static int listen_on(const char *what, const char *addr, const char *port_file, int *lfd,
+		     int *bound)
+{
+	char host[256];
+	int port, ret;
+
+	if (rgpu_parse_hostport(addr, "127.0.0.1", host, sizeof(host), &port)) {
+		pr_err("bad %s address '%s' (want HOST:PORT)", what, addr);
 		return 2;
 	}
-	ret = rgpu_tcp_listen(host, port, &lfd, &bound);
+	ret = rgpu_tcp_listen(host, port, lfd, bound);
 	if (ret) {
 		pr_err("cannot listen on %s:%d: %s", host, port, strerror(errno));
 		return 1;
 	}
 	if (strcmp(host, "127.0.0.1") && strcmp(host, "::1") && strcmp(host, "localhost"))
-		pr_warn("listening on %s without authentication: any host that reaches this port "
-			"can use the GPU", host);
-	pr_info("listening on %s:%d (driver %s)", host, bound,
-		cfg->driver ? cfg->driver : "libcuda.so.1");
-	if (cfg->port_file) {
-		FILE *pf = fopen(cfg->port_file, "w");
+		pr_warn("%s on %s without authentication: any host that reaches this port can use "
+			"it", what, host);
+	if (port_file) {
+		FILE *pf = fopen(port_file, "w");
 		if (pf) {
-			fprintf(pf, "%d\n", bound);
+			fprintf(pf, "%d\n", *bound);
 			fclose(pf);
 		}
 	}
+	if (!strcmp(what, "listening"))
+		snprintf(listen_addr, sizeof(listen_addr), "%s:%d", host, *bound);
+	pr_info("%s on %s:%d", what, host, *bound);
+	return 0;
+}
+
+/* In a new child: drop every descriptor that belongs to the supervisor or other children. */
+static void child_close(int lfd, int afd)
+{
+	close(lfd);
+	if (afd >= 0)
+		close(afd);
+	close(sig_pipe[0]);
+	close(sig_pipe[1]);
+	for (int i = 0; i < nworkers; i++)
+		if (workers[i].ctl >= 0)
+			close(workers[i].ctl);
+	signal(SIGCHLD, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+}
+
+static void start_probe(const struct srv_config *cfg, int lfd, int afd)
+{
+	int sp[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
+		pr_warn("socketpair: %s; rgpuctl status will show no GPUs", strerror(errno));
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(sp[0]);
+		child_close(lfd, afd);
+		rgpu_log_set_tag("rgpud-probe");
+		srv_probe_run(cfg, sp[1]);
+	}
+	close(sp[1]);
+	if (pid < 0 || worker_add(pid, sp[0], 1)) {
+		close(sp[0]);
+		pr_warn("cannot start the GPU probe; rgpuctl status will show no GPUs");
+	}
+}
+
+static void start_worker(const struct srv_config *cfg, int lfd, int afd)
+{
+	struct rgpu_conn *conn;
+	int sp[2];
+	pid_t pid;
+
+	if (rgpu_tcp_accept(lfd, &conn))
+		return;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
+		pr_err("socketpair: %s; refusing %s", strerror(errno), rgpu_conn_peer(conn));
+		rgpu_conn_close(conn);
+		return;
+	}
+	pid = fork();
+	if (pid < 0) {
+		pr_err("fork: %s; refusing %s", strerror(errno), rgpu_conn_peer(conn));
+		rgpu_conn_close(conn);
+		close(sp[0]);
+		close(sp[1]);
+		return;
+	}
+	if (pid == 0) {
+		char tag[64];
+		close(sp[0]);
+		child_close(lfd, afd);
+		snprintf(tag, sizeof(tag), "rgpud[%d]", (int)getpid());
+		rgpu_log_set_tag(tag);
+		srv_worker_run(cfg, conn, sp[1]);
+	}
+	close(sp[1]);
+	if (worker_add(pid, sp[0], 0)) {
+		pr_err("out of memory tracking worker %d; it runs unsupervised", (int)pid);
+		close(sp[0]);
+	}
+	pr_info("client %s: worker %d (%d running)", rgpu_conn_peer(conn), (int)pid, njobs());
+	rgpu_conn_close(conn);
+}
+
+int srv_supervise(const struct srv_config *cfg)
+{
+	struct sigaction sa = {0};
+	int lfd, afd = -1, bound = 0, abound = 0, ret;
+	struct pollfd *pfd = NULL;
+	int cap_pfd = 0;
+
+	started_ns = rgpu_now_ns();
+	ret = listen_on("listening", cfg->listen, cfg->port_file, &lfd, &bound);
+	if (ret)
+		return ret;
+	if (cfg->admin) {
+		ret = listen_on("admin protocol", cfg->admin, cfg->admin_port_file, &afd, &abound);
+		/* the default address may be taken by another rgpud on this host: serve anyway */
+		if (ret && strcmp(cfg->admin, RGPU_DEFAULT_ADMIN))
+			return ret;
+		if (ret) {
+			pr_warn("no admin protocol: %s is taken (name another with --admin)",
+				cfg->admin);
+			afd = -1;
+		}
+	}
+	pr_info("driver %s, resume grace %d s", cfg->driver ? cfg->driver : "libcuda.so.1",
+		cfg->resume_grace_s);
 
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
 		pr_err("pipe: %s", strerror(errno));
@@ -97,60 +413,53 @@ int srv_supervise(const struct srv_config *cfg)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	start_probe(cfg, lfd, afd);
 
 	while (!stop_requested) {
-		struct pollfd pfd[2] = {{.fd = lfd, .events = POLLIN}, {.fd = sig_pipe[0], .events = POLLIN}};
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+		int n = 3 + nworkers, k = 3;
+		if (n > cap_pfd) {
+			struct pollfd *np = realloc(pfd, (size_t)(n + 16) * sizeof(*np));
+			if (!np) {
+				pr_err("out of memory");
+				break;
+			}
+			pfd = np;
+			cap_pfd = n + 16;
+		}
+		pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+		pfd[2] = (struct pollfd){.fd = afd, .events = POLLIN};
+		for (int i = 0; i < nworkers; i++)
+			pfd[k++] = (struct pollfd){.fd = workers[i].ctl, .events = POLLIN};
+		if (poll(pfd, (nfds_t)n, -1) < 0 && errno != EINTR)
 			break;
+		/* control messages first: a reap may reorder the table */
+		for (int i = nworkers - 1; i >= 0; i--)
+			if (3 + i < n && pfd[3 + i].fd == workers[i].ctl && workers[i].ctl >= 0 &&
+			    pfd[3 + i].revents)
+				on_ctl(i);
 		if (pfd[1].revents) {
 			char buf[64];
 			while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
 				;
 			reap();
 		}
-		if (stop_requested || !(pfd[0].revents & POLLIN))
-			continue;
-
-		struct rgpu_conn *conn;
-		if (rgpu_tcp_accept(lfd, &conn))
-			continue;
-		pid_t pid = fork();
-		if (pid < 0) {
-			pr_err("fork: %s; refusing %s", strerror(errno), conn->peer);
-			rgpu_conn_close(conn);
-			continue;
-		}
-		if (pid == 0) {
-			char tag[64];
-			close(lfd);
-			close(sig_pipe[0]);
-			close(sig_pipe[1]);
-			signal(SIGCHLD, SIG_DFL);
-			signal(SIGTERM, SIG_DFL);
-			signal(SIGINT, SIG_DFL);
-			snprintf(tag, sizeof(tag), "rgpud[%d]", (int)getpid());
-			rgpu_log_set_tag(tag);
-			srv_worker_run(cfg, conn);
-		}
-		if (nworkers == cap_workers) {
-			int cap = cap_workers ? 2 * cap_workers : 16;
-			pid_t *n = realloc(workers, (size_t)cap * sizeof(*n));
-			if (n) {
-				workers = n;
-				cap_workers = cap;
-			}
-		}
-		if (nworkers < cap_workers)
-			workers[nworkers++] = pid;
-		pr_info("client %s: worker %d (%d running)", conn->peer, (int)pid, nworkers);
-		rgpu_conn_close(conn);
+		if (stop_requested)
+			break;
+		if (afd >= 0 && (pfd[2].revents & POLLIN))
+			on_admin(cfg, afd);
+		if (pfd[0].revents & POLLIN)
+			start_worker(cfg, lfd, afd);
 	}
+	free(pfd);
 
-	pr_info("stopping: %d worker(s) to finish", nworkers);
+	pr_info("stopping: %d job(s) to finish", njobs());
 	close(lfd);
+	if (afd >= 0)
+		close(afd);
 	if (nworkers > 0) {
 		for (int i = 0; i < nworkers; i++)
-			kill(workers[i], SIGTERM);
+			kill(workers[i].pid, SIGTERM);
 		for (int i = 0; i < 50 && nworkers > 0; i++) {
 			struct timespec ts = {0, 100 * 1000 * 1000};
 			reap();
@@ -159,7 +468,7 @@ int srv_supervise(const struct srv_config *cfg)
 		}
 		if (nworkers > 0) {
 			for (int i = 0; i < nworkers; i++)
-				kill(workers[i], SIGKILL);
+				kill(workers[i].pid, SIGKILL);
 			reap();
 		}
 	}

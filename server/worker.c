@@ -1,14 +1,20 @@
 /*
- * The worker: one process per client session (design.md §5).
+ * The worker: one process per job (design.md §5).
  *
- * It owns the session's CUDA state: it loads the driver, reserves the device address window at
- * its fixed base (and refuses to serve if the driver places it elsewhere), answers the
- * handshake, then runs two threads: the reader takes frames off the connection and checks
- * them, the executor (this process's main thread) runs them in order. Host-function triggers
- * are acknowledged by the reader directly, so an executor blocked in a synchronize never
- * deadlocks against a client callback. When the client leaves or dies — or sends anything
- * malformed — the worker exits and the operating system and the driver reclaim everything.
- * It must never trust a length, an id or an address from the client.
+ * It owns the job's CUDA state: it loads the driver, reserves the device address window at its
+ * fixed base (and refuses to serve if the driver places it elsewhere), answers the handshake,
+ * then runs three threads: the reader takes frames off the client's link and checks them, the
+ * executor (this process's main thread) runs them in order, and the control thread talks to
+ * the supervisor. Host-function triggers are acknowledged by the reader directly, so an
+ * executor blocked in a synchronize never deadlocks against a client callback.
+ *
+ * A job is not its connection. When the link breaks the job keeps all its state for the grace
+ * period; a client that reconnects presents the job id and its resume token, the supervisor
+ * hands the new connection to this worker, and both sides resend what the other has not
+ * received (link.c). The job ends when the client says goodbye, when the grace period passes
+ * without it, or on anything malformed; the worker then exits and the operating system and the
+ * driver reclaim everything. It must never trust a length, an id or an address from the
+ * client.
  */
 #define LOG_PREFIX "worker: "
 #include <errno.h>
@@ -17,10 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "admin.pb-c.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
@@ -28,21 +36,15 @@
 #include "rgpu/window.h"
 #include "srv.h"
 
-#define HELLO_TIMEOUT_S 30
+#define HELLO_TIMEOUT_MS 30000
+#define ROUTE_TIMEOUT_MS 5000
+#define INFO_EVERY_MS 500
+/* the executor tells the client how far it got at least this often while busy */
+#define ACK_EVERY_FRAMES 256
+#define ACK_EVERY_BYTES (1u << 20)
+#define ACK_IDLE_NS 1000000ull
 
-/* ---- sending ---------------------------------------------------------------------------- */
-
-int srv_send(struct srv_worker *w, uint16_t type, uint32_t flags, uint64_t seq,
-	     const ProtobufCMessage *body, const void *payload, uint64_t plen)
-{
-	int ret;
-	pthread_mutex_lock(&w->send_lock);
-	ret = rgpu_frame_send(w->conn, type, flags, seq, w->session, body, payload, plen);
-	pthread_mutex_unlock(&w->send_lock);
-	if (ret)
-		atomic_store(&w->dead, 1);
-	return ret;
-}
+/* ---- replies and errors ------------------------------------------------------------------ */
 
 CUresult srv_take_async_error(struct srv_worker *w)
 {
@@ -89,19 +91,26 @@ int srv_reply_value(struct srv_worker *w, const struct srv_frame *f, CUresult r,
 void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 {
 	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_ERROR};
 	char msg[256];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	pr_warn("protocol error from %s: %s (%s); closing the session", w->conn->peer, msg,
+	pr_warn("protocol error from %s: %s (%s); ending the job", w->peer, msg,
 		rgpu_strerror(code));
 	pe.code = code;
 	pe.message = msg;
-	srv_send(w, RGPU__MSG_TYPE__MSG_ERROR, 0, 0, &pe.base, NULL, 0);
-	atomic_store(&w->dead, 1);
-	rgpu_conn_shutdown(w->conn);
+	/* unsequenced and not kept: the job ends, there is nothing to resume */
+	pthread_mutex_lock(&w->send_lock);
+	h.session = w->session;
+	if (w->conn) {
+		rgpu_frame_send_hdr(w->conn, &h, &pe.base, NULL);
+		rgpu_conn_shutdown(w->conn);
+	}
+	pthread_mutex_unlock(&w->send_lock);
+	srv_link_end(w);
 }
 
 /* ---- objects ---------------------------------------------------------------------------- */
@@ -135,6 +144,7 @@ int srv_obj_add(struct srv_worker *w, const struct srv_obj *o)
 		free(n);
 		return RGPU_ENOMEM;
 	}
+	atomic_fetch_add(&w->nobjs, 1);
 	return 0;
 }
 
@@ -144,6 +154,7 @@ void srv_obj_del(struct srv_worker *w, uint64_t id)
 	if (!o)
 		return;
 	tdelete(o, &w->objs, obj_cmp);
+	atomic_fetch_sub(&w->nobjs, 1);
 	free(o);
 }
 
@@ -241,7 +252,9 @@ static void queue_push(struct srv_worker *w, struct srv_frame *f)
 
 /*
  * The executor spins briefly before sleeping: a frame usually follows the previous one within
- * microseconds, and a futex wake-up would add more than that to every synchronous call.
+ * microseconds, and a futex wake-up would add more than that to every synchronous call. Before
+ * it sleeps it tells the client how far it got (at most every ACK_IDLE_NS), so the client can
+ * drop the frames it kept.
  */
 static struct srv_frame *queue_pop(struct srv_worker *w)
 {
@@ -251,8 +264,26 @@ static struct srv_frame *queue_pop(struct srv_worker *w)
 	while (atomic_load(&w->q_len) == 0 && rgpu_now_ns() < until)
 		__builtin_ia32_pause();
 	pthread_mutex_lock(&w->q_lock);
-	while (!w->q_head && !w->q_closed)
+	while (!w->q_head && !w->q_closed) {
+		if (atomic_load(&w->executed) != w->ack_told) {
+			uint64_t due = w->ack_ns + ACK_IDLE_NS, now = rgpu_now_ns();
+			if (now >= due) {
+				pthread_mutex_unlock(&w->q_lock);
+				srv_link_ack(w);
+				w->ack_ns = rgpu_now_ns();
+				pthread_mutex_lock(&w->q_lock);
+				continue;
+			}
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t ns = (uint64_t)ts.tv_nsec + (due - now);
+			ts.tv_sec += (time_t)(ns / 1000000000ull);
+			ts.tv_nsec = (long)(ns % 1000000000ull);
+			pthread_cond_timedwait(&w->q_cond, &w->q_lock, &ts);
+			continue;
+		}
 		pthread_cond_wait(&w->q_cond, &w->q_lock);
+	}
 	f = w->q_head;
 	if (f) {
 		w->q_head = f->next;
@@ -276,39 +307,228 @@ static void frame_free(struct srv_worker *w, struct srv_frame *f)
 	free(f);
 }
 
+static void wake_all(struct srv_worker *w)
+{
+	pthread_mutex_lock(&w->cb_lock);
+	pthread_cond_broadcast(&w->cb_cond);
+	pthread_mutex_unlock(&w->cb_lock);
+	pthread_mutex_lock(&w->link_lock);
+	pthread_cond_broadcast(&w->link_cond);
+	pthread_mutex_unlock(&w->link_lock);
+}
+
+static void send_info(struct srv_worker *w);
+
+static void hex(const uint8_t *p, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[p[i] >> 4];
+		out[2 * i + 1] = d[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+/* Constant time: a token must not leak byte by byte through timing. */
+static int token_eq(const uint8_t *a, const uint8_t *b)
+{
+	uint8_t d = 0;
+	for (int i = 0; i < SRV_TOKEN_LEN; i++)
+		d |= a[i] ^ b[i];
+	return d == 0;
+}
+
+static int new_token(struct srv_worker *w)
+{
+	memcpy(w->token_prev, w->token, SRV_TOKEN_LEN);
+	return getrandom(w->token, SRV_TOKEN_LEN, 0) == SRV_TOKEN_LEN ? 0 : RGPU_ESYS;
+}
+
+/*
+ * Answer a resume on c: the new token and how far this worker's reader got, so the client
+ * resends exactly what never arrived; then everything the client has not received goes out
+ * again. Returns 0 when the link is up again.
+ */
+static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *hello)
+{
+	Rgpu__HelloReply rep = RGPU__HELLO_REPLY__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_HELLO, .flags = RGPU_FRAME_REPLY};
+	int ret;
+
+	rep.result = CUDA_SUCCESS;
+	rep.protocol_version = RGPU_PROTO_VERSION;
+	rep.capabilities = w->caps;
+	rep.session_id = w->session;
+	rep.job_id.data = w->job_id;
+	rep.job_id.len = SRV_JOB_ID_LEN;
+	rep.resume_token.data = w->token;
+	rep.resume_token.len = SRV_TOKEN_LEN;
+	rep.received = w->rx_seq;
+	rep.resumed = 1;
+	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
+	h.session = w->session;
+	h.ack = atomic_load(&w->executed);
+	ret = rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
+	if (ret)
+		return ret;
+	return srv_link_up(w, c, hello->received);
+}
+
+/*
+ * The link broke (or a resume took it over): keep the job for the grace period and wait for
+ * the client. Returns the new connection, or NULL when the job must end.
+ */
+static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why)
+{
+	uint64_t t0 = rgpu_now_ns(), deadline = t0 + (uint64_t)w->cfg->resume_grace_s * 1000000000ull;
+	int announced = 0;
+
+	srv_link_down(w);
+	for (;;) {
+		struct rgpu_conn *c;
+		Rgpu__Hello *hello;
+
+		pthread_mutex_lock(&w->link_lock);
+		while (!w->pending && !atomic_load(&w->dead) && rgpu_now_ns() < deadline) {
+			if (!announced) {
+				announced = 1;
+				atomic_store(&w->state, SRV_JOB_DISCONNECTED);
+				pthread_mutex_unlock(&w->link_lock);
+				if (w->cfg->resume_grace_s > 0)
+					pr_info("job %s: link to %s lost (%s); keeping the job for %d s",
+						w->job_hex, w->peer, why, w->cfg->resume_grace_s);
+				send_info(w);
+				pthread_mutex_lock(&w->link_lock);
+				continue;
+			}
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t left = deadline - rgpu_now_ns();
+			if ((int64_t)left <= 0)
+				break;
+			if (left > 100000000ull)
+				left = 100000000ull;
+			uint64_t ns = (uint64_t)ts.tv_nsec + left;
+			ts.tv_sec += (time_t)(ns / 1000000000ull);
+			ts.tv_nsec = (long)(ns % 1000000000ull);
+			pthread_cond_timedwait(&w->link_cond, &w->link_lock, &ts);
+		}
+		c = w->pending;
+		hello = w->pending_hello;
+		w->pending = NULL;
+		w->pending_hello = NULL;
+		pthread_mutex_unlock(&w->link_lock);
+		if (!c) {
+			if (!atomic_load(&w->dead) && w->cfg->resume_grace_s > 0)
+				pr_warn("job %s: the client did not come back within %d s; freeing the "
+					"job", w->job_hex, w->cfg->resume_grace_s);
+			else if (!atomic_load(&w->dead))
+				pr_info("job %s: link to %s lost (%s); no grace period: freeing the job",
+					w->job_hex, w->peer, why);
+			return NULL;
+		}
+		int ret = resume_link(w, c, hello);
+		rgpu__hello__free_unpacked(hello, NULL);
+		if (ret == 0) {
+			atomic_fetch_add(&w->resumes, 1);
+			atomic_store(&w->state, SRV_JOB_RUNNING);
+			pr_info("job %s: resumed by %s after %.3f s", w->job_hex, w->peer,
+				(double)(rgpu_now_ns() - t0) / 1e9);
+			send_info(w);
+			return c;
+		}
+		pr_info("job %s: a resume from %s broke at once (%s)", w->job_hex, rgpu_conn_peer(c),
+			rgpu_strerror(ret));
+		srv_link_down(w);
+		rgpu_conn_close(c);
+	}
+}
+
 static void *reader_main(void *arg)
 {
 	struct srv_worker *w = arg;
+	struct rgpu_conn *c = w->conn;
+	int spoke = 0; /* the client sent something on this link: its previous token is spent */
 
 	for (;;) {
 		struct srv_frame *f = calloc(1, sizeof(*f));
+		const char *why = NULL;
 		int ret;
 
 		if (!f)
 			break;
-		ret = rgpu_frame_recv(w->conn, RGPU_PEER_SERVER, &f->hdr, &f->body);
-		if (ret) {
+		ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &f->hdr, &f->body);
+		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
+		    ret == RGPU_ETIMEDOUT) {
+			why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c)) : rgpu_strerror(ret);
+		} else if (ret) {
 			unsigned version = f->hdr.version;
-			free(f);
-			if (ret == RGPU_ECLOSED || atomic_load(&w->dead))
-				pr_info("client %s left", w->conn->peer);
-			else if (ret == RGPU_EIO)
-				pr_info("client %s: connection lost (%s)", w->conn->peer,
-					strerror(w->conn->last_errno));
-			else if (ret == RGPU_EVERSION)
+			if (ret == RGPU_EVERSION)
 				srv_protocol_error(w, ret, "protocol version %u, this server speaks %u",
 						   version, RGPU_PROTO_VERSION);
 			else
 				srv_protocol_error(w, ret, "bad frame header");
+			free(f);
 			break;
-		}
-		if (f->hdr.session != w->session) {
+		} else if (f->hdr.session != w->session) {
 			srv_protocol_error(w, RGPU_EPROTO, "frame for session %llu on session %llu",
 					   (unsigned long long)f->hdr.session,
 					   (unsigned long long)w->session);
 			free(f->body);
 			free(f);
 			break;
+		} else if (f->hdr.seq == 0) {
+			/* unsequenced: an acknowledgement, nothing to execute */
+			if (f->hdr.type != RGPU__MSG_TYPE__MSG_ACK) {
+				srv_protocol_error(w, RGPU_EPROTO, "unsequenced %s",
+						   rgpu_msg_name(f->hdr.type));
+				free(f->body);
+				free(f);
+				break;
+			}
+			srv_link_acked(w, f->hdr.ack);
+			free(f->body);
+			free(f);
+			continue;
+		} else if (f->hdr.type == RGPU__MSG_TYPE__MSG_ACK ||
+			   f->hdr.seq > w->rx_seq + 1) {
+			srv_protocol_error(w, RGPU_EPROTO, "%s with seq %llu after %llu",
+					   rgpu_msg_name(f->hdr.type),
+					   (unsigned long long)f->hdr.seq,
+					   (unsigned long long)w->rx_seq);
+			free(f->body);
+			free(f);
+			break;
+		}
+		if (why) {
+			free(f);
+			if (atomic_load(&w->dead))
+				break;
+			srv_link_down(w);
+			rgpu_conn_close(c);
+			c = await_resume(w, why);
+			if (!c) {
+				if (!atomic_load(&w->dead))
+					_exit(0);
+				break;
+			}
+			spoke = 0;
+			continue;
+		}
+		if (!spoke) {
+			spoke = 1;
+			w->token_prev_ok = 0;
+		}
+		srv_link_acked(w, f->hdr.ack);
+		if (f->hdr.seq <= w->rx_seq) {
+			/* resent by a client that did not know this arrived: drop it */
+			ret = rgpu_conn_discard(c, f->hdr.payload_len);
+			free(f->body);
+			free(f);
+			if (ret == 0)
+				continue;
+			why = rgpu_strerror(ret);
+			goto lost;
 		}
 		if (f->hdr.type == RGPU__MSG_TYPE__MSG_CALLBACK_DONE) {
 			Rgpu__Callback *cb =
@@ -319,6 +539,7 @@ static void *reader_main(void *arg)
 				srv_protocol_error(w, RGPU_EPROTO, "undecodable MSG_CALLBACK_DONE");
 				break;
 			}
+			w->rx_seq++;
 			srv_callback_done(w, cb->callback);
 			rgpu__callback__free_unpacked(cb, NULL);
 			continue;
@@ -330,31 +551,176 @@ static void *reader_main(void *arg)
 				f->payload = srv_staging_tryget(w->staging);
 				f->payload_staged = f->payload != NULL;
 			}
-			if (!f->payload) {
+			if (!f->payload)
 				f->payload = malloc(f->hdr.payload_len);
-			}
 			if (!f->payload) {
 				pr_err("out of memory for a %llu-byte payload",
 				       (unsigned long long)f->hdr.payload_len);
 				frame_free(w, f);
 				break;
 			}
-			ret = rgpu_conn_recv(w->conn, f->payload, f->hdr.payload_len);
+			ret = rgpu_conn_recv_within(c, f->payload, f->hdr.payload_len,
+						    RGPU_FRAME_TIMEOUT_MS);
 			if (ret) {
-				pr_info("client %s: connection lost in a payload", w->conn->peer);
 				frame_free(w, f);
-				break;
+				why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c))
+						      : rgpu_strerror(ret);
+				goto lost;
 			}
 		}
+		w->rx_seq++;
+		w->bytes_in += RGPU_FRAME_HDR_LEN + f->hdr.body_len + f->hdr.payload_len;
 		queue_push(w, f);
+		continue;
+lost:
+		if (atomic_load(&w->dead))
+			break;
+		srv_link_down(w);
+		rgpu_conn_close(c);
+		c = await_resume(w, why);
+		if (!c) {
+			if (!atomic_load(&w->dead))
+				_exit(0); /* freed now, whatever the executor is waiting for */
+			break;
+		}
+		spoke = 0;
 	}
-	/* wake everyone who waits for the client */
-	atomic_store(&w->dead, 1);
-	pthread_mutex_lock(&w->cb_lock);
-	pthread_cond_broadcast(&w->cb_cond);
-	pthread_mutex_unlock(&w->cb_lock);
+	/* the job ends: wake everyone who waits for the client */
+	srv_link_end(w);
+	wake_all(w);
 	queue_push(w, NULL);
 	return NULL;
+}
+
+/* ---- the control channel ---------------------------------------------------------------- */
+
+static void fill_info(struct srv_worker *w, Rgpu__JobInfo *ji, uint64_t *gpu_mem)
+{
+	ji->job_id.data = w->job_id;
+	ji->job_id.len = SRV_JOB_ID_LEN;
+	ji->worker_pid = getpid();
+	ji->state = (char *)srv_job_state_name(atomic_load(&w->state));
+	ji->client_host = w->client_host;
+	ji->client_pid = w->client_pid;
+	ji->client_program = w->client_program;
+	ji->peer = w->peer;
+	ji->device_memory = atomic_load(&w->dev_bytes);
+	ji->objects = atomic_load(&w->nobjs);
+	ji->bytes_in = w->bytes_in;
+	ji->bytes_out = w->bytes_out;
+	ji->started_unix_ms = w->started_ns / 1000000ull;
+	ji->resumes = atomic_load(&w->resumes);
+	for (int i = 0; i < w->ndev && i < 16; i++)
+		gpu_mem[i] = atomic_load(&w->dev_bytes_by[i]);
+	ji->n_gpu_memory = (size_t)(w->ndev < 16 ? w->ndev : 16);
+	ji->gpu_memory = gpu_mem;
+}
+
+static void send_info(struct srv_worker *w)
+{
+	Rgpu__Ctl m = RGPU__CTL__INIT;
+	Rgpu__JobInfo ji = RGPU__JOB_INFO__INIT;
+	uint64_t gpu_mem[16];
+	if (w->ctl_fd < 0)
+		return;
+	fill_info(w, &ji, gpu_mem);
+	m.kind = RGPU__CTL_KIND__CTL_INFO;
+	m.job_id = ji.job_id;
+	m.info = &ji;
+	srv_ctl_send(w->ctl_fd, &m, -1);
+}
+
+/* A resume handed over by the supervisor: check the token, then give it to the reader. */
+static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
+{
+	struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_ERROR};
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct rgpu_conn *c = fd >= 0 ? rgpu_tcp_wrap(fd) : NULL;
+	Rgpu__Hello *hello = NULL;
+	const char *bad = NULL;
+
+	if (!c) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	hello = rgpu__hello__unpack(NULL, m->hello.len, m->hello.data);
+	if (!hello || hello->job_id.len != SRV_JOB_ID_LEN ||
+	    memcmp(hello->job_id.data, w->job_id, SRV_JOB_ID_LEN))
+		bad = "it names another job";
+	else if (hello->resume_token.len != SRV_TOKEN_LEN)
+		bad = "it has no resume token";
+	else if (!token_eq(hello->resume_token.data, w->token) &&
+		 !(w->token_prev_ok && token_eq(hello->resume_token.data, w->token_prev)))
+		bad = "wrong or already-used resume token";
+	else if (hello->received > w->tx_seq)
+		bad = "it claims frames this job never sent";
+	else if (atomic_load(&w->dead))
+		bad = "the job is ending";
+	if (bad) {
+		pr_warn("job %s: refused a resume from %s: %s", w->job_hex, rgpu_conn_peer(c), bad);
+		pe.code = RGPU_EPROTO;
+		pe.message = (char *)bad;
+		rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
+		rgpu_conn_close(c);
+		if (hello)
+			rgpu__hello__free_unpacked(hello, NULL);
+		return;
+	}
+	/*
+	 * A fresh token now, so this one cannot be replayed; the one just presented stays valid
+	 * until the client speaks on the new link, in case it never saw the reply carrying the new
+	 * one.
+	 */
+	if (token_eq(hello->resume_token.data, w->token)) {
+		if (new_token(w)) {
+			pr_err("job %s: no randomness for a new token; refusing the resume", w->job_hex);
+			rgpu_conn_close(c);
+			rgpu__hello__free_unpacked(hello, NULL);
+			return;
+		}
+		w->token_prev_ok = 1;
+	}
+	pthread_mutex_lock(&w->link_lock);
+	if (w->pending) {
+		/* an older resume never got installed: the newest connection wins */
+		rgpu_conn_close(w->pending);
+		rgpu__hello__free_unpacked(w->pending_hello, NULL);
+	}
+	w->pending = c;
+	w->pending_hello = hello;
+	pthread_cond_broadcast(&w->link_cond);
+	pthread_mutex_unlock(&w->link_lock);
+	/* the old link, if the worker still thinks it is up, is over: the reader moves on */
+	srv_link_down(w);
+}
+
+static void *control_main(void *arg)
+{
+	struct srv_worker *w = arg;
+
+	for (;;) {
+		Rgpu__Ctl *m = NULL;
+		int fd = -1;
+		int ret = srv_ctl_recv(w->ctl_fd, &m, &fd, INFO_EVERY_MS);
+		if (ret == RGPU_ETIMEDOUT) {
+			send_info(w);
+			continue;
+		}
+		if (ret == RGPU_EPROTO)
+			continue;
+		if (ret) {
+			pr_info("job %s: the supervisor is gone; the job runs on", w->job_hex);
+			return NULL;
+		}
+		if (m->kind == RGPU__CTL_KIND__CTL_RESUME) {
+			take_resume(w, m, fd);
+			fd = -1;
+		}
+		if (fd >= 0)
+			close(fd);
+		rgpu__ctl__free_unpacked(m, NULL);
+	}
 }
 
 /* ---- start-up --------------------------------------------------------------------------- */
@@ -445,26 +811,82 @@ static CUresult setup_cuda(struct srv_worker *w, char *why, size_t whylen)
 	return CUDA_SUCCESS;
 }
 
+/*
+ * A client resumes a job that lives in another worker: hand its connection to that worker
+ * through the supervisor, or refuse it when no such job exists. Never returns.
+ */
+static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *hello,
+		  uint8_t *body, size_t blen)
+{
+	Rgpu__Ctl m = RGPU__CTL__INIT, *r = NULL;
+	char job[2 * SRV_JOB_ID_LEN + 1] = "?";
+	char peer[96];
+	int fd, ret, result = RGPU_EPROTO;
+
+	snprintf(peer, sizeof(peer), "%s", rgpu_conn_peer(c));
+	if (hello->job_id.len == SRV_JOB_ID_LEN)
+		hex(hello->job_id.data, SRV_JOB_ID_LEN, job);
+	m.kind = RGPU__CTL_KIND__CTL_ROUTE;
+	m.job_id = hello->job_id;
+	m.hello.data = body;
+	m.hello.len = blen;
+	fd = rgpu_conn_release_fd(c);
+	if (fd < 0) {
+		srv_protocol_error(w, RGPU_EPROTO, "bytes after the resume hello");
+		_exit(0);
+	}
+	ret = w->ctl_fd >= 0 ? srv_ctl_send(w->ctl_fd, &m, fd) : RGPU_EIO;
+	while (ret == 0) {
+		ret = srv_ctl_recv(w->ctl_fd, &r, NULL, ROUTE_TIMEOUT_MS);
+		if (ret == 0 && r->kind == RGPU__CTL_KIND__CTL_ROUTE_RESULT) {
+			result = r->result;
+			break;
+		}
+		if (r)
+			rgpu__ctl__free_unpacked(r, NULL);
+		r = NULL;
+	}
+	if (r)
+		rgpu__ctl__free_unpacked(r, NULL);
+	if (ret || result) {
+		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+		struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_ERROR};
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+			 "no job %s on this server (it ended, or its grace period passed)", job);
+		pr_warn("refused a resume from %s: %s", peer, msg);
+		c = rgpu_tcp_wrap(fd);
+		if (c) {
+			pe.code = RGPU_ENOTFOUND;
+			pe.message = msg;
+			rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
+			rgpu_conn_close(c);
+		}
+	} else {
+		pr_debug("resume of job %s from %s handed to its worker", job, peer);
+		close(fd);
+	}
+	_exit(0);
+}
+
 static int handshake(struct srv_worker *w)
 {
-	struct rgpu_frame_hdr h;
+	struct rgpu_frame_hdr h, rh = {.type = RGPU__MSG_TYPE__MSG_HELLO, .flags = RGPU_FRAME_REPLY};
 	uint8_t *body = NULL;
 	Rgpu__Hello *hello;
 	Rgpu__HelloReply rep = RGPU__HELLO_REPLY__INIT;
-	struct timeval tv = {.tv_sec = HELLO_TIMEOUT_S};
 	char why[512] = "";
 	char host[256] = "";
 	int ret;
 
-	setsockopt(w->conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	ret = rgpu_frame_recv(w->conn, RGPU_PEER_SERVER, &h, &body);
+	ret = rgpu_frame_recv_within(w->conn, RGPU_PEER_SERVER, &h, &body, HELLO_TIMEOUT_MS);
 	if (ret == RGPU_EVERSION) {
 		srv_protocol_error(w, ret, "protocol version %u, this server speaks %u",
 				   (unsigned)h.version, RGPU_PROTO_VERSION);
 		return ret;
 	}
 	if (ret == RGPU_ECLOSED || ret == RGPU_ETIMEDOUT || ret == RGPU_EIO) {
-		pr_info("client %s left before the handshake", w->conn->peer);
+		pr_info("client %s left before the handshake", w->peer);
 		return ret;
 	}
 	if (ret) {
@@ -478,37 +900,53 @@ static int handshake(struct srv_worker *w)
 		return RGPU_EPROTO;
 	}
 	hello = rgpu__hello__unpack(NULL, h.body_len, body);
-	free(body);
 	if (!hello) {
+		free(body);
 		srv_protocol_error(w, RGPU_EPROTO, "undecodable MSG_HELLO");
 		return RGPU_EPROTO;
 	}
 	if (hello->protocol_version != RGPU_PROTO_VERSION) {
+		free(body);
 		srv_protocol_error(w, RGPU_EVERSION, "client speaks protocol %u, server %u",
 				   hello->protocol_version, RGPU_PROTO_VERSION);
 		rgpu__hello__free_unpacked(hello, NULL);
 		return RGPU_EVERSION;
 	}
-	pr_info("session %llu: client %s pid %d program %s", (unsigned long long)w->session,
-		w->conn->peer, hello->client_pid, hello->client_program);
+	if (hello->job_id.len)
+		route(w, w->conn, hello, body, h.body_len);
+	free(body);
+	snprintf(w->client_host, sizeof(w->client_host), "%s", hello->client_host);
+	snprintf(w->client_program, sizeof(w->client_program), "%s", hello->client_program);
+	w->client_pid = hello->client_pid;
 	rgpu__hello__free_unpacked(hello, NULL);
 
-	tv.tv_sec = 0;
-	setsockopt(w->conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-
 	CUresult r = setup_cuda(w, why, sizeof(why));
+	if (r == CUDA_SUCCESS &&
+	    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w))) {
+		snprintf(why, sizeof(why), "the server has no randomness for a job id");
+		r = CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	memcpy(&w->session, w->job_id, sizeof(w->session));
+	if (w->session == 0)
+		w->session = 1;
+	hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
+	pr_info("job %s: client %s pid %d program %s", w->job_hex, w->peer, w->client_pid,
+		w->client_program);
 	gethostname(host, sizeof(host) - 1);
 	rep.result = (int32_t)r;
 	rep.protocol_version = RGPU_PROTO_VERSION;
-	rep.capabilities = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |
-			   RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |
-			   RGPU__CAPABILITY__CAP_LAUNCH_ATTRS;
+	rep.capabilities = w->caps;
 	rep.session_id = w->session;
 	rep.server_host = host;
 	rep.error = why;
 	rep.window_base = w->cfg->window_base;
 	rep.window_size = w->cfg->window_size;
 	rep.granularity = RGPU_GRANULE;
+	rep.job_id.data = w->job_id;
+	rep.job_id.len = SRV_JOB_ID_LEN;
+	rep.resume_token.data = w->token;
+	rep.resume_token.len = SRV_TOKEN_LEN;
+	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
 
 	Rgpu__DeviceInfo di[16], *dip[16];
 	static int32_t attrs[16][CU_DEVICE_ATTRIBUTE_MAX];
@@ -525,9 +963,12 @@ static int handshake(struct srv_worker *w)
 		rep.n_devices = (size_t)w->ndev;
 		rep.devices = dip;
 	} else {
-		pr_err("session %llu refused: %s", (unsigned long long)w->session, why);
+		pr_err("job %s refused: %s", w->job_hex, why);
 	}
-	ret = srv_send(w, RGPU__MSG_TYPE__MSG_HELLO, RGPU_FRAME_REPLY, h.seq, &rep.base, NULL, 0);
+	/* the handshake is not part of the job's stream: unsequenced, not kept */
+	rh.session = w->session;
+	rh.ref = h.seq;
+	ret = rgpu_frame_send_hdr(w->conn, &rh, &rep.base, NULL);
 	for (size_t i = 0; i < rep.n_devices; i++)
 		free(di[i].uuid.data);
 	if (ret)
@@ -535,50 +976,83 @@ static int handshake(struct srv_worker *w)
 	return r == CUDA_SUCCESS ? 0 : RGPU_ECUDA;
 }
 
-void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn)
+const char *srv_job_state_name(int state)
+{
+	switch (state) {
+	case SRV_JOB_STARTING: return "starting";
+	case SRV_JOB_RUNNING: return "running";
+	case SRV_JOB_DISCONNECTED: return "disconnected";
+	case SRV_JOB_ENDING: return "ending";
+	}
+	return "?";
+}
+
+void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd)
 {
 	static struct srv_worker wk;
 	struct srv_worker *w = &wk;
-	pthread_t reader;
+	pthread_t reader, control;
+	uint64_t nframes = 0, nbytes = 0;
+	struct timespec now;
 	int ret;
 
 	w->cfg = cfg;
 	w->conn = conn;
-	w->session = ((uint64_t)getpid() << 20) ^ (rgpu_now_ns() & 0xfffff);
-	if (w->session == 0)
-		w->session = 1;
+	w->ctl_fd = ctl_fd;
+	w->caps = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |
+		  RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |
+		  RGPU__CAPABILITY__CAP_LAUNCH_ATTRS;
+	snprintf(w->peer, sizeof(w->peer), "%s", rgpu_conn_peer(conn));
+	snprintf(w->job_hex, sizeof(w->job_hex), "?");
+	clock_gettime(CLOCK_REALTIME, &now);
+	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	pthread_mutex_init(&w->send_lock, NULL);
+	pthread_cond_init(&w->out_cond, NULL);
 	pthread_mutex_init(&w->q_lock, NULL);
 	pthread_cond_init(&w->q_cond, NULL);
 	pthread_mutex_init(&w->cb_lock, NULL);
 	pthread_cond_init(&w->cb_cond, NULL);
+	pthread_mutex_init(&w->link_lock, NULL);
+	pthread_cond_init(&w->link_cond, NULL);
 
 	if (handshake(w))
 		goto out;
 	if (cfg->state_dir && srv_modcache_open(cfg->state_dir, &w->modcache))
 		pr_warn("module cache unavailable in %s: images are not kept", cfg->state_dir);
-	w->conn->spin_ns = (uint32_t)rgpu_spin_budget_ns(30000);
+	rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
+	atomic_store(&w->state, SRV_JOB_RUNNING);
 	if (pthread_create(&reader, NULL, reader_main, w)) {
 		pr_err("cannot start the reader thread");
 		goto out;
 	}
+	if (ctl_fd >= 0 && pthread_create(&control, NULL, control_main, w))
+		pr_warn("cannot start the control thread: the supervisor will not see this job");
+	send_info(w);
 	for (;;) {
 		struct srv_frame *f = queue_pop(w);
 		if (!f)
 			break;
+		atomic_store(&w->executed, f->hdr.seq);
+		nframes++;
+		nbytes += f->hdr.payload_len;
 		ret = srv_exec(w, f);
 		frame_free(w, f);
 		if (ret)
 			break;
+		if (nframes >= ACK_EVERY_FRAMES || nbytes >= ACK_EVERY_BYTES) {
+			srv_link_ack(w);
+			w->ack_ns = rgpu_now_ns();
+			nframes = nbytes = 0;
+		}
 	}
-	pr_info("session %llu ends", (unsigned long long)w->session);
+	pr_info("job %s ends", w->job_hex);
 out:
 	/*
 	 * _exit, not exit: a host function may still be blocked in a driver thread waiting for a
 	 * client that is gone, and the driver's exit handlers would wait for it. Closing the
 	 * process releases every context, mapping and pinned page at once.
 	 */
-	atomic_store(&w->dead, 1);
-	rgpu_conn_shutdown(conn);
+	srv_link_end(w);
+	srv_link_down(w);
 	_exit(0);
 }

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "rgpu/err.h"
-#include "rgpu/transport.h"
+#include "conn_priv.h"
 
 /* Read len bytes; *got counts what arrived, so a caller can tell EOF from truncation. */
 static int recv_exact(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms, size_t *got)
@@ -52,7 +52,7 @@ int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeou
 	size_t got;
 	int ret = recv_exact(c, buf, len, timeout_ms, &got);
 	if (ret == RGPU_ECLOSED && got)
-		return RGPU_EPROTO;
+		return RGPU_ETRUNC;
 	return ret;
 }
 
@@ -61,9 +61,52 @@ int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len)
 	return rgpu_conn_recv_within(c, buf, len, -1);
 }
 
-int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t seq,
-		    uint64_t session, const ProtobufCMessage *body, const void *payload,
-		    uint64_t payload_len)
+const char *rgpu_conn_peer(const struct rgpu_conn *c)
+{
+	return c->peer;
+}
+
+int rgpu_conn_errno(const struct rgpu_conn *c)
+{
+	return c->last_errno;
+}
+
+void rgpu_conn_set_spin(struct rgpu_conn *c, uint32_t ns)
+{
+	c->spin_ns = ns;
+}
+
+int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
+{
+	if (n > RGPU_CONN_MAX_IOV)
+		return RGPU_EINVAL;
+	return c->ops->sendv(c, iov, n);
+}
+
+void rgpu_conn_shutdown(struct rgpu_conn *c)
+{
+	c->ops->shutdown(c);
+}
+
+void rgpu_conn_close(struct rgpu_conn *c)
+{
+	if (c)
+		c->ops->close(c);
+}
+
+int rgpu_conn_release_fd(struct rgpu_conn *c)
+{
+	int fd = c->fd;
+	if (fd < 0)
+		return RGPU_EUNSUPPORTED;
+	if (c->rpos != c->rlen)
+		return RGPU_EBUSY;
+	free(c);
+	return fd;
+}
+
+int rgpu_frame_send_hdr(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
+			const ProtobufCMessage *body, const void *payload)
 {
 	uint8_t stackbuf[1024];
 	size_t need = rgpu_frame_size(body);
@@ -74,10 +117,10 @@ int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t
 	if (!buf)
 		return RGPU_ENOMEM;
 	iov[0].iov_base = buf;
-	iov[0].iov_len = rgpu_frame_pack(buf, type, flags, seq, session, body, payload_len);
-	if (payload_len) {
+	iov[0].iov_len = rgpu_frame_pack_hdr(buf, h, body);
+	if (h->payload_len) {
 		iov[1].iov_base = (void *)payload;
-		iov[1].iov_len = payload_len;
+		iov[1].iov_len = h->payload_len;
 		n = 2;
 	}
 	ret = rgpu_conn_sendv(c, iov, n);
@@ -86,8 +129,28 @@ int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t
 	return ret;
 }
 
+int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t seq,
+		    uint64_t session, const ProtobufCMessage *body, const void *payload,
+		    uint64_t payload_len)
+{
+	struct rgpu_frame_hdr h = {
+		.type = type,
+		.flags = flags,
+		.payload_len = payload_len,
+		.seq = seq,
+		.session = session,
+	};
+	return rgpu_frame_send_hdr(c, &h, body, payload);
+}
+
 int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_frame_hdr *h,
 		    uint8_t **body)
+{
+	return rgpu_frame_recv_within(c, receiver, h, body, -1);
+}
+
+int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
+			   struct rgpu_frame_hdr *h, uint8_t **body, int timeout_ms)
 {
 	uint8_t raw[RGPU_FRAME_HDR_LEN];
 	int ret;
@@ -95,13 +158,13 @@ int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_fr
 	size_t got;
 
 	*body = NULL;
-	/* wait for ever for a frame to begin, then bounded for the rest of it */
-	ret = recv_exact(c, raw, 1, -1, &got);
+	/* wait as told (-1: for ever) for a frame to begin, then bounded for the rest of it */
+	ret = recv_exact(c, raw, 1, timeout_ms, &got);
 	if (ret)
 		return ret;
 	ret = rgpu_conn_recv_within(c, raw + 1, sizeof(raw) - 1, c->frame_timeout_ms);
 	if (ret)
-		return ret == RGPU_ECLOSED ? RGPU_EPROTO : ret;
+		return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
 	ret = rgpu_frame_hdr_decode(raw, h);
 	if (ret)
 		return ret;
@@ -114,7 +177,7 @@ int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_fr
 			return RGPU_ENOMEM;
 		ret = rgpu_conn_recv_within(c, *body, h->body_len, c->frame_timeout_ms);
 		if (ret == RGPU_ECLOSED)
-			ret = RGPU_EPROTO;
+			ret = RGPU_ETRUNC;
 		if (ret) {
 			free(*body);
 			*body = NULL;
@@ -133,7 +196,7 @@ int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 		int ret = rgpu_conn_recv_within(c, buf, n, c->frame_timeout_ms);
 		if (ret)
 			/* a cut after any discarded byte is a truncated payload, wherever it falls */
-			return ret == RGPU_ECLOSED && done ? RGPU_EPROTO : ret;
+			return ret == RGPU_ECLOSED && done ? RGPU_ETRUNC : ret;
 		len -= n;
 		done += n;
 	}

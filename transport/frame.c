@@ -32,6 +32,7 @@ static const struct msg_rule rules[] = {
 	[M(ERROR)] = {"MSG_ERROR", BOTH, 0, 0, 0},
 	[M(GOODBYE)] = {"MSG_GOODBYE", TO_SERVER, 1, 0, 0},
 	[M(PING)] = {"MSG_PING", TO_SERVER, 1, 0, 0},
+	[M(ACK)] = {"MSG_ACK", BOTH, 1, 0, 0},
 	[M(CTX_CREATE)] = {"MSG_CTX_CREATE", TO_SERVER, 0, 0, 0},
 	[M(CTX_DESTROY)] = {"MSG_CTX_DESTROY", TO_SERVER, 0, 0, 0},
 	[M(CTX_SYNC)] = {"MSG_CTX_SYNC", TO_SERVER, 0, 0, 0},
@@ -76,6 +77,8 @@ static const struct msg_rule rules[] = {
 	[M(GRAPH_DESTROY)] = {"MSG_GRAPH_DESTROY", TO_SERVER, 0, 0, 0},
 	[M(GRAPH_NODE_COUNT)] = {"MSG_GRAPH_NODE_COUNT", TO_SERVER, 0, 0, 0},
 	[M(OCCUPANCY)] = {"MSG_OCCUPANCY", TO_SERVER, 0, 0, 0},
+	[M(ADMIN_STATUS)] = {"MSG_ADMIN_STATUS", TO_SERVER, 0, 0, 0},
+	[M(ADMIN_JOBS)] = {"MSG_ADMIN_JOBS", TO_SERVER, 0, 0, 0},
 };
 
 const char *rgpu_msg_name(unsigned type)
@@ -95,6 +98,8 @@ void rgpu_frame_hdr_encode(const struct rgpu_frame_hdr *h, uint8_t out[RGPU_FRAM
 	wr_le64(out + 16, h->payload_len);
 	wr_le64(out + 24, h->seq);
 	wr_le64(out + 32, h->session);
+	wr_le64(out + 40, h->ack);
+	wr_le64(out + 48, h->ref);
 }
 
 int rgpu_frame_hdr_decode(const uint8_t in[RGPU_FRAME_HDR_LEN], struct rgpu_frame_hdr *h)
@@ -107,6 +112,8 @@ int rgpu_frame_hdr_decode(const uint8_t in[RGPU_FRAME_HDR_LEN], struct rgpu_fram
 	h->payload_len = rd_le64(in + 16);
 	h->seq = rd_le64(in + 24);
 	h->session = rd_le64(in + 32);
+	h->ack = rd_le64(in + 40);
+	h->ref = rd_le64(in + 48);
 	if (h->magic != RGPU_FRAME_MAGIC)
 		return RGPU_EMAGIC;
 	if (h->version != RGPU_PROTO_VERSION)
@@ -155,20 +162,28 @@ size_t rgpu_frame_size(const ProtobufCMessage *body)
 	return RGPU_FRAME_HDR_LEN + (body ? protobuf_c_message_get_packed_size(body) : 0);
 }
 
+size_t rgpu_frame_pack_hdr(uint8_t *buf, const struct rgpu_frame_hdr *hin,
+			   const ProtobufCMessage *body)
+{
+	struct rgpu_frame_hdr h = *hin;
+	size_t blen = body ? protobuf_c_message_pack(body, buf + RGPU_FRAME_HDR_LEN) : 0;
+
+	h.magic = RGPU_FRAME_MAGIC;
+	h.version = RGPU_PROTO_VERSION;
+	h.body_len = (uint32_t)blen;
+	rgpu_frame_hdr_encode(&h, buf);
+	return RGPU_FRAME_HDR_LEN + blen;
+}
+
 size_t rgpu_frame_pack(uint8_t *buf, uint16_t type, uint32_t flags, uint64_t seq,
 		       uint64_t session, const ProtobufCMessage *body, uint64_t payload_len)
 {
 	struct rgpu_frame_hdr h = {
-		.magic = RGPU_FRAME_MAGIC,
-		.version = RGPU_PROTO_VERSION,
 		.type = type,
 		.flags = flags,
 		.payload_len = payload_len,
 		.seq = seq,
 		.session = session,
 	};
-	size_t blen = body ? protobuf_c_message_pack(body, buf + RGPU_FRAME_HDR_LEN) : 0;
-	h.body_len = (uint32_t)blen;
-	rgpu_frame_hdr_encode(&h, buf);
-	return RGPU_FRAME_HDR_LEN + blen;
+	return rgpu_frame_pack_hdr(buf, &h, body);
 }

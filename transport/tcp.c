@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "rgpu/err.h"
-#include "rgpu/transport.h"
+#include "conn_priv.h"
 #include "rgpu/util.h"
 
 static int tcp_sendv(struct rgpu_conn *c, const struct iovec *iov_in, int n)
 {
-	struct iovec iov[16];
+	struct iovec iov[RGPU_CONN_MAX_IOV];
 	struct msghdr msg = {0};
 	int i = 0;
 

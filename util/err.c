@@ -25,6 +25,7 @@ const char *rgpu_strerror(int err)
 	case RGPU_EBUSY: return "busy";
 	case RGPU_EUNKNOWNTYPE: return "unknown message type";
 	case RGPU_EMAGIC: return "bad magic";
+	case RGPU_ETRUNC: return "connection broken in the middle of a frame";
 	}
 	return "unknown rgpu error";
 }

@@ -47,7 +47,7 @@ static void put_hdr(int fd, uint16_t version, uint16_t type, uint32_t flags, uin
 		    uint64_t payload, uint64_t seq, uint64_t session)
 {
 	struct rgpu_frame_hdr h = {RGPU_FRAME_MAGIC, version, type, flags, body, payload, seq,
-				   session};
+				   session, 0, 0};
 	uint8_t raw[RGPU_FRAME_HDR_LEN];
 	rgpu_frame_hdr_encode(&h, raw);
 	put(fd, raw, sizeof(raw));
@@ -166,7 +166,7 @@ int main(int argc, char **argv)
 	{
 		uint8_t raw[RGPU_FRAME_HDR_LEN];
 		struct rgpu_frame_hdr h = {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION,
-					   RGPU__MSG_TYPE__MSG_HELLO, 0, 8, 0, 1, 0};
+					   RGPU__MSG_TYPE__MSG_HELLO, 0, 8, 0, 1, 0, 0, 0};
 		rgpu_frame_hdr_encode(&h, raw);
 		put(fd, raw, 20);
 		shutdown(fd, SHUT_WR);
@@ -174,23 +174,26 @@ int main(int argc, char **argv)
 	expect_error_and_close(fd, "truncated frame");
 
 	fd = dial();
-	put(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 40);
+	{
+		char http[RGPU_FRAME_HDR_LEN] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+		put(fd, http, sizeof(http));
+	}
 	expect_error_and_close(fd, "not an rgpu frame (bad magic)");
 
 	/* after a valid handshake */
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_LAUNCH, 0, 0, 0, 2, s);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_LAUNCH, 0, 0, 0, 1, s);
 	expect_error_and_close(fd, "launch with length 0");
 
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_MEMCPY_HTOD, 0, 4, 1ull << 40, 2, s);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_MEMCPY_HTOD, 0, 4, 1ull << 40, 1, s);
 	expect_error_and_close(fd, "payload length beyond the limit");
 
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_STREAM_SYNC, 0, 4, 0, 2, s + 1);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_STREAM_SYNC, 0, 4, 0, 1, s + 1);
 	put(fd, junk, 4);
 	expect_error_and_close(fd, "wrong session id");
 
@@ -199,20 +202,20 @@ int main(int argc, char **argv)
 	{
 		/* field 1 (module), then field 2 (hash) claiming 2^31 bytes: undecodable */
 		uint8_t body[] = {0x08, 0x01, 0x12, 0xff, 0xff, 0xff, 0xff, 0x07};
-		put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_MODULE_LOAD, 0, sizeof(body), 0, 2, s);
+		put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_MODULE_LOAD, 0, sizeof(body), 0, 1, s);
 		put(fd, body, sizeof(body));
 	}
 	expect_error_and_close(fd, "undecodable body (huge count)");
 
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_DATA, 0, 2, 0, 2, s);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_DATA, 0, 2, 0, 1, s);
 	put(fd, junk, 2);
 	expect_error_and_close(fd, "server-only type from a client");
 
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_HELLO, 0, 2, 0, 2, s);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_HELLO, 0, 2, 0, 1, s);
 	put(fd, "\x08\x01", 2);
 	expect_error_and_close(fd, "second hello");
 

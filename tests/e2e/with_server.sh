@@ -10,8 +10,12 @@ tmp=$(mktemp -d)
 driver=${RGPU_E2E_DRIVER:-$build/lib/simgpu/libcuda.so.1}
 [ "$driver" = system ] && driver=""
 log=${RGPU_E2E_LOG:-$tmp/rgpud.log}
+# RGPUD_ARGS: extra options for this test's rgpud (e.g. --resume-grace 1)
+# shellcheck disable=SC2086
 "$build/bin/rgpud" --listen 127.0.0.1:0 --port-file "$tmp/port" \
-	${driver:+--driver "$driver"} --state-dir "$tmp/state" --log-level info 2>>"$log" &
+	--admin 127.0.0.1:0 --admin-port-file "$tmp/admin-port" \
+	${driver:+--driver "$driver"} --state-dir "$tmp/state" --log-level info ${RGPUD_ARGS:-} \
+	2>>"$log" &
 pid=$!
 cleanup() {
 	kill "$pid" 2>/dev/null
@@ -21,13 +25,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' INT TERM   # a timeout or ^C still runs cleanup (EXIT) and stops rgpud
 i=0
-while [ ! -s "$tmp/port" ] && [ $i -lt 200 ]; do
+while { [ ! -s "$tmp/port" ] || [ ! -s "$tmp/admin-port" ]; } && [ $i -lt 200 ]; do
 	kill -0 "$pid" 2>/dev/null || { echo "with_server: rgpud did not start:"; cat "$log"; exit 1; }
 	sleep 0.05
 	i=$((i + 1))
 done
 port=$(cat "$tmp/port")
-RGPU_SERVER=127.0.0.1:$port RGPU_E2E_PORT=$port RGPU_E2E_PID=$pid "$build/bin/rgpuctl" run -- "$@"
+admin=$(cat "$tmp/admin-port")
+RGPU_SERVER=127.0.0.1:$port RGPU_E2E_PORT=$port RGPU_E2E_PID=$pid RGPU_E2E_ADMIN=127.0.0.1:$admin \
+	RGPU_E2E_LOGFILE=$log "$build/bin/rgpuctl" run -- "$@"
 rc=$?
 if ! kill -0 "$pid" 2>/dev/null; then
 	echo "with_server: rgpud died during the test"

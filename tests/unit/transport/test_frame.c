@@ -1,9 +1,10 @@
 /*
- * Unit tests of frames and the connection layer (testing.md, tier 1): the 40-byte header byte
- * for byte, decode errors, every limit and rule of rgpu_frame_check() for every message type
- * (and every unknown one), then real frames over a socketpair through the TCP transport:
- * a Launch with its payload, the wire bytes, a hundred frames of mixed sizes through the 64 KiB
- * read buffer, truncated and hostile streams, discard, and rgpu_strerror().
+ * Unit tests of frames and the connection layer (testing.md, tier 1): the 56-byte header of
+ * protocol version 2 (seq, session, ack, ref) byte for byte, decode errors, every limit and rule
+ * of rgpu_frame_check() for every message type (and every unknown one), then real frames over a
+ * socketpair through the TCP transport: a Launch with its payload, the wire bytes, a hundred frames
+ * of mixed sizes through the 64 KiB read buffer, truncated and hostile streams, the bounded wait
+ * for a frame to begin, discard, and rgpu_strerror().
  *
  * Expected bytes and verdicts are written out here from frame.h's table and rgpu.proto (the
  * type table below), never computed by the code under test. Payloads are patterned per frame
@@ -32,6 +33,7 @@
 #include "rgpu/err.h"
 #include "rgpu/frame.h"
 #include "rgpu/transport.h"
+#include "conn_priv.h" /* white-box: frame_timeout_ms */
 
 /* --- the protocol's message types, from rgpu.proto -------------------------------------------- */
 
@@ -54,6 +56,7 @@ static const struct tspec types[] = {
     {2, "MSG_ERROR", EITHER, 0, 0},
     {3, "MSG_GOODBYE", TO_SRV, 1, 0},
     {4, "MSG_PING", TO_SRV, 1, 0},
+    {5, "MSG_ACK", EITHER, 1, 0},
     {10, "MSG_CTX_CREATE", TO_SRV, 0, 0},
     {11, "MSG_CTX_DESTROY", TO_SRV, 0, 0},
     {12, "MSG_CTX_SYNC", TO_SRV, 0, 0},
@@ -98,6 +101,8 @@ static const struct tspec types[] = {
     {77, "MSG_GRAPH_DESTROY", TO_SRV, 0, 0},
     {78, "MSG_GRAPH_NODE_COUNT", TO_SRV, 0, 0},
     {80, "MSG_OCCUPANCY", TO_SRV, 0, 0},
+    {200, "MSG_ADMIN_STATUS", TO_SRV, 0, 0},
+    {201, "MSG_ADMIN_JOBS", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -112,6 +117,9 @@ _Static_assert(RGPU__MSG_TYPE__MSG_CALLBACK == 42, "MSG_CALLBACK");
 _Static_assert(RGPU__MSG_TYPE__MSG_EVENT_ELAPSED == 65, "MSG_EVENT_ELAPSED");
 _Static_assert(RGPU__MSG_TYPE__MSG_CAPTURE_BEGIN == 70, "MSG_CAPTURE_BEGIN");
 _Static_assert(RGPU__MSG_TYPE__MSG_OCCUPANCY == 80, "MSG_OCCUPANCY");
+_Static_assert(RGPU__MSG_TYPE__MSG_ACK == 5, "MSG_ACK");
+_Static_assert(RGPU__MSG_TYPE__MSG_ADMIN_STATUS == 200, "MSG_ADMIN_STATUS");
+_Static_assert(RGPU__MSG_TYPE__MSG_ADMIN_JOBS == 201, "MSG_ADMIN_JOBS");
 
 static const struct tspec *spec_of(unsigned type)
 {
@@ -130,9 +138,10 @@ static void put_le(uint8_t *out, uint64_t v, int n)
 		out[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void hand_hdr(uint8_t out[40], uint32_t magic, uint16_t version, uint16_t type,
-		     uint32_t flags, uint32_t body_len, uint64_t payload_len, uint64_t seq,
-		     uint64_t session)
+/* The 56-byte header by hand, from frame.h's table. */
+static void hand_hdr_ar(uint8_t out[RGPU_FRAME_HDR_LEN], uint32_t magic, uint16_t version,
+			uint16_t type, uint32_t flags, uint32_t body_len, uint64_t payload_len,
+			uint64_t seq, uint64_t session, uint64_t ack, uint64_t ref)
 {
 	put_le(out + 0, magic, 4);
 	put_le(out + 4, version, 2);
@@ -142,6 +151,16 @@ static void hand_hdr(uint8_t out[40], uint32_t magic, uint16_t version, uint16_t
 	put_le(out + 16, payload_len, 8);
 	put_le(out + 24, seq, 8);
 	put_le(out + 32, session, 8);
+	put_le(out + 40, ack, 8);
+	put_le(out + 48, ref, 8);
+}
+
+/* ... with ack and ref 0, as rgpu_frame_pack and rgpu_frame_send write them */
+static void hand_hdr(uint8_t out[RGPU_FRAME_HDR_LEN], uint32_t magic, uint16_t version,
+		     uint16_t type, uint32_t flags, uint32_t body_len, uint64_t payload_len,
+		     uint64_t seq, uint64_t session)
+{
+	hand_hdr_ar(out, magic, version, type, flags, body_len, payload_len, seq, session, 0, 0);
 }
 
 static int chk(unsigned type, uint32_t flags, uint32_t body_len, uint64_t payload_len,
@@ -156,6 +175,8 @@ static int chk(unsigned type, uint32_t flags, uint32_t body_len, uint64_t payloa
 	    .payload_len = payload_len,
 	    .seq = 17,
 	    .session = 99,
+	    .ack = 0,
+	    .ref = 0,
 	};
 	return rgpu_frame_check(&h, receiver);
 }
@@ -273,38 +294,69 @@ static void test_hdr_layout(void **state)
 	    .payload_len = 0x1122334455667788ull,
 	    .seq = 0x99aabbccddeeff10ull,
 	    .session = 0x2132435465768798ull,
+	    .ack = 0x3a4b5c6d7e8f9012ull,
+	    .ref = 0xf1e2d3c4b5a69788ull,
 	};
 	/* frame.h's table, little-endian, written out */
-	const uint8_t want[40] = {
+	const uint8_t want[56] = {
 	    0x52, 0x47, 0x50, 0x55,			    /* magic "RGPU" */
-	    0x01, 0x00,					    /* version 1 */
+	    0x02, 0x00,					    /* version 2 */
 	    0xb2, 0xa1,					    /* type */
 	    0xf6, 0xe5, 0xd4, 0xc3,			    /* flags */
 	    0xfe, 0xca, 0xad, 0x0b,			    /* body_len */
 	    0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* payload_len */
 	    0x10, 0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, /* seq */
 	    0x98, 0x87, 0x76, 0x65, 0x54, 0x43, 0x32, 0x21, /* session */
+	    0x12, 0x90, 0x8f, 0x7e, 0x6d, 0x5c, 0x4b, 0x3a, /* ack */
+	    0x88, 0x97, 0xa6, 0xb5, 0xc4, 0xd3, 0xe2, 0xf1, /* ref */
 	};
-	uint8_t out[48];
+	uint8_t out[64];
+	assert_int_equal(RGPU_FRAME_HDR_LEN, 56);
+	assert_int_equal(RGPU_PROTO_VERSION, 2);
 	memset(out, 0xee, sizeof(out));
 	rgpu_frame_hdr_encode(&h, out);
-	assert_memory_equal(out, want, 40);
-	for (int i = 40; i < 48; i++)
-		assert_int_equal(out[i], 0xee); /* exactly 40 bytes written */
-	assert_int_equal(RGPU_FRAME_HDR_LEN, 40);
+	assert_memory_equal(out, want, 56);
+	for (int i = 56; i < 64; i++)
+		assert_int_equal(out[i], 0xee); /* exactly 56 bytes written */
 	assert_memory_equal(out, "RGPU", 4);
+	/* ack and ref, by their offsets: 8 bytes each at 40 and 48, after session at 32 */
+	const uint8_t ack_le[8] = {0x12, 0x90, 0x8f, 0x7e, 0x6d, 0x5c, 0x4b, 0x3a};
+	const uint8_t ref_le[8] = {0x88, 0x97, 0xa6, 0xb5, 0xc4, 0xd3, 0xe2, 0xf1};
+	assert_memory_equal(out + 40, ack_le, 8);
+	assert_memory_equal(out + 48, ref_le, 8);
+	/* one field at a time: only its own 8 bytes change */
+	for (int f = 0; f < 2; f++) {
+		struct rgpu_frame_hdr z = h;
+		uint8_t o2[56];
+		z.ack = f == 0 ? 0 : h.ack;
+		z.ref = f == 1 ? 0 : h.ref;
+		rgpu_frame_hdr_encode(&z, o2);
+		for (int i = 0; i < 56; i++) {
+			int in_field = i >= 40 + 8 * f && i < 48 + 8 * f;
+			assert_int_equal(o2[i], in_field ? 0 : want[i]);
+		}
+	}
 
 	struct rgpu_frame_hdr d;
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(rgpu_frame_hdr_decode(want, &d), 0);
 	assert_int_equal(d.magic, 0x55504752u);
-	assert_int_equal(d.version, 1);
+	assert_int_equal(d.version, 2);
 	assert_int_equal(d.type, 0xa1b2);
 	assert_int_equal(d.flags, 0xc3d4e5f6u);
 	assert_int_equal(d.body_len, 0x0badcafeu);
 	assert_int_equal(d.payload_len, 0x1122334455667788ull);
 	assert_int_equal(d.seq, 0x99aabbccddeeff10ull);
 	assert_int_equal(d.session, 0x2132435465768798ull);
+	assert_int_equal(d.ack, 0x3a4b5c6d7e8f9012ull);
+	assert_int_equal(d.ref, 0xf1e2d3c4b5a69788ull);
+
+	/* the same bytes written by hand */
+	uint8_t hand[56];
+	hand_hdr_ar(hand, 0x55504752u, 2, 0xa1b2, 0xc3d4e5f6u, 0x0badcafeu, 0x1122334455667788ull,
+		    0x99aabbccddeeff10ull, 0x2132435465768798ull, 0x3a4b5c6d7e8f9012ull,
+		    0xf1e2d3c4b5a69788ull);
+	assert_memory_equal(hand, want, 56);
 }
 
 static void test_hdr_round_trip(void **state)
@@ -312,13 +364,22 @@ static void test_hdr_round_trip(void **state)
 	(void)state;
 	/* extreme values in every field */
 	const struct rgpu_frame_hdr cases[] = {
-	    {RGPU_FRAME_MAGIC, 1, 0, 0, 0, 0, 0, 0},
-	    {RGPU_FRAME_MAGIC, 1, 0xffff, 0xffffffffu, 0xffffffffu, UINT64_MAX, UINT64_MAX,
-	     UINT64_MAX},
-	    {RGPU_FRAME_MAGIC, 1, 40, 1, 123, 4000, 1ull << 63, 0x8000000000000001ull},
+	    {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, 0xffff, 0xffffffffu, 0xffffffffu, UINT64_MAX,
+	     UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX},
+	    {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, 40, 1, 123, 4000, 1ull << 63,
+	     0x8000000000000001ull, 0, 0},
+	    /* a reply that also acknowledges: ack and ref distinct from seq and each other */
+	    {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, 40, RGPU_FRAME_REPLY, 16, 0, 0x1001, 7,
+	     0x0123456789abcdefull, 0xfedcba9876543210ull},
+	    /* an unsequenced ACK frame: seq 0, ack set, ref 0 */
+	    {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, 5, 0, 0, 0, 0, 7, 0x8000000000000000ull, 0},
+	    /* ack and ref at their extremes, one at a time */
+	    {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, 27, 0, 0, 100, 3, 7, UINT64_MAX, 1},
+	    {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, 27, 0, 0, 100, 3, 7, 1, UINT64_MAX},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		uint8_t raw[40];
+		uint8_t raw[RGPU_FRAME_HDR_LEN];
 		struct rgpu_frame_hdr d;
 		rgpu_frame_hdr_encode(&cases[i], raw);
 		memset(&d, 0x5a, sizeof(d));
@@ -331,32 +392,36 @@ static void test_hdr_round_trip(void **state)
 		assert_int_equal(d.payload_len, cases[i].payload_len);
 		assert_int_equal(d.seq, cases[i].seq);
 		assert_int_equal(d.session, cases[i].session);
+		assert_int_equal(d.ack, cases[i].ack);
+		assert_int_equal(d.ref, cases[i].ref);
 	}
 }
 
 static void test_hdr_bad_magic_version(void **state)
 {
 	(void)state;
-	uint8_t raw[40];
+	uint8_t raw[RGPU_FRAME_HDR_LEN];
 	struct rgpu_frame_hdr d;
 
 	for (int byte = 0; byte < 4; byte++) {
-		hand_hdr(raw, 0x55504752u, 1, 40, 0, 10, 0, 1, 2);
+		hand_hdr(raw, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 10, 0, 1, 2);
 		raw[byte] ^= 0x20;
 		assert_int_equal(rgpu_frame_hdr_decode(raw, &d), RGPU_EMAGIC);
 	}
-	hand_hdr(raw, 0x52475055u, 1, 40, 0, 10, 0, 1, 2); /* big-endian "RGPU" */
+	hand_hdr(raw, 0x52475055u, RGPU_PROTO_VERSION, 40, 0, 10, 0, 1, 2); /* big-endian "RGPU" */
 	assert_int_equal(rgpu_frame_hdr_decode(raw, &d), RGPU_EMAGIC);
-	hand_hdr(raw, 0, 1, 40, 0, 10, 0, 1, 2);
+	hand_hdr(raw, 0, RGPU_PROTO_VERSION, 40, 0, 10, 0, 1, 2);
 	assert_int_equal(rgpu_frame_hdr_decode(raw, &d), RGPU_EMAGIC);
 	/* a wrong magic is reported as such even when the version is wrong too */
 	hand_hdr(raw, 0x55504753u, 7, 40, 0, 10, 0, 1, 2);
 	assert_int_equal(rgpu_frame_hdr_decode(raw, &d), RGPU_EMAGIC);
 
-	const uint16_t bad_versions[] = {0, 2, 0x0100, 0xffff};
-	for (size_t i = 0; i < 4; i++) {
-		hand_hdr(raw, 0x55504752u, bad_versions[i], 0x0028, 0x1, 0x30, 0x4000,
-			 0x0102030405060708ull, 0x1112131415161718ull);
+	/* 1: the previous protocol (40-byte headers); 0x0200: 2 byte-swapped */
+	const uint16_t bad_versions[] = {0, 1, 3, 0x0100, 0x0200, 0xffff};
+	for (size_t i = 0; i < sizeof(bad_versions) / sizeof(bad_versions[0]); i++) {
+		hand_hdr_ar(raw, 0x55504752u, bad_versions[i], 0x0028, 0x1, 0x30, 0x4000,
+			    0x0102030405060708ull, 0x1112131415161718ull, 0x2122232425262728ull,
+			    0x3132333435363738ull);
 		memset(&d, 0, sizeof(d));
 		assert_int_equal(rgpu_frame_hdr_decode(raw, &d), RGPU_EVERSION);
 		/* still filled, so the caller can name what it saw */
@@ -367,6 +432,8 @@ static void test_hdr_bad_magic_version(void **state)
 		assert_int_equal(d.payload_len, 0x4000);
 		assert_int_equal(d.seq, 0x0102030405060708ull);
 		assert_int_equal(d.session, 0x1112131415161718ull);
+		assert_int_equal(d.ack, 0x2122232425262728ull);
+		assert_int_equal(d.ref, 0x3132333435363738ull);
 	}
 }
 
@@ -392,6 +459,9 @@ static void test_check_unknown_types(void **state)
 	assert_int_equal(chk(999, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(chk(0xffff, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(chk(66, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
+	assert_int_equal(chk(6, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE); /* after ACK */
+	assert_int_equal(chk(199, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
+	assert_int_equal(chk(202, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_string_equal(rgpu_msg_name(0x10000), "MSG_?");
 	assert_string_equal(rgpu_msg_name(0xffffffffu), "MSG_?");
 }
@@ -444,6 +514,14 @@ static void test_check_direction(void **state)
 	assert_int_equal(chk(1, RGPU_FRAME_REPLY, 300, 0, RGPU_PEER_CLIENT), 0); /* HelloReply */
 	assert_int_equal(chk(27, RGPU_FRAME_REPLY, 16, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
 	assert_int_equal(chk(42, RGPU_FRAME_REPLY, 16, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
+	assert_int_equal(chk(5, 0, 0, 0, RGPU_PEER_SERVER), 0); /* ACK either way */
+	assert_int_equal(chk(5, 0, 0, 0, RGPU_PEER_CLIENT), 0);
+	assert_int_equal(chk(200, 0, 16, 0, RGPU_PEER_SERVER), 0); /* ADMIN_STATUS */
+	assert_int_equal(chk(200, 0, 16, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
+	assert_int_equal(chk(201, 0, 16, 0, RGPU_PEER_SERVER), 0); /* ADMIN_JOBS */
+	assert_int_equal(chk(201, 0, 16, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
+	assert_int_equal(chk(200, RGPU_FRAME_REPLY, 300, 0, RGPU_PEER_CLIENT), 0); /* StatusReply */
+	assert_int_equal(chk(201, RGPU_FRAME_REPLY, 300, 0, RGPU_PEER_CLIENT), 0); /* JobsReply */
 }
 
 static void test_check_flags(void **state)
@@ -510,6 +588,10 @@ static void test_check_body(void **state)
 	assert_int_equal(chk(3, 0, 0, 0, RGPU_PEER_SERVER), 0);
 	assert_int_equal(chk(4, 0, 2, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
 	assert_int_equal(chk(3, 0, 2, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
+	assert_int_equal(chk(5, 0, 2, 0, RGPU_PEER_SERVER), RGPU_EPROTO); /* ACK: Empty */
+	assert_int_equal(chk(5, 0, 2, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
+	assert_int_equal(chk(200, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EPROTO); /* AdminRequest */
+	assert_int_equal(chk(201, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
 }
 
 static void test_check_payload(void **state)
@@ -550,9 +632,12 @@ static void test_check_payload(void **state)
 	assert_int_equal(chk(30, 0, 16, (1ull << 30) + 1, RGPU_PEER_SERVER), RGPU_ETOOBIG);
 	assert_int_equal(chk(40, 0, 16, 1ull << 20, RGPU_PEER_SERVER), 0);
 	assert_int_equal(chk(40, 0, 16, (1ull << 20) + 1, RGPU_PEER_SERVER), RGPU_ETOOBIG);
-	assert_int_equal(chk(24, 0, 16, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG); /* DTOH */
-	assert_int_equal(chk(4, 0, 0, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG);   /* PING */
-	assert_int_equal(chk(42, 0, 16, 1, RGPU_PEER_CLIENT), RGPU_ETOOBIG); /* CALLBACK */
+	assert_int_equal(chk(24, 0, 16, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG);  /* DTOH */
+	assert_int_equal(chk(4, 0, 0, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG);    /* PING */
+	assert_int_equal(chk(42, 0, 16, 1, RGPU_PEER_CLIENT), RGPU_ETOOBIG);  /* CALLBACK */
+	assert_int_equal(chk(5, 0, 0, 1, RGPU_PEER_CLIENT), RGPU_ETOOBIG);    /* ACK */
+	assert_int_equal(chk(200, 0, 16, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG); /* ADMIN_STATUS */
+	assert_int_equal(chk(201, 0, 16, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG); /* ADMIN_JOBS */
 	assert_int_equal(RGPU_MAX_CHUNK, 16 * MiB);
 	assert_int_equal(RGPU_MAX_IMAGE, 1ull << 30);
 	assert_int_equal(RGPU_MAX_PARAMS, 1ull << 20);
@@ -602,28 +687,76 @@ static void test_frame_pack(void **state)
 	Rgpu__Launch m = test_launch();
 	size_t blen = rgpu__launch__get_packed_size(&m);
 	uint8_t body[128];
-	uint8_t want[40];
+	uint8_t want[RGPU_FRAME_HDR_LEN];
+	const size_t hl = RGPU_FRAME_HDR_LEN;
 
 	assert_true(blen > 0 && blen < sizeof(body));
 	assert_int_equal(rgpu__launch__pack(&m, body), blen);
 
-	assert_int_equal(rgpu_frame_size(NULL), 40);
-	assert_int_equal(rgpu_frame_size(&m.base), 40 + blen);
+	assert_int_equal(rgpu_frame_size(NULL), 56);
+	assert_int_equal(rgpu_frame_size(&m.base), 56 + blen);
 
+	/* rgpu_frame_pack: ack and ref 0 */
 	memset(buf, 0xee, sizeof(buf));
-	assert_int_equal(rgpu_frame_pack(buf, 4, 0, 5, 9, NULL, 0), 40);
-	hand_hdr(want, 0x55504752u, 1, 4, 0, 0, 0, 5, 9);
-	assert_memory_equal(buf, want, 40);
-	assert_int_equal(buf[40], 0xee);
+	assert_int_equal(rgpu_frame_pack(buf, 4, 0, 5, 9, NULL, 0), hl);
+	hand_hdr(want, 0x55504752u, RGPU_PROTO_VERSION, 4, 0, 0, 0, 5, 9);
+	assert_memory_equal(buf, want, hl);
+	assert_int_equal(buf[hl], 0xee);
 
 	memset(buf, 0xee, sizeof(buf));
 	assert_int_equal(
 	    rgpu_frame_pack(buf, 40, RGPU_FRAME_REPLY, 0xabcdef0123ull, 0x77, &m.base, 4000),
-	    40 + blen);
-	hand_hdr(want, 0x55504752u, 1, 40, 1, (uint32_t)blen, 4000, 0xabcdef0123ull, 0x77);
-	assert_memory_equal(buf, want, 40);
-	assert_memory_equal(buf + 40, body, blen);
-	assert_int_equal(buf[40 + blen], 0xee);
+	    hl + blen);
+	hand_hdr(want, 0x55504752u, RGPU_PROTO_VERSION, 40, 1, (uint32_t)blen, 4000,
+		 0xabcdef0123ull, 0x77);
+	assert_memory_equal(buf, want, hl);
+	assert_memory_equal(buf + hl, body, blen);
+	assert_int_equal(buf[hl + blen], 0xee);
+
+	/*
+	 * rgpu_frame_pack_hdr: type, flags, seq, session, ack, ref and payload_len from the
+	 * header; magic, version and body_len filled in whatever the caller left there.
+	 */
+	struct rgpu_frame_hdr h = {
+	    .magic = 0x12345678u,
+	    .version = 77,
+	    .type = 40,
+	    .flags = RGPU_FRAME_REPLY,
+	    .body_len = 0xdeadbeefu,
+	    .payload_len = 4000,
+	    .seq = 0xabcdef0123ull,
+	    .session = 0x77,
+	    .ack = 0x0a0b0c0d0e0f1011ull,
+	    .ref = 0x2021222324252627ull,
+	};
+	memset(buf, 0xee, sizeof(buf));
+	assert_int_equal(rgpu_frame_pack_hdr(buf, &h, &m.base), hl + blen);
+	hand_hdr_ar(want, 0x55504752u, RGPU_PROTO_VERSION, 40, 1, (uint32_t)blen, 4000,
+		    0xabcdef0123ull, 0x77, 0x0a0b0c0d0e0f1011ull, 0x2021222324252627ull);
+	assert_memory_equal(buf, want, hl);
+	assert_memory_equal(buf + hl, body, blen);
+	assert_int_equal(buf[hl + blen], 0xee);
+	assert_int_equal(h.magic, 0x12345678u); /* the caller's header is left alone */
+	assert_int_equal(h.body_len, 0xdeadbeefu);
+
+	/* an ACK frame: no body */
+	struct rgpu_frame_hdr a = {
+	    .magic = 0,
+	    .version = 0,
+	    .type = 5,
+	    .flags = 0,
+	    .body_len = 0,
+	    .payload_len = 0,
+	    .seq = 0,
+	    .session = 3,
+	    .ack = 41,
+	    .ref = 0,
+	};
+	memset(buf, 0xee, sizeof(buf));
+	assert_int_equal(rgpu_frame_pack_hdr(buf, &a, NULL), hl);
+	hand_hdr_ar(want, 0x55504752u, RGPU_PROTO_VERSION, 5, 0, 0, 0, 0, 3, 41, 0);
+	assert_memory_equal(buf, want, hl);
+	assert_int_equal(buf[hl], 0xee);
 }
 
 /* --- over a socketpair ------------------------------------------------------------------------ */
@@ -646,13 +779,15 @@ static void test_launch_round_trip(void **state)
 	memset(&h, 0, sizeof(h));
 	assert_int_equal(rgpu_frame_recv(b, RGPU_PEER_SERVER, &h, &body), 0);
 	assert_int_equal(h.magic, 0x55504752u);
-	assert_int_equal(h.version, 1);
+	assert_int_equal(h.version, RGPU_PROTO_VERSION);
 	assert_int_equal(h.type, 40);
 	assert_int_equal(h.flags, 0);
 	assert_int_equal(h.body_len, rgpu__launch__get_packed_size(&m));
 	assert_int_equal(h.payload_len, 4000);
 	assert_int_equal(h.seq, 0x1122334455667788ull);
 	assert_int_equal(h.session, 0x0102030405060708ull);
+	assert_int_equal(h.ack, 0);
+	assert_int_equal(h.ref, 0);
 	assert_non_null(body);
 	Rgpu__Launch *u = rgpu__launch__unpack(NULL, h.body_len, body);
 	check_launch(u);
@@ -666,6 +801,38 @@ static void test_launch_round_trip(void **state)
 			fail_msg("payload byte %d: 0x%02x, want 0x%02x", i, got[i],
 				 pat(40, (uint64_t)i));
 
+	/* the same through rgpu_frame_send_hdr, with ack and ref */
+	struct rgpu_frame_hdr sh = {
+	    .magic = 0,
+	    .version = 0,
+	    .type = 40,
+	    .flags = 0,
+	    .body_len = 0,
+	    .payload_len = 4000,
+	    .seq = 0x1122334455667789ull,
+	    .session = 0x0102030405060708ull,
+	    .ack = 0x5566778899aabbccull,
+	    .ref = 0x0f0e0d0c0b0a0908ull,
+	};
+	assert_int_equal(rgpu_frame_send_hdr(a, &sh, &m.base, payload), 0);
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(rgpu_frame_recv(b, RGPU_PEER_SERVER, &h, &body), 0);
+	assert_int_equal(h.version, RGPU_PROTO_VERSION);
+	assert_int_equal(h.type, 40);
+	assert_int_equal(h.body_len, rgpu__launch__get_packed_size(&m));
+	assert_int_equal(h.payload_len, 4000);
+	assert_int_equal(h.seq, 0x1122334455667789ull);
+	assert_int_equal(h.session, 0x0102030405060708ull);
+	assert_int_equal(h.ack, 0x5566778899aabbccull);
+	assert_int_equal(h.ref, 0x0f0e0d0c0b0a0908ull);
+	u = rgpu__launch__unpack(NULL, h.body_len, body);
+	check_launch(u);
+	rgpu__launch__free_unpacked(u, NULL);
+	free(body);
+	memset(got, 0, sizeof(got));
+	assert_int_equal(rgpu_conn_recv(b, got, 4000), 0);
+	assert_memory_equal(got, payload, 4000);
+
 	/* nothing else was sent */
 	rgpu_conn_close(a);
 	assert_int_equal(rgpu_conn_recv(b, got, 1), RGPU_ECLOSED);
@@ -678,7 +845,8 @@ static void test_wire_bytes(void **state)
 	(void)state;
 	int sv[2];
 	struct rgpu_conn *a;
-	uint8_t want[40], got[40 + 128 + 300];
+	const size_t hl = RGPU_FRAME_HDR_LEN;
+	uint8_t want[RGPU_FRAME_HDR_LEN], got[RGPU_FRAME_HDR_LEN + 128 + 300];
 	Rgpu__Launch m = test_launch();
 	uint8_t body[128], payload[300];
 	size_t blen = rgpu__launch__pack(&m, body);
@@ -689,26 +857,50 @@ static void test_wire_bytes(void **state)
 	assert_non_null(a);
 
 	assert_int_equal(rgpu_frame_send(a, 4, 0, 5, 9, NULL, NULL, 0), 0);
-	read_all(sv[1], got, 40);
-	hand_hdr(want, 0x55504752u, 1, 4, 0, 0, 0, 5, 9);
-	assert_memory_equal(got, want, 40);
+	read_all(sv[1], got, hl);
+	hand_hdr(want, 0x55504752u, RGPU_PROTO_VERSION, 4, 0, 0, 0, 5, 9);
+	assert_memory_equal(got, want, hl);
 
 	for (int i = 0; i < 300; i++)
 		payload[i] = pat(7, (uint64_t)i);
 	assert_int_equal(rgpu_frame_send(a, 40, 0, 0xfedcba98ull, 0x3344, &m.base, payload, 300),
 			 0);
-	read_all(sv[1], got, 40 + blen + 300);
-	hand_hdr(want, 0x55504752u, 1, 40, 0, (uint32_t)blen, 300, 0xfedcba98ull, 0x3344);
-	assert_memory_equal(got, want, 40);
-	assert_memory_equal(got + 40, body, blen);
-	assert_memory_equal(got + 40 + blen, payload, 300);
+	read_all(sv[1], got, hl + blen + 300);
+	hand_hdr(want, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, (uint32_t)blen, 300, 0xfedcba98ull,
+		 0x3344);
+	assert_memory_equal(got, want, hl);
+	assert_memory_equal(got + hl, body, blen);
+	assert_memory_equal(got + hl + blen, payload, 300);
 
 	/* a reply with an all-zero Status: an empty body */
 	Rgpu__Status st = RGPU__STATUS__INIT;
 	assert_int_equal(rgpu_frame_send(a, 12, RGPU_FRAME_REPLY, 77, 1, &st.base, NULL, 0), 0);
-	read_all(sv[1], got, 40);
-	hand_hdr(want, 0x55504752u, 1, 12, 1, 0, 0, 77, 1);
-	assert_memory_equal(got, want, 40);
+	read_all(sv[1], got, hl);
+	hand_hdr(want, 0x55504752u, RGPU_PROTO_VERSION, 12, 1, 0, 0, 77, 1);
+	assert_memory_equal(got, want, hl);
+
+	/* rgpu_frame_send_hdr: ack at bytes 40..47, ref at 48..55 */
+	struct rgpu_frame_hdr sh = {
+	    .magic = 0,
+	    .version = 0,
+	    .type = 12,
+	    .flags = RGPU_FRAME_REPLY,
+	    .body_len = 0,
+	    .payload_len = 0,
+	    .seq = 78,
+	    .session = 1,
+	    .ack = 0x0000000100000002ull,
+	    .ref = 77,
+	};
+	assert_int_equal(rgpu_frame_send_hdr(a, &sh, &st.base, NULL), 0);
+	read_all(sv[1], got, hl);
+	hand_hdr_ar(want, 0x55504752u, RGPU_PROTO_VERSION, 12, 1, 0, 0, 78, 1,
+		    0x0000000100000002ull, 77);
+	assert_memory_equal(got, want, hl);
+	const uint8_t ack_le[8] = {0x02, 0, 0, 0, 0x01, 0, 0, 0};
+	const uint8_t ref_le[8] = {77, 0, 0, 0, 0, 0, 0, 0};
+	assert_memory_equal(got + 40, ack_le, 8);
+	assert_memory_equal(got + 48, ref_le, 8);
 
 	rgpu_conn_close(a);
 	assert_int_equal(recv(sv[1], got, 1, 0), 0); /* EOF: no stray bytes */
@@ -722,8 +914,10 @@ static void test_wire_bytes(void **state)
 static uint64_t frame_payload_len(uint32_t i)
 {
 	/* sizes chosen around the header, the 64 KiB buffer and 100 KB, then a fixed spread */
-	static const uint64_t fixed[] = {1,	2,     39,    40,     41,     1000, 65535,
-					 65536, 65537, 65496, 131072, 102400, 3,    65575};
+	enum { HL = RGPU_FRAME_HDR_LEN };
+	static const uint64_t fixed[] = {1,	 2,	 HL - 1, HL,	    HL + 1,
+					 1000,	 65535,	 65536,	 65537,	    65536 - HL,
+					 131072, 102400, 3,	 65535 + HL};
 	if (i % 7 == 6)
 		return 0; /* a PING: header only */
 	if (i < sizeof(fixed) / sizeof(fixed[0]))
@@ -943,8 +1137,8 @@ static void test_send_interrupted(void **state)
 /* ---- truncated streams ----
  *
  * transport.h: rgpu_frame_recv() returns RGPU_ECLOSED for a clean end between frames and
- * RGPU_EPROTO once a frame has begun and the peer closes (truncated); rgpu_conn_recv() returns
- * RGPU_ECLOSED for EOF before the first of its bytes and RGPU_EPROTO after some of them.
+ * RGPU_ETRUNC once a frame has begun and the peer closes (truncated); rgpu_conn_recv() returns
+ * RGPU_ECLOSED for EOF before the first of its bytes and RGPU_ETRUNC after some of them.
  */
 
 static int recv_after_close(const uint8_t *bytes, size_t n, uint8_t **body)
@@ -966,38 +1160,41 @@ static int recv_after_close(const uint8_t *bytes, size_t n, uint8_t **body)
 static void test_truncated_header(void **state)
 {
 	(void)state;
-	uint8_t hdr[40];
+	uint8_t hdr[RGPU_FRAME_HDR_LEN];
 	uint8_t *body;
 
-	hand_hdr(hdr, 0x55504752u, 1, 40, 0, 10, 0, 1, 1);
+	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 10, 0, 1, 1);
 	/* nothing at all: a clean end between frames */
 	assert_int_equal(recv_after_close(hdr, 0, &body), RGPU_ECLOSED);
 	assert_null(body);
 	/* 20 bytes of the header, then close */
-	assert_int_equal(recv_after_close(hdr, 20, &body), RGPU_EPROTO);
+	assert_int_equal(recv_after_close(hdr, 20, &body), RGPU_ETRUNC);
 	assert_null(body);
-	assert_int_equal(recv_after_close(hdr, 1, &body), RGPU_EPROTO);
-	assert_int_equal(recv_after_close(hdr, 39, &body), RGPU_EPROTO);
+	assert_int_equal(recv_after_close(hdr, 1, &body), RGPU_ETRUNC);
+	assert_int_equal(recv_after_close(hdr, 39, &body), RGPU_ETRUNC);
+	assert_int_equal(recv_after_close(hdr, 40, &body), RGPU_ETRUNC); /* a version 1 header */
+	assert_int_equal(recv_after_close(hdr, RGPU_FRAME_HDR_LEN - 1, &body), RGPU_ETRUNC);
 	assert_null(body);
 }
 
 static void test_truncated_body(void **state)
 {
 	(void)state;
-	uint8_t buf[40 + 50];
+	const size_t hl = RGPU_FRAME_HDR_LEN;
+	uint8_t buf[RGPU_FRAME_HDR_LEN + 50];
 	uint8_t *body;
 
-	hand_hdr(buf, 0x55504752u, 1, 40, 0, 50, 0, 1, 1);
-	memset(buf + 40, 0x08, 50);
-	assert_int_equal(recv_after_close(buf, 40 + 10, &body), RGPU_EPROTO);
+	hand_hdr(buf, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 50, 0, 1, 1);
+	memset(buf + hl, 0x08, 50);
+	assert_int_equal(recv_after_close(buf, hl + 10, &body), RGPU_ETRUNC);
 	assert_null(body);
-	assert_int_equal(recv_after_close(buf, 40 + 49, &body), RGPU_EPROTO);
+	assert_int_equal(recv_after_close(buf, hl + 49, &body), RGPU_ETRUNC);
 	assert_null(body);
 	/* the header whole, not one byte of the body */
-	assert_int_equal(recv_after_close(buf, 40, &body), RGPU_EPROTO);
+	assert_int_equal(recv_after_close(buf, hl, &body), RGPU_ETRUNC);
 	assert_null(body);
 	/* all 50: the frame is whole (its payload is 0) */
-	assert_int_equal(recv_after_close(buf, 40 + 50, &body), 0);
+	assert_int_equal(recv_after_close(buf, hl + 50, &body), 0);
 	assert_non_null(body);
 	assert_int_equal(body[49], 0x08);
 	free(body);
@@ -1016,24 +1213,25 @@ static void truncated_payload(uint64_t announced, uint64_t sent, int use_within)
 	mc.dst = 0x600000001000ull;
 	mc.size = announced;
 	size_t blen = rgpu__memcpy__get_packed_size(&mc);
-	uint8_t *wire = malloc(40 + blen + sent);
+	const size_t hl = RGPU_FRAME_HDR_LEN;
+	uint8_t *wire = malloc(hl + blen + sent);
 	uint8_t *got = malloc(announced);
 	assert_non_null(wire);
 	assert_non_null(got);
-	hand_hdr(wire, 0x55504752u, 1, 23, 0, (uint32_t)blen, announced, 3, 4);
-	rgpu__memcpy__pack(&mc, wire + 40);
+	hand_hdr(wire, 0x55504752u, RGPU_PROTO_VERSION, 23, 0, (uint32_t)blen, announced, 3, 4);
+	rgpu__memcpy__pack(&mc, wire + hl);
 	for (uint64_t j = 0; j < sent; j++)
-		wire[40 + blen + j] = pat(23, j);
+		wire[hl + blen + j] = pat(23, j);
 
 	raw_pair(&raw, &c);
-	raw_writer_start(&rw, raw, wire, 40 + blen + sent);
+	raw_writer_start(&rw, raw, wire, hl + blen + sent);
 	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), 0);
 	assert_int_equal(h.payload_len, announced);
 	assert_int_equal(h.body_len, blen);
 	free(body);
 	int ret = use_within ? rgpu_conn_recv_within(c, got, announced, 5000)
 			     : rgpu_conn_recv(c, got, announced);
-	int want = sent ? RGPU_EPROTO : RGPU_ECLOSED;
+	int want = sent ? RGPU_ETRUNC : RGPU_ECLOSED;
 	if (ret != want)
 		fail_msg("payload %llu, %llu sent then closed: %d, want %d",
 			 (unsigned long long)announced, (unsigned long long)sent, ret, want);
@@ -1070,7 +1268,8 @@ static void test_stalled_frame(void **state)
 	struct rgpu_conn *c;
 	struct rgpu_frame_hdr h;
 	uint8_t *body;
-	uint8_t buf[40 + 50];
+	const size_t hl = RGPU_FRAME_HDR_LEN;
+	uint8_t buf[RGPU_FRAME_HDR_LEN + 50];
 	struct timespec t0, t1;
 
 	assert_int_equal(RGPU_FRAME_TIMEOUT_MS, 30000);
@@ -1079,7 +1278,7 @@ static void test_stalled_frame(void **state)
 	raw_pair(&raw, &c);
 	assert_int_equal(c->frame_timeout_ms, 30000); /* the default, from rgpu_tcp_wrap */
 	c->frame_timeout_ms = 150;
-	hand_hdr(buf, 0x55504752u, 1, 40, 0, 50, 0, 1, 1);
+	hand_hdr(buf, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 50, 0, 1, 1);
 	write_all(raw, buf, 20);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_ETIMEDOUT);
@@ -1093,8 +1292,8 @@ static void test_stalled_frame(void **state)
 	/* the header whole, the body stalls */
 	raw_pair(&raw, &c);
 	c->frame_timeout_ms = 150;
-	memset(buf + 40, 0x08, 50);
-	write_all(raw, buf, 40 + 25);
+	memset(buf + hl, 0x08, 50);
+	write_all(raw, buf, hl + 25);
 	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_ETIMEDOUT);
 	assert_null(body);
 	close(raw);
@@ -1131,14 +1330,14 @@ static void test_idle_between_frames(void **state)
 	struct rgpu_conn *c;
 	struct rgpu_frame_hdr h;
 	uint8_t *body;
-	uint8_t buf[40 + 2];
+	uint8_t buf[RGPU_FRAME_HDR_LEN + 2];
 	pthread_t th;
 
 	raw_pair(&raw, &c);
 	c->frame_timeout_ms = 100;
-	hand_hdr(buf, 0x55504752u, 1, 40, 0, 2, 0, 0x42, 1);
-	buf[40] = 0x08;
-	buf[41] = 0x07;
+	hand_hdr(buf, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 2, 0, 0x42, 1);
+	buf[RGPU_FRAME_HDR_LEN] = 0x08;
+	buf[RGPU_FRAME_HDR_LEN + 1] = 0x07;
 	struct late_writer lw = {raw, buf, sizeof(buf), 400}; /* 4x the frame timeout */
 	assert_int_equal(pthread_create(&th, NULL, late_writer_main, &lw), 0);
 	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), 0);
@@ -1148,6 +1347,101 @@ static void test_idle_between_frames(void **state)
 	free(body);
 	pthread_join(th, NULL);
 	close(raw);
+	rgpu_conn_close(c);
+}
+
+/* ---- rgpu_frame_recv_within: the wait for a frame to begin is bounded too ---- */
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void test_recv_within(void **state)
+{
+	(void)state;
+	int raw;
+	struct rgpu_conn *c;
+	struct rgpu_frame_hdr h;
+	uint8_t *body;
+	uint8_t buf[RGPU_FRAME_HDR_LEN + 2];
+	struct timespec t0;
+	pthread_t th;
+	long ms;
+
+	hand_hdr_ar(buf, 0x55504752u, RGPU_PROTO_VERSION, 1, 0, 2, 0, 0x43, 0, 0x11, 0);
+	buf[RGPU_FRAME_HDR_LEN] = 0x08;
+	buf[RGPU_FRAME_HDR_LEN + 1] = 0x07;
+
+	/* a silent peer: RGPU_ETIMEDOUT after about the timeout, nothing allocated */
+	raw_pair(&raw, &c);
+	body = (uint8_t *)0x1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, 200),
+			 RGPU_ETIMEDOUT);
+	ms = ms_since(&t0);
+	if (ms < 190 || ms > 3000)
+		fail_msg("silent peer: RGPU_ETIMEDOUT after %ld ms, want about 200", ms);
+	assert_null(body);
+
+	/* the connection is still usable: a frame that then arrives is received whole */
+	write_all(raw, buf, sizeof(buf));
+	assert_int_equal(rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, 200), 0);
+	assert_int_equal(h.type, 1);
+	assert_int_equal(h.seq, 0x43);
+	assert_int_equal(h.ack, 0x11);
+	assert_non_null(body);
+	assert_int_equal(body[0], 0x08);
+	assert_int_equal(body[1], 0x07);
+	free(body);
+	close(raw);
+	rgpu_conn_close(c);
+
+	/* a frame that comes late but within the timeout */
+	raw_pair(&raw, &c);
+	c->frame_timeout_ms = 100;
+	struct late_writer lw = {raw, buf, sizeof(buf), 150};
+	assert_int_equal(pthread_create(&th, NULL, late_writer_main, &lw), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, 3000), 0);
+	ms = ms_since(&t0);
+	assert_true(ms >= 100); /* it did wait for the writer */
+	assert_true(ms < 3000);
+	assert_int_equal(h.seq, 0x43);
+	assert_non_null(body);
+	assert_int_equal(body[1], 0x07);
+	free(body);
+	pthread_join(th, NULL);
+
+	/* a clean end between frames is still RGPU_ECLOSED, not a timeout */
+	close(raw);
+	body = (uint8_t *)0x1;
+	assert_int_equal(rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, 3000),
+			 RGPU_ECLOSED);
+	assert_null(body);
+	rgpu_conn_close(c);
+
+	/* begun in time, then stalled: bounded by frame_timeout_ms as in rgpu_frame_recv */
+	raw_pair(&raw, &c);
+	c->frame_timeout_ms = 150;
+	write_all(raw, buf, 10);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, 5000),
+			 RGPU_ETIMEDOUT);
+	ms = ms_since(&t0);
+	assert_true(ms >= 140);
+	assert_true(ms < 4000);
+	close(raw);
+	rgpu_conn_close(c);
+
+	/* begun in time, then closed: truncated */
+	raw_pair(&raw, &c);
+	write_all(raw, buf, RGPU_FRAME_HDR_LEN + 1);
+	close(raw);
+	assert_int_equal(rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, 1000), RGPU_ETRUNC);
+	assert_null(body);
 	rgpu_conn_close(c);
 }
 
@@ -1161,21 +1455,21 @@ static void test_discard(void **state)
 	struct rgpu_frame_hdr h;
 	uint8_t *body = NULL;
 	struct raw_writer rw;
-	static uint8_t wire[3 * 40 + 70000 + 100 + 5];
+	static uint8_t wire[3 * RGPU_FRAME_HDR_LEN + 70000 + 100 + 5];
 	uint8_t got[100];
 	size_t off = 0;
 
 	/* 1: LAUNCH, 2-byte body, 70000 payload; 2: PING; 3: LAUNCH, 2-byte body, 100 payload */
-	hand_hdr(wire + off, 0x55504752u, 1, 40, 0, 2, 70000, 1, 9);
-	off += 40;
+	hand_hdr(wire + off, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 2, 70000, 1, 9);
+	off += RGPU_FRAME_HDR_LEN;
 	wire[off++] = 0x08; /* field 1 (func), varint */
 	wire[off++] = 0x05;
 	for (uint64_t j = 0; j < 70000; j++)
 		wire[off++] = pat(1, j);
-	hand_hdr(wire + off, 0x55504752u, 1, 4, 0, 0, 0, 2, 9);
-	off += 40;
-	hand_hdr(wire + off, 0x55504752u, 1, 40, 0, 2, 100, 3, 9);
-	off += 40;
+	hand_hdr(wire + off, 0x55504752u, RGPU_PROTO_VERSION, 4, 0, 0, 0, 2, 9);
+	off += RGPU_FRAME_HDR_LEN;
+	hand_hdr(wire + off, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 2, 100, 3, 9);
+	off += RGPU_FRAME_HDR_LEN;
 	wire[off++] = 0x08;
 	wire[off++] = 0x06;
 	for (uint64_t j = 0; j < 100; j++)
@@ -1220,7 +1514,7 @@ static void test_discard(void **state)
 
 /*
  * Discarding a payload the peer cuts short: "read and drop len bytes" fails like
- * rgpu_conn_recv of len bytes would, RGPU_EPROTO once some of them came, wherever the cut is.
+ * rgpu_conn_recv of len bytes would, RGPU_ETRUNC once some of them came, wherever the cut is.
  */
 static int discard_cut(uint64_t len, uint64_t sent)
 {
@@ -1244,16 +1538,16 @@ static void test_discard_truncated(void **state)
 	assert_int_equal(discard_cut(100, 100), 0);
 	assert_int_equal(discard_cut(100000, 100000), 0);
 	assert_int_equal(discard_cut(100, 0), RGPU_ECLOSED);
-	assert_int_equal(discard_cut(100, 50), RGPU_EPROTO);
-	assert_int_equal(discard_cut(100000, 10000), RGPU_EPROTO);
-	assert_int_equal(discard_cut(100000, 16385), RGPU_EPROTO);
+	assert_int_equal(discard_cut(100, 50), RGPU_ETRUNC);
+	assert_int_equal(discard_cut(100000, 10000), RGPU_ETRUNC);
+	assert_int_equal(discard_cut(100000, 16385), RGPU_ETRUNC);
 	/* cut exactly after 16 KiB and 32 KiB: still a truncated payload */
 	int r16 = discard_cut(100000, 16384);
 	int r32 = discard_cut(100000, 32768);
-	if (r16 != RGPU_EPROTO || r32 != RGPU_EPROTO)
-		fail_msg("discard(100000) cut after 16384 / 32768 bytes: %d / %d, want RGPU_EPROTO "
+	if (r16 != RGPU_ETRUNC || r32 != RGPU_ETRUNC)
+		fail_msg("discard(100000) cut after 16384 / 32768 bytes: %d / %d, want RGPU_ETRUNC "
 			 "(%d) as for any other cut",
-			 r16, r32, RGPU_EPROTO);
+			 r16, r32, RGPU_ETRUNC);
 }
 
 /* ---- hostile frames through rgpu_frame_recv ---- */
@@ -1264,7 +1558,7 @@ static int recv_hostile(const uint8_t *hdr, enum rgpu_peer rx, struct rgpu_frame
 	int raw;
 	struct rgpu_conn *c;
 	raw_pair(&raw, &c);
-	write_all(raw, hdr, 40);
+	write_all(raw, hdr, RGPU_FRAME_HDR_LEN);
 	*body = (uint8_t *)0x1;
 	memset(h, 0, sizeof(*h));
 	int ret = rgpu_frame_recv(c, rx, h, body);
@@ -1276,44 +1570,52 @@ static int recv_hostile(const uint8_t *hdr, enum rgpu_peer rx, struct rgpu_frame
 static void test_recv_hostile(void **state)
 {
 	(void)state;
-	uint8_t hdr[40];
+	uint8_t hdr[RGPU_FRAME_HDR_LEN];
 	struct rgpu_frame_hdr h;
 	uint8_t *body;
 
-	hand_hdr(hdr, 0x47505255u, 1, 40, 0, 10, 0, 1, 1);
+	hand_hdr(hdr, 0x47505255u, RGPU_PROTO_VERSION, 40, 0, 10, 0, 1, 1);
 	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EMAGIC);
 	assert_null(body);
 
-	hand_hdr(hdr, 0x55504752u, 2, 40, 0, 10, 0, 0x55, 1);
-	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EVERSION);
-	assert_int_equal(h.version, 2);
-	assert_int_equal(h.type, 40);
-	assert_int_equal(h.seq, 0x55);
-	assert_null(body);
+	/* other protocol versions: the previous one and the next */
+	const uint16_t other[] = {1, 3};
+	for (size_t i = 0; i < 2; i++) {
+		hand_hdr_ar(hdr, 0x55504752u, other[i], 40, 0, 10, 0, 0x55, 1, 0x54, 0x53);
+		assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EVERSION);
+		assert_int_equal(h.version, other[i]);
+		assert_int_equal(h.type, 40);
+		assert_int_equal(h.seq, 0x55);
+		assert_int_equal(h.ack, 0x54);
+		assert_int_equal(h.ref, 0x53);
+		assert_null(body);
+	}
 
-	hand_hdr(hdr, 0x55504752u, 1, 999, 0, 10, 0, 0x56, 1);
+	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 999, 0, 10, 0, 0x56, 1);
 	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(h.type, 999);
 	assert_int_equal(h.seq, 0x56);
 	assert_null(body);
 
 	/* huge lengths are refused before anything is allocated or read */
-	hand_hdr(hdr, 0x55504752u, 1, 40, 0, 0xffffffffu, 0, 1, 1);
+	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 0xffffffffu, 0, 1, 1);
 	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_ETOOBIG);
 	assert_int_equal(h.body_len, 0xffffffffu);
 	assert_null(body);
-	hand_hdr(hdr, 0x55504752u, 1, 40, 0, 10, UINT64_MAX, 1, 1);
+	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 10, UINT64_MAX, 1, 1);
 	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_ETOOBIG);
 	assert_null(body);
 
-	hand_hdr(hdr, 0x55504752u, 1, 27, 0, 10, 100, 1, 1); /* DATA to the server */
+	/* DATA to the server */
+	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 27, 0, 10, 100, 1, 1);
 	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EPROTO);
 	assert_int_equal(h.type, 27);
 	assert_null(body);
-	hand_hdr(hdr, 0x55504752u, 1, 40, 0, 0, 0, 1, 1); /* LAUNCH without a body */
+	/* LAUNCH without a body */
+	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 0, 0, 1, 1);
 	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EPROTO);
 	assert_null(body);
-	hand_hdr(hdr, 0x55504752u, 1, 40, 0x10, 10, 0, 1, 1); /* unknown flag */
+	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 40, 0x10, 10, 0, 1, 1); /* unknown flag */
 	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EPROTO);
 	assert_null(body);
 }
@@ -1389,11 +1691,11 @@ static void test_strerror(void **state)
 	    RGPU_EVERSION, RGPU_ETOOBIG,   RGPU_ECLOSED, RGPU_ETIMEDOUT, RGPU_ECONNECT,
 	    RGPU_ECUDA,	   RGPU_ENOTFOUND, RGPU_EEXIST,	 RGPU_ENOSPC,	 RGPU_EUNSUPPORTED,
 	    RGPU_EWINDOW,  RGPU_ECORRUPT,  RGPU_ESYS,	 RGPU_EBUSY,	 RGPU_EUNKNOWNTYPE,
-	    RGPU_EMAGIC,
+	    RGPU_EMAGIC,   RGPU_ETRUNC,
 	};
 	const size_t n = sizeof(codes) / sizeof(codes[0]);
 
-	assert_int_equal(n, 21);
+	assert_int_equal(n, 22);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(codes[i], -(int)i); /* err.h numbers, never renumbered */
 	for (size_t i = 0; i < n; i++) {
@@ -1407,7 +1709,7 @@ static void test_strerror(void **state)
 				fail_msg("codes %d and %d share the name \"%s\"", codes[i],
 					 codes[k], s);
 	}
-	assert_non_null(rgpu_strerror(-21));
+	assert_non_null(rgpu_strerror(-22));
 	assert_non_null(rgpu_strerror(1));
 	assert_non_null(rgpu_strerror(-1000000));
 }
@@ -1434,6 +1736,7 @@ int main(void)
 	    cmocka_unit_test(test_truncated_payload),
 	    cmocka_unit_test(test_stalled_frame),
 	    cmocka_unit_test(test_idle_between_frames),
+	    cmocka_unit_test(test_recv_within),
 	    cmocka_unit_test(test_discard),
 	    cmocka_unit_test(test_discard_truncated),
 	    cmocka_unit_test(test_recv_hostile),

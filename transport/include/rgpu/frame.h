@@ -8,8 +8,12 @@
  *        8    4 flags        RGPU_FRAME_REPLY, ...
  *       12    4 body_len     protobuf-c body bytes that follow the header
  *       16    8 payload_len  raw bytes that follow the body
- *       24    8 seq          sender's sequence number; a reply carries the request's
+ *       24    8 seq          sender's sequence number: +1 for every frame of a job in each
+ *                            direction, across reconnects (0: an unsequenced ACK frame)
  *       32    8 session      session id given in the handshake (0 before it)
+ *       40    8 ack          the highest peer seq the sender has processed (a worker: executed;
+ *                            a client: received); lets the peer drop frames it kept for resending
+ *       48    8 ref          a reply or pushed data: the seq of the request it answers; else 0
  *
  * All fields little-endian. Every length is checked against its limit (per message type)
  * before anything is allocated; see rgpu_frame_check().
@@ -23,8 +27,8 @@
 #include <protobuf-c/protobuf-c.h>
 
 #define RGPU_FRAME_MAGIC 0x55504752u
-#define RGPU_PROTO_VERSION 1
-#define RGPU_FRAME_HDR_LEN 40
+#define RGPU_PROTO_VERSION 2
+#define RGPU_FRAME_HDR_LEN 56
 
 #define RGPU_FRAME_REPLY 0x1u /* this frame answers request `seq` */
 #define RGPU_FRAME_FLAGS_KNOWN RGPU_FRAME_REPLY
@@ -50,6 +54,8 @@ struct rgpu_frame_hdr {
 	uint64_t payload_len;
 	uint64_t seq;
 	uint64_t session;
+	uint64_t ack;
+	uint64_t ref;
 };
 
 void rgpu_frame_hdr_encode(const struct rgpu_frame_hdr *h, uint8_t out[RGPU_FRAME_HDR_LEN]);
@@ -80,5 +86,11 @@ const char *rgpu_msg_name(unsigned type);
 size_t rgpu_frame_size(const ProtobufCMessage *body);
 size_t rgpu_frame_pack(uint8_t *buf, uint16_t type, uint32_t flags, uint64_t seq,
 		       uint64_t session, const ProtobufCMessage *body, uint64_t payload_len);
+/*
+ * rgpu_frame_pack_hdr() - the same from a header: type, flags, seq, session, ack, ref and
+ * payload_len are taken from h (magic, version and body_len are filled in).
+ */
+size_t rgpu_frame_pack_hdr(uint8_t *buf, const struct rgpu_frame_hdr *h,
+			   const ProtobufCMessage *body);
 
 #endif

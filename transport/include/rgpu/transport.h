@@ -13,45 +13,30 @@
 
 struct rgpu_conn;
 
-struct rgpu_transport_ops {
-	const char *name;
-	/* send every byte of iov[0..n) or fail: 0, RGPU_EIO, RGPU_ECLOSED */
-	int (*sendv)(struct rgpu_conn *c, const struct iovec *iov, int n);
-	/*
-	 * receive between 1 and cap bytes: count, or RGPU_ECLOSED (EOF), RGPU_EIO, RGPU_ETIMEDOUT
-	 * (nothing within timeout_ms; -1 waits for ever)
-	 */
-	long (*recv_some)(struct rgpu_conn *c, void *buf, size_t cap, int timeout_ms);
-	/* stop both directions, waking any blocked reader; the conn stays allocated */
-	void (*shutdown)(struct rgpu_conn *c);
-	void (*close)(struct rgpu_conn *c);
-};
-
-#define RGPU_CONN_RBUF (64u << 10)
 
 /*
- * A connection. Reads go through a small buffer so that a small frame's header and body cost
- * one system call; large payloads bypass it and land directly where the caller wants them.
- * One reader and one (serialized) sender at a time.
+ * A connection, opaque to everyone but its transport (transport/conn_priv.h): callers move
+ * frames through these functions and never touch a socket, so a shared-memory ring or RDMA
+ * verbs can stand behind the same calls. One reader and one (serialized) sender at a time.
  */
-struct rgpu_conn {
-	const struct rgpu_transport_ops *ops;
-	int fd;
-	int last_errno;   /* cause kept beside RGPU_EIO */
-	char peer[96];    /* "host:port" for logs */
-	int frame_timeout_ms;  /* once a frame has begun, the rest must come within this */
-	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */
-	size_t rpos, rlen;
-	uint8_t rbuf[RGPU_CONN_RBUF];
-};
+const char *rgpu_conn_peer(const struct rgpu_conn *c);     /* "host:port" for logs */
+int rgpu_conn_errno(const struct rgpu_conn *c);            /* cause kept beside RGPU_EIO */
+/* poll this long for more bytes before sleeping in a receive (0: never) */
+void rgpu_conn_set_spin(struct rgpu_conn *c, uint32_t ns);
+/*
+ * rgpu_conn_release_fd() - hand the connection's socket to someone else (another process,
+ * through SCM_RIGHTS): returns the descriptor and frees c without closing it. Refused with
+ * RGPU_EBUSY when bytes were read ahead of the last frame, RGPU_EUNSUPPORTED for transports
+ * without a descriptor; c is untouched then.
+ */
+int rgpu_conn_release_fd(struct rgpu_conn *c);
 
-static inline int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
-{
-	return c->ops->sendv(c, iov, n);
-}
+/* rgpu_conn_sendv() - every byte of iov[0..n) (n <= RGPU_CONN_MAX_IOV) or an error */
+#define RGPU_CONN_MAX_IOV 128
+int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n);
 /*
  * rgpu_conn_recv() - exactly len bytes, waiting as long as it takes: 0, RGPU_ECLOSED (EOF
- * before the first byte), RGPU_EPROTO (EOF after some of them: a truncated message), RGPU_EIO.
+ * before the first byte), RGPU_ETRUNC (EOF after some of them: a truncated message), RGPU_EIO.
  */
 int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len);
 /* rgpu_conn_recv_within() - the same, but each wait for more bytes is bounded by timeout_ms */
@@ -59,17 +44,13 @@ int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeou
 
 /* where rgpud listens, and where clients look, unless told otherwise: loopback only */
 #define RGPU_DEFAULT_SERVER "127.0.0.1:7070"
+/* where rgpud answers the admin protocol (rgpuctl), and where rgpuctl looks */
+#define RGPU_DEFAULT_ADMIN "127.0.0.1:7071"
 
 #define RGPU_FRAME_TIMEOUT_MS 30000  /* default: a started frame must finish within 30 s */
-static inline void rgpu_conn_shutdown(struct rgpu_conn *c)
-{
-	c->ops->shutdown(c);
-}
-static inline void rgpu_conn_close(struct rgpu_conn *c)
-{
-	if (c)
-		c->ops->close(c);
-}
+/* stop both directions, waking any blocked reader or writer; c stays allocated */
+void rgpu_conn_shutdown(struct rgpu_conn *c);
+void rgpu_conn_close(struct rgpu_conn *c);   /* NULL is fine */
 
 /*
  * rgpu_frame_send() - send one frame: header, body, then payload straight from the caller's
@@ -78,18 +59,27 @@ static inline void rgpu_conn_close(struct rgpu_conn *c)
 int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t seq,
 		    uint64_t session, const ProtobufCMessage *body, const void *payload,
 		    uint64_t payload_len);
+/* rgpu_frame_send_hdr() - the same from a header (see rgpu_frame_pack_hdr) */
+int rgpu_frame_send_hdr(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
+			const ProtobufCMessage *body, const void *payload);
 
 /*
  * rgpu_frame_recv() - receive a header and check it for `receiver`, then the body into a
  * malloc'd buffer (*body, NULL when empty). The payload is left on the connection for the
  * caller to read where it belongs (with rgpu_conn_recv_within and c->frame_timeout_ms).
  * Waits indefinitely for a frame to begin; once it has, a peer that closes or stalls for
- * c->frame_timeout_ms makes it RGPU_EPROTO (truncated) or RGPU_ETIMEDOUT. Returns 0,
+ * c->frame_timeout_ms makes it RGPU_ETRUNC (truncated) or RGPU_ETIMEDOUT. Returns 0,
  * RGPU_ECLOSED (clean end between frames) or another RGPU_E* code; on RGPU_EVERSION and check
  * failures *h is filled for the error report.
  */
 int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_frame_hdr *h,
 		    uint8_t **body);
+/*
+ * rgpu_frame_recv_within() - the same, but the frame must also begin within timeout_ms
+ * (RGPU_ETIMEDOUT otherwise): for handshakes, where a silent peer must not hold a process.
+ */
+int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
+			   struct rgpu_frame_hdr *h, uint8_t **body, int timeout_ms);
 
 /* rgpu_conn_discard() - read and drop len bytes. */
 int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len);

@@ -28,6 +28,7 @@ enum rgpu_err {
 	RGPU_EBUSY = -18,      /* resource in use */
 	RGPU_EUNKNOWNTYPE = -19, /* frame of an unknown message type */
 	RGPU_EMAGIC = -20,     /* stream or object does not start with its magic */
+	RGPU_ETRUNC = -21,     /* the peer stopped in the middle of a frame (a broken link) */
 };
 
 /* rgpu_strerror() - a short, stable name and description of an RGPU_E* code. */

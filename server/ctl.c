@@ -1,0 +1,115 @@
+/*
+ * The control channel between the supervisor and each of its workers: one protobuf message
+ * (rgpu.Ctl, proto/admin.proto) per datagram on a SOCK_SEQPACKET socketpair, with a socket
+ * descriptor attached when a client's link is handed from one process to another.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "admin.pb-c.h"
+#include "rgpu/err.h"
+#include "srv.h"
+
+#define CTL_MAX (64u << 10)
+
+int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd)
+{
+	size_t len = rgpu__ctl__get_packed_size(m);
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct msghdr msg = {0};
+	struct iovec iov;
+	uint8_t *buf;
+	ssize_t n;
+
+	if (len > CTL_MAX)
+		return RGPU_ETOOBIG;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return RGPU_ENOMEM;
+	rgpu__ctl__pack(m, buf);
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (pass_fd >= 0) {
+		memset(&cm, 0, sizeof(cm));
+		msg.msg_control = cm.buf;
+		msg.msg_controllen = sizeof(cm.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	do
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	free(buf);
+	return n == (ssize_t)len ? 0 : RGPU_EIO;
+}
+
+int srv_ctl_recv(int fd, struct Rgpu__Ctl **out, int *got_fd, int timeout_ms)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct msghdr msg = {0};
+	struct iovec iov;
+	uint8_t *buf;
+	ssize_t n;
+
+	*out = NULL;
+	if (got_fd)
+		*got_fd = -1;
+	if (timeout_ms >= 0) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int r = poll(&p, 1, timeout_ms);
+		if (r == 0)
+			return RGPU_ETIMEDOUT;
+		if (r < 0)
+			return errno == EINTR ? RGPU_ETIMEDOUT : RGPU_EIO;
+	}
+	buf = malloc(CTL_MAX);
+	if (!buf)
+		return RGPU_ENOMEM;
+	iov.iov_base = buf;
+	iov.iov_len = CTL_MAX;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cm.buf;
+	msg.msg_controllen = sizeof(cm.buf);
+	do
+		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		free(buf);
+		return n == 0 ? RGPU_ECLOSED : RGPU_EIO;
+	}
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int rfd;
+			memcpy(&rfd, CMSG_DATA(c), sizeof(int));
+			if (got_fd && *got_fd < 0)
+				*got_fd = rfd;
+			else
+				close(rfd);
+		}
+	*out = rgpu__ctl__unpack(NULL, (size_t)n, buf);
+	free(buf);
+	if (!*out) {
+		if (got_fd && *got_fd >= 0) {
+			close(*got_fd);
+			*got_fd = -1;
+		}
+		return RGPU_EPROTO;
+	}
+	return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * The inside of a connection: only transports (tcp.c, and later shm and verbs) and the frame
+ * code in conn.c see it; everyone else holds an opaque struct rgpu_conn.
+ */
+#ifndef RGPU_CONN_PRIV_H
+#define RGPU_CONN_PRIV_H
+
+#include "rgpu/transport.h"
+
+struct rgpu_transport_ops {
+	const char *name;
+	/* send every byte of iov[0..n) or fail: 0, RGPU_EIO, RGPU_ECLOSED */
+	int (*sendv)(struct rgpu_conn *c, const struct iovec *iov, int n);
+	/*
+	 * receive between 1 and cap bytes: count, or RGPU_ECLOSED (EOF), RGPU_EIO, RGPU_ETIMEDOUT
+	 * (nothing within timeout_ms; -1 waits for ever)
+	 */
+	long (*recv_some)(struct rgpu_conn *c, void *buf, size_t cap, int timeout_ms);
+	/* stop both directions, waking any blocked reader; the conn stays allocated */
+	void (*shutdown)(struct rgpu_conn *c);
+	void (*close)(struct rgpu_conn *c);
+};
+
+#define RGPU_CONN_RBUF (64u << 10)
+
+/*
+ * Reads go through a small buffer so that a small frame's header and body cost one system
+ * call; large payloads bypass it and land directly where the caller wants them.
+ */
+struct rgpu_conn {
+	const struct rgpu_transport_ops *ops;
+	int fd;                /* -1 for transports without one */
+	int last_errno;        /* cause kept beside RGPU_EIO */
+	char peer[96];         /* "host:port" for logs */
+	int frame_timeout_ms;  /* once a frame has begun, the rest must come within this */
+	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */
+	size_t rpos, rlen;
+	uint8_t rbuf[RGPU_CONN_RBUF];
+};
+
+#endif
