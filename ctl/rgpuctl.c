@@ -1,7 +1,7 @@
 /*
- * rgpuctl: the command-line tool. Today it has one command, `run`, which starts a program with
- * the interposer in front of the CUDA driver; the operator commands (status, checkpoint,
- * migrate, drain, consolidate) come with the admin protocol.
+ * rgpuctl: the command-line tool. `run` starts a program with the interposer in front of the
+ * CUDA driver; `status` and `jobs` ask one or more rgpud servers over the admin protocol
+ * (ctl/admin.c) and print a table, or JSON with --json.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,8 +13,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "admin.h"
+#include "admin.pb-c.h"
+#include "rgpu.pb-c.h"
 #include "rgpu/transport.h"
 #include "rgpu/util.h"
+
+#define MAX_SERVERS 256
 
 
 static void usage(FILE *f)
@@ -29,8 +36,22 @@ static void usage(FILE *f)
 		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --log sets RGPU_LOG for the\n"
 		"      interposer (warn by default: connection problems and driver calls rgpu\n"
 		"      does not implement are reported on stderr).\n"
-		"  help\n",
-		RGPU_DEFAULT_SERVER);
+		"  status [--server ADDR]... [--cluster FILE] [--json]\n"
+		"      Each server's host, driver, GPUs (memory used by rgpu jobs / total), jobs,\n"
+		"      uptime and resume grace period.\n"
+		"  jobs [--server ADDR]... [--cluster FILE] [--json]\n"
+		"      Every job: id, client host/pid/program, device memory, objects, bytes in and\n"
+		"      out, age and state (running, or disconnected: waiting for its client to\n"
+		"      resume).\n"
+		"  help\n"
+		"\n"
+		"ADDR is an rgpud admin address (rgpud --admin, default %s). Without\n"
+		"--server or --cluster, $RGPU_ADMIN or the default is asked. A cluster file lists one\n"
+		"admin address per line ('#' starts a comment); $RGPU_CLUSTER names one too.\n"
+		"\n"
+		"Exit status: 0 every server answered; 1 some server could not be asked (the others\n"
+		"are still shown; with --json each failure is an entry with \"error\"); 2 usage.\n",
+		RGPU_DEFAULT_SERVER, RGPU_DEFAULT_ADMIN);
 }
 
 /* The interposer's folder: $RGPU_INTERPOSER_DIR, else ../lib/interposer next to this binary. */
@@ -107,6 +128,298 @@ static int cmd_run(int argc, char **argv)
 	return errno == ENOENT ? 127 : 126;
 }
 
+/* ---- status and jobs ---------------------------------------------------------------------- */
+
+struct targets {
+	char *addr[MAX_SERVERS];
+	int n;
+	int json;
+};
+
+static int add_target(struct targets *t, const char *a)
+{
+	if (t->n == MAX_SERVERS) {
+		fprintf(stderr, "rgpuctl: more than %d servers\n", MAX_SERVERS);
+		return 2;
+	}
+	t->addr[t->n] = strdup(a);
+	if (!t->addr[t->n])
+		return 1;
+	t->n++;
+	return 0;
+}
+
+static int read_cluster(struct targets *t, const char *path)
+{
+	char line[512];
+	FILE *f = fopen(path, "r");
+	int ret = 0;
+
+	if (!f) {
+		fprintf(stderr, "rgpuctl: cannot read the cluster file %s: %s\n", path,
+			strerror(errno));
+		return 2;
+	}
+	while (!ret && fgets(line, sizeof(line), f)) {
+		char *p = line, *e;
+		char *hash = strchr(p, '#');
+		if (hash)
+			*hash = '\0';
+		while (*p == ' ' || *p == '\t')
+			p++;
+		for (e = p; *e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r'; e++)
+			;
+		*e = '\0';
+		if (*p)
+			ret = add_target(t, p);
+	}
+	fclose(f);
+	if (!ret && t->n == 0) {
+		fprintf(stderr, "rgpuctl: the cluster file %s names no server\n", path);
+		return 2;
+	}
+	return ret;
+}
+
+static int parse_targets(int argc, char **argv, struct targets *t, const char *cmd)
+{
+	static const struct option opts[] = {
+		{"server", required_argument, NULL, 's'},
+		{"cluster", required_argument, NULL, 'c'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *cluster = NULL;
+	int c, ret;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "s:c:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if ((ret = add_target(t, optarg)))
+				return ret;
+			break;
+		case 'c': cluster = optarg; break;
+		case 'j': t->json = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rgpuctl %s: unexpected argument '%s'\n", cmd, argv[optind]);
+		return 2;
+	}
+	if (!cluster && t->n == 0)
+		cluster = getenv("RGPU_CLUSTER");
+	if (cluster && *cluster && (ret = read_cluster(t, cluster)))
+		return ret;
+	if (t->n == 0) {
+		const char *a = getenv("RGPU_ADMIN");
+		return add_target(t, a && *a ? a : RGPU_DEFAULT_ADMIN);
+	}
+	return 0;
+}
+
+static void fmt_bytes(uint64_t b, char *out, size_t len)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	int u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(out, len, "%llu B", (unsigned long long)b);
+	else
+		snprintf(out, len, "%.1f %s", v, unit[u]);
+}
+
+static void fmt_age(uint64_t s, char *out, size_t len)
+{
+	if (s < 60)
+		snprintf(out, len, "%llus", (unsigned long long)s);
+	else if (s < 3600)
+		snprintf(out, len, "%llum%02llus", (unsigned long long)(s / 60),
+			 (unsigned long long)(s % 60));
+	else if (s < 86400)
+		snprintf(out, len, "%lluh%02llum", (unsigned long long)(s / 3600),
+			 (unsigned long long)(s / 60 % 60));
+	else
+		snprintf(out, len, "%llud%02lluh", (unsigned long long)(s / 86400),
+			 (unsigned long long)(s / 3600 % 24));
+}
+
+static void hexstr(const ProtobufCBinaryData *b, char *out, size_t len)
+{
+	size_t i;
+	out[0] = '\0';
+	for (i = 0; i < b->len && 2 * i + 2 < len; i++)
+		snprintf(out + 2 * i, 3, "%02x", b->data[i]);
+}
+
+static const char *basename_of(const char *p)
+{
+	const char *s = p ? strrchr(p, '/') : NULL;
+	return s ? s + 1 : (p ? p : "");
+}
+
+static void json_print(json_t *root)
+{
+	char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (text) {
+		puts(text);
+		free(text);
+	}
+	json_decref(root);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	struct targets t = {0};
+	json_t *arr = NULL;
+	int ret = parse_targets(argc, argv, &t, "status"), failed = 0;
+
+	if (ret)
+		return ret;
+	if (t.json)
+		arr = json_array();
+	else
+		printf("%-22s %-16s %-8s %4s %5s %8s %6s\n", "SERVER", "HOST", "DRIVER", "GPUS",
+		       "JOBS", "UPTIME", "GRACE");
+	for (int i = 0; i < t.n; i++) {
+		Rgpu__StatusReply *st = NULL;
+		char err[512], drv[32], up[32];
+		ret = ctl_admin_call(t.addr[i], RGPU__MSG_TYPE__MSG_ADMIN_STATUS,
+				     &rgpu__status_reply__descriptor, (ProtobufCMessage **)&st, err,
+				     sizeof(err));
+		if (ret) {
+			failed = 1;
+			if (t.json)
+				json_array_append_new(arr, json_pack("{s:s,s:s}", "server", t.addr[i],
+								     "error", err));
+			else
+				fprintf(stderr, "rgpuctl status: %s\n", err);
+			continue;
+		}
+		snprintf(drv, sizeof(drv), "%d.%d", st->driver_version / 1000,
+			 st->driver_version % 1000 / 10);
+		fmt_age(st->uptime_s, up, sizeof(up));
+		if (t.json) {
+			json_t *g = json_array();
+			for (size_t k = 0; k < st->n_gpus; k++) {
+				char uuid[40];
+				hexstr(&st->gpus[k]->uuid, uuid, sizeof(uuid));
+				json_array_append_new(
+					g, json_pack("{s:i,s:s,s:s,s:I,s:I}", "index",
+						     (int)st->gpus[k]->index, "name", st->gpus[k]->name,
+						     "uuid", uuid, "memory_used",
+						     (json_int_t)st->gpus[k]->memory_used, "memory_total",
+						     (json_int_t)st->gpus[k]->memory_total));
+			}
+			json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:o,s:i,s:I,s:i}", "server",
+					      t.addr[i], "host", st->server_host, "version",
+					      st->version, "listen", st->listen, "driver", st->driver,
+					      "driver_version", st->driver_version, "gpus", g, "jobs",
+					      (int)st->jobs, "uptime_s", (json_int_t)st->uptime_s,
+					      "resume_grace_s", (int)st->resume_grace_s);
+			if (st->error && *st->error)
+				json_object_set_new(o, "error", json_string(st->error));
+			json_array_append_new(arr, o);
+		} else {
+			printf("%-22s %-16s %-8s %4zu %5u %8s %5us\n", t.addr[i], st->server_host,
+			       st->driver_version ? drv : "-", st->n_gpus, st->jobs, up,
+			       st->resume_grace_s);
+			if (st->error && *st->error)
+				printf("  (%s)\n", st->error);
+			for (size_t k = 0; k < st->n_gpus; k++) {
+				char used[32], total[32];
+				fmt_bytes(st->gpus[k]->memory_used, used, sizeof(used));
+				fmt_bytes(st->gpus[k]->memory_total, total, sizeof(total));
+				printf("  GPU %u  %-28s %10s / %-10s used by rgpu jobs\n",
+				       st->gpus[k]->index, st->gpus[k]->name, used, total);
+			}
+		}
+		rgpu__status_reply__free_unpacked(st, NULL);
+	}
+	if (t.json)
+		json_print(json_pack("{s:o}", "servers", arr));
+	for (int i = 0; i < t.n; i++)
+		free(t.addr[i]);
+	return failed;
+}
+
+static int cmd_jobs(int argc, char **argv)
+{
+	struct targets t = {0};
+	json_t *arr = NULL, *errs = NULL;
+	int ret = parse_targets(argc, argv, &t, "jobs"), failed = 0;
+	uint64_t now_ms = rgpu_wall_ms();
+
+	if (ret)
+		return ret;
+	if (t.json) {
+		arr = json_array();
+		errs = json_array();
+	} else {
+		printf("%-22s %-12s %-16s %7s %-16s %10s %5s %10s %10s %7s %s\n", "SERVER", "JOB",
+		       "CLIENT", "PID", "PROGRAM", "DEVMEM", "OBJS", "IN", "OUT", "AGE", "STATE");
+	}
+	for (int i = 0; i < t.n; i++) {
+		Rgpu__JobsReply *jr = NULL;
+		char err[512];
+		ret = ctl_admin_call(t.addr[i], RGPU__MSG_TYPE__MSG_ADMIN_JOBS,
+				     &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, err,
+				     sizeof(err));
+		if (ret) {
+			failed = 1;
+			if (t.json)
+				json_array_append_new(errs, json_pack("{s:s,s:s}", "server", t.addr[i],
+								      "error", err));
+			else
+				fprintf(stderr, "rgpuctl jobs: %s\n", err);
+			continue;
+		}
+		for (size_t k = 0; k < jr->n_jobs; k++) {
+			const Rgpu__JobInfo *j = jr->jobs[k];
+			uint64_t age = now_ms > j->started_unix_ms ? (now_ms - j->started_unix_ms) / 1000 : 0;
+			char id[40], mem[32], in[32], out[32], ag[32];
+			hexstr(&j->job_id, id, sizeof(id));
+			if (t.json) {
+				json_array_append_new(
+					arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:I,s:I,s:i}",
+						       "server", t.addr[i], "job", id, "state", j->state,
+						       "client_host", j->client_host, "client_pid",
+						       j->client_pid, "program", j->client_program,
+						       "peer", j->peer, "worker_pid", j->worker_pid,
+						       "device_memory", (json_int_t)j->device_memory,
+						       "objects", (int)j->objects, "bytes_in",
+						       (json_int_t)j->bytes_in, "bytes_out",
+						       (json_int_t)j->bytes_out, "started_unix_ms",
+						       (json_int_t)j->started_unix_ms, "age_s",
+						       (json_int_t)age, "resumes", (int)j->resumes));
+				continue;
+			}
+			fmt_bytes(j->device_memory, mem, sizeof(mem));
+			fmt_bytes(j->bytes_in, in, sizeof(in));
+			fmt_bytes(j->bytes_out, out, sizeof(out));
+			fmt_age(age, ag, sizeof(ag));
+			id[12] = '\0';
+			printf("%-22s %-12s %-16.16s %7d %-16.16s %10s %5u %10s %10s %7s %s\n",
+			       t.addr[i], id, j->client_host, j->client_pid,
+			       basename_of(j->client_program), mem, j->objects, in, out, ag,
+			       j->state);
+		}
+		rgpu__jobs_reply__free_unpacked(jr, NULL);
+	}
+	if (t.json)
+		json_print(json_pack("{s:o,s:o}", "jobs", arr, "errors", errs));
+	for (int i = 0; i < t.n; i++)
+		free(t.addr[i]);
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -115,6 +428,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "run"))
 		return cmd_run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "status"))
+		return cmd_status(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "jobs"))
+		return cmd_jobs(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return 0;

@@ -9,6 +9,13 @@
 #include "rgpu/err.h"
 #include "rgpu/util.h"
 
+uint64_t rgpu_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 uint64_t rgpu_now_ns(void)
 {
 	struct timespec ts;

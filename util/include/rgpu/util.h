@@ -53,6 +53,8 @@ uint64_t rgpu_spin_budget_ns(uint64_t want_ns);
 
 /* rgpu_now_ns() - CLOCK_MONOTONIC in nanoseconds. */
 uint64_t rgpu_now_ns(void);
+/* rgpu_wall_ms() - CLOCK_REALTIME in milliseconds since the epoch. */
+uint64_t rgpu_wall_ms(void);
 
 /* rgpu_hex() - write 2*n hex digits and a NUL into out (size >= 2*n+1); returns out. */
 char *rgpu_hex(const void *data, size_t n, char *out);
