@@ -1,0 +1,230 @@
+/*
+ * Resuming a job by hand, as a client would after a broken link (run by with_server.sh with
+ * --resume-grace 1):
+ *   - a resume with a wrong token is refused with MSG_ERROR (and logged by the worker);
+ *   - a resume with the right token succeeds, says how far the worker got, and hands out a new
+ *     token; a frame sent before the break is not executed twice;
+ *   - once the client has spoken on the new link, the old token is refused;
+ *   - a resume of a job id that does not exist is refused;
+ *   - with the client gone, the job's worker is gone within 1 s of the grace period's end.
+ *
+ * Usage: resume   (RGPU_E2E_PORT, RGPU_E2E_PID and RGPU_E2E_LOGFILE come from with_server.sh)
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/frame.h"
+#include "rgpu/transport.h"
+
+#define FAIL(...)                                                                              \
+	do {                                                                                   \
+		fprintf(stderr, "FAIL: " __VA_ARGS__);                                         \
+		fputc('\n', stderr);                                                           \
+		exit(1);                                                                       \
+	} while (0)
+
+static int port;
+static uint8_t job[16], token[32];
+static uint64_t session;
+
+static struct rgpu_conn *dial(void)
+{
+	struct rgpu_conn *c;
+	if (rgpu_tcp_connect("127.0.0.1", port, 5000, &c))
+		FAIL("cannot connect to port %d", port);
+	return c;
+}
+
+/* Send a hello (a resume when job_id is given); returns the reply, or NULL after MSG_ERROR. */
+static Rgpu__HelloReply *hello(struct rgpu_conn *c, const uint8_t *job_id, const uint8_t *tok,
+			       uint64_t received, char *err, size_t errlen)
+{
+	Rgpu__Hello hm = RGPU__HELLO__INIT;
+	struct rgpu_frame_hdr h;
+	uint8_t *body = NULL;
+	Rgpu__HelloReply *rep = NULL;
+
+	hm.protocol_version = RGPU_PROTO_VERSION;
+	hm.client_program = "resume-test";
+	if (job_id) {
+		hm.job_id.data = (uint8_t *)job_id;
+		hm.job_id.len = 16;
+		hm.resume_token.data = (uint8_t *)tok;
+		hm.resume_token.len = 32;
+		hm.received = received;
+	}
+	if (rgpu_frame_send(c, RGPU__MSG_TYPE__MSG_HELLO, 0, 0, 0, &hm.base, NULL, 0) ||
+	    rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, 10000))
+		FAIL("no answer to a hello");
+	if (h.type == RGPU__MSG_TYPE__MSG_ERROR) {
+		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
+		snprintf(err, errlen, "%s", pe && pe->message ? pe->message : "?");
+		if (pe)
+			rgpu__protocol_error__free_unpacked(pe, NULL);
+		free(body);
+		return NULL;
+	}
+	if (h.type == RGPU__MSG_TYPE__MSG_HELLO)
+		rep = rgpu__hello_reply__unpack(NULL, h.body_len, body);
+	free(body);
+	if (!rep || rep->result != 0 || rep->job_id.len != 16 || rep->resume_token.len != 32)
+		FAIL("bad hello reply");
+	return rep;
+}
+
+/* A PING as request seq; returns the reply's header (ack = executed through). */
+static struct rgpu_frame_hdr ping(struct rgpu_conn *c, uint64_t seq)
+{
+	struct rgpu_frame_hdr h;
+	uint8_t *body = NULL;
+	if (rgpu_frame_send(c, RGPU__MSG_TYPE__MSG_PING, 0, seq, session, NULL, NULL, 0))
+		FAIL("cannot send a ping");
+	do {
+		free(body);
+		body = NULL;
+		if (rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, 10000))
+			FAIL("no reply to ping %llu", (unsigned long long)seq);
+	} while (h.seq == 0); /* skip acknowledgements */
+	free(body);
+	if (h.type != RGPU__MSG_TYPE__MSG_PING || !(h.flags & RGPU_FRAME_REPLY) || h.ref != seq)
+		FAIL("ping %llu answered by type %u ref %llu", (unsigned long long)seq, h.type,
+		     (unsigned long long)h.ref);
+	return h;
+}
+
+static int log_has(const char *what)
+{
+	const char *path = getenv("RGPU_E2E_LOGFILE");
+	char line[1024];
+	int found = 0;
+	FILE *f = path ? fopen(path, "r") : NULL;
+	if (!f)
+		FAIL("no rgpud log (RGPU_E2E_LOGFILE)");
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
+static int workers(void)
+{
+	char cmd[128];
+	int n = -1;
+	snprintf(cmd, sizeof(cmd), "pgrep -P %s | wc -l", getenv("RGPU_E2E_PID"));
+	FILE *p = popen(cmd, "r");
+	if (p && fscanf(p, "%d", &n) != 1)
+		n = -1;
+	if (p)
+		pclose(p);
+	return n;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(void)
+{
+	const char *p = getenv("RGPU_E2E_PORT");
+	struct rgpu_conn *c;
+	Rgpu__HelloReply *rep;
+	struct rgpu_frame_hdr h;
+	uint8_t old_token[32], bad[32];
+	char err[256];
+
+	if (!p || !getenv("RGPU_E2E_PID"))
+		FAIL("run me with with_server.sh");
+	port = atoi(p);
+	signal(SIGPIPE, SIG_IGN);
+
+	/* a new job, two pings, then the link breaks */
+	c = dial();
+	rep = hello(c, NULL, NULL, 0, err, sizeof(err));
+	memcpy(job, rep->job_id.data, 16);
+	memcpy(token, rep->resume_token.data, 32);
+	session = rep->session_id;
+	if (rep->resume_grace_s != 1)
+		FAIL("grace %u s, want 1 (run with --resume-grace 1)", rep->resume_grace_s);
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	h = ping(c, 1);
+	h = ping(c, 2);
+	if (h.ack != 2 || h.seq != 2)
+		FAIL("after two pings: ack %llu seq %llu, want 2 and 2", (unsigned long long)h.ack,
+		     (unsigned long long)h.seq);
+	rgpu_conn_close(c);
+
+	/* a wrong token */
+	memcpy(bad, token, 32);
+	bad[31] ^= 1;
+	c = dial();
+	if (hello(c, job, bad, 2, err, sizeof(err)))
+		FAIL("a resume with a wrong token was accepted");
+	rgpu_conn_close(c);
+	printf("  wrong token                -> refused: %s\n", err);
+
+	/* an unknown job */
+	c = dial();
+	uint8_t nojob[16] = {1, 2, 3};
+	if (hello(c, nojob, token, 0, err, sizeof(err)))
+		FAIL("a resume of an unknown job was accepted");
+	rgpu_conn_close(c);
+	printf("  unknown job                -> refused: %s\n", err);
+
+	/* the right token: the worker received through 2; a new token */
+	c = dial();
+	rep = hello(c, job, token, 2, err, sizeof(err));
+	if (!rep)
+		FAIL("the right token was refused: %s", err);
+	if (!rep->resumed || rep->received != 2)
+		FAIL("resumed %d received %llu, want 1 and 2", rep->resumed,
+		     (unsigned long long)rep->received);
+	if (memcmp(rep->resume_token.data, token, 32) == 0)
+		FAIL("the token was not renewed");
+	memcpy(old_token, token, 32);
+	memcpy(token, rep->resume_token.data, 32);
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	/* a duplicate of ping 2 is dropped; ping 3 is executed and answered */
+	if (rgpu_frame_send(c, RGPU__MSG_TYPE__MSG_PING, 0, 2, session, NULL, NULL, 0))
+		FAIL("cannot resend ping 2");
+	h = ping(c, 3);
+	if (h.ack != 3 || h.seq != 3)
+		FAIL("after the resume: ack %llu seq %llu, want 3 and 3",
+		     (unsigned long long)h.ack, (unsigned long long)h.seq);
+	printf("  right token                -> resumed at seq 2, duplicate dropped, ping 3 answered\n");
+	rgpu_conn_close(c);
+
+	/* the old token, now that the client has spoken on the new link */
+	c = dial();
+	if (hello(c, job, old_token, 3, err, sizeof(err)))
+		FAIL("an already-used token was accepted");
+	rgpu_conn_close(c);
+	printf("  already-used token         -> refused: %s\n", err);
+	usleep(200000);
+	if (!log_has("refused a resume") || !log_has("wrong or already-used resume token") ||
+	    !log_has("no job 01020300"))
+		FAIL("the refusals are not in rgpud's log");
+
+	/* the client is gone: the grace period (1 s) passes, then the worker must go */
+	double t0 = now_s();
+	while (workers() > 0) {
+		if (now_s() - t0 > 1.0 + 1.0)
+			FAIL("the job's worker still runs %.1f s after the link broke (grace 1 s)",
+			     now_s() - t0);
+		usleep(20000);
+	}
+	printf("  grace period over          -> worker gone %.2f s after the last link broke\n",
+	       now_s() - t0);
+	if (!log_has("did not come back within 1 s"))
+		FAIL("the expiry is not in rgpud's log");
+	printf("resume: OK\n");
+	return 0;
+}
