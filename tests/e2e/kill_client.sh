@@ -6,7 +6,7 @@ set -u
 progs=$1
 # rgpud runs with --resume-grace 1 (tests/e2e/CMakeLists.txt): a killed client looks like a
 # cut link, so its job is kept for the grace period, then freed within 1 s
-grace_ms=1000
+grace_ms=${RGPU_GRACE_MS:-1000}
 workers() { pgrep -P "$RGPU_E2E_PID" | wc -l; }
 
 "$progs/bigcopy" 1024 >/dev/null 2>&1 &
