@@ -7,7 +7,10 @@
  *
  * Each forwarded connection draws a cut point uniformly in [1, --max-bytes], counted over both
  * directions; the read that reaches it is trimmed so that the connection ends at exactly that
- * byte, in whichever direction crosses it. Optionally (--max-ms) a connection is also cut at a
+ * byte, in whichever direction crosses it. Bulk copies make up nearly all the bytes of a run,
+ * so uniform points almost never fall in a handshake or between a small request and its
+ * reply: --spread log draws them log-uniformly instead, as often below 1 KiB as in each
+ * higher power of 2^10. Optionally (--max-ms) a connection is also cut at a
  * random time, which catches a connection that sits idle while the server works. After
  * --cuts cuts in all it forwards without cutting. The bytes before the cut point are delivered
  * first (for at most FLUSH_MS, so a peer that does not read cannot stall the cut), then each
@@ -22,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -77,6 +81,7 @@ static struct {
 	socklen_t target_len;
 	unsigned cuts_max, cuts_done, mode_base;
 	uint64_t max_bytes, max_ms, min_delay_ms;
+	int log_spread; /* byte cut points log-uniform instead of uniform */
 	uint64_t last_cut_ns;
 	unsigned short rng[3];
 
@@ -108,6 +113,16 @@ static uint64_t uniform(uint64_t max)
 {
 	uint64_t v = 1 + (uint64_t)(erand48(P.rng) * (double)max);
 	return v > max ? max : v;
+}
+
+/* A cut point in [1, max]: uniform, or with --spread log log-uniform. */
+static uint64_t cut_point(uint64_t max)
+{
+	uint64_t v;
+	if (!P.log_spread)
+		return uniform(max);
+	v = (uint64_t)exp(erand48(P.rng) * log((double)max + 1));
+	return v < 1 ? 1 : v > max ? max : v;
 }
 
 static int cuts_left(void)
@@ -234,7 +249,7 @@ static void link_decide_cut(struct link *l, int dir)
 	}
 	if (P.last_cut_ns && now < P.last_cut_ns + P.min_delay_ms * 1000000ull) {
 		if (dir >= 0)
-			l->cut_at = l->moved + uniform(P.max_bytes);
+			l->cut_at = l->moved + cut_point(P.max_bytes);
 		else
 			l->cut_time = P.last_cut_ns + P.min_delay_ms * 1000000ull;
 		return;
@@ -251,7 +266,7 @@ static void link_arm(struct link *l)
 	if (!cuts_left())
 		return;
 	if (P.max_bytes)
-		l->cut_at = uniform(P.max_bytes);
+		l->cut_at = cut_point(P.max_bytes);
 	if (P.max_ms)
 		l->cut_time = rgpu_now_ns() + uniform(P.max_ms) * 1000000ull;
 }
@@ -566,6 +581,8 @@ static void usage(FILE *f)
 	    "  --seed S             random seed (default: from the clock; logged)\n"
 	    "  --max-bytes B        cut each connection after a number of bytes uniformly in\n"
 	    "                       [1, B], counted over both directions (K, M, G suffixes)\n"
+	    "  --spread log         draw those numbers log-uniformly: small offsets (handshakes,\n"
+	    "                       short calls) as likely as large ones (default: uniform)\n"
 	    "  --max-ms MS          also cut each connection at a random time in [1, MS] ms\n"
 	    "  --min-delay-ms MS    no cut within MS ms of the previous one: a connection whose\n"
 	    "                       cut point comes sooner draws a new one (default 0)\n"
@@ -626,6 +643,7 @@ int main(int argc, char **argv)
 	    {"seed", required_argument, NULL, 's'},
 	    {"max-bytes", required_argument, NULL, 'b'},
 	    {"max-ms", required_argument, NULL, 'm'},
+	    {"spread", required_argument, NULL, 'D'},
 	    {"min-delay-ms", required_argument, NULL, 'd'},
 	    {"stats", required_argument, NULL, 'S'},
 	    {"log-level", required_argument, NULL, 'v'},
@@ -668,6 +686,14 @@ int main(int argc, char **argv)
 				fprintf(stderr, "cutproxy: bad --max-bytes '%s'\n", optarg);
 				return 2;
 			}
+			break;
+		case 'D':
+			if (strcmp(optarg, "uniform") && strcmp(optarg, "log")) {
+				fprintf(stderr, "cutproxy: bad --spread '%s' (uniform or log)\n",
+					optarg);
+				return 2;
+			}
+			P.log_spread = !strcmp(optarg, "log");
 			break;
 		case 'm':
 			if (parse_u64(optarg, &P.max_ms) || !P.max_ms) {
@@ -750,10 +776,11 @@ int main(int argc, char **argv)
 		pr_err("cannot write %s: %s", port_file, strerror(errno));
 		return 1;
 	}
-	pr_info("listening on %s:%d, forwarding to %s; %u cut(s), max %llu bytes, max %llu ms, "
-		"seed %llu",
+	pr_info("listening on %s:%d, forwarding to %s; %u cut(s), max %llu bytes (%s), max %llu "
+		"ms, seed %llu",
 		host, bound, target, P.cuts_max, (unsigned long long)P.max_bytes,
-		(unsigned long long)P.max_ms, (unsigned long long)seed);
+		P.log_spread ? "log" : "uniform", (unsigned long long)P.max_ms,
+		(unsigned long long)seed);
 
 	ret = serve(lfd);
 	write_stats();

@@ -9,6 +9,7 @@
   the next connection is forwarded whole;
 - each cut lands at the byte the proxy logs: the bytes that reached the server plus the bytes
   that came back make the logged offset;
+- --spread log puts cut points at every scale;
 - over several cuts both a reset and a FIN reach the client and the server;
 - --max-ms cuts an idle connection; SIGUSR1 writes the stats.
 """
@@ -215,6 +216,17 @@ def test_offsets():
           "cuts land in both directions")
 
 
+def test_log_spread():
+    srv = EchoServer()
+    px = Proxy(srv.port, "--cuts", "12", "--max-bytes", "1M", "--spread", "log", "--seed", "5")
+    for i in range(12):
+        exchange(px.connect(), pattern(1 << 20, i))
+    px.stop()
+    logged = [int(n) for n in re.findall(r"cut \d+/12: conn \d+ at byte (\d+)", px.log)]
+    check(len(logged) == 12 and min(logged) < 1000 and max(logged) > 100000,
+          "--spread log: cut points from under 1 KB to over 100 KB (%s)" % sorted(logged))
+
+
 def test_rst_and_fin():
     srv = EchoServer()
     px = Proxy(srv.port, "--cuts", "4", "--max-bytes", "3000")
@@ -258,6 +270,7 @@ def test_timer_and_usr1():
 test_passthrough()
 test_one_cut()
 test_offsets()
+test_log_spread()
 test_rst_and_fin()
 test_timer_and_usr1()
 if failures:
