@@ -222,6 +222,11 @@ static void link_cut(struct link *l)
 		(unsigned long long)l->in[CLIENT], (unsigned long long)l->in[SERVER],
 		cut_modes[m].client_rst ? "RST" : "FIN", cut_modes[m].server_rst ? "RST" : "FIN",
 		note);
+	/*
+	 * A reset discards what the kernel has not sent yet. On loopback everything written has
+	 * already reached the peer; over a real network some bytes before the cut may be lost,
+	 * as they would be in a real reset.
+	 */
 	if (cut_modes[m].client_rst)
 		close_rst(l->s[CLIENT].fd);
 	else
@@ -726,11 +731,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind < argc || !target) {
-		fprintf(stderr,
-			optind < argc ? "cutproxy: unexpected argument '%s'\n"
-				      : "cutproxy: --target is required\n",
-			argv[optind]);
+	if (optind < argc) {
+		fprintf(stderr, "cutproxy: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (!target) {
+		fprintf(stderr, "cutproxy: --target is required\n");
 		usage(stderr);
 		return 2;
 	}
