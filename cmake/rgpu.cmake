@@ -43,3 +43,20 @@ function(rgpu_add_unit_test name)
   add_test(NAME unit.${name} COMMAND ${name})
   set_tests_properties(unit.${name} PROPERTIES LABELS unit TIMEOUT 120)
 endfunction()
+
+# rgpu_add_cut_test(NAME [ENVIRONMENT vars...] COMMAND cmd args...) -> cut.NAME, when
+# RGPU_CUT_TESTS is on: the program run through tests/e2e/with_cuts.sh until cutproxy has cut
+# its connection RGPU_CUT_COUNT times; every run must still pass (testing.md, reliability
+# targets). They need the interposer's resume after a broken connection.
+function(rgpu_add_cut_test name)
+  cmake_parse_arguments(A "" "" "ENVIRONMENT;COMMAND" ${ARGN})
+  if(NOT RGPU_CUT_TESTS)
+    return()
+  endif()
+  add_test(NAME cut.${name} COMMAND ${CMAKE_SOURCE_DIR}/tests/e2e/with_cuts.sh ${CMAKE_BINARY_DIR}
+    ${RGPU_CUT_COUNT} ${A_COMMAND})
+  set_tests_properties(cut.${name} PROPERTIES LABELS cut TIMEOUT 900)
+  if(A_ENVIRONMENT)
+    set_tests_properties(cut.${name} PROPERTIES ENVIRONMENT "${A_ENVIRONMENT}")
+  endif()
+endfunction()

@@ -3,6 +3,7 @@
 #   with_server.sh BUILD_DIR CMD [ARGS...]
 # The server uses simgpu unless RGPU_E2E_DRIVER names another driver ("system": the real one).
 # Fails if the server died during the run. Server log: $RGPU_E2E_LOG or a temporary file.
+# Extra rgpud options: $RGPUD_ARGS, split on blanks (none by default).
 set -u
 build=$1
 shift
@@ -11,10 +12,11 @@ driver=${RGPU_E2E_DRIVER:-$build/lib/simgpu/libcuda.so.1}
 [ "$driver" = system ] && driver=""
 log=${RGPU_E2E_LOG:-$tmp/rgpud.log}
 # RGPUD_ARGS: extra options for this test's rgpud (e.g. --resume-grace 1)
-# shellcheck disable=SC2086
+rgpud_args=${RGPUD_ARGS:-}
+# shellcheck disable=SC2086 # RGPUD_ARGS is a list of options
 "$build/bin/rgpud" --listen 127.0.0.1:0 --port-file "$tmp/port" \
 	--admin 127.0.0.1:0 --admin-port-file "$tmp/admin-port" \
-	${driver:+--driver "$driver"} --state-dir "$tmp/state" --log-level info ${RGPUD_ARGS:-} \
+	${driver:+--driver "$driver"} --state-dir "$tmp/state" --log-level info $rgpud_args \
 	2>>"$log" &
 pid=$!
 cleanup() {
