@@ -890,14 +890,35 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	return 0;
 }
 
-static CUresult hello(void)
+static CUresult hello(int connect_ms)
 {
 	Rgpu__HelloReply *rep = NULL;
 	char why[320] = "";
+	uint64_t backoff_us = 2000, deadline = rgpu_now_ns() + 10000000000ull;
 	int ret;
 	CUresult r;
 
-	ret = exchange_hello(S.conn, 0, IP_HELLO_TIMEOUT_MS, &rep, why, sizeof(why));
+	/*
+	 * A link that breaks during the handshake (before the session has a job to resume) is
+	 * tried again from the start, for up to 10 s; a refusal is final.
+	 */
+	for (;;) {
+		ret = exchange_hello(S.conn, 0, IP_HELLO_TIMEOUT_MS, &rep, why, sizeof(why));
+		if (ret != RGPU_ECLOSED && ret != RGPU_ETRUNC && ret != RGPU_EIO)
+			break;
+		rgpu_conn_close(S.conn);
+		S.conn = NULL;
+		do {
+			if (rgpu_now_ns() + backoff_us * 1000 > deadline)
+				goto lost;
+			struct timespec ts = {0, (long)backoff_us * 1000};
+			nanosleep(&ts, NULL);
+			backoff_us = MIN(backoff_us * 2, 500000ull);
+		} while (rgpu_tcp_connect(S.host, S.port, connect_ms, &S.conn));
+		pr_info("the handshake with %s broke (%s); trying again", S.server,
+			rgpu_strerror(ret));
+	}
+lost:
 	if (ret == RGPU_EPROTO) {
 		pr_err("the GPU server %s refused the session: %s", S.server, why);
 		return CUDA_ERROR_NO_DEVICE;
@@ -1118,7 +1139,7 @@ CUresult ip_session_open(void)
 		       ret == RGPU_ETIMEDOUT ? "timed out" : strerror(errno));
 		return CUDA_ERROR_NO_DEVICE;
 	}
-	r = hello();
+	r = hello(tmo ? atoi(tmo) : 5000);
 	if (r != CUDA_SUCCESS) {
 		rgpu_conn_close(S.conn);
 		S.conn = NULL;

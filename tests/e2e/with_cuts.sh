@@ -180,4 +180,17 @@ while [ "$(workers)" -gt "$baseline" ]; do
 	fi
 	sleep 0.05
 done
-echo "cuts=$cuts runs=$runs conns=$conns (workers back to baseline in $(($(now_ms) - start)) ms)"
+# and the server agrees: no job, no device memory held for one
+if [ -n "${RGPU_E2E_ADMIN:-}" ]; then
+	sleep 0.6 # a worker's last report is at most 0.5 s old
+	st=$("$build/bin/rgpuctl" status --server "$RGPU_E2E_ADMIN" --json) ||
+		{ echo "with_cuts: FAIL: rgpuctl status: $st"; exit 1; }
+	echo "$st" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["servers"][0]
+used = sum(g["memory_used"] for g in s["gpus"])
+if s["jobs"] != 0 or used != 0:
+    sys.exit("with_cuts: FAIL: rgpud still reports %d job(s) and %d bytes of device memory" % (s["jobs"], used))
+' || exit 1
+fi
+echo "cuts=$cuts runs=$runs conns=$conns (workers back to baseline in $(($(now_ms) - start)) ms; no job or device memory left)"
