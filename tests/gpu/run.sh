@@ -32,13 +32,16 @@ fi
 echo "== $(head -1 "$OUT/gpu.txt")"
 
 # ---- the server ------------------------------------------------------------------------
+GRACE=5
 "$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/port" --state-dir "$OUT/state" "${DRIVER_ARG[@]}" \
+	--admin 127.0.0.1:0 --admin-port-file "$OUT/admin-port" --resume-grace $GRACE \
 	--log-level info 2>"$OUT/rgpud.log" &
 SRV=$!
 trap 'kill $SRV 2>/dev/null; wait $SRV 2>/dev/null' EXIT
 for _ in $(seq 100); do [ -s "$OUT/port" ] && break; sleep 0.1; done
 export RGPU_SERVER=127.0.0.1:$(cat "$OUT/port")
-echo "== rgpud pid $SRV on $RGPU_SERVER"
+ADMIN=127.0.0.1:$(cat "$OUT/admin-port")
+echo "== rgpud pid $SRV on $RGPU_SERVER (admin $ADMIN)"
 
 # run NAME CMD...: natively, then through rgpu; one table row
 run_pair() {
@@ -100,11 +103,55 @@ else:
 PY
 fi
 
+# ---- PyTorch again through a proxy that cuts the link 10 times: the loss must match native
+if [ -x "$B/tests/e2e/cutproxy" ] && [ -f "$OUT/torch_train.native.log" ]; then
+	"$B/tests/e2e/cutproxy" --listen 127.0.0.1:0 --port-file "$OUT/cut.port" --target "$RGPU_SERVER" \
+		--cuts 10 --max-ms 2500 --max-bytes 400000000 --spread log --seed 7 --stats "$OUT/cut.stats" \
+		2>"$OUT/cutproxy.torch.log" &
+	CP=$!
+	for _ in $(seq 50); do [ -s "$OUT/cut.port" ] && break; sleep 0.1; done
+	RGPU_SERVER=127.0.0.1:$(cat "$OUT/cut.port") RGPU_LOG=info RGPU_LOG_FILE="$OUT/torch_cut.rgpu.ilog" \
+		timeout 600 "$B/bin/rgpuctl" run -- python3 tests/gpu/torch_train.py >"$OUT/torch_cut.rgpu.log" 2>&1
+	rc=$?
+	kill $CP 2>/dev/null; wait $CP 2>/dev/null
+	n=$(tail -1 "$OUT/torch_train.native.log"); r=$(tail -1 "$OUT/torch_cut.rgpu.log")
+	same=$(python3 -c '
+import json, sys
+try:
+    n, r = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+    print("ok" if abs(r["final_loss"] - n["final_loss"]) <= 1e-3 * abs(n["final_loss"]) and r["graph_ok"] else "MISMATCH")
+except Exception:
+    print("NORESULT")' "$n" "$r")
+	row torch_cut "-" "$([ $rc = 0 ] && [ "$same" = ok ] && echo ok || echo "FAIL:$rc:$same")" "" "" ""
+	{ echo "torch with cuts: $(cat "$OUT/cut.stats" 2>/dev/null)"; echo "  native: $n"; echo "  cut:    $r"; } \
+		>"$OUT/torch_cut.txt"
+fi
+# the delay one resume adds, as the clients saw it (link lost -> resumed)
+cat "$OUT"/*.ilog "$OUT"/cut_*.log 2>/dev/null | grep -o 'resumed on [^ ]* after [0-9.]* s' |
+	awk '{ print $(NF-1) * 1000 }' | sort -n >"$OUT/resume_ms.txt"
+
 # ---- rgpu only: hostile input, a client killed mid-copy ---------------------------------
 "$B/tests/e2e/hostile" "$(cat "$OUT/port")" >"$OUT/hostile.log" 2>&1
 row hostile "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
-RGPU_E2E_PID=$SRV "$B/bin/rgpuctl" run -- tests/e2e/kill_client.sh "$P" >"$OUT/kill_client.log" 2>&1
+RGPU_E2E_PID=$SRV RGPU_GRACE_MS=$((GRACE * 1000)) "$B/bin/rgpuctl" run -- tests/e2e/kill_client.sh "$P" \
+	>"$OUT/kill_client.log" 2>&1
 row kill_client "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
+
+"$B/bin/rgpuctl" status --server "$ADMIN" >"$OUT/status.txt" 2>&1
+"$B/bin/rgpuctl" status --server "$ADMIN" --json >"$OUT/status.json" 2>&1
+row rgpuctl_status "-" "$(grep -q memory_total "$OUT/status.json" && echo ok || echo FAIL)" "" "" ""
+
+# ---- connection cuts: every nvcc program (10 cuts each, own rgpud on this GPU) ----------
+if [ -x "$B/tests/e2e/cutproxy" ] && [ -d "$B/tests/cuda" ]; then
+	for p in $(find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -printf "%f\n" | sort); do
+		t0=$(secs)
+		RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system} RGPUD_ARGS="--resume-grace $GRACE" \
+			RGPU_LOG=info RGPU_LOG_FILE="$OUT/cut_$p.ilog" timeout 300 tests/e2e/with_cuts.sh "$B" 10 "$B/tests/cuda/$p" >"$OUT/cut_$p.log" 2>&1
+		rc=$?
+		t1=$(secs)
+		row "cut10_$p" "-" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "$(calc "$t1 - $t0")" ""
+	done
+fi
 
 # ---- cuGetProcAddress against the real driver -----------------------------------------
 if [ -x "$B/bin/procaddr_dump" ] && [ -f "$B/tests/procaddr_queries.txt" ]; then
@@ -116,9 +163,30 @@ if [ -x "$B/bin/procaddr_dump" ] && [ -f "$B/tests/procaddr_queries.txt" ]; then
 fi
 
 # ---- benchmarks -------------------------------------------------------------------------
+# With gpubundle/before (the previous build's rgpud and interposer, scripts/gpu-bundle.sh
+# BEFORE=DIR), the same benchmark also runs through it, alternating with this build twice.
+BEFORE=$B/before
 timeout 300 "$P/bench" rtt launch bw >"$OUT/bench.native.txt" 2>"$OUT/bench.native.err"
-timeout 300 "$B/bin/rgpuctl" run -- "$P/bench" rtt launch bw >"$OUT/bench.rgpu.txt" 2>"$OUT/bench.rgpu.err"
-python3 tests/gpu/report.py "$OUT/bench.native.txt" "$OUT/bench.rgpu.txt" >"$OUT/bench.table" 2>&1
+if [ -x "$BEFORE/bin/rgpud" ]; then
+	"$BEFORE/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/before.port" --state-dir "$OUT/before-state" \
+		"${DRIVER_ARG[@]}" --log-level warn 2>"$OUT/rgpud.before.log" &
+	SRVB=$!
+	for _ in $(seq 100); do [ -s "$OUT/before.port" ] && break; sleep 0.1; done
+fi
+AFTER_FILES="" BEFORE_FILES=""
+for i in 1 2; do
+	timeout 300 "$B/bin/rgpuctl" run -- "$P/bench" rtt launch bw >"$OUT/bench.rgpu$i.txt" 2>"$OUT/bench.rgpu$i.err"
+	AFTER_FILES="$AFTER_FILES${AFTER_FILES:+,}$OUT/bench.rgpu$i.txt"
+	if [ -n "${SRVB:-}" ]; then
+		RGPU_INTERPOSER_DIR=$(realpath "$BEFORE/lib/interposer") timeout 300 "$B/bin/rgpuctl" run \
+			--server 127.0.0.1:$(cat "$OUT/before.port") -- "$P/bench" rtt launch bw \
+			>"$OUT/bench.before$i.txt" 2>"$OUT/bench.before$i.err"
+		BEFORE_FILES="$BEFORE_FILES${BEFORE_FILES:+,}$OUT/bench.before$i.txt"
+	fi
+done
+[ -n "${SRVB:-}" ] && { kill $SRVB 2>/dev/null; wait $SRVB 2>/dev/null; }
+cp "$OUT/bench.rgpu1.txt" "$OUT/bench.rgpu.txt" 2>/dev/null
+python3 tests/gpu/report.py "$OUT/bench.native.txt" "$AFTER_FILES" $BEFORE_FILES >"$OUT/bench.table" 2>&1
 
 # ---- what the interposer did not implement ----------------------------------------------
 cat "$OUT"/*.rgpu.ilog 2>/dev/null | grep -o 'unimplemented: [A-Za-z0-9_]*' | sort | uniq -c \
@@ -129,8 +197,15 @@ echo
 echo "== logs in $OUT"
 echo "== not implemented (calls that returned CUDA_ERROR_NOT_SUPPORTED):"
 if [ -s "$OUT/unimplemented.txt" ]; then cat "$OUT/unimplemented.txt"; else echo "   none"; fi
-echo "== benchmarks (rgpu over TCP loopback vs native, same run)"
+echo "== benchmarks (rgpu over TCP loopback vs native, same run; best of 2 for rgpu and before)"
 cat "$OUT/bench.table"
+echo "== resume: the delay one resume added, as the client saw it (ms)"
+if [ -s "$OUT/resume_ms.txt" ]; then
+	awk '{ v[NR] = $1 } END { printf "   %d resumes: median %.1f, p90 %.1f, max %.1f\n", NR, v[int((NR + 1) / 2)], v[int(NR * 0.9 + 0.5)], v[NR] }' "$OUT/resume_ms.txt"
+else
+	echo "   none recorded"
+fi
+[ -s "$OUT/torch_cut.txt" ] && cat "$OUT/torch_cut.txt"
 [ -s "$OUT/torch_compare.txt" ] && { echo "== PyTorch"; cat "$OUT/torch_compare.txt"; }
 [ -f "$OUT/torch_train.rgpu.log" ] && ! tail -1 "$OUT/torch_train.rgpu.log" | grep -q final_loss &&
 	{ echo "   rgpu run ended with:"; tail -3 "$OUT/torch_train.rgpu.log" | sed 's/^/   /'; }
