@@ -15,6 +15,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "ip_dark.h"
+#include "rgpu_msgs.h"
 #include "vawindow.h"
 
 #define IP_API __attribute__((visibility("default")))

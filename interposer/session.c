@@ -34,10 +34,6 @@
 #include "rgpu/window.h"
 
 #define IP_INLINE_MAX (64u << 10)
-#define IP_NEEDED_CAPS                                                                         \
-	(RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |           \
-	 RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |                        \
-	 RGPU__CAPABILITY__CAP_LAUNCH_ATTRS)
 #define IP_HELLO_TIMEOUT_S 60
 #define IP_SPIN_NS 20000
 
@@ -407,7 +403,7 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 	w->dst_size = size;
 	w->async = 1;
 	waiter_add(w);
-	if (submit(RGPU__MSG_TYPE__MSG_MEMCPY_DTOH, w->seq, req, NULL, 0)) {
+	if (submit(RGPU_MSG_MEMCPY_DTOH, w->seq, req, NULL, 0)) {
 		pthread_mutex_lock(&S.wait_lock);
 		waiter_remove_locked(w);
 		pthread_mutex_unlock(&S.wait_lock);
@@ -473,7 +469,7 @@ static void *callback_main(void *arg)
 		/* the server's stream waits for this acknowledgement */
 		Rgpu__Callback done = RGPU__CALLBACK__INIT;
 		done.callback = id;
-		if (!submit(RGPU__MSG_TYPE__MSG_CALLBACK_DONE, atomic_fetch_add(&S.seq, 1) + 1,
+		if (!submit(RGPU_MSG_CALLBACK_DONE, atomic_fetch_add(&S.seq, 1) + 1,
 			    &done.base, NULL, 0))
 			flush();
 		pthread_mutex_lock(&S.cb_lock);
@@ -569,10 +565,10 @@ static void *receiver_main(void *arg)
 			continue;
 		}
 		switch (h.type) {
-		case RGPU__MSG_TYPE__MSG_DATA:
+		case RGPU_MSG_DATA:
 			on_data(&h, body);
 			break;
-		case RGPU__MSG_TYPE__MSG_CALLBACK: {
+		case RGPU_MSG_CALLBACK: {
 			Rgpu__Callback *cb = rgpu__callback__unpack(NULL, h.body_len, body);
 			if (cb) {
 				callback_push(cb->callback);
@@ -582,7 +578,7 @@ static void *receiver_main(void *arg)
 			}
 			break;
 		}
-		case RGPU__MSG_TYPE__MSG_ERROR: {
+		case RGPU_MSG_ERROR: {
 			Rgpu__ProtocolError *pe =
 				rgpu__protocol_error__unpack(NULL, h.body_len, body);
 			char why[320];
@@ -619,13 +615,13 @@ static CUresult hello(const char *server)
 	n = readlink("/proc/self/exe", prog, sizeof(prog) - 1);
 	prog[n > 0 ? n : 0] = '\0';
 	hm.protocol_version = RGPU_PROTO_VERSION;
-	hm.capabilities = IP_NEEDED_CAPS;
+	hm.capabilities = RGPU_CAPS_CLIENT;
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
 
 	setsockopt(S.conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	ret = rgpu_frame_send(S.conn, RGPU__MSG_TYPE__MSG_HELLO, 0, 1, 0, &hm.base, NULL, 0);
+	ret = rgpu_frame_send(S.conn, RGPU_MSG_HELLO, 0, 1, 0, &hm.base, NULL, 0);
 	if (!ret)
 		ret = rgpu_frame_recv(S.conn, RGPU_PEER_CLIENT, &h, &body);
 	if (ret) {
@@ -634,7 +630,7 @@ static CUresult hello(const char *server)
 	}
 	tv.tv_sec = 0;
 	setsockopt(S.conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (h.type == RGPU__MSG_TYPE__MSG_ERROR) {
+	if (h.type == RGPU_MSG_ERROR) {
 		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
 		pr_err("the GPU server %s refused the session: %s", server,
 		       pe && pe->message ? pe->message : "protocol error");
@@ -643,7 +639,7 @@ static CUresult hello(const char *server)
 		free(body);
 		return CUDA_ERROR_NO_DEVICE;
 	}
-	if (h.type == RGPU__MSG_TYPE__MSG_HELLO && (h.flags & RGPU_FRAME_REPLY))
+	if (h.type == RGPU_MSG_HELLO && (h.flags & RGPU_FRAME_REPLY))
 		rep = rgpu__hello_reply__unpack(NULL, h.body_len, body);
 	free(body);
 	if (!rep) {
@@ -656,7 +652,7 @@ static CUresult hello(const char *server)
 		goto out;
 	}
 	/* every message family this client may send must be one the server knows */
-	const uint64_t need = IP_NEEDED_CAPS;
+	const uint64_t need = RGPU_CAPS_CLIENT;
 	if ((rep->capabilities & need) != need) {
 		pr_err("the GPU server %s lacks capabilities this client needs (has %#llx, needs %#llx)",
 		       server, (unsigned long long)rep->capabilities, (unsigned long long)need);
@@ -731,6 +727,7 @@ CUresult ip_session_open(void)
 		       ret == RGPU_ETIMEDOUT ? "timed out" : strerror(errno));
 		return CUDA_ERROR_NO_DEVICE;
 	}
+	rgpu_conn_set_msgs(S.conn, &rgpu_job_msgs);
 	r = hello(server);
 	if (r != CUDA_SUCCESS) {
 		rgpu_conn_close(S.conn);

@@ -166,7 +166,7 @@ static int h_ctx_limit(struct srv_worker *w, struct srv_frame *f)
 	DECODE(m, CtxLimit, ctx_limit, w, f);
 	CUresult r = srv_use_ctx(w, m->ctx);
 	int ret = 0;
-	if (f->hdr.type == RGPU__MSG_TYPE__MSG_CTX_SET_LIMIT) {
+	if (f->hdr.type == RGPU_MSG_CTX_SET_LIMIT) {
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuCtxSetLimit((CUlimit)m->limit, m->value);
 		ret = srv_reply_status(w, f, r);
@@ -427,7 +427,7 @@ static void CUDA_CB send_chunk_cb(void *arg)
 	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
 	dc.offset = c->offset;
 	if (!atomic_load(&c->w->dead))
-		srv_send(c->w, RGPU__MSG_TYPE__MSG_DATA, 0, c->seq, &dc.base, c->buf, c->len);
+		srv_send(c->w, RGPU_MSG_DATA, 0, c->seq, &dc.base, c->buf, c->len);
 	srv_staging_put(c->w->staging, c->buf);
 	free(c);
 }
@@ -484,7 +484,7 @@ static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t 
 		if (next < m->size)
 			r = w->drv.cuMemcpyDtoHAsync(buf[!cur], m->src + next, nlen, s);
 		dc.offset = off;
-		if (srv_send(w, RGPU__MSG_TYPE__MSG_DATA, 0, seq, &dc.base, buf[cur], len))
+		if (srv_send(w, RGPU_MSG_DATA, 0, seq, &dc.base, buf[cur], len))
 			break; /* the client is gone: the worker ends after this request */
 		if (r == CUDA_SUCCESS && next < m->size)
 			r = w->drv.cuStreamSynchronize(s);
@@ -814,7 +814,7 @@ static int h_func_attr(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, FuncAttr, func_attr, w, f);
 	struct srv_obj *o = srv_obj_find(w, m->func, 0);
-	int set = f->hdr.type == RGPU__MSG_TYPE__MSG_FUNC_SET_ATTR;
+	int set = f->hdr.type == RGPU_MSG_FUNC_SET_ATTR;
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 	int v = 0, ret = 0;
 
@@ -950,7 +950,7 @@ static void CUDA_CB host_trigger_cb(void *arg)
 	cb.callback = t->id;
 	/* the stream waits here until the client's function has returned */
 	if (!atomic_load(&t->w->dead) &&
-	    srv_send(t->w, RGPU__MSG_TYPE__MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)
+	    srv_send(t->w, RGPU_MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)
 		srv_wait_callback(t->w, t->id);
 	if (!t->persistent)
 		free(t);
@@ -1010,24 +1010,24 @@ static int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
 	switch (f->hdr.type) {
-	case RGPU__MSG_TYPE__MSG_STREAM_DESTROY:
+	case RGPU_MSG_STREAM_DESTROY:
 		if (r == CUDA_SUCCESS && m->stream) {
 			r = w->drv.cuStreamDestroy(s);
 			srv_obj_del(w, m->stream);
 		}
 		srv_async_error(w, r, "stream destroy");
 		break;
-	case RGPU__MSG_TYPE__MSG_STREAM_SYNC:
+	case RGPU_MSG_STREAM_SYNC:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuStreamSynchronize(s);
 		ret = srv_reply_status(w, f, r);
 		break;
-	case RGPU__MSG_TYPE__MSG_STREAM_QUERY:
+	case RGPU_MSG_STREAM_QUERY:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuStreamQuery(s);
 		ret = srv_reply_status(w, f, r);
 		break;
-	case RGPU__MSG_TYPE__MSG_STREAM_WAIT_EVENT: {
+	case RGPU_MSG_STREAM_WAIT_EVENT: {
 		struct srv_obj *e = srv_obj_find(w, m->event, SRV_EVENT);
 		if (r == CUDA_SUCCESS)
 			r = e ? w->drv.cuStreamWaitEvent(s, e->h, m->flags)
@@ -1064,14 +1064,14 @@ static int h_event_op(struct srv_worker *w, struct srv_frame *f)
 	int ret = 0;
 
 	switch (f->hdr.type) {
-	case RGPU__MSG_TYPE__MSG_EVENT_DESTROY:
+	case RGPU_MSG_EVENT_DESTROY:
 		if (e) {
 			r = w->drv.cuEventDestroy(e->h);
 			srv_obj_del(w, m->event);
 		}
 		srv_async_error(w, r, "event destroy");
 		break;
-	case RGPU__MSG_TYPE__MSG_EVENT_RECORD: {
+	case RGPU_MSG_EVENT_RECORD: {
 		CUstream s = NULL;
 		if (r == CUDA_SUCCESS)
 			r = srv_use_ctx(w, m->ctx);
@@ -1083,17 +1083,17 @@ static int h_event_op(struct srv_worker *w, struct srv_frame *f)
 		srv_async_error(w, r, "event record");
 		break;
 	}
-	case RGPU__MSG_TYPE__MSG_EVENT_SYNC:
+	case RGPU_MSG_EVENT_SYNC:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuEventSynchronize(e->h);
 		ret = srv_reply_status(w, f, r);
 		break;
-	case RGPU__MSG_TYPE__MSG_EVENT_QUERY:
+	case RGPU_MSG_EVENT_QUERY:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuEventQuery(e->h);
 		ret = srv_reply_status(w, f, r);
 		break;
-	case RGPU__MSG_TYPE__MSG_EVENT_ELAPSED: {
+	case RGPU_MSG_EVENT_ELAPSED: {
 		Rgpu__ElapsedReply rep = RGPU__ELAPSED_REPLY__INIT;
 		struct srv_obj *e2 = srv_obj_find(w, m->end_event, SRV_EVENT);
 		float ms = 0;
@@ -1119,7 +1119,7 @@ static int h_capture(struct srv_worker *w, struct srv_frame *f)
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && f->hdr.type == RGPU__MSG_TYPE__MSG_CAPTURE_BEGIN) {
+	if (r == CUDA_SUCCESS && f->hdr.type == RGPU_MSG_CAPTURE_BEGIN) {
 		r = w->drv.cuStreamBeginCapture(s, (CUstreamCaptureMode)m->mode);
 	} else if (r == CUDA_SUCCESS) {
 		struct srv_obj g = {.id = m->graph, .kind = SRV_GRAPH, .ctx = m->ctx};
@@ -1144,7 +1144,7 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 	int ret = 0;
 
 	switch (f->hdr.type) {
-	case RGPU__MSG_TYPE__MSG_GRAPH_CREATE: {
+	case RGPU_MSG_GRAPH_CREATE: {
 		struct srv_obj n = {.id = m->graph, .kind = SRV_GRAPH, .ctx = m->ctx};
 		if (r == CUDA_SUCCESS)
 			r = d->cuGraphCreate((CUgraph *)&n.h, (unsigned)m->flags);
@@ -1155,7 +1155,7 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 		srv_async_error(w, r, "graph create");
 		break;
 	}
-	case RGPU__MSG_TYPE__MSG_GRAPH_INSTANTIATE: {
+	case RGPU_MSG_GRAPH_INSTANTIATE: {
 		struct srv_obj n = {.id = m->exec, .kind = SRV_GRAPH_EXEC, .ctx = m->ctx};
 		if (r == CUDA_SUCCESS)
 			r = g ? d->cuGraphInstantiateWithFlags((CUgraphExec *)&n.h, g->h, m->flags)
@@ -1167,30 +1167,30 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 		ret = srv_reply_status(w, f, r);
 		break;
 	}
-	case RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH:
-	case RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD:
+	case RGPU_MSG_GRAPH_LAUNCH:
+	case RGPU_MSG_GRAPH_UPLOAD:
 		if (r == CUDA_SUCCESS)
 			r = srv_stream(w, m->stream, &s);
 		if (r == CUDA_SUCCESS)
 			r = !e ? CUDA_ERROR_INVALID_VALUE
-			       : f->hdr.type == RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH ? d->cuGraphLaunch(e->h, s)
-										  : d->cuGraphUpload(e->h, s);
+			       : f->hdr.type == RGPU_MSG_GRAPH_LAUNCH ? d->cuGraphLaunch(e->h, s)
+								      : d->cuGraphUpload(e->h, s);
 		srv_async_error(w, r, "graph launch");
 		break;
-	case RGPU__MSG_TYPE__MSG_GRAPH_EXEC_DESTROY:
+	case RGPU_MSG_GRAPH_EXEC_DESTROY:
 		r = e ? d->cuGraphExecDestroy(e->h) : CUDA_ERROR_INVALID_VALUE;
 		if (e)
 			srv_obj_del(w, e->id);
 		srv_async_error(w, r, "graph exec destroy");
 		break;
-	case RGPU__MSG_TYPE__MSG_GRAPH_NODE_COUNT: {
+	case RGPU_MSG_GRAPH_NODE_COUNT: {
 		size_t n = 0;
 		if (r == CUDA_SUCCESS)
 			r = g ? d->cuGraphGetNodes(g->h, NULL, &n) : CUDA_ERROR_INVALID_VALUE;
 		ret = srv_reply_value(w, f, r, (int64_t)n);
 		break;
 	}
-	case RGPU__MSG_TYPE__MSG_GRAPH_DESTROY:
+	case RGPU_MSG_GRAPH_DESTROY:
 		r = g ? d->cuGraphDestroy(g->h) : CUDA_ERROR_INVALID_VALUE;
 		if (g)
 			srv_obj_del(w, g->id);
@@ -1277,7 +1277,7 @@ static int h_goodbye(struct srv_worker *w, struct srv_frame *f)
 
 typedef int (*handler_fn)(struct srv_worker *w, struct srv_frame *f);
 
-#define T(x) RGPU__MSG_TYPE__MSG_##x
+#define T(x) RGPU_MSG_##x
 static const handler_fn handlers[] = {
 	[T(GOODBYE)] = h_goodbye,
 	[T(PING)] = h_ping,

@@ -99,7 +99,7 @@ void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 		rgpu_strerror(code));
 	pe.code = code;
 	pe.message = msg;
-	srv_send(w, RGPU__MSG_TYPE__MSG_ERROR, 0, 0, &pe.base, NULL, 0);
+	srv_send(w, RGPU_MSG_ERROR, 0, 0, &pe.base, NULL, 0);
 	atomic_store(&w->dead, 1);
 	rgpu_conn_shutdown(w->conn);
 }
@@ -310,7 +310,7 @@ static void *reader_main(void *arg)
 			free(f);
 			break;
 		}
-		if (f->hdr.type == RGPU__MSG_TYPE__MSG_CALLBACK_DONE) {
+		if (f->hdr.type == RGPU_MSG_CALLBACK_DONE) {
 			Rgpu__Callback *cb =
 				rgpu__callback__unpack(NULL, f->hdr.body_len, f->body);
 			free(f->body);
@@ -325,7 +325,7 @@ static void *reader_main(void *arg)
 		}
 		if (f->hdr.payload_len) {
 			/* bulk copy chunks land in pinned memory; the rest in plain memory */
-			if (f->hdr.type == RGPU__MSG_TYPE__MSG_MEMCPY_HTOD &&
+			if (f->hdr.type == RGPU_MSG_MEMCPY_HTOD &&
 			    f->hdr.payload_len > 65536 && f->hdr.payload_len <= RGPU_COPY_CHUNK) {
 				f->payload = srv_staging_tryget(w->staging);
 				f->payload_staged = f->payload != NULL;
@@ -471,7 +471,7 @@ static int handshake(struct srv_worker *w)
 		srv_protocol_error(w, ret, "bad first frame");
 		return ret;
 	}
-	if (h.type != RGPU__MSG_TYPE__MSG_HELLO || h.payload_len) {
+	if (h.type != RGPU_MSG_HELLO || h.payload_len) {
 		free(body);
 		srv_protocol_error(w, RGPU_EPROTO, "expected MSG_HELLO, got %s",
 				   rgpu_msg_name(h.type));
@@ -500,9 +500,7 @@ static int handshake(struct srv_worker *w)
 	gethostname(host, sizeof(host) - 1);
 	rep.result = (int32_t)r;
 	rep.protocol_version = RGPU_PROTO_VERSION;
-	rep.capabilities = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |
-			   RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |
-			   RGPU__CAPABILITY__CAP_LAUNCH_ATTRS;
+	rep.capabilities = RGPU_CAPS_SERVER;
 	rep.session_id = w->session;
 	rep.server_host = host;
 	rep.error = why;
@@ -527,7 +525,7 @@ static int handshake(struct srv_worker *w)
 	} else {
 		pr_err("session %llu refused: %s", (unsigned long long)w->session, why);
 	}
-	ret = srv_send(w, RGPU__MSG_TYPE__MSG_HELLO, RGPU_FRAME_REPLY, h.seq, &rep.base, NULL, 0);
+	ret = srv_send(w, RGPU_MSG_HELLO, RGPU_FRAME_REPLY, h.seq, &rep.base, NULL, 0);
 	for (size_t i = 0; i < rep.n_devices; i++)
 		free(di[i].uuid.data);
 	if (ret)
@@ -544,6 +542,7 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn)
 
 	w->cfg = cfg;
 	w->conn = conn;
+	rgpu_conn_set_msgs(conn, &rgpu_job_msgs);
 	w->session = ((uint64_t)getpid() << 20) ^ (rgpu_now_ns() & 0xfffff);
 	if (w->session == 0)
 		w->session = 1;

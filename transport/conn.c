@@ -105,7 +105,7 @@ int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_fr
 	ret = rgpu_frame_hdr_decode(raw, h);
 	if (ret)
 		return ret;
-	ret = rgpu_frame_check(h, receiver);
+	ret = rgpu_frame_check(h, receiver, c->msgs);
 	if (ret)
 		return ret;
 	if (h->body_len) {

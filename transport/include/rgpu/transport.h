@@ -41,6 +41,7 @@ struct rgpu_conn {
 	char peer[96];    /* "host:port" for logs */
 	int frame_timeout_ms;  /* once a frame has begun, the rest must come within this */
 	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */
+	const struct rgpu_msg_table *msgs; /* the protocol frames are checked against */
 	size_t rpos, rlen;
 	uint8_t rbuf[RGPU_CONN_RBUF];
 };
@@ -56,6 +57,15 @@ static inline int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, 
 int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len);
 /* rgpu_conn_recv_within() - the same, but each wait for more bytes is bounded by timeout_ms */
 int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms);
+
+/*
+ * rgpu_conn_set_msgs() - the protocol this connection speaks: rgpu_frame_recv() checks every
+ * header against msgs. A new connection has none and refuses every frame (RGPU_EUNKNOWNTYPE).
+ */
+static inline void rgpu_conn_set_msgs(struct rgpu_conn *c, const struct rgpu_msg_table *msgs)
+{
+	c->msgs = msgs;
+}
 
 /* where rgpud listens, and where clients look, unless told otherwise: loopback only */
 #define RGPU_DEFAULT_SERVER "127.0.0.1:7070"
@@ -80,9 +90,10 @@ int rgpu_frame_send(struct rgpu_conn *c, uint16_t type, uint32_t flags, uint64_t
 		    uint64_t payload_len);
 
 /*
- * rgpu_frame_recv() - receive a header and check it for `receiver`, then the body into a
- * malloc'd buffer (*body, NULL when empty). The payload is left on the connection for the
- * caller to read where it belongs (with rgpu_conn_recv_within and c->frame_timeout_ms).
+ * rgpu_frame_recv() - receive a header and check it for `receiver` against the connection's
+ * message table (rgpu_conn_set_msgs), then the body into a malloc'd buffer (*body, NULL when
+ * empty). The payload is left on the connection for the caller to read where it belongs (with
+ * rgpu_conn_recv_within and c->frame_timeout_ms).
  * Waits indefinitely for a frame to begin; once it has, a peer that closes or stalls for
  * c->frame_timeout_ms makes it RGPU_EPROTO (truncated) or RGPU_ETIMEDOUT. Returns 0,
  * RGPU_ECLOSED (clean end between frames) or another RGPU_E* code; on RGPU_EVERSION and check
