@@ -240,6 +240,8 @@ static int submit(uint16_t type, uint64_t seq, const ProtobufCMessage *req, cons
 
 CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen)
 {
+	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
+		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
 	if (submit(type, atomic_fetch_add(&S.seq, 1) + 1, req, payload, plen))
@@ -295,6 +297,8 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 	CUresult r = CUDA_SUCCESS;
 
 	*reply = NULL;
+	if (!ip_msg_class_ok(type, RGPU_CLASS_CALL))
+		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
 	w.seq = atomic_fetch_add(&S.seq, 1) + 1;
@@ -393,6 +397,8 @@ CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *
 CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 {
 	struct waiter *w;
+	if (!ip_msg_class_ok(RGPU_MSG_MEMCPY_DTOH, RGPU_CLASS_POST))
+		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
 	w = calloc(1, sizeof(*w));
