@@ -7,6 +7,7 @@
 
 #include "admin.pb-c.h"
 #include "rgpu.pb-c.h"
+#include "rgpu_admin_msgs.h"
 #include "rgpu/err.h"
 #include "rgpu/transport.h"
 #include "rgpu/util.h"
@@ -34,6 +35,7 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 		snprintf(err, errlen, "cannot reach %s: %s", server, rgpu_strerror(ret));
 		return ret;
 	}
+	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
 	req.version = RGPU_PROTO_VERSION;
 	ret = rgpu_frame_send(c, type, 0, 1, 0, &req.base, NULL, 0);
 	if (!ret)
@@ -45,7 +47,7 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 			 ret == RGPU_EVERSION ? "speaks another protocol version" : rgpu_strerror(ret));
 		goto out;
 	}
-	if (h.type == RGPU__MSG_TYPE__MSG_ERROR) {
+	if (h.type == RGPU_ADMIN_MSG_ERROR) {
 		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
 		snprintf(err, errlen, "%s refused: %s", server,
 			 pe && pe->message ? pe->message : "protocol error");

@@ -18,6 +18,7 @@
 #include "admin.h"
 #include "admin.pb-c.h"
 #include "rgpu.pb-c.h"
+#include "rgpu_admin_msgs.h"
 #include "rgpu/transport.h"
 #include "rgpu/util.h"
 
@@ -291,7 +292,7 @@ static int cmd_status(int argc, char **argv)
 	for (int i = 0; i < t.n; i++) {
 		Rgpu__StatusReply *st = NULL;
 		char err[512], drv[32], up[32];
-		ret = ctl_admin_call(t.addr[i], RGPU__MSG_TYPE__MSG_ADMIN_STATUS,
+		ret = ctl_admin_call(t.addr[i], RGPU_ADMIN_MSG_STATUS,
 				     &rgpu__status_reply__descriptor, (ProtobufCMessage **)&st, err,
 				     sizeof(err));
 		if (ret) {
@@ -369,7 +370,7 @@ static int cmd_jobs(int argc, char **argv)
 	for (int i = 0; i < t.n; i++) {
 		Rgpu__JobsReply *jr = NULL;
 		char err[512];
-		ret = ctl_admin_call(t.addr[i], RGPU__MSG_TYPE__MSG_ADMIN_JOBS,
+		ret = ctl_admin_call(t.addr[i], RGPU_ADMIN_MSG_JOBS,
 				     &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, err,
 				     sizeof(err));
 		if (ret) {

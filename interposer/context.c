@@ -59,7 +59,7 @@ static CUresult ctx_activate(struct ip_ctx *c)
 	m.primary = c->primary;
 	c->uid = atomic_fetch_add(&next_uid, 1) + 1;
 	c->active = 1;
-	return ip_post(RGPU__MSG_TYPE__MSG_CTX_CREATE, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_CTX_CREATE, &m.base, NULL, 0);
 }
 
 static CUresult ctx_teardown(struct ip_ctx *c)
@@ -72,7 +72,7 @@ static CUresult ctx_teardown(struct ip_ctx *c)
 	ip_mem_ctx_teardown(c);
 	c->active = 0;
 	m.ctx = c->o.id;
-	return ip_post(RGPU__MSG_TYPE__MSG_CTX_DESTROY, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_CTX_DESTROY, &m.base, NULL, 0);
 }
 
 /* ---- the current-context stack ----------------------------------------------------------- */
@@ -364,7 +364,7 @@ static CUresult ctx_sync(struct ip_ctx *c)
 	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
 	CUresult r;
 	m.ctx = c->o.id;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	r = ip_call_status(RGPU_MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r == CUDA_SUCCESS)
 		ip_pool_synced(c, 0); /* every stream is idle: stream-ordered frees are real now */
 	return r;
@@ -437,7 +437,7 @@ IP_API CUresult CUDAAPI cuCtxGetLimit(size_t *value, CUlimit limit)
 		return r;
 	m.ctx = c->o.id;
 	m.limit = (int32_t)limit;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_CTX_GET_LIMIT, &m.base, NULL, 0, NULL, 0,
+	r = ip_call_status(RGPU_MSG_CTX_GET_LIMIT, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (rep) {
 		if (r == CUDA_SUCCESS)
@@ -460,8 +460,7 @@ IP_API CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
 	m.limit = (int32_t)limit;
 	m.value = value;
 	/* synchronous: an impossible limit must fail here, as the driver's does */
-	return ip_call_status(RGPU__MSG_TYPE__MSG_CTX_SET_LIMIT, &m.base, NULL, 0, NULL, 0, NULL,
-			      NULL);
+	return ip_call_status(RGPU_MSG_CTX_SET_LIMIT, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 }
 
 /* ---- what the export tables need (ip_dark.h) ---------------------------------------------- */

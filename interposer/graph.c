@@ -65,7 +65,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
 	m.stream = s->o.id;
 	m.ctx = c->o.id;
 	m.mode = mode;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_CAPTURE_BEGIN, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	r = ip_call_status(RGPU_MSG_CAPTURE_BEGIN, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r != CUDA_SUCCESS) {
 		graph_forget(cap->graph);
 		free(cap);
@@ -115,7 +115,7 @@ static CUresult end_capture(CUstream h, CUgraph *out, int ptds)
 	m.stream = s->o.id;
 	m.ctx = c->o.id;
 	m.graph = cap->graph->o.id;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_CAPTURE_END, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	r = ip_call_status(RGPU_MSG_CAPTURE_END, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	/* ended either way: every stream that took part stops capturing */
 	cap->active = 0;
 	s->capture = NULL;
@@ -264,7 +264,7 @@ IP_API CUresult CUDAAPI cuGraphCreate(CUgraph *out, unsigned int flags)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	m.graph = g->o.id;
 	m.ctx = c->o.id;
-	r = ip_post(RGPU__MSG_TYPE__MSG_GRAPH_CREATE, &m.base, NULL, 0);
+	r = ip_post(RGPU_MSG_GRAPH_CREATE, &m.base, NULL, 0);
 	if (r != CUDA_SUCCESS) {
 		graph_forget(g);
 		return r;
@@ -300,8 +300,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flag
 	m.exec = e->o.id;
 	m.ctx = g->ctx->o.id;
 	m.flags = flags;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_GRAPH_INSTANTIATE, &m.base, NULL, 0, NULL, 0, NULL,
-			   NULL);
+	r = ip_call_status(RGPU_MSG_GRAPH_INSTANTIATE, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r != CUDA_SUCCESS) {
 		ip_obj_unregister(&e->o);
 		free(e);
@@ -360,7 +359,7 @@ IP_API CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g
 	p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
 					  : CUDA_GRAPH_INSTANTIATE_ERROR;
 	if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
-		r = graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD, *out, p->hUploadStream, 0);
+		r = graph_stream_op(RGPU_MSG_GRAPH_UPLOAD, *out, p->hUploadStream, 0);
 	return r;
 }
 IP_API CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *out, CUgraph g,
@@ -371,19 +370,19 @@ IP_API CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *out, CUgr
 
 IP_API CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream s)
 {
-	return graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH, e, s, 0);
+	return graph_stream_op(RGPU_MSG_GRAPH_LAUNCH, e, s, 0);
 }
 IP_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
 {
-	return graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH, e, s, 1);
+	return graph_stream_op(RGPU_MSG_GRAPH_LAUNCH, e, s, 1);
 }
 IP_API CUresult CUDAAPI cuGraphUpload(CUgraphExec e, CUstream s)
 {
-	return graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD, e, s, 0);
+	return graph_stream_op(RGPU_MSG_GRAPH_UPLOAD, e, s, 0);
 }
 IP_API CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec e, CUstream s)
 {
-	return graph_stream_op(RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD, e, s, 1);
+	return graph_stream_op(RGPU_MSG_GRAPH_UPLOAD, e, s, 1);
 }
 
 IP_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec h)
@@ -399,7 +398,7 @@ IP_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec h)
 	m.exec = e->o.id;
 	m.ctx = e->ctx->o.id;
 	ip_obj_unregister(&e->o);
-	return ip_post(RGPU__MSG_TYPE__MSG_GRAPH_EXEC_DESTROY, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_GRAPH_EXEC_DESTROY, &m.base, NULL, 0);
 }
 
 IP_API CUresult CUDAAPI cuGraphDestroy(CUgraph h)
@@ -415,7 +414,7 @@ IP_API CUresult CUDAAPI cuGraphDestroy(CUgraph h)
 	m.graph = g->o.id;
 	m.ctx = g->ctx->o.id;
 	graph_forget(g);
-	return ip_post(RGPU__MSG_TYPE__MSG_GRAPH_DESTROY, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_GRAPH_DESTROY, &m.base, NULL, 0);
 }
 
 /* The number of nodes; handles to them are not mirrored on the client (see above). */
@@ -438,7 +437,7 @@ IP_API CUresult CUDAAPI cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *n
 	}
 	m.graph = g->o.id;
 	m.ctx = g->ctx->o.id;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_GRAPH_NODE_COUNT, &m.base, NULL, 0, NULL, 0,
+	r = ip_call_status(RGPU_MSG_GRAPH_NODE_COUNT, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS)
 		*num = (size_t)rep->value;

@@ -15,6 +15,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "ip_dark.h"
+#include "rgpu_msgs.h"
 #include "vawindow.h"
 
 #define IP_API __attribute__((visibility("default")))
@@ -183,7 +184,8 @@ CUresult ip_session_error(void);
  * ip_post() - a fire-and-forget request. Small requests are queued and sent in batches by the
  * sender thread; a payload larger than a few KiB is sent before ip_post returns, straight
  * from the caller's memory (host bytes are taken at call time). Returns the session's error
- * if it is dead.
+ * if it is dead, CUDA_ERROR_UNKNOWN (sending nothing) if the type is not a post
+ * (ip_msg_class_ok).
  */
 CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen);
 
@@ -191,7 +193,8 @@ CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload
  * ip_call() - a synchronous request: send it (with everything queued before it) and wait for
  * its reply, decoded with desc into *reply (free with protobuf_c_message_free_unpacked).
  * MSG_DATA frames for this request are written to dst (dst_size bytes at most) as they come.
- * Returns CUDA_SUCCESS with *reply set, or the session's error.
+ * Returns CUDA_SUCCESS with *reply set, or the session's error, or CUDA_ERROR_UNKNOWN (sending
+ * nothing) if the type is not a call (ip_msg_class_ok).
  */
 CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen,
 		 void *dst, uint64_t dst_size, const ProtobufCMessageDescriptor *desc,
@@ -211,6 +214,14 @@ CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *
  * server's stream reaches it, before any later reply that depends on that stream.
  */
 CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size);
+
+/*
+ * ip_msg_class_ok() - may a message of `type` be sent the way `want` (RGPU_CLASS_POST for
+ * ip_post and ip_post_dtoh, RGPU_CLASS_CALL for ip_call) says? A post_or_call message may go
+ * either way. Returns 1, or logs the mismatch (a bug in the interposer: a call posted would
+ * lose its reply, a post called would wait for ever) and returns 0.
+ */
+int ip_msg_class_ok(uint16_t type, int want);
 
 /* Host functions and stream callbacks run on the interposer's callback thread. */
 /* persistent: captured into a graph, it runs at every replay and stays registered */

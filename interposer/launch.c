@@ -130,7 +130,7 @@ static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsi
 		m.attrs.data = (uint8_t *)wire;
 		m.attrs.len = nattrs * sizeof(*attrs);
 	}
-	r = ip_post(RGPU__MSG_TYPE__MSG_LAUNCH, &m.base, payload, plen);
+	r = ip_post(RGPU_MSG_LAUNCH, &m.base, payload, plen);
 out:
 	if (buf != stackbuf)
 		free(buf);
@@ -233,7 +233,7 @@ static CUresult host_func(CUstream s, CUhostFn fn, CUstreamCallback cb, void *us
 	m.callback = ip_callback_register(fn, cb, s, user, ip_capture_of(so) != NULL);
 	if (!m.callback)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	return ip_post(RGPU__MSG_TYPE__MSG_HOST_FUNC, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_HOST_FUNC, &m.base, NULL, 0);
 }
 
 IP_API CUresult CUDAAPI cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)

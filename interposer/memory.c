@@ -114,14 +114,13 @@ CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 		 * New backing: wait for the server, holding the allocator so no other thread
 		 * hands out memory from a range that may yet fail to map.
 		 */
-		r = ip_call_status(RGPU__MSG_TYPE__MSG_MEM_ALLOC, &m.base, NULL, 0, NULL, 0, NULL,
-				   NULL);
+		r = ip_call_status(RGPU_MSG_MEM_ALLOC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 		if (r != CUDA_SUCCESS) {
 			uint64_t ua, us;
 			ip_vaw_free(&ip.vaw, res.addr, &ua, &us);
 		}
 	} else {
-		r = ip_post(RGPU__MSG_TYPE__MSG_MEM_ALLOC, &m.base, NULL, 0);
+		r = ip_post(RGPU_MSG_MEM_ALLOC, &m.base, NULL, 0);
 	}
 	pthread_mutex_unlock(&ip.mem_lock);
 	if (r == CUDA_SUCCESS)
@@ -147,7 +146,7 @@ static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 	m.unmap_addr = ua;
 	m.unmap_size = us;
 	/* posted under the lock: the server must unmap before it can see this range mapped again */
-	CUresult r = ip_post(RGPU__MSG_TYPE__MSG_MEM_FREE, &m.base, NULL, 0);
+	CUresult r = ip_post(RGPU_MSG_MEM_FREE, &m.base, NULL, 0);
 	pthread_mutex_unlock(&ip.mem_lock);
 	return r;
 }
@@ -252,7 +251,7 @@ IP_API CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 		return r;
 	m.device = c->device;
 	m.ctx = c->o.id;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_MEM_INFO, &m.base, NULL, 0, NULL, 0,
+	r = ip_call_status(RGPU_MSG_MEM_INFO, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__mem_info_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (rep) {
 		if (r == CUDA_SUCCESS) {
@@ -291,7 +290,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 		m.flags = async || off + len < n ? RGPU__COPY_FLAG__COPY_ASYNC : 0;
 		m.dst = dst + off;
 		m.size = len;
-		r = ip_post(RGPU__MSG_TYPE__MSG_MEMCPY_HTOD, &m.base, (const char *)src + off, len);
+		r = ip_post(RGPU_MSG_MEMCPY_HTOD, &m.base, (const char *)src + off, len);
 	}
 	return r;
 }
@@ -329,7 +328,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 		m.flags = RGPU__COPY_FLAG__COPY_ASYNC;
 		return ip_post_dtoh(&m.base, dst, n);
 	}
-	return ip_call_status(RGPU__MSG_TYPE__MSG_MEMCPY_DTOH, &m.base, NULL, 0, dst, n, NULL, NULL);
+	return ip_call_status(RGPU_MSG_MEMCPY_DTOH, &m.base, NULL, 0, dst, n, NULL, NULL);
 }
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
@@ -350,7 +349,7 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int
 	m.size = n;
 	m.stream = sid;
 	m.ctx = c->o.id;
-	return ip_post(RGPU__MSG_TYPE__MSG_MEMCPY_DTOD, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_MEMCPY_DTOD, &m.base, NULL, 0);
 }
 
 /* cuMemcpy with unified addressing: the window (and module globals) are the device. */
@@ -485,7 +484,7 @@ static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsign
 	m.pitch = pitch;
 	m.stream = sid;
 	m.ctx = c->o.id;
-	return ip_post(RGPU__MSG_TYPE__MSG_MEMSET, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_MEMSET, &m.base, NULL, 0);
 }
 
 #define MEMSET_1D(name, T, elem, ptds, asyncarg, asyncval)                                     \

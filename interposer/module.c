@@ -137,16 +137,15 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 	req.image_size = img.size;
 	req.library = library;
 	req.ctx = c->o.id;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_MODULE_LOAD, &req.base, NULL, 0, NULL, 0,
+	r = ip_call_status(RGPU_MSG_MODULE_LOAD, &req.base, NULL, 0, NULL, 0,
 			   &rgpu__module_load_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS && rep->need_image) {
 		rgpu__module_load_reply__free_unpacked(rep, NULL);
 		rep = NULL;
 		req.has_image = 1;
 		pr_debug("shipping a %zu-byte image", img.size);
-		r = ip_call_status(RGPU__MSG_TYPE__MSG_MODULE_LOAD, &req.base, img.data, img.size,
-				   NULL, 0, &rgpu__module_load_reply__descriptor,
-				   (ProtobufCMessage **)&rep);
+		r = ip_call_status(RGPU_MSG_MODULE_LOAD, &req.base, img.data, img.size, NULL, 0,
+				   &rgpu__module_load_reply__descriptor, (ProtobufCMessage **)&rep);
 	} else if (r == CUDA_SUCCESS) {
 		pr_debug("image of %zu bytes found in the server's cache", img.size);
 	}
@@ -255,7 +254,7 @@ static CUresult unload(struct ip_module *m, int tell)
 	if (tell) {
 		req.id = m->o.id;
 		req.ctx = m->ctx->o.id;
-		r = ip_post(RGPU__MSG_TYPE__MSG_MODULE_UNLOAD, &req.base, NULL, 0);
+		r = ip_post(RGPU_MSG_MODULE_UNLOAD, &req.base, NULL, 0);
 	}
 	/* the function objects stay allocated: stale handles must remain recognisably dead */
 	return r;
@@ -310,7 +309,7 @@ static CUresult get_func(struct ip_module *m, struct ip_funcinfo *fi, int kind,
 		req.kind = kind == IP_KERNEL ? RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL
 					     : RGPU__FUNC_KIND__FUNC_MODULE;
 		req.ctx = m->ctx->o.id;
-		r = ip_post(RGPU__MSG_TYPE__MSG_FUNC_GET, &req.base, NULL, 0);
+		r = ip_post(RGPU_MSG_FUNC_GET, &req.base, NULL, 0);
 		fi->handle = f;
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -396,7 +395,7 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 		req.name = (char *)name;
 		req.library = m->library;
 		req.ctx = m->ctx->o.id;
-		r = ip_call_status(RGPU__MSG_TYPE__MSG_GLOBAL_GET, &req.base, NULL, 0, NULL, 0,
+		r = ip_call_status(RGPU_MSG_GLOBAL_GET, &req.base, NULL, 0, NULL, 0,
 				   &rgpu__global_reply__descriptor, (ProtobufCMessage **)&rep);
 		if (r != CUDA_SUCCESS) {
 			if (rep)
@@ -543,7 +542,7 @@ IP_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pfunc, CUkernel k)
 		req.kind = RGPU__FUNC_KIND__FUNC_KERNEL_FUNCTION;
 		req.name = kern->info->name;
 		req.ctx = c->o.id;
-		r = ip_post(RGPU__MSG_TYPE__MSG_FUNC_GET, &req.base, NULL, 0);
+		r = ip_post(RGPU_MSG_FUNC_GET, &req.base, NULL, 0);
 	}
 	pthread_mutex_unlock(&kern->mod->lock);
 	*pfunc = (CUfunction)f;
@@ -660,7 +659,7 @@ static CUresult attr_get(struct ip_func *f, CUfunction_attribute a, int dev, int
 	req.attrib = a;
 	req.device = dev;
 	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_FUNC_GET_ATTR, &req.base, NULL, 0, NULL, 0,
+	r = ip_call_status(RGPU_MSG_FUNC_GET_ATTR, &req.base, NULL, 0, NULL, 0,
 			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS) {
 		*v = (int)rep->value;
@@ -686,7 +685,7 @@ static CUresult attr_set(struct ip_func *f, CUfunction_attribute a, int dev, int
 	if ((int)a >= 0 && a < IP_FUNC_ATTR_CACHE)
 		f->attr_valid[a] = 0; /* the driver may round the value: ask again next time */
 	ip_occupancy_forget(f); /* shared memory and carve-out change what fits on an SM */
-	return ip_post(RGPU__MSG_TYPE__MSG_FUNC_SET_ATTR, &req.base, NULL, 0);
+	return ip_post(RGPU_MSG_FUNC_SET_ATTR, &req.base, NULL, 0);
 }
 
 IP_API CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction h)

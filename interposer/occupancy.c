@@ -106,7 +106,7 @@ static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
 	m.block_size = qb;
 	m.n_dyn_smem = nq;
 	m.dyn_smem = qs;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_OCCUPANCY, &m.base, NULL, 0, NULL, 0,
+	r = ip_call_status(RGPU_MSG_OCCUPANCY, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__occupancy_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS && rep->n_value != nq)
 		r = CUDA_ERROR_UNKNOWN;
@@ -280,7 +280,7 @@ static CUresult cluster_query(int *out, CUfunction h, const CUlaunchConfig *cfg,
 	m.shared_mem = cfg->sharedMemBytes;
 	m.attrs.data = (uint8_t *)wire;
 	m.attrs.len = cfg->numAttrs * sizeof(CUlaunchAttribute);
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_OCCUPANCY, &m.base, NULL, 0, NULL, 0,
+	r = ip_call_status(RGPU_MSG_OCCUPANCY, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__occupancy_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS && rep->n_value != 1)
 		r = CUDA_ERROR_UNKNOWN;

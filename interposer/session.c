@@ -42,10 +42,6 @@
 #include "rgpu/window.h"
 
 #define IP_INLINE_MAX (64u << 10)
-#define IP_NEEDED_CAPS                                                                         \
-	(RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |           \
-	 RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |                        \
-	 RGPU__CAPABILITY__CAP_LAUNCH_ATTRS)
 #define IP_HELLO_TIMEOUT_MS 60000
 #define IP_RESUME_HELLO_TIMEOUT_MS 10000
 #define IP_SPIN_NS 20000
@@ -396,6 +392,8 @@ CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload
 	struct ofr *f;
 	int ret;
 
+	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
+		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
 	ret = enqueue(type, req, payload, plen, 0, NULL, &f);
@@ -463,6 +461,8 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 	int ret;
 
 	*reply = NULL;
+	if (!ip_msg_class_ok(type, RGPU_CLASS_CALL))
+		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
 	w.dst = dst;
@@ -561,6 +561,8 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 	struct waiter *w;
 	int ret;
 
+	if (!ip_msg_class_ok(RGPU_MSG_MEMCPY_DTOH, RGPU_CLASS_POST))
+		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
 	w = calloc(1, sizeof(*w));
@@ -569,7 +571,7 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 	w->dst = dst;
 	w->dst_size = size;
 	w->async = 1;
-	ret = enqueue(RGPU__MSG_TYPE__MSG_MEMCPY_DTOH, req, NULL, 0, 0, w, NULL);
+	ret = enqueue(RGPU_MSG_MEMCPY_DTOH, req, NULL, 0, 0, w, NULL);
 	if (ret) {
 		free(w);
 		return send_error(ret);
@@ -633,7 +635,7 @@ static void *callback_main(void *arg)
 		/* the server's stream waits for this acknowledgement: urgent, never held back */
 		Rgpu__Callback done = RGPU__CALLBACK__INIT;
 		done.callback = id;
-		if (!enqueue(RGPU__MSG_TYPE__MSG_CALLBACK_DONE, &done.base, NULL, 0, 1, NULL, NULL))
+		if (!enqueue(RGPU_MSG_CALLBACK_DONE, &done.base, NULL, 0, 1, NULL, NULL))
 			flush();
 		pthread_mutex_lock(&S.cb_lock);
 	}
@@ -665,7 +667,7 @@ static void callback_push(uint64_t id)
 /* Tell the worker what arrived, so it can drop what it kept. */
 static void send_ack(void)
 {
-	struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_ACK};
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ACK};
 
 	pthread_mutex_lock(&S.send_lock);
 	h.session = S.session;
@@ -763,9 +765,9 @@ static void *receiver_main(void *arg)
 		}
 		if (h.seq == 0) {
 			/* unsequenced: an acknowledgement, or an error that ends the job */
-			if (h.type == RGPU__MSG_TYPE__MSG_ACK)
+			if (h.type == RGPU_MSG_ACK)
 				on_acked(h.ack);
-			else if (h.type == RGPU__MSG_TYPE__MSG_ERROR)
+			else if (h.type == RGPU_MSG_ERROR)
 				on_error(&h, body);
 			else
 				session_die(CUDA_ERROR_DEVICE_UNAVAILABLE,
@@ -792,9 +794,9 @@ static void *receiver_main(void *arg)
 			on_reply(&h, &body);
 			if (h.payload_len)
 				ret = rgpu_conn_discard(S.conn, h.payload_len);
-		} else if (h.type == RGPU__MSG_TYPE__MSG_DATA) {
+		} else if (h.type == RGPU_MSG_DATA) {
 			ret = on_data(&h, body);
-		} else if (h.type == RGPU__MSG_TYPE__MSG_CALLBACK) {
+		} else if (h.type == RGPU_MSG_CALLBACK) {
 			Rgpu__Callback *cb = rgpu__callback__unpack(NULL, h.body_len, body);
 			if (cb) {
 				callback_push(cb->callback);
@@ -802,7 +804,7 @@ static void *receiver_main(void *arg)
 			} else {
 				session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable callback");
 			}
-		} else if (h.type == RGPU__MSG_TYPE__MSG_ERROR) {
+		} else if (h.type == RGPU_MSG_ERROR) {
 			on_error(&h, body);
 		} else {
 			session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "unexpected frame from the server");
@@ -842,7 +844,7 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 			  Rgpu__HelloReply **out, char *why, size_t whylen)
 {
 	Rgpu__Hello hm = RGPU__HELLO__INIT;
-	struct rgpu_frame_hdr h, rh = {.type = RGPU__MSG_TYPE__MSG_HELLO};
+	struct rgpu_frame_hdr h, rh = {.type = RGPU_MSG_HELLO};
 	uint8_t *body = NULL;
 	char host[256] = "", prog[256] = "";
 	ssize_t n;
@@ -853,7 +855,7 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	n = readlink("/proc/self/exe", prog, sizeof(prog) - 1);
 	prog[n > 0 ? n : 0] = '\0';
 	hm.protocol_version = RGPU_PROTO_VERSION;
-	hm.capabilities = IP_NEEDED_CAPS;
+	hm.capabilities = RGPU_CAPS_CLIENT;
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
@@ -865,12 +867,13 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 		hm.received = S.rx_seq;
 		rh.session = S.session;
 	}
+	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
 	ret = rgpu_frame_send_hdr(c, &rh, &hm.base, NULL);
 	if (!ret)
 		ret = rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, timeout_ms);
 	if (ret)
 		return ret;
-	if (h.type == RGPU__MSG_TYPE__MSG_ERROR) {
+	if (h.type == RGPU_MSG_ERROR) {
 		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
 		snprintf(why, whylen, "%s", pe && pe->message ? pe->message : "protocol error");
 		if (pe)
@@ -878,7 +881,7 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 		free(body);
 		return RGPU_EPROTO;
 	}
-	if (h.type == RGPU__MSG_TYPE__MSG_HELLO && (h.flags & RGPU_FRAME_REPLY))
+	if (h.type == RGPU_MSG_HELLO && (h.flags & RGPU_FRAME_REPLY))
 		*out = rgpu__hello_reply__unpack(NULL, h.body_len, body);
 	free(body);
 	if (!*out) {
@@ -933,7 +936,7 @@ lost:
 		goto out;
 	}
 	/* every message family this client may send must be one the server knows */
-	const uint64_t need = IP_NEEDED_CAPS;
+	const uint64_t need = RGPU_CAPS_CLIENT;
 	if ((rep->capabilities & need) != need) {
 		pr_err("the GPU server %s lacks capabilities this client needs (has %#llx, needs %#llx)",
 		       S.server, (unsigned long long)rep->capabilities, (unsigned long long)need);
@@ -1168,6 +1171,6 @@ __attribute__((destructor)) static void session_close(void)
 	if (!S.conn || atomic_load(&S.dead) || getpid() != S.pid)
 		return;
 	S.closing = 1;
-	if (!enqueue(RGPU__MSG_TYPE__MSG_GOODBYE, NULL, NULL, 0, 1, NULL, NULL))
+	if (!enqueue(RGPU_MSG_GOODBYE, NULL, NULL, 0, 1, NULL, NULL))
 		flush();
 }

@@ -36,7 +36,7 @@ static CUresult stream_new(struct ip_ctx *c, unsigned flags, int prio, int per_t
 	m.ctx = c->o.id;
 	m.flags = flags;
 	m.priority = prio;
-	r = ip_post(RGPU__MSG_TYPE__MSG_STREAM_CREATE, &m.base, NULL, 0);
+	r = ip_post(RGPU_MSG_STREAM_CREATE, &m.base, NULL, 0);
 	if (r != CUDA_SUCCESS) {
 		ip_obj_unregister(&s->o);
 		free(s);
@@ -169,7 +169,7 @@ IP_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream h)
 	m.stream = s->o.id;
 	m.ctx = s->ctx->o.id;
 	ip_obj_unregister(&s->o);
-	return ip_post(RGPU__MSG_TYPE__MSG_STREAM_DESTROY, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_STREAM_DESTROY, &m.base, NULL, 0);
 }
 
 static CUresult stream_call(uint16_t type, CUstream h, int ptds)
@@ -191,19 +191,19 @@ static CUresult stream_call(uint16_t type, CUstream h, int ptds)
 
 IP_API CUresult CUDAAPI cuStreamSynchronize(CUstream h)
 {
-	return stream_call(RGPU__MSG_TYPE__MSG_STREAM_SYNC, h, 0);
+	return stream_call(RGPU_MSG_STREAM_SYNC, h, 0);
 }
 IP_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h)
 {
-	return stream_call(RGPU__MSG_TYPE__MSG_STREAM_SYNC, h, 1);
+	return stream_call(RGPU_MSG_STREAM_SYNC, h, 1);
 }
 IP_API CUresult CUDAAPI cuStreamQuery(CUstream h)
 {
-	return stream_call(RGPU__MSG_TYPE__MSG_STREAM_QUERY, h, 0);
+	return stream_call(RGPU_MSG_STREAM_QUERY, h, 0);
 }
 IP_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream h)
 {
-	return stream_call(RGPU__MSG_TYPE__MSG_STREAM_QUERY, h, 1);
+	return stream_call(RGPU_MSG_STREAM_QUERY, h, 1);
 }
 
 static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
@@ -224,7 +224,7 @@ static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
 	m.ctx = c->o.id;
 	m.event = e->o.id;
 	m.flags = flags;
-	r = ip_post(RGPU__MSG_TYPE__MSG_STREAM_WAIT_EVENT, &m.base, NULL, 0);
+	r = ip_post(RGPU_MSG_STREAM_WAIT_EVENT, &m.base, NULL, 0);
 	/* waiting on an event recorded inside a capture pulls this stream into it */
 	if (r == CUDA_SUCCESS && e->capture && e->capture->active) {
 		struct ip_stream *so;
@@ -311,7 +311,7 @@ IP_API CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
 	m.event = e->o.id;
 	m.ctx = c->o.id;
 	m.flags = flags;
-	r = ip_post(RGPU__MSG_TYPE__MSG_EVENT_CREATE, &m.base, NULL, 0);
+	r = ip_post(RGPU_MSG_EVENT_CREATE, &m.base, NULL, 0);
 	if (r != CUDA_SUCCESS) {
 		ip_obj_unregister(&e->o);
 		free(e);
@@ -334,7 +334,7 @@ IP_API CUresult CUDAAPI cuEventDestroy_v2(CUevent h)
 	m.event = e->o.id;
 	m.ctx = e->ctx->o.id;
 	ip_obj_unregister(&e->o);
-	return ip_post(RGPU__MSG_TYPE__MSG_EVENT_DESTROY, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_EVENT_DESTROY, &m.base, NULL, 0);
 }
 
 static CUresult event_record(CUevent h, CUstream s, unsigned flags, int ptds)
@@ -363,7 +363,7 @@ static CUresult event_record(CUevent h, CUstream s, unsigned flags, int ptds)
 	m.stream = sid;
 	m.ctx = c->o.id;
 	m.flags = flags;
-	return ip_post(RGPU__MSG_TYPE__MSG_EVENT_RECORD, &m.base, NULL, 0);
+	return ip_post(RGPU_MSG_EVENT_RECORD, &m.base, NULL, 0);
 }
 
 IP_API CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s)
@@ -400,12 +400,12 @@ static CUresult event_call(uint16_t type, CUevent h)
 
 IP_API CUresult CUDAAPI cuEventSynchronize(CUevent e)
 {
-	return event_call(RGPU__MSG_TYPE__MSG_EVENT_SYNC, e);
+	return event_call(RGPU_MSG_EVENT_SYNC, e);
 }
 
 IP_API CUresult CUDAAPI cuEventQuery(CUevent e)
 {
-	return event_call(RGPU__MSG_TYPE__MSG_EVENT_QUERY, e);
+	return event_call(RGPU_MSG_EVENT_QUERY, e);
 }
 
 IP_API CUresult CUDAAPI cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end)
@@ -427,7 +427,7 @@ IP_API CUresult CUDAAPI cuEventElapsedTime_v2(float *ms, CUevent start, CUevent 
 	m.event = a->o.id;
 	m.end_event = b->o.id;
 	m.ctx = a->ctx->o.id;
-	r = ip_call_status(RGPU__MSG_TYPE__MSG_EVENT_ELAPSED, &m.base, NULL, 0, NULL, 0,
+	r = ip_call_status(RGPU_MSG_EVENT_ELAPSED, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__elapsed_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (rep) {
 		if (r == CUDA_SUCCESS)

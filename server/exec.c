@@ -1,6 +1,8 @@
 /*
  * The executor's handlers: one per request type, each decoding its message, mapping client ids
- * to driver handles, calling the driver and, for synchronous calls, replying.
+ * to driver handles, calling the driver and, for synchronous calls, replying. Which handler
+ * serves which type is a column of proto/messages.tbl; the generated srv_handlers.h declares
+ * them and srv_handlers[] (srv_handlers.c) dispatches to them.
  *
  * Fire-and-forget calls never reply: their failures are kept (srv_async_error) and reported
  * with the next reply, as CUDA reports asynchronous errors. A message that does not decode ends
@@ -20,6 +22,7 @@
 #include "rgpu/util.h"
 #include "rgpu/window.h"
 #include "srv.h"
+#include "srv_handlers.h"
 
 #define UNPACK(type, fn, f) rgpu__##fn##__unpack(NULL, (f)->hdr.body_len, (f)->body)
 
@@ -90,7 +93,7 @@ static void destroy_ctx_children(struct srv_worker *w, uint64_t ctx)
 	free(c.ids);
 }
 
-static int h_ctx_create(struct srv_worker *w, struct srv_frame *f)
+int h_ctx_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxCreate, ctx_create, w, f);
 	struct srv_obj o = {.id = m->ctx, .kind = SRV_CTX, .device = m->device,
@@ -122,7 +125,7 @@ static int h_ctx_create(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
-static int h_ctx_destroy(struct srv_worker *w, struct srv_frame *f)
+int h_ctx_destroy(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxRef, ctx_ref, w, f);
 	struct srv_obj *o = srv_obj_find(w, m->ctx, SRV_CTX);
@@ -151,7 +154,7 @@ static int h_ctx_destroy(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
-static int h_ctx_sync(struct srv_worker *w, struct srv_frame *f)
+int h_ctx_sync(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxRef, ctx_ref, w, f);
 	CUresult r = srv_use_ctx(w, m->ctx);
@@ -161,12 +164,12 @@ static int h_ctx_sync(struct srv_worker *w, struct srv_frame *f)
 	return srv_reply_status(w, f, r);
 }
 
-static int h_ctx_limit(struct srv_worker *w, struct srv_frame *f)
+int h_ctx_limit(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxLimit, ctx_limit, w, f);
 	CUresult r = srv_use_ctx(w, m->ctx);
 	int ret = 0;
-	if (f->hdr.type == RGPU__MSG_TYPE__MSG_CTX_SET_LIMIT) {
+	if (f->hdr.type == RGPU_MSG_CTX_SET_LIMIT) {
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuCtxSetLimit((CUlimit)m->limit, m->value);
 		ret = srv_reply_status(w, f, r);
@@ -301,7 +304,7 @@ static CUresult unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
 	return CUDA_SUCCESS;
 }
 
-static int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
+int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, MemAlloc, mem_alloc, w, f);
 	CUresult r = CUDA_SUCCESS;
@@ -317,7 +320,7 @@ static int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
 	return ret;
 }
 
-static int h_mem_free(struct srv_worker *w, struct srv_frame *f)
+int h_mem_free(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, MemFree, mem_free, w, f);
 	if (m->unmap_size)
@@ -326,7 +329,7 @@ static int h_mem_free(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
-static int h_mem_info(struct srv_worker *w, struct srv_frame *f)
+int h_mem_info(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, DeviceRef, device_ref, w, f);
 	Rgpu__MemInfoReply rep = RGPU__MEM_INFO_REPLY__INIT;
@@ -353,7 +356,7 @@ static void CUDA_CB release_staging_cb(void *arg)
 	free(p);
 }
 
-static int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
+int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Memcpy, memcpy, w, f);
 	CUstream s = NULL;
@@ -431,7 +434,7 @@ static void CUDA_CB send_chunk_cb(void *arg)
 	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
 	dc.offset = c->offset;
 	/* the chunk keeps its staging buffer until the client has it (link.c) */
-	srv_send_staged(c->w, RGPU__MSG_TYPE__MSG_DATA, c->seq, &dc.base, c->buf, c->len);
+	srv_send_staged(c->w, RGPU_MSG_DATA, c->seq, &dc.base, c->buf, c->len);
 	free(c);
 }
 
@@ -488,7 +491,7 @@ static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t 
 		}
 		dc.offset = off;
 		/* the chunk keeps its staging buffer until the client has it (link.c) */
-		int ret = srv_send_staged(w, RGPU__MSG_TYPE__MSG_DATA, seq, &dc.base, cur, len);
+		int ret = srv_send_staged(w, RGPU_MSG_DATA, seq, &dc.base, cur, len);
 		cur = next_buf;
 		if (ret)
 			break; /* the job ends */
@@ -505,7 +508,7 @@ static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t 
 	return r;
 }
 
-static int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
+int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Memcpy, memcpy, w, f);
 	CUstream s = NULL;
@@ -529,7 +532,7 @@ static int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 	return ret;
 }
 
-static int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
+int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Memcpy, memcpy, w, f);
 	CUstream s = NULL;
@@ -546,7 +549,7 @@ static int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
-static int h_memset(struct srv_worker *w, struct srv_frame *f)
+int h_memset(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Memset, memset, w, f);
 	struct srv_driver *d = &w->drv;
@@ -658,7 +661,7 @@ static void free_functions(Rgpu__ModuleLoadReply *rep)
 	free(rep->functions);
 }
 
-static int h_module_load(struct srv_worker *w, struct srv_frame *f)
+int h_module_load(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, ModuleLoad, module_load, w, f);
 	Rgpu__ModuleLoadReply rep = RGPU__MODULE_LOAD_REPLY__INIT;
@@ -725,7 +728,7 @@ reply:
 	return ret;
 }
 
-static int h_module_unload(struct srv_worker *w, struct srv_frame *f)
+int h_module_unload(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, ObjRef, obj_ref, w, f);
 	struct srv_obj *o = srv_obj_find(w, m->id, 0);
@@ -762,7 +765,7 @@ static int h_module_unload(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
-static int h_func_get(struct srv_worker *w, struct srv_frame *f)
+int h_func_get(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, FuncGet, func_get, w, f);
 	struct srv_obj *p = srv_obj_find(w, m->parent, 0);
@@ -791,7 +794,7 @@ static int h_func_get(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
-static int h_global_get(struct srv_worker *w, struct srv_frame *f)
+int h_global_get(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, GlobalGet, global_get, w, f);
 	Rgpu__GlobalReply rep = RGPU__GLOBAL_REPLY__INIT;
@@ -817,11 +820,11 @@ static int h_global_get(struct srv_worker *w, struct srv_frame *f)
 	return ret;
 }
 
-static int h_func_attr(struct srv_worker *w, struct srv_frame *f)
+int h_func_attr(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, FuncAttr, func_attr, w, f);
 	struct srv_obj *o = srv_obj_find(w, m->func, 0);
-	int set = f->hdr.type == RGPU__MSG_TYPE__MSG_FUNC_SET_ATTR;
+	int set = f->hdr.type == RGPU_MSG_FUNC_SET_ATTR;
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 	int v = 0, ret = 0;
 
@@ -915,7 +918,7 @@ static CUresult launch_with_attrs(struct srv_worker *w, void *fn, const Rgpu__La
  * layout CU_LAUNCH_PARAM_BUFFER_POINTER expects; an application's own `extra` buffer arrives
  * as it was given. Either way the launch needs no per-parameter pointers here.
  */
-static int h_launch(struct srv_worker *w, struct srv_frame *f)
+int h_launch(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Launch, launch, w, f);
 	struct srv_obj *o = srv_obj_find(w, m->func, 0);
@@ -957,14 +960,14 @@ static void CUDA_CB host_trigger_cb(void *arg)
 	cb.callback = t->id;
 	/* the stream waits here until the client's function has returned */
 	if (!atomic_load(&t->w->dead) &&
-	    srv_send(t->w, RGPU__MSG_TYPE__MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)
+	    srv_send(t->w, RGPU_MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)
 		srv_wait_callback(t->w, t->id);
 	if (!t->persistent)
 		free(t);
 }
 
 
-static int h_host_func(struct srv_worker *w, struct srv_frame *f)
+int h_host_func(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, HostFunc, host_func, w, f);
 	CUstream s = NULL;
@@ -991,7 +994,7 @@ static int h_host_func(struct srv_worker *w, struct srv_frame *f)
 
 /* ---- streams and events ----------------------------------------------------------------- */
 
-static int h_stream_create(struct srv_worker *w, struct srv_frame *f)
+int h_stream_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, StreamCreate, stream_create, w, f);
 	struct srv_obj o = {.id = m->stream, .kind = SRV_STREAM, .ctx = m->ctx};
@@ -1007,7 +1010,7 @@ static int h_stream_create(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
-static int h_stream_op(struct srv_worker *w, struct srv_frame *f)
+int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, StreamOp, stream_op, w, f);
 	CUstream s = NULL;
@@ -1017,24 +1020,24 @@ static int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
 	switch (f->hdr.type) {
-	case RGPU__MSG_TYPE__MSG_STREAM_DESTROY:
+	case RGPU_MSG_STREAM_DESTROY:
 		if (r == CUDA_SUCCESS && m->stream) {
 			r = w->drv.cuStreamDestroy(s);
 			srv_obj_del(w, m->stream);
 		}
 		srv_async_error(w, r, "stream destroy");
 		break;
-	case RGPU__MSG_TYPE__MSG_STREAM_SYNC:
+	case RGPU_MSG_STREAM_SYNC:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuStreamSynchronize(s);
 		ret = srv_reply_status(w, f, r);
 		break;
-	case RGPU__MSG_TYPE__MSG_STREAM_QUERY:
+	case RGPU_MSG_STREAM_QUERY:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuStreamQuery(s);
 		ret = srv_reply_status(w, f, r);
 		break;
-	case RGPU__MSG_TYPE__MSG_STREAM_WAIT_EVENT: {
+	case RGPU_MSG_STREAM_WAIT_EVENT: {
 		struct srv_obj *e = srv_obj_find(w, m->event, SRV_EVENT);
 		if (r == CUDA_SUCCESS)
 			r = e ? w->drv.cuStreamWaitEvent(s, e->h, m->flags)
@@ -1047,7 +1050,7 @@ static int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 	return ret;
 }
 
-static int h_event_create(struct srv_worker *w, struct srv_frame *f)
+int h_event_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, EventCreate, event_create, w, f);
 	struct srv_obj o = {.id = m->event, .kind = SRV_EVENT, .ctx = m->ctx};
@@ -1063,7 +1066,7 @@ static int h_event_create(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
-static int h_event_op(struct srv_worker *w, struct srv_frame *f)
+int h_event_op(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, EventOp, event_op, w, f);
 	struct srv_obj *e = srv_obj_find(w, m->event, SRV_EVENT);
@@ -1071,14 +1074,14 @@ static int h_event_op(struct srv_worker *w, struct srv_frame *f)
 	int ret = 0;
 
 	switch (f->hdr.type) {
-	case RGPU__MSG_TYPE__MSG_EVENT_DESTROY:
+	case RGPU_MSG_EVENT_DESTROY:
 		if (e) {
 			r = w->drv.cuEventDestroy(e->h);
 			srv_obj_del(w, m->event);
 		}
 		srv_async_error(w, r, "event destroy");
 		break;
-	case RGPU__MSG_TYPE__MSG_EVENT_RECORD: {
+	case RGPU_MSG_EVENT_RECORD: {
 		CUstream s = NULL;
 		if (r == CUDA_SUCCESS)
 			r = srv_use_ctx(w, m->ctx);
@@ -1090,17 +1093,17 @@ static int h_event_op(struct srv_worker *w, struct srv_frame *f)
 		srv_async_error(w, r, "event record");
 		break;
 	}
-	case RGPU__MSG_TYPE__MSG_EVENT_SYNC:
+	case RGPU_MSG_EVENT_SYNC:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuEventSynchronize(e->h);
 		ret = srv_reply_status(w, f, r);
 		break;
-	case RGPU__MSG_TYPE__MSG_EVENT_QUERY:
+	case RGPU_MSG_EVENT_QUERY:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuEventQuery(e->h);
 		ret = srv_reply_status(w, f, r);
 		break;
-	case RGPU__MSG_TYPE__MSG_EVENT_ELAPSED: {
+	case RGPU_MSG_EVENT_ELAPSED: {
 		Rgpu__ElapsedReply rep = RGPU__ELAPSED_REPLY__INIT;
 		struct srv_obj *e2 = srv_obj_find(w, m->end_event, SRV_EVENT);
 		float ms = 0;
@@ -1119,14 +1122,14 @@ static int h_event_op(struct srv_worker *w, struct srv_frame *f)
 
 /* ---- stream capture and graphs ---------------------------------------------------------- */
 
-static int h_capture(struct srv_worker *w, struct srv_frame *f)
+int h_capture(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CaptureOp, capture_op, w, f);
 	CUstream s = NULL;
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && f->hdr.type == RGPU__MSG_TYPE__MSG_CAPTURE_BEGIN) {
+	if (r == CUDA_SUCCESS && f->hdr.type == RGPU_MSG_CAPTURE_BEGIN) {
 		r = w->drv.cuStreamBeginCapture(s, (CUstreamCaptureMode)m->mode);
 	} else if (r == CUDA_SUCCESS) {
 		struct srv_obj g = {.id = m->graph, .kind = SRV_GRAPH, .ctx = m->ctx};
@@ -1140,7 +1143,7 @@ static int h_capture(struct srv_worker *w, struct srv_frame *f)
 	return srv_reply_status(w, f, r);
 }
 
-static int h_graph(struct srv_worker *w, struct srv_frame *f)
+int h_graph(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, GraphOp, graph_op, w, f);
 	struct srv_driver *d = &w->drv;
@@ -1151,7 +1154,7 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 	int ret = 0;
 
 	switch (f->hdr.type) {
-	case RGPU__MSG_TYPE__MSG_GRAPH_CREATE: {
+	case RGPU_MSG_GRAPH_CREATE: {
 		struct srv_obj n = {.id = m->graph, .kind = SRV_GRAPH, .ctx = m->ctx};
 		if (r == CUDA_SUCCESS)
 			r = d->cuGraphCreate((CUgraph *)&n.h, (unsigned)m->flags);
@@ -1162,7 +1165,7 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 		srv_async_error(w, r, "graph create");
 		break;
 	}
-	case RGPU__MSG_TYPE__MSG_GRAPH_INSTANTIATE: {
+	case RGPU_MSG_GRAPH_INSTANTIATE: {
 		struct srv_obj n = {.id = m->exec, .kind = SRV_GRAPH_EXEC, .ctx = m->ctx};
 		if (r == CUDA_SUCCESS)
 			r = g ? d->cuGraphInstantiateWithFlags((CUgraphExec *)&n.h, g->h, m->flags)
@@ -1174,30 +1177,30 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 		ret = srv_reply_status(w, f, r);
 		break;
 	}
-	case RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH:
-	case RGPU__MSG_TYPE__MSG_GRAPH_UPLOAD:
+	case RGPU_MSG_GRAPH_LAUNCH:
+	case RGPU_MSG_GRAPH_UPLOAD:
 		if (r == CUDA_SUCCESS)
 			r = srv_stream(w, m->stream, &s);
 		if (r == CUDA_SUCCESS)
 			r = !e ? CUDA_ERROR_INVALID_VALUE
-			       : f->hdr.type == RGPU__MSG_TYPE__MSG_GRAPH_LAUNCH ? d->cuGraphLaunch(e->h, s)
-										  : d->cuGraphUpload(e->h, s);
+			       : f->hdr.type == RGPU_MSG_GRAPH_LAUNCH ? d->cuGraphLaunch(e->h, s)
+								      : d->cuGraphUpload(e->h, s);
 		srv_async_error(w, r, "graph launch");
 		break;
-	case RGPU__MSG_TYPE__MSG_GRAPH_EXEC_DESTROY:
+	case RGPU_MSG_GRAPH_EXEC_DESTROY:
 		r = e ? d->cuGraphExecDestroy(e->h) : CUDA_ERROR_INVALID_VALUE;
 		if (e)
 			srv_obj_del(w, e->id);
 		srv_async_error(w, r, "graph exec destroy");
 		break;
-	case RGPU__MSG_TYPE__MSG_GRAPH_NODE_COUNT: {
+	case RGPU_MSG_GRAPH_NODE_COUNT: {
 		size_t n = 0;
 		if (r == CUDA_SUCCESS)
 			r = g ? d->cuGraphGetNodes(g->h, NULL, &n) : CUDA_ERROR_INVALID_VALUE;
 		ret = srv_reply_value(w, f, r, (int64_t)n);
 		break;
 	}
-	case RGPU__MSG_TYPE__MSG_GRAPH_DESTROY:
+	case RGPU_MSG_GRAPH_DESTROY:
 		r = g ? d->cuGraphDestroy(g->h) : CUDA_ERROR_INVALID_VALUE;
 		if (g)
 			srv_obj_del(w, g->id);
@@ -1212,7 +1215,7 @@ static int h_graph(struct srv_worker *w, struct srv_frame *f)
 
 #define OCC_MAX_QUERIES 1024
 
-static int h_occupancy(struct srv_worker *w, struct srv_frame *f)
+int h_occupancy(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Occupancy, occupancy, w, f);
 	Rgpu__OccupancyReply rep = RGPU__OCCUPANCY_REPLY__INIT;
@@ -1268,77 +1271,28 @@ static int h_occupancy(struct srv_worker *w, struct srv_frame *f)
 	return ret;
 }
 
-/* ---- dispatch --------------------------------------------------------------------------- */
+/* ---- the link itself, and dispatch (srv_handlers[] comes from proto/messages.tbl) ------- */
 
-static int h_ping(struct srv_worker *w, struct srv_frame *f)
+int h_ping(struct srv_worker *w, struct srv_frame *f)
 {
 	return srv_reply_status(w, f, CUDA_SUCCESS);
 }
 
-static int h_goodbye(struct srv_worker *w, struct srv_frame *f)
+int h_goodbye(struct srv_worker *w, struct srv_frame *f)
 {
 	(void)f;
 	pr_debug("client said goodbye");
 	return RGPU_ECLOSED;
 }
 
-typedef int (*handler_fn)(struct srv_worker *w, struct srv_frame *f);
-
-#define T(x) RGPU__MSG_TYPE__MSG_##x
-static const handler_fn handlers[] = {
-	[T(GOODBYE)] = h_goodbye,
-	[T(PING)] = h_ping,
-	[T(CTX_CREATE)] = h_ctx_create,
-	[T(CTX_DESTROY)] = h_ctx_destroy,
-	[T(CTX_SYNC)] = h_ctx_sync,
-	[T(CTX_SET_LIMIT)] = h_ctx_limit,
-	[T(CTX_GET_LIMIT)] = h_ctx_limit,
-	[T(MEM_ALLOC)] = h_mem_alloc,
-	[T(MEM_FREE)] = h_mem_free,
-	[T(MEM_INFO)] = h_mem_info,
-	[T(MEMCPY_HTOD)] = h_memcpy_htod,
-	[T(MEMCPY_DTOH)] = h_memcpy_dtoh,
-	[T(MEMCPY_DTOD)] = h_memcpy_dtod,
-	[T(MEMSET)] = h_memset,
-	[T(MODULE_LOAD)] = h_module_load,
-	[T(MODULE_UNLOAD)] = h_module_unload,
-	[T(FUNC_GET)] = h_func_get,
-	[T(GLOBAL_GET)] = h_global_get,
-	[T(FUNC_GET_ATTR)] = h_func_attr,
-	[T(FUNC_SET_ATTR)] = h_func_attr,
-	[T(LAUNCH)] = h_launch,
-	[T(HOST_FUNC)] = h_host_func,
-	[T(STREAM_CREATE)] = h_stream_create,
-	[T(STREAM_DESTROY)] = h_stream_op,
-	[T(STREAM_SYNC)] = h_stream_op,
-	[T(STREAM_QUERY)] = h_stream_op,
-	[T(STREAM_WAIT_EVENT)] = h_stream_op,
-	[T(EVENT_CREATE)] = h_event_create,
-	[T(EVENT_DESTROY)] = h_event_op,
-	[T(EVENT_RECORD)] = h_event_op,
-	[T(EVENT_SYNC)] = h_event_op,
-	[T(EVENT_QUERY)] = h_event_op,
-	[T(EVENT_ELAPSED)] = h_event_op,
-	[T(CAPTURE_BEGIN)] = h_capture,
-	[T(CAPTURE_END)] = h_capture,
-	[T(GRAPH_CREATE)] = h_graph,
-	[T(GRAPH_INSTANTIATE)] = h_graph,
-	[T(GRAPH_LAUNCH)] = h_graph,
-	[T(GRAPH_UPLOAD)] = h_graph,
-	[T(GRAPH_EXEC_DESTROY)] = h_graph,
-	[T(GRAPH_DESTROY)] = h_graph,
-	[T(GRAPH_NODE_COUNT)] = h_graph,
-	[T(OCCUPANCY)] = h_occupancy,
-};
-
 int srv_exec(struct srv_worker *w, struct srv_frame *f)
 {
 	unsigned t = f->hdr.type;
-	if (t >= ARRAY_SIZE(handlers) || !handlers[t]) {
+	if (t >= ARRAY_SIZE(srv_handlers) || !srv_handlers[t]) {
 		/* a known type that a client may not send as a request here (e.g. a second hello) */
 		srv_protocol_error(w, RGPU_EPROTO, "unexpected %s", rgpu_msg_name(t));
 		return RGPU_EPROTO;
 	}
 	pr_debug("%s seq %llu", rgpu_msg_name(t), (unsigned long long)f->hdr.seq);
-	return handlers[t](w, f);
+	return srv_handlers[t](w, f);
 }

@@ -149,7 +149,7 @@ void srv_link_acked(struct srv_worker *w, uint64_t seq)
 
 void srv_link_ack(struct srv_worker *w)
 {
-	struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_ACK};
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ACK};
 
 	pthread_mutex_lock(&w->send_lock);
 	h.ack = atomic_load(&w->executed);

@@ -18,6 +18,7 @@
 #include "driver.h"
 #include "rgpu/frame.h"
 #include "rgpu/transport.h"
+#include "rgpu_msgs.h"
 
 struct srv_config {
 	const char *listen;     /* "HOST:PORT" */

@@ -24,6 +24,8 @@
 
 #include "admin.pb-c.h"
 #include "rgpu.pb-c.h"
+#include "rgpu_admin_msgs.h"
+#include "srv_admin_handlers.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
@@ -184,8 +186,8 @@ static void admin_reply(struct rgpu_conn *c, const struct rgpu_frame_hdr *req,
 	rgpu_frame_send_hdr(c, &h, rep, NULL);
 }
 
-static void admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
-			 const struct rgpu_frame_hdr *req)
+int admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
+		 const struct rgpu_frame_hdr *req)
 {
 	Rgpu__StatusReply rep = RGPU__STATUS_REPLY__INIT;
 	Rgpu__GpuInfo gi[16], *gip[16];
@@ -214,9 +216,11 @@ static void admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
 	rep.uptime_s = (rgpu_now_ns() - started_ns) / 1000000000ull;
 	rep.resume_grace_s = (uint32_t)cfg->resume_grace_s;
 	admin_reply(c, req, &rep.base);
+	return 0;
 }
 
-static void admin_jobs(struct rgpu_conn *c, const struct rgpu_frame_hdr *req)
+int admin_jobs(const struct srv_config *cfg, struct rgpu_conn *c,
+	       const struct rgpu_frame_hdr *req)
 {
 	Rgpu__JobsReply rep = RGPU__JOBS_REPLY__INIT;
 	Rgpu__JobInfo **jobs = calloc((size_t)nworkers + 1, sizeof(*jobs));
@@ -232,8 +236,10 @@ static void admin_jobs(struct rgpu_conn *c, const struct rgpu_frame_hdr *req)
 	}
 	rep.n_jobs = n;
 	rep.jobs = jobs;
+	(void)cfg;
 	admin_reply(c, req, &rep.base);
 	free(jobs);
+	return 0;
 }
 
 /*
@@ -249,17 +255,16 @@ static void on_admin(const struct srv_config *cfg, int afd)
 
 	if (rgpu_tcp_accept(afd, &c))
 		return;
+	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
 	ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, ADMIN_TIMEOUT_MS);
-	if (ret == 0 && h.type == RGPU__MSG_TYPE__MSG_ADMIN_STATUS) {
-		admin_status(cfg, c, &h);
-	} else if (ret == 0 && h.type == RGPU__MSG_TYPE__MSG_ADMIN_JOBS) {
-		admin_jobs(c, &h);
+	if (ret == 0 && h.type < ARRAY_SIZE(srv_admin_handlers) && srv_admin_handlers[h.type]) {
+		srv_admin_handlers[h.type](cfg, c, &h);
 	} else {
 		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-		struct rgpu_frame_hdr eh = {.type = RGPU__MSG_TYPE__MSG_ERROR};
+		struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
 		char msg[128];
 		snprintf(msg, sizeof(msg), "the admin address takes admin requests only (%s)",
-			 ret ? rgpu_strerror(ret) : rgpu_msg_name(h.type));
+			 ret ? rgpu_strerror(ret) : rgpu_admin_msg_name(h.type));
 		pr_warn("admin client %s: %s", rgpu_conn_peer(c), msg);
 		pe.code = ret ? ret : RGPU_EPROTO;
 		pe.message = msg;

@@ -91,7 +91,7 @@ int srv_reply_value(struct srv_worker *w, const struct srv_frame *f, CUresult r,
 void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 {
 	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-	struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_ERROR};
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ERROR};
 	char msg[256];
 	va_list ap;
 
@@ -352,7 +352,7 @@ static int new_token(struct srv_worker *w)
 static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *hello)
 {
 	Rgpu__HelloReply rep = RGPU__HELLO_REPLY__INIT;
-	struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_HELLO, .flags = RGPU_FRAME_REPLY};
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_HELLO, .flags = RGPU_FRAME_REPLY};
 	int ret;
 
 	rep.result = CUDA_SUCCESS;
@@ -479,7 +479,7 @@ static void *reader_main(void *arg)
 			break;
 		} else if (f->hdr.seq == 0) {
 			/* unsequenced: an acknowledgement, nothing to execute */
-			if (f->hdr.type != RGPU__MSG_TYPE__MSG_ACK) {
+			if (f->hdr.type != RGPU_MSG_ACK) {
 				srv_protocol_error(w, RGPU_EPROTO, "unsequenced %s",
 						   rgpu_msg_name(f->hdr.type));
 				free(f->body);
@@ -490,7 +490,7 @@ static void *reader_main(void *arg)
 			free(f->body);
 			free(f);
 			continue;
-		} else if (f->hdr.type == RGPU__MSG_TYPE__MSG_ACK ||
+		} else if (f->hdr.type == RGPU_MSG_ACK ||
 			   f->hdr.seq > w->rx_seq + 1) {
 			srv_protocol_error(w, RGPU_EPROTO, "%s with seq %llu after %llu",
 					   rgpu_msg_name(f->hdr.type),
@@ -530,7 +530,7 @@ static void *reader_main(void *arg)
 			why = rgpu_strerror(ret);
 			goto lost;
 		}
-		if (f->hdr.type == RGPU__MSG_TYPE__MSG_CALLBACK_DONE) {
+		if (f->hdr.type == RGPU_MSG_CALLBACK_DONE) {
 			Rgpu__Callback *cb =
 				rgpu__callback__unpack(NULL, f->hdr.body_len, f->body);
 			free(f->body);
@@ -546,7 +546,7 @@ static void *reader_main(void *arg)
 		}
 		if (f->hdr.payload_len) {
 			/* bulk copy chunks land in pinned memory; the rest in plain memory */
-			if (f->hdr.type == RGPU__MSG_TYPE__MSG_MEMCPY_HTOD &&
+			if (f->hdr.type == RGPU_MSG_MEMCPY_HTOD &&
 			    f->hdr.payload_len > 65536 && f->hdr.payload_len <= RGPU_COPY_CHUNK) {
 				f->payload = srv_staging_tryget(w->staging);
 				f->payload_staged = f->payload != NULL;
@@ -633,7 +633,7 @@ static void send_info(struct srv_worker *w)
 /* A resume handed over by the supervisor: check the token, then give it to the reader. */
 static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 {
-	struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_ERROR};
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ERROR};
 	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
 	struct rgpu_conn *c = fd >= 0 ? rgpu_tcp_wrap(fd) : NULL;
 	Rgpu__Hello *hello = NULL;
@@ -644,6 +644,7 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 			close(fd);
 		return;
 	}
+	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
 	hello = rgpu__hello__unpack(NULL, m->hello.len, m->hello.data);
 	if (!hello || hello->job_id.len != SRV_JOB_ID_LEN ||
 	    memcmp(hello->job_id.data, w->job_id, SRV_JOB_ID_LEN))
@@ -850,13 +851,14 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 		rgpu__ctl__free_unpacked(r, NULL);
 	if (ret || result) {
 		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-		struct rgpu_frame_hdr h = {.type = RGPU__MSG_TYPE__MSG_ERROR};
+		struct rgpu_frame_hdr h = {.type = RGPU_MSG_ERROR};
 		char msg[160];
 		snprintf(msg, sizeof(msg),
 			 "no job %s on this server (it ended, or its grace period passed)", job);
 		pr_warn("refused a resume from %s: %s", peer, msg);
 		c = rgpu_tcp_wrap(fd);
 		if (c) {
+			rgpu_conn_set_msgs(c, &rgpu_job_msgs);
 			pe.code = RGPU_ENOTFOUND;
 			pe.message = msg;
 			rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
@@ -871,7 +873,7 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 
 static int handshake(struct srv_worker *w)
 {
-	struct rgpu_frame_hdr h, rh = {.type = RGPU__MSG_TYPE__MSG_HELLO, .flags = RGPU_FRAME_REPLY};
+	struct rgpu_frame_hdr h, rh = {.type = RGPU_MSG_HELLO, .flags = RGPU_FRAME_REPLY};
 	uint8_t *body = NULL;
 	Rgpu__Hello *hello;
 	Rgpu__HelloReply rep = RGPU__HELLO_REPLY__INIT;
@@ -893,7 +895,7 @@ static int handshake(struct srv_worker *w)
 		srv_protocol_error(w, ret, "bad first frame");
 		return ret;
 	}
-	if (h.type != RGPU__MSG_TYPE__MSG_HELLO || h.payload_len) {
+	if (h.type != RGPU_MSG_HELLO || h.payload_len) {
 		free(body);
 		srv_protocol_error(w, RGPU_EPROTO, "expected MSG_HELLO, got %s",
 				   rgpu_msg_name(h.type));
@@ -999,9 +1001,8 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	w->cfg = cfg;
 	w->conn = conn;
 	w->ctl_fd = ctl_fd;
-	w->caps = RGPU__CAPABILITY__CAP_HOST_CALLBACKS | RGPU__CAPABILITY__CAP_MODULE_BY_HASH |
-		  RGPU__CAPABILITY__CAP_GRAPHS | RGPU__CAPABILITY__CAP_OCCUPANCY |
-		  RGPU__CAPABILITY__CAP_LAUNCH_ATTRS;
+	w->caps = RGPU_CAPS_SERVER;
+	rgpu_conn_set_msgs(conn, &rgpu_job_msgs);
 	snprintf(w->peer, sizeof(w->peer), "%s", rgpu_conn_peer(conn));
 	snprintf(w->job_hex, sizeof(w->job_hex), "?");
 	clock_gettime(CLOCK_REALTIME, &now);

@@ -71,6 +71,11 @@ int rgpu_conn_errno(const struct rgpu_conn *c)
 	return c->last_errno;
 }
 
+void rgpu_conn_set_msgs(struct rgpu_conn *c, const struct rgpu_msg_table *msgs)
+{
+	c->msgs = msgs;
+}
+
 void rgpu_conn_set_spin(struct rgpu_conn *c, uint32_t ns)
 {
 	c->spin_ns = ns;
@@ -168,7 +173,7 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 	ret = rgpu_frame_hdr_decode(raw, h);
 	if (ret)
 		return ret;
-	ret = rgpu_frame_check(h, receiver);
+	ret = rgpu_frame_check(h, receiver, c->msgs);
 	if (ret)
 		return ret;
 	if (h->body_len) {

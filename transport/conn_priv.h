@@ -34,6 +34,7 @@ struct rgpu_conn {
 	char peer[96];         /* "host:port" for logs */
 	int frame_timeout_ms;  /* once a frame has begun, the rest must come within this */
 	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */
+	const struct rgpu_msg_table *msgs; /* the protocol frames are checked against */
 	size_t rpos, rlen;
 	uint8_t rbuf[RGPU_CONN_RBUF];
 };

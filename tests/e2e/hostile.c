@@ -18,6 +18,7 @@
 
 #include "rgpu.pb-c.h"
 #include "rgpu/frame.h"
+#include "rgpu_msgs.h"
 
 static int port;
 
@@ -53,7 +54,10 @@ static void put_hdr(int fd, uint16_t version, uint16_t type, uint32_t flags, uin
 	put(fd, raw, sizeof(raw));
 }
 
-/* Read one frame; returns its type (reply bit in *flags), or -1 at EOF. */
+/*
+ * Read one frame, checked as the interposer checks what the server sends (the client<->worker
+ * message table); returns its type (reply bit in *flags), or -1 at EOF.
+ */
 static int get_frame(int fd, uint32_t *flags, uint8_t *body, size_t cap, uint32_t *blen,
 		     uint64_t *session)
 {
@@ -66,7 +70,9 @@ static int get_frame(int fd, uint32_t *flags, uint8_t *body, size_t cap, uint32_
 			return -1;
 		got += (size_t)r;
 	}
-	if (rgpu_frame_hdr_decode(raw, &h) || h.body_len > cap || h.payload_len) {
+	if (rgpu_frame_hdr_decode(raw, &h) ||
+	    rgpu_frame_check(&h, RGPU_PEER_CLIENT, &rgpu_job_msgs) || h.body_len > cap ||
+	    h.payload_len) {
 		fprintf(stderr, "FAIL: the server sent a malformed frame\n");
 		exit(1);
 	}
@@ -93,10 +99,10 @@ static uint64_t hello(int fd)
 	size_t n;
 	hm.protocol_version = RGPU_PROTO_VERSION;
 	hm.client_program = "hostile";
-	n = rgpu_frame_pack(buf, RGPU__MSG_TYPE__MSG_HELLO, 0, 1, 0, &hm.base, 0);
+	n = rgpu_frame_pack(buf, RGPU_MSG_HELLO, 0, 1, 0, &hm.base, 0);
 	put(fd, buf, n);
 	int t = get_frame(fd, &flags, body, sizeof(body), &blen, &session);
-	Rgpu__HelloReply *rep = t == RGPU__MSG_TYPE__MSG_HELLO ? rgpu__hello_reply__unpack(NULL, blen, body) : NULL;
+	Rgpu__HelloReply *rep = t == RGPU_MSG_HELLO ? rgpu__hello_reply__unpack(NULL, blen, body) : NULL;
 	if (!rep || rep->result != 0 || !(flags & RGPU_FRAME_REPLY)) {
 		fprintf(stderr, "FAIL: a valid hello was not answered (type %d)\n", t);
 		exit(1);
@@ -113,7 +119,7 @@ static void expect_error_and_close(int fd, const char *what)
 	uint32_t flags, blen;
 	int t = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
 	Rgpu__ProtocolError *pe;
-	if (t != RGPU__MSG_TYPE__MSG_ERROR) {
+	if (t != RGPU_MSG_ERROR) {
 		fprintf(stderr, "FAIL %s: got frame type %d, want MSG_ERROR\n", what, t);
 		exit(1);
 	}
@@ -146,16 +152,16 @@ int main(int argc, char **argv)
 
 	/* before the handshake */
 	fd = dial();
-	put_hdr(fd, RGPU_PROTO_VERSION + 1, RGPU__MSG_TYPE__MSG_HELLO, 0, 2, 0, 1, 0);
+	put_hdr(fd, RGPU_PROTO_VERSION + 1, RGPU_MSG_HELLO, 0, 2, 0, 1, 0);
 	put(fd, junk, 2);
 	expect_error_and_close(fd, "wrong protocol version");
 
 	fd = dial();
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_HELLO, 0, 0, 0, 1, 0);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_HELLO, 0, 0, 0, 1, 0);
 	expect_error_and_close(fd, "hello with length 0");
 
 	fd = dial();
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_HELLO, 0, RGPU_MAX_BODY + 1, 0, 1, 0);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_HELLO, 0, RGPU_MAX_BODY + 1, 0, 1, 0);
 	expect_error_and_close(fd, "body length beyond the limit");
 
 	fd = dial();
@@ -166,7 +172,7 @@ int main(int argc, char **argv)
 	{
 		uint8_t raw[RGPU_FRAME_HDR_LEN];
 		struct rgpu_frame_hdr h = {RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION,
-					   RGPU__MSG_TYPE__MSG_HELLO, 0, 8, 0, 1, 0, 0, 0};
+					   RGPU_MSG_HELLO, 0, 8, 0, 1, 0, 0, 0};
 		rgpu_frame_hdr_encode(&h, raw);
 		put(fd, raw, 20);
 		shutdown(fd, SHUT_WR);
@@ -183,17 +189,17 @@ int main(int argc, char **argv)
 	/* after a valid handshake */
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_LAUNCH, 0, 0, 0, 1, s);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_LAUNCH, 0, 0, 0, 1, s);
 	expect_error_and_close(fd, "launch with length 0");
 
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_MEMCPY_HTOD, 0, 4, 1ull << 40, 1, s);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_MEMCPY_HTOD, 0, 4, 1ull << 40, 1, s);
 	expect_error_and_close(fd, "payload length beyond the limit");
 
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_STREAM_SYNC, 0, 4, 0, 1, s + 1);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_STREAM_SYNC, 0, 4, 0, 1, s + 1);
 	put(fd, junk, 4);
 	expect_error_and_close(fd, "wrong session id");
 
@@ -202,20 +208,20 @@ int main(int argc, char **argv)
 	{
 		/* field 1 (module), then field 2 (hash) claiming 2^31 bytes: undecodable */
 		uint8_t body[] = {0x08, 0x01, 0x12, 0xff, 0xff, 0xff, 0xff, 0x07};
-		put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_MODULE_LOAD, 0, sizeof(body), 0, 1, s);
+		put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_MODULE_LOAD, 0, sizeof(body), 0, 1, s);
 		put(fd, body, sizeof(body));
 	}
 	expect_error_and_close(fd, "undecodable body (huge count)");
 
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_DATA, 0, 2, 0, 1, s);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_DATA, 0, 2, 0, 1, s);
 	put(fd, junk, 2);
 	expect_error_and_close(fd, "server-only type from a client");
 
 	fd = dial();
 	s = hello(fd);
-	put_hdr(fd, RGPU_PROTO_VERSION, RGPU__MSG_TYPE__MSG_HELLO, 0, 2, 0, 1, s);
+	put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_HELLO, 0, 2, 0, 1, s);
 	put(fd, "\x08\x01", 2);
 	expect_error_and_close(fd, "second hello");
 

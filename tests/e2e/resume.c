@@ -21,6 +21,7 @@
 #include "rgpu/err.h"
 #include "rgpu/frame.h"
 #include "rgpu/transport.h"
+#include "rgpu_msgs.h"
 
 #define FAIL(...)                                                                              \
 	do {                                                                                   \
@@ -38,6 +39,7 @@ static struct rgpu_conn *dial(void)
 	struct rgpu_conn *c;
 	if (rgpu_tcp_connect("127.0.0.1", port, 5000, &c))
 		FAIL("cannot connect to port %d", port);
+	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
 	return c;
 }
 
@@ -59,10 +61,10 @@ static Rgpu__HelloReply *hello(struct rgpu_conn *c, const uint8_t *job_id, const
 		hm.resume_token.len = 32;
 		hm.received = received;
 	}
-	if (rgpu_frame_send(c, RGPU__MSG_TYPE__MSG_HELLO, 0, 0, 0, &hm.base, NULL, 0) ||
+	if (rgpu_frame_send(c, RGPU_MSG_HELLO, 0, 0, 0, &hm.base, NULL, 0) ||
 	    rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, 10000))
 		FAIL("no answer to a hello");
-	if (h.type == RGPU__MSG_TYPE__MSG_ERROR) {
+	if (h.type == RGPU_MSG_ERROR) {
 		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
 		snprintf(err, errlen, "%s", pe && pe->message ? pe->message : "?");
 		if (pe)
@@ -70,7 +72,7 @@ static Rgpu__HelloReply *hello(struct rgpu_conn *c, const uint8_t *job_id, const
 		free(body);
 		return NULL;
 	}
-	if (h.type == RGPU__MSG_TYPE__MSG_HELLO)
+	if (h.type == RGPU_MSG_HELLO)
 		rep = rgpu__hello_reply__unpack(NULL, h.body_len, body);
 	free(body);
 	if (!rep || rep->result != 0 || rep->job_id.len != 16 || rep->resume_token.len != 32)
@@ -83,7 +85,7 @@ static struct rgpu_frame_hdr ping(struct rgpu_conn *c, uint64_t seq)
 {
 	struct rgpu_frame_hdr h;
 	uint8_t *body = NULL;
-	if (rgpu_frame_send(c, RGPU__MSG_TYPE__MSG_PING, 0, seq, session, NULL, NULL, 0))
+	if (rgpu_frame_send(c, RGPU_MSG_PING, 0, seq, session, NULL, NULL, 0))
 		FAIL("cannot send a ping");
 	do {
 		free(body);
@@ -92,7 +94,7 @@ static struct rgpu_frame_hdr ping(struct rgpu_conn *c, uint64_t seq)
 			FAIL("no reply to ping %llu", (unsigned long long)seq);
 	} while (h.seq == 0); /* skip acknowledgements */
 	free(body);
-	if (h.type != RGPU__MSG_TYPE__MSG_PING || !(h.flags & RGPU_FRAME_REPLY) || h.ref != seq)
+	if (h.type != RGPU_MSG_PING || !(h.flags & RGPU_FRAME_REPLY) || h.ref != seq)
 		FAIL("ping %llu answered by type %u ref %llu", (unsigned long long)seq, h.type,
 		     (unsigned long long)h.ref);
 	return h;
@@ -193,7 +195,7 @@ int main(void)
 	memcpy(token, rep->resume_token.data, 32);
 	rgpu__hello_reply__free_unpacked(rep, NULL);
 	/* a duplicate of ping 2 is dropped; ping 3 is executed and answered */
-	if (rgpu_frame_send(c, RGPU__MSG_TYPE__MSG_PING, 0, 2, session, NULL, NULL, 0))
+	if (rgpu_frame_send(c, RGPU_MSG_PING, 0, 2, session, NULL, NULL, 0))
 		FAIL("cannot resend ping 2");
 	h = ping(c, 3);
 	if (h.ack != 3 || h.seq != 3)

@@ -34,6 +34,8 @@
 #include "rgpu/frame.h"
 #include "rgpu/transport.h"
 #include "conn_priv.h" /* white-box: frame_timeout_ms */
+#include "rgpu_admin_msgs.h"
+#include "rgpu_msgs.h"
 
 /* --- the protocol's message types, from rgpu.proto -------------------------------------------- */
 
@@ -101,25 +103,21 @@ static const struct tspec types[] = {
     {77, "MSG_GRAPH_DESTROY", TO_SRV, 0, 0},
     {78, "MSG_GRAPH_NODE_COUNT", TO_SRV, 0, 0},
     {80, "MSG_OCCUPANCY", TO_SRV, 0, 0},
-    {200, "MSG_ADMIN_STATUS", TO_SRV, 0, 0},
-    {201, "MSG_ADMIN_JOBS", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
 /* The generated names carry the same numbers (they are never renumbered). */
-_Static_assert(RGPU__MSG_TYPE__MSG_LAUNCH == 40, "MSG_LAUNCH");
-_Static_assert(RGPU__MSG_TYPE__MSG_DATA == 27, "MSG_DATA");
-_Static_assert(RGPU__MSG_TYPE__MSG_PING == 4, "MSG_PING");
-_Static_assert(RGPU__MSG_TYPE__MSG_GOODBYE == 3, "MSG_GOODBYE");
-_Static_assert(RGPU__MSG_TYPE__MSG_MEMCPY_HTOD == 23, "MSG_MEMCPY_HTOD");
-_Static_assert(RGPU__MSG_TYPE__MSG_MODULE_LOAD == 30, "MSG_MODULE_LOAD");
-_Static_assert(RGPU__MSG_TYPE__MSG_CALLBACK == 42, "MSG_CALLBACK");
-_Static_assert(RGPU__MSG_TYPE__MSG_EVENT_ELAPSED == 65, "MSG_EVENT_ELAPSED");
-_Static_assert(RGPU__MSG_TYPE__MSG_CAPTURE_BEGIN == 70, "MSG_CAPTURE_BEGIN");
-_Static_assert(RGPU__MSG_TYPE__MSG_OCCUPANCY == 80, "MSG_OCCUPANCY");
-_Static_assert(RGPU__MSG_TYPE__MSG_ACK == 5, "MSG_ACK");
-_Static_assert(RGPU__MSG_TYPE__MSG_ADMIN_STATUS == 200, "MSG_ADMIN_STATUS");
-_Static_assert(RGPU__MSG_TYPE__MSG_ADMIN_JOBS == 201, "MSG_ADMIN_JOBS");
+_Static_assert(RGPU_MSG_LAUNCH == 40, "MSG_LAUNCH");
+_Static_assert(RGPU_MSG_DATA == 27, "MSG_DATA");
+_Static_assert(RGPU_MSG_PING == 4, "MSG_PING");
+_Static_assert(RGPU_MSG_GOODBYE == 3, "MSG_GOODBYE");
+_Static_assert(RGPU_MSG_MEMCPY_HTOD == 23, "MSG_MEMCPY_HTOD");
+_Static_assert(RGPU_MSG_MODULE_LOAD == 30, "MSG_MODULE_LOAD");
+_Static_assert(RGPU_MSG_CALLBACK == 42, "MSG_CALLBACK");
+_Static_assert(RGPU_MSG_EVENT_ELAPSED == 65, "MSG_EVENT_ELAPSED");
+_Static_assert(RGPU_MSG_CAPTURE_BEGIN == 70, "MSG_CAPTURE_BEGIN");
+_Static_assert(RGPU_MSG_OCCUPANCY == 80, "MSG_OCCUPANCY");
+_Static_assert(RGPU_MSG_ACK == 5, "MSG_ACK");
 
 static const struct tspec *spec_of(unsigned type)
 {
@@ -178,7 +176,22 @@ static int chk(unsigned type, uint32_t flags, uint32_t body_len, uint64_t payloa
 	    .ack = 0,
 	    .ref = 0,
 	};
-	return rgpu_frame_check(&h, receiver);
+	return rgpu_frame_check(&h, receiver, &rgpu_job_msgs);
+}
+
+static int chk_admin_payload(uint16_t type, uint64_t payload)
+{
+	struct rgpu_frame_hdr h = {.magic = RGPU_FRAME_MAGIC, .version = RGPU_PROTO_VERSION,
+				   .type = type, .body_len = 2, .payload_len = payload};
+	return rgpu_frame_check(&h, RGPU_PEER_SERVER, &rgpu_admin_msgs);
+}
+
+/* The same against the admin protocol's table. */
+static int chk_admin(uint16_t type, uint32_t flags, uint32_t body, enum rgpu_peer receiver)
+{
+	struct rgpu_frame_hdr h = {.magic = RGPU_FRAME_MAGIC, .version = RGPU_PROTO_VERSION,
+				   .type = type, .flags = flags, .body_len = body};
+	return rgpu_frame_check(&h, receiver, &rgpu_admin_msgs);
 }
 
 /* A receiver that may get this type as a request. */
@@ -199,14 +212,23 @@ static void set_rcvtimeo(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
+/* A connection over fd speaking the client<->worker protocol. */
+static struct rgpu_conn *wrap(int fd)
+{
+	struct rgpu_conn *c = rgpu_tcp_wrap(fd);
+	if (c)
+		rgpu_conn_set_msgs(c, &rgpu_job_msgs);
+	return c;
+}
+
 static void conn_pair(struct rgpu_conn **a, struct rgpu_conn **b)
 {
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	set_rcvtimeo(sv[0]);
 	set_rcvtimeo(sv[1]);
-	*a = rgpu_tcp_wrap(sv[0]);
-	*b = rgpu_tcp_wrap(sv[1]);
+	*a = wrap(sv[0]);
+	*b = wrap(sv[1]);
 	assert_non_null(*a);
 	assert_non_null(*b);
 }
@@ -218,7 +240,7 @@ static void raw_pair(int *raw, struct rgpu_conn **c)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	set_rcvtimeo(sv[1]);
 	*raw = sv[0];
-	*c = rgpu_tcp_wrap(sv[1]);
+	*c = wrap(sv[1]);
 	assert_non_null(*c);
 }
 
@@ -516,12 +538,13 @@ static void test_check_direction(void **state)
 	assert_int_equal(chk(42, RGPU_FRAME_REPLY, 16, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
 	assert_int_equal(chk(5, 0, 0, 0, RGPU_PEER_SERVER), 0); /* ACK either way */
 	assert_int_equal(chk(5, 0, 0, 0, RGPU_PEER_CLIENT), 0);
-	assert_int_equal(chk(200, 0, 16, 0, RGPU_PEER_SERVER), 0); /* ADMIN_STATUS */
-	assert_int_equal(chk(200, 0, 16, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
-	assert_int_equal(chk(201, 0, 16, 0, RGPU_PEER_SERVER), 0); /* ADMIN_JOBS */
-	assert_int_equal(chk(201, 0, 16, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
-	assert_int_equal(chk(200, RGPU_FRAME_REPLY, 300, 0, RGPU_PEER_CLIENT), 0); /* StatusReply */
-	assert_int_equal(chk(201, RGPU_FRAME_REPLY, 300, 0, RGPU_PEER_CLIENT), 0); /* JobsReply */
+	/* the admin protocol is a table of its own: a job's types mean nothing on its link */
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_STATUS, 0, 2, RGPU_PEER_SERVER), 0);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_STATUS, 0, 2, RGPU_PEER_CLIENT), RGPU_EPROTO);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_JOBS, 0, 2, RGPU_PEER_SERVER), 0);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_JOBS, RGPU_FRAME_REPLY, 300, RGPU_PEER_CLIENT), 0);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_ERROR, 0, 30, RGPU_PEER_CLIENT), 0);
+	assert_int_equal(chk_admin(RGPU_MSG_LAUNCH, 0, 16, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 }
 
 static void test_check_flags(void **state)
@@ -590,8 +613,9 @@ static void test_check_body(void **state)
 	assert_int_equal(chk(3, 0, 2, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
 	assert_int_equal(chk(5, 0, 2, 0, RGPU_PEER_SERVER), RGPU_EPROTO); /* ACK: Empty */
 	assert_int_equal(chk(5, 0, 2, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
-	assert_int_equal(chk(200, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EPROTO); /* AdminRequest */
-	assert_int_equal(chk(201, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
+	/* admin requests carry an AdminRequest: not empty */
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_STATUS, 0, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_JOBS, 0, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
 }
 
 static void test_check_payload(void **state)
@@ -636,8 +660,8 @@ static void test_check_payload(void **state)
 	assert_int_equal(chk(4, 0, 0, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG);    /* PING */
 	assert_int_equal(chk(42, 0, 16, 1, RGPU_PEER_CLIENT), RGPU_ETOOBIG);  /* CALLBACK */
 	assert_int_equal(chk(5, 0, 0, 1, RGPU_PEER_CLIENT), RGPU_ETOOBIG);    /* ACK */
-	assert_int_equal(chk(200, 0, 16, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG); /* ADMIN_STATUS */
-	assert_int_equal(chk(201, 0, 16, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG); /* ADMIN_JOBS */
+	assert_int_equal(chk_admin_payload(RGPU_ADMIN_MSG_STATUS, 1), RGPU_ETOOBIG);
+	assert_int_equal(chk_admin_payload(RGPU_ADMIN_MSG_JOBS, 1), RGPU_ETOOBIG);
 	assert_int_equal(RGPU_MAX_CHUNK, 16 * MiB);
 	assert_int_equal(RGPU_MAX_IMAGE, 1ull << 30);
 	assert_int_equal(RGPU_MAX_PARAMS, 1ull << 20);
@@ -853,7 +877,7 @@ static void test_wire_bytes(void **state)
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	set_rcvtimeo(sv[1]);
-	a = rgpu_tcp_wrap(sv[0]);
+	a = wrap(sv[0]);
 	assert_non_null(a);
 
 	assert_int_equal(rgpu_frame_send(a, 4, 0, 5, 9, NULL, NULL, 0), 0);

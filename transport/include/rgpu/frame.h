@@ -4,7 +4,7 @@
  *   offset size field
  *        0    4 magic        0x55504752 ("RGPU" in memory order)
  *        4    2 version      RGPU_PROTO_VERSION
- *        6    2 type         rgpu.MsgType (proto/rgpu.proto)
+ *        6    2 type         the protocol's message type (proto/messages.tbl: enum rgpu_msg)
  *        8    4 flags        RGPU_FRAME_REPLY, ...
  *       12    4 body_len     protobuf-c body bytes that follow the header
  *       16    8 payload_len  raw bytes that follow the body
@@ -17,6 +17,10 @@
  *
  * All fields little-endian. Every length is checked against its limit (per message type)
  * before anything is allocated; see rgpu_frame_check().
+ *
+ * The transport knows no protocol of its own: the types, their directions and limits come in
+ * a struct rgpu_msg_table that proto/gen_msgs.py generates from a protocol's table file
+ * (rgpu_job_msgs, from proto/messages.tbl, for the client<->worker protocol).
  */
 #ifndef RGPU_FRAME_H
 #define RGPU_FRAME_H
@@ -67,16 +71,44 @@ void rgpu_frame_hdr_encode(const struct rgpu_frame_hdr *h, uint8_t out[RGPU_FRAM
  */
 int rgpu_frame_hdr_decode(const uint8_t in[RGPU_FRAME_HDR_LEN], struct rgpu_frame_hdr *h);
 
-/*
- * rgpu_frame_check() - may `receiver` accept this frame? Checks the type is known and sent in
- * this direction, the flags, and every length against the type's limits.
- * Returns 0, RGPU_EUNKNOWNTYPE, RGPU_EPROTO (wrong direction, flags, or an empty body where
- * one is required) or RGPU_ETOOBIG.
- */
-int rgpu_frame_check(const struct rgpu_frame_hdr *h, enum rgpu_peer receiver);
+/* Who may send a message type as a request (a reply always goes back to the client). */
+enum rgpu_msg_dir {
+	RGPU_DIR_TO_SERVER = 1, /* client -> server requests (and the server's replies to them) */
+	RGPU_DIR_TO_CLIENT = 2, /* pushed by the server */
+	RGPU_DIR_BOTH = 3,
+};
 
-/* rgpu_msg_name() - the type's name for logs ("MSG_LAUNCH"), or "MSG_?" */
-const char *rgpu_msg_name(unsigned type);
+/* The receiver's rules for one message type. */
+struct rgpu_msg_rule {
+	const char *name;           /* "MSG_LAUNCH"; NULL: no type has this number */
+	uint8_t dir;                /* enum rgpu_msg_dir */
+	uint8_t empty;              /* the body must be empty (else a request to the server must
+				       not be) */
+	uint64_t max_payload;       /* request payload limit */
+	uint64_t max_reply_payload; /* reply payload limit */
+};
+
+/* One protocol's message types: rules[type] for type < n (generated, never written by hand). */
+struct rgpu_msg_table {
+	const struct rgpu_msg_rule *rules;
+	unsigned n;
+};
+
+/*
+ * rgpu_frame_check() - may `receiver` accept this frame under the protocol `msgs`? Checks the
+ * type is known and sent in this direction, the flags, and every length against the type's
+ * limits.
+ * Returns 0, RGPU_EUNKNOWNTYPE (also for every type when msgs is NULL), RGPU_EPROTO (wrong
+ * direction, flags, or an empty body where one is required) or RGPU_ETOOBIG.
+ */
+int rgpu_frame_check(const struct rgpu_frame_hdr *h, enum rgpu_peer receiver,
+		     const struct rgpu_msg_table *msgs);
+
+/*
+ * rgpu_msg_table_name() - the type's name in msgs for logs ("MSG_LAUNCH"), or "MSG_?" (unknown
+ * type, or msgs NULL). The generated rgpu_msg_name(type) asks the client<->worker table.
+ */
+const char *rgpu_msg_table_name(const struct rgpu_msg_table *msgs, unsigned type);
 
 /*
  * rgpu_frame_pack() - encode header and body into buf (at least rgpu_frame_size(body) bytes).

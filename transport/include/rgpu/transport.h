@@ -42,6 +42,12 @@ int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len);
 /* rgpu_conn_recv_within() - the same, but each wait for more bytes is bounded by timeout_ms */
 int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms);
 
+/*
+ * rgpu_conn_set_msgs() - the protocol this connection speaks: rgpu_frame_recv() checks every
+ * header against msgs. A new connection has none and refuses every frame (RGPU_EUNKNOWNTYPE).
+ */
+void rgpu_conn_set_msgs(struct rgpu_conn *c, const struct rgpu_msg_table *msgs);
+
 /* where rgpud listens, and where clients look, unless told otherwise: loopback only */
 #define RGPU_DEFAULT_SERVER "127.0.0.1:7070"
 /* where rgpud answers the admin protocol (rgpuctl), and where rgpuctl looks */
@@ -64,9 +70,10 @@ int rgpu_frame_send_hdr(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 			const ProtobufCMessage *body, const void *payload);
 
 /*
- * rgpu_frame_recv() - receive a header and check it for `receiver`, then the body into a
- * malloc'd buffer (*body, NULL when empty). The payload is left on the connection for the
- * caller to read where it belongs (with rgpu_conn_recv_within and c->frame_timeout_ms).
+ * rgpu_frame_recv() - receive a header and check it for `receiver` against the connection's
+ * message table (rgpu_conn_set_msgs), then the body into a malloc'd buffer (*body, NULL when
+ * empty). The payload is left on the connection for the caller to read where it belongs (with
+ * rgpu_conn_recv_within and c->frame_timeout_ms).
  * Waits indefinitely for a frame to begin; once it has, a peer that closes or stalls for
  * c->frame_timeout_ms makes it RGPU_ETRUNC (truncated) or RGPU_ETIMEDOUT. Returns 0,
  * RGPU_ECLOSED (clean end between frames) or another RGPU_E* code; on RGPU_EVERSION and check
