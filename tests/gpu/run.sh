@@ -126,9 +126,6 @@ except Exception:
 	{ echo "torch with cuts: $(cat "$OUT/cut.stats" 2>/dev/null)"; echo "  native: $n"; echo "  cut:    $r"; } \
 		>"$OUT/torch_cut.txt"
 fi
-# the delay one resume adds, as the clients saw it (link lost -> resumed)
-cat "$OUT"/*.ilog "$OUT"/cut_*.log 2>/dev/null | grep -o 'resumed on [^ ]* after [0-9.]* s' |
-	awk '{ print $(NF-1) * 1000 }' | sort -n >"$OUT/resume_ms.txt"
 
 # ---- rgpu only: hostile input, a client killed mid-copy ---------------------------------
 "$B/tests/e2e/hostile" "$(cat "$OUT/port")" >"$OUT/hostile.log" 2>&1
@@ -187,6 +184,10 @@ done
 [ -n "${SRVB:-}" ] && { kill $SRVB 2>/dev/null; wait $SRVB 2>/dev/null; }
 cp "$OUT/bench.rgpu1.txt" "$OUT/bench.rgpu.txt" 2>/dev/null
 python3 tests/gpu/report.py "$OUT/bench.native.txt" "$AFTER_FILES" $BEFORE_FILES >"$OUT/bench.table" 2>&1
+
+# the delay one resume adds, as the clients saw it (link lost -> resumed)
+cat "$OUT"/*.ilog "$OUT"/cut_*.log 2>/dev/null | grep -o 'resumed on [^ ]* after [0-9.]* s' |
+	awk '{ print $(NF-1) * 1000 }' | sort -n >"$OUT/resume_ms.txt"
 
 # ---- what the interposer did not implement ----------------------------------------------
 cat "$OUT"/*.rgpu.ilog 2>/dev/null | grep -o 'unimplemented: [A-Za-z0-9_]*' | sort | uniq -c \
