@@ -98,8 +98,12 @@ void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	pr_warn("protocol error from %s: %s (%s); ending the job", w->peer, msg,
-		rgpu_strerror(code));
+	/* a frame cut off is a broken link (a client gone mid-handshake), not a hostile one */
+	if (code == RGPU_ETRUNC)
+		pr_info("client %s: %s (%s); ending the job", w->peer, msg, rgpu_strerror(code));
+	else
+		pr_warn("protocol error from %s: %s (%s); ending the job", w->peer, msg,
+			rgpu_strerror(code));
 	pe.code = code;
 	pe.message = msg;
 	/* unsequenced and not kept: the job ends, there is nothing to resume */

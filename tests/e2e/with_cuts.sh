@@ -123,7 +123,10 @@ report_failure() {
 
 echo "with_cuts: $want cut(s) of: $*"
 echo "with_cuts: seeds from $seed (RGPU_CUT_SEED=$seed repeats the cut points); rgpud grace ${grace} s"
-baseline=$(workers)
+# this rgpud is our own (with_server.sh): no worker belongs to anyone else. (Counting them here
+# would count the GPU probe, which may still be starting on a real GPU, and let a leftover
+# worker pass for it at the end.)
+baseline=0
 
 # the uncut run: the proxy must forward correctly, and its size sets --max-bytes
 run_seed=$seed
