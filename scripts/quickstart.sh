@@ -46,10 +46,11 @@ else
 fi
 
 "$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$tmp/port" --state-dir "$tmp/state" \
+	--admin 127.0.0.1:0 --admin-port-file "$tmp/admin-port" --resume-grace 10 \
 	--log-level info "$@" 2>"$tmp/rgpud.log" &
 srv=$!
 i=0
-while [ ! -s "$tmp/port" ]; do
+while [ ! -s "$tmp/port" ] || [ ! -s "$tmp/admin-port" ]; do
 	if ! kill -0 "$srv" 2>/dev/null || [ $i -ge 200 ]; then
 		echo "quickstart: FAILED - rgpud did not start. Its log:"
 		cat "$tmp/rgpud.log"
@@ -59,7 +60,8 @@ while [ ! -s "$tmp/port" ]; do
 	i=$((i + 1))
 done
 server=127.0.0.1:$(cat "$tmp/port")
-echo "== rgpud (pid $srv) listens on $server; state in $tmp/state"
+admin=127.0.0.1:$(cat "$tmp/admin-port")
+echo "== rgpud (pid $srv) listens on $server (admin protocol on $admin); state in $tmp/state"
 
 # ---- the programs --------------------------------------------------------------------------
 passed=""
@@ -98,6 +100,46 @@ if [ -x "$B/tests/cuda/rt_basic_static" ]; then
 else
 	echo "== rt_basic_static: not built (no nvcc?), skipped"
 	skipped="$skipped rt_basic_static"
+fi
+
+# ---- a job outlives its connection: vecadd while a proxy cuts the link 5 times ------------
+echo "== vecadd through a proxy that cuts its connection 5 times (the job resumes each time)"
+"$B/tests/e2e/cutproxy" --target "$server" --port-file "$tmp/cut-port" --cuts 5 --max-bytes 4M \
+	--spread log --stats "$tmp/cut-stats" --log-level warn 2>"$tmp/cutproxy.log" &
+cut=$!
+i=0
+while [ ! -s "$tmp/cut-port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+rc=0
+RGPU_LOG=info timeout 300 "$B/bin/rgpuctl" run --server 127.0.0.1:"$(cat "$tmp/cut-port")" -- \
+	"$B/tests/progs/vecadd" >"$tmp/out" 2>&1 || rc=$?
+kill "$cut" 2>/dev/null || true
+wait "$cut" 2>/dev/null || true
+grep -v " info: " "$tmp/out" | sed 's/^/     /'
+grep "resumed on" "$tmp/out" | sed 's/.*rgpu: /     /'
+if [ $rc -eq 0 ] && grep -q "elements OK" "$tmp/out"; then
+	echo "   resume: passed ($(cat "$tmp/cut-stats"))"
+	passed="$passed resume"
+else
+	echo "   resume: FAILED (exit status $rc)"
+	failed="$failed resume"
+fi
+
+# ---- what the operator sees: rgpuctl status and jobs while a job holds 64 MiB ------------
+"$B/bin/rgpuctl" run --server "$server" -- "$B/tests/progs/hold" 64 "$tmp/ready" >"$tmp/hold" 2>&1 &
+holder=$!
+i=0
+while [ ! -e "$tmp/ready" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+sleep 0.6
+echo "== $B/bin/rgpuctl status --server $admin"
+"$B/bin/rgpuctl" status --server "$admin" | sed 's/^/     /'
+echo "== $B/bin/rgpuctl jobs --server $admin"
+"$B/bin/rgpuctl" jobs --server "$admin" | sed 's/^/     /'
+rm -f "$tmp/ready"
+if wait "$holder" && "$B/bin/rgpuctl" jobs --server "$admin" --json | grep -q '"jobs"'; then
+	passed="$passed rgpuctl"
+else
+	echo "   rgpuctl: FAILED: $(cat "$tmp/hold")"
+	failed="$failed rgpuctl"
 fi
 
 if ! kill -0 "$srv" 2>/dev/null; then
