@@ -190,6 +190,18 @@ CUresult ip_session_error(void);
 CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen);
 
 /*
+ * ip_post_borrowed() - ip_post for a payload the caller keeps unchanged until it calls
+ * ip_release_borrowed() for the seqs returned: a large payload is written straight from the
+ * caller's memory and not copied yet.
+ */
+CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			  uint64_t plen, uint64_t *seq);
+/*
+ * ip_release_borrowed() - the caller is about to reuse the memory of the payloads it posted as
+ * seqs first..last: wait (briefly) for the worker to execute them, and copy what it has not.
+ */
+CUresult ip_release_borrowed(uint64_t first, uint64_t last);
+/*
  * ip_call() - a synchronous request: send it (with everything queued before it) and wait for
  * its reply, decoded with desc into *reply (free with protobuf_c_message_free_unpacked).
  * MSG_DATA frames for this request are written to dst (dst_size bytes at most) as they come.

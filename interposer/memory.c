@@ -265,9 +265,12 @@ IP_API CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 
 /* ---- copies ------------------------------------------------------------------------------- */
 
+static const struct range *host_find(uint64_t p);
+
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int ptds)
 {
 	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
+	uint64_t first = 0, last = 0;
 	struct ip_ctx *c;
 	uint64_t sid;
 	CUresult r = ip_stream_resolve(s, ptds, &c, &sid);
@@ -282,6 +285,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 	m.ctx = c->o.id;
 	for (size_t off = 0; off < n && r == CUDA_SUCCESS; off += RGPU_COPY_CHUNK) {
 		size_t len = MIN(RGPU_COPY_CHUNK, n - off);
+		uint64_t seq = 0;
 		/*
 		 * A synchronous copy is complete when it returns, for work on every stream: the
 		 * server holds all later commands until its last chunk has landed. The client need
@@ -290,7 +294,22 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 		m.flags = async || off + len < n ? RGPU__COPY_FLAG__COPY_ASYNC : 0;
 		m.dst = dst + off;
 		m.size = len;
-		r = ip_post(RGPU_MSG_MEMCPY_HTOD, &m.base, (const char *)src + off, len);
+		r = ip_post_borrowed(RGPU_MSG_MEMCPY_HTOD, &m.base, (const char *)src + off, len,
+				     &seq);
+		if (!first)
+			first = seq;
+		last = seq;
+	}
+	/*
+	 * The chunks are kept for a resend until the worker has executed them. From pinned
+	 * memory an async copy's source must stay unchanged until the copy is observed complete,
+	 * and observing it means the worker has executed past it: nothing to do. Otherwise the
+	 * caller may reuse its buffer as soon as this returns.
+	 */
+	if (last && !(async && host_find((uint64_t)(uintptr_t)src))) {
+		CUresult r2 = ip_release_borrowed(first, last);
+		if (r == CUDA_SUCCESS)
+			r = r2;
 	}
 	return r;
 }

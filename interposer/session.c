@@ -237,6 +237,34 @@ static int enqueue(uint16_t type, const ProtobufCMessage *req, const void *paylo
 	return 0;
 }
 
+/*
+ * Copies of large payloads are chunk-sized and short-lived: a few are kept for reuse, since a
+ * fresh 4 MiB allocation faults in every page each time. Caller holds q_lock.
+ */
+#define IP_COPY_CACHE 8
+static void *copy_cache[IP_COPY_CACHE];
+static int copy_cached;
+
+static void copy_put_locked(void *p, uint64_t len)
+{
+	if (p && len == RGPU_COPY_CHUNK && copy_cached < IP_COPY_CACHE)
+		copy_cache[copy_cached++] = p;
+	else
+		free(p);
+}
+
+static void *copy_get(uint64_t len)
+{
+	void *p = NULL;
+	if (len == RGPU_COPY_CHUNK) {
+		pthread_mutex_lock(&S.q_lock);
+		if (copy_cached)
+			p = copy_cache[--copy_cached];
+		pthread_mutex_unlock(&S.q_lock);
+	}
+	return p ? p : malloc(len);
+}
+
 /* The worker executed through seq: drop what it covers. Caller holds q_lock. */
 static void acked_locked(uint64_t seq)
 {
@@ -255,7 +283,7 @@ static void acked_locked(uint64_t seq)
 		if (!S.head)
 			S.tail = NULL;
 		S.kept_bytes -= f->len + f->ext_len;
-		free(f->own);
+		copy_put_locked(f->own, f->ext_len);
 		free(f);
 		freed = 1;
 	}
@@ -340,26 +368,30 @@ static void flush(void)
 
 /*
  * The caller is about to reuse the memory a borrowed payload points to: unless the worker has
- * executed the frame already, keep a copy for a resend. Caller holds send_lock, so no writer
+ * executed frame seq already, keep a copy for a resend. Caller holds send_lock, so no writer
  * is reading the caller's memory meanwhile.
  */
-static int keep_copy(struct ofr *f, uint64_t seq, const void *payload, uint64_t plen)
+static int keep_copy(uint64_t seq, const void *payload, uint64_t plen)
 {
+	struct ofr *f;
 	void *copy;
 
 	if (seq <= __atomic_load_n(&S.acked, __ATOMIC_ACQUIRE))
 		return 0;
-	copy = malloc(plen);
+	copy = copy_get(plen);
 	if (!copy)
 		return RGPU_ENOMEM;
 	memcpy(copy, payload, plen);
 	pthread_mutex_lock(&S.q_lock);
-	if (seq > S.acked) {
+	for (f = S.head; f && f->seq < seq; f = f->next)
+		;
+	if (f && f->seq == seq && f->ext && !f->own) {
 		f->own = copy;
 		copy = NULL;
 	}
+	if (copy)
+		copy_put_locked(copy, plen);
 	pthread_mutex_unlock(&S.q_lock);
-	free(copy);
 	return 0;
 }
 
@@ -403,11 +435,90 @@ CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload
 		uint64_t seq = f->seq;
 		pthread_mutex_lock(&S.send_lock);
 		flush_locked();
-		ret = keep_copy(f, seq, payload, plen);
+		ret = keep_copy(seq, payload, plen);
 		pthread_mutex_unlock(&S.send_lock);
 		if (ret)
 			session_die(CUDA_ERROR_OUT_OF_MEMORY, "out of memory keeping a payload");
 	}
+	return ip_session_error();
+}
+
+CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			  uint64_t plen, uint64_t *seq)
+{
+	struct ofr *f;
+	int ret;
+
+	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
+		return CUDA_ERROR_UNKNOWN;
+	if (atomic_load(&S.dead))
+		return S.dead_err;
+	ret = enqueue(type, req, payload, plen, 0, NULL, &f);
+	if (ret)
+		return send_error(ret);
+	*seq = f->seq;
+	if (plen > IP_INLINE_MAX)
+		flush();
+	return ip_session_error();
+}
+
+/* How long ip_release_borrowed() waits for the worker before it copies instead. */
+#define IP_RELEASE_WAIT_NS 10000000ull
+
+CUresult ip_release_borrowed(uint64_t first, uint64_t last)
+{
+	struct {
+		uint64_t seq;
+		const void *p;
+		uint64_t len;
+	} todo[64];
+	uint64_t from = first;
+	struct timespec ts;
+	int ret = 0;
+
+	if (!last || atomic_load(&S.dead))
+		return ip_session_error();
+	/*
+	 * The worker usually executes a copy chunk about a round trip after its last byte left:
+	 * waiting for that costs less than copying megabytes, and it is what a pageable copy costs
+	 * natively too.
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)IP_RELEASE_WAIT_NS;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&S.q_lock);
+	while (S.acked < last && S.link_up && !atomic_load(&S.dead))
+		if (pthread_cond_timedwait(&S.ack_cond, &S.q_lock, &ts))
+			break;
+	pthread_mutex_unlock(&S.q_lock);
+	/* what is still not executed is copied, with no writer reading the caller's memory */
+	pthread_mutex_lock(&S.send_lock);
+	while (!ret && from <= last && from > S.acked) {
+		struct ofr *f;
+		int n = 0;
+		pthread_mutex_lock(&S.q_lock);
+		for (f = S.head; f && f->seq < from; f = f->next)
+			;
+		for (; f && f->seq <= last && n < 64; f = f->next) {
+			if (f->ext && !f->own) {
+				todo[n].seq = f->seq;
+				todo[n].p = f->ext;
+				todo[n++].len = f->ext_len;
+			}
+			from = f->seq + 1;
+		}
+		if (!f || f->seq > last)
+			from = last + 1;
+		pthread_mutex_unlock(&S.q_lock);
+		for (int i = 0; i < n && !ret; i++)
+			ret = keep_copy(todo[i].seq, todo[i].p, todo[i].len);
+	}
+	pthread_mutex_unlock(&S.send_lock);
+	if (ret)
+		session_die(CUDA_ERROR_OUT_OF_MEMORY, "out of memory keeping a payload");
 	return ip_session_error();
 }
 
