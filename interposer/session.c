@@ -478,6 +478,16 @@ CUresult ip_release_borrowed(uint64_t first, uint64_t last)
 
 	if (!last || atomic_load(&S.dead))
 		return ip_session_error();
+	/* small payloads were copied when they were queued: nothing to wait for */
+	pthread_mutex_lock(&S.q_lock);
+	struct ofr *b;
+	for (b = S.head; b && (b->seq < first || !b->ext || b->own); b = b->next)
+		if (b->seq > last)
+			break;
+	int borrowed = b && b->seq >= first && b->seq <= last && b->ext && !b->own;
+	pthread_mutex_unlock(&S.q_lock);
+	if (!borrowed)
+		return ip_session_error();
 	/*
 	 * The worker usually executes a copy chunk about a round trip after its last byte left:
 	 * waiting for that costs less than copying megabytes, and it is what a pageable copy costs

@@ -42,6 +42,7 @@
 /* the executor tells the client how far it got at least this often while busy */
 #define ACK_EVERY_FRAMES 256
 #define ACK_EVERY_BYTES (1u << 20)
+#define ACK_LARGE_PAYLOAD (64u << 10) /* the interposer copies payloads up to this when queued */
 #define ACK_IDLE_NS 1000000ull
 
 /* ---- replies and errors ------------------------------------------------------------------ */
@@ -1038,13 +1039,19 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 		if (!f)
 			break;
 		atomic_store(&w->executed, f->hdr.seq);
+		uint64_t f_payload = f->hdr.payload_len;
 		nframes++;
-		nbytes += f->hdr.payload_len;
+		nbytes += f_payload;
 		ret = srv_exec(w, f);
 		frame_free(w, f);
 		if (ret)
 			break;
-		if (nframes >= ACK_EVERY_FRAMES || nbytes >= ACK_EVERY_BYTES) {
+		/*
+		 * A large payload is kept by reference on the client until this says it ran (the
+		 * client may be waiting to reuse the buffer): tell it at once.
+		 */
+		if (nframes >= ACK_EVERY_FRAMES || nbytes >= ACK_EVERY_BYTES ||
+		    f_payload > ACK_LARGE_PAYLOAD) {
 			srv_link_ack(w);
 			w->ack_ns = rgpu_now_ns();
 			nframes = nbytes = 0;
