@@ -212,6 +212,7 @@ void srv_link_down(struct srv_worker *w);
 int srv_link_up(struct srv_worker *w, struct rgpu_conn *c, uint64_t client_received);
 /* srv_link_end() - the job ends: wake every sender waiting for room, free the list */
 void srv_link_end(struct srv_worker *w);
+/* Replies and errors (reply.c). */
 /*
  * srv_reply() - send rep as the reply to f, with the pending asynchronous error put in its
  * field 2 (every reply message has `result` as field 1 and `async_error` as field 2).
@@ -226,7 +227,7 @@ void srv_async_error(struct srv_worker *w, CUresult r, const char *what);
 /* srv_take_async_error() - the remembered error, cleared */
 CUresult srv_take_async_error(struct srv_worker *w);
 
-/* Objects (executor thread only). */
+/* Objects (objects.c; executor thread only). */
 struct srv_obj *srv_obj_find(struct srv_worker *w, uint64_t id, int kind);
 int srv_obj_add(struct srv_worker *w, const struct srv_obj *o);
 void srv_obj_del(struct srv_worker *w, uint64_t id);
