@@ -83,3 +83,24 @@ CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out)
 	*out = o->h;
 	return CUDA_SUCCESS;
 }
+
+/* ---- collecting the objects of a context ------------------------------------------------ */
+
+struct collect *collect_arg;
+void collect_walk(const void *node, VISIT which, int depth)
+{
+	const struct srv_obj *o = *(const struct srv_obj *const *)node;
+	struct collect *c = collect_arg;
+	(void)depth;
+	if ((which != postorder && which != leaf) || (c->ctx != COLLECT_ALL && o->ctx != c->ctx))
+		return;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 32;
+		uint64_t *n = realloc(c->ids, cap * sizeof(*n));
+		if (!n)
+			return;
+		c->ids = n;
+		c->cap = cap;
+	}
+	c->ids[c->n++] = o->id;
+}

@@ -9,6 +9,7 @@
 #define SRV_H
 
 #include <pthread.h>
+#include <search.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -235,12 +236,24 @@ void srv_obj_del(struct srv_worker *w, uint64_t id);
 CUresult srv_use_ctx(struct srv_worker *w, uint64_t ctx);
 /* srv_stream() - the driver stream for a client stream id (0: the NULL stream) */
 CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out);
+/*
+ * Collecting the ids of the objects of one client context (or of all, COLLECT_ALL), to destroy
+ * them after the walk: set collect_arg, then twalk(w->objs, collect_walk); free ids after.
+ */
+#define COLLECT_ALL UINT64_MAX
+struct collect {
+	uint64_t ctx;
+	uint64_t *ids;
+	size_t n, cap;
+};
+extern struct collect *collect_arg;
+void collect_walk(const void *node, VISIT which, int depth);
 
-/* Host-function triggers. */
+/* Host-function triggers (exec_launch.c): a driver thread waits for the reader's word. */
 int srv_wait_callback(struct srv_worker *w, uint64_t id);
 void srv_callback_done(struct srv_worker *w, uint64_t id);
 
-/* Executing one frame: 0, or a negative RGPU_E* code that ends the session. */
+/* Executing one frame (exec.c): 0, or a negative RGPU_E* code that ends the session. */
 int srv_exec(struct srv_worker *w, struct srv_frame *f);
 
 /* ---- control channel (ctl.c): supervisor <-> worker datagrams, rgpu.Ctl ---------------- */

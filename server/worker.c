@@ -42,45 +42,6 @@
 #define ACK_EVERY_BYTES (1u << 20)
 #define ACK_IDLE_NS 1000000ull
 
-/* ---- host-function triggers ------------------------------------------------------------- */
-
-void srv_callback_done(struct srv_worker *w, uint64_t id)
-{
-	pthread_mutex_lock(&w->cb_lock);
-	if (w->cb_ndone == w->cb_cap) {
-		size_t cap = w->cb_cap ? 2 * w->cb_cap : 16;
-		uint64_t *n = realloc(w->cb_done, cap * sizeof(*n));
-		if (!n) {
-			pthread_mutex_unlock(&w->cb_lock);
-			return;
-		}
-		w->cb_done = n;
-		w->cb_cap = cap;
-	}
-	w->cb_done[w->cb_ndone++] = id;
-	pthread_cond_broadcast(&w->cb_cond);
-	pthread_mutex_unlock(&w->cb_lock);
-}
-
-int srv_wait_callback(struct srv_worker *w, uint64_t id)
-{
-	int ret = RGPU_ECLOSED;
-	pthread_mutex_lock(&w->cb_lock);
-	while (!atomic_load(&w->dead)) {
-		size_t i;
-		for (i = 0; i < w->cb_ndone && w->cb_done[i] != id; i++)
-			;
-		if (i < w->cb_ndone) {
-			w->cb_done[i] = w->cb_done[--w->cb_ndone];
-			ret = 0;
-			break;
-		}
-		pthread_cond_wait(&w->cb_cond, &w->cb_lock);
-	}
-	pthread_mutex_unlock(&w->cb_lock);
-	return ret;
-}
-
 /* ---- the reader ------------------------------------------------------------------------- */
 
 static void queue_push(struct srv_worker *w, struct srv_frame *f)
