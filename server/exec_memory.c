@@ -1,10 +1,10 @@
 /*
  * Handlers for device memory: backing and releasing ranges of the window (MSG_MEM_ALLOC and
- * MSG_MEM_FREE, through window.c), memory information, copies and memsets. Bulk bytes move
+ * MSG_MEM_FREE, through window_map.c), memory information, copies and memsets. Bulk bytes move
  * through the worker's pinned staging buffers: a host-to-device chunk arrives in one, a
  * device-to-host chunk is copied into one in stream order and sent from it, so the data reaches
- * the client before any later reply that depends on the stream. Every device address the client
- * names passes dev_range_ok() before it reaches the driver.
+ * the client before any later reply that depends on the stream. Every device address the
+ * client names passes dev_range_ok() before it reaches the driver.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * module cache by its hash; checked before the driver sees it), unloading one with the functions
  * and kernels taken from it, looking up functions, kernels and globals, function attributes, and
  * occupancy queries. A global the client looks up becomes device memory it may name
- * (remember_global, window.c).
+ * (remember_global, window_map.c).
  */
 #define LOG_PREFIX "exec: "
 #include <search.h>

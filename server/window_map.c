@@ -10,8 +10,8 @@
 #include <search.h>
 #include <stdlib.h>
 
-#include "exec.h"
 #include "rgpu/window.h"
+#include "srv.h"
 
 static int map_cmp(const void *a, const void *b)
 {
