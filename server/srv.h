@@ -9,6 +9,7 @@
 #define SRV_H
 
 #include <pthread.h>
+#include <search.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -212,6 +213,7 @@ void srv_link_down(struct srv_worker *w);
 int srv_link_up(struct srv_worker *w, struct rgpu_conn *c, uint64_t client_received);
 /* srv_link_end() - the job ends: wake every sender waiting for room, free the list */
 void srv_link_end(struct srv_worker *w);
+/* Replies and errors (reply.c). */
 /*
  * srv_reply() - send rep as the reply to f, with the pending asynchronous error put in its
  * field 2 (every reply message has `result` as field 1 and `async_error` as field 2).
@@ -226,7 +228,7 @@ void srv_async_error(struct srv_worker *w, CUresult r, const char *what);
 /* srv_take_async_error() - the remembered error, cleared */
 CUresult srv_take_async_error(struct srv_worker *w);
 
-/* Objects (executor thread only). */
+/* Objects (objects.c; executor thread only). */
 struct srv_obj *srv_obj_find(struct srv_worker *w, uint64_t id, int kind);
 int srv_obj_add(struct srv_worker *w, const struct srv_obj *o);
 void srv_obj_del(struct srv_worker *w, uint64_t id);
@@ -234,13 +236,48 @@ void srv_obj_del(struct srv_worker *w, uint64_t id);
 CUresult srv_use_ctx(struct srv_worker *w, uint64_t ctx);
 /* srv_stream() - the driver stream for a client stream id (0: the NULL stream) */
 CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out);
+/*
+ * Collecting the ids of the objects of one client context (or of all, COLLECT_ALL), to destroy
+ * them after the walk: set collect_arg, then twalk(w->objs, collect_walk); free ids after.
+ */
+#define COLLECT_ALL UINT64_MAX
+struct collect {
+	uint64_t ctx;
+	uint64_t *ids;
+	size_t n, cap;
+};
+extern struct collect *collect_arg;
+void collect_walk(const void *node, VISIT which, int depth);
 
-/* Host-function triggers. */
+/* Host-function triggers (exec_launch.c): a driver thread waits for the reader's word. */
 int srv_wait_callback(struct srv_worker *w, uint64_t id);
 void srv_callback_done(struct srv_worker *w, uint64_t id);
 
-/* Executing one frame: 0, or a negative RGPU_E* code that ends the session. */
+/* Executing one frame (exec.c): 0, or a negative RGPU_E* code that ends the session. */
 int srv_exec(struct srv_worker *w, struct srv_frame *f);
+
+/* ---- the device window and its mappings (window_map.c; executor thread only) ----------- */
+
+/* in_window() - does [addr, addr+size) lie in the window (and size > 0)? */
+int in_window(struct srv_worker *w, uint64_t addr, uint64_t size);
+/*
+ * dev_range_ok() - may the client name [addr, addr+size) as device memory: the window, or a
+ * module global it has looked up?
+ */
+int dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size);
+/* remember_global() - the client has looked up the global [addr, addr+size): it may name it */
+void remember_global(struct srv_worker *w, uint64_t addr, uint64_t size);
+/*
+ * map_range() - back [addr, addr+size) of the window with memory of device; both granule
+ * aligned, not overlapping a live mapping. CUDA_ERROR_INVALID_VALUE for a bad range, else the
+ * driver's error.
+ */
+CUresult map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device);
+/*
+ * unmap_range() - release the mapping that is exactly [addr, addr+size), after the current
+ * context's pending work; CUDA_ERROR_INVALID_VALUE when there is no such mapping.
+ */
+CUresult unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size);
 
 /* ---- control channel (ctl.c): supervisor <-> worker datagrams, rgpu.Ctl ---------------- */
 struct Rgpu__Ctl;

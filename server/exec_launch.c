@@ -1,0 +1,188 @@
+/*
+ * Handlers for running code: kernel launches (the parameters as the client packed them, launch
+ * attributes with the client's event ids replaced by the driver's events) and host functions. A
+ * host function becomes a trigger on its stream: a driver thread sends MSG_CALLBACK and waits
+ * until the reader reports the client's MSG_CALLBACK_DONE (srv_callback_done), so the stream
+ * moves on only once the client's function has returned. The wait ends when the job does: a
+ * trigger must never keep a dead job's driver thread waiting.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "srv.h"
+#include "srv_handlers.h"
+
+/* ---- execution -------------------------------------------------------------------------- */
+
+/*
+ * A CUlaunchConfig from the client's dimensions and attributes (CUlaunchAttribute structs as
+ * cuda.h lays them out); event ids inside attributes become our events. attrs must hold
+ * MAX_LAUNCH_ATTRS entries.
+ */
+CUresult build_config(struct srv_worker *w, const struct launch_dims *d,
+			     const ProtobufCBinaryData *raw, CUstream s, CUlaunchConfig *cfg,
+			     CUlaunchAttribute *attrs)
+{
+	size_t n = raw->len / sizeof(CUlaunchAttribute);
+
+	if (raw->len % sizeof(CUlaunchAttribute) || n > MAX_LAUNCH_ATTRS)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (raw->len)
+		memcpy(attrs, raw->data, raw->len);
+	for (size_t i = 0; i < n; i++) {
+		if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
+		    attrs[i].id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT) {
+			uint64_t id;
+			struct srv_obj *e;
+			memcpy(&id, &attrs[i].value, sizeof(id));
+			e = srv_obj_find(w, id, SRV_EVENT);
+			if (!e)
+				return CUDA_ERROR_INVALID_HANDLE;
+			attrs[i].value.launchCompletionEvent.event = e->h;
+		}
+	}
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->gridDimX = d->grid[0];
+	cfg->gridDimY = d->grid[1];
+	cfg->gridDimZ = d->grid[2];
+	cfg->blockDimX = d->block[0];
+	cfg->blockDimY = d->block[1];
+	cfg->blockDimZ = d->block[2];
+	cfg->sharedMemBytes = d->shared_mem;
+	cfg->hStream = s;
+	cfg->attrs = attrs;
+	cfg->numAttrs = (unsigned)n;
+	return CUDA_SUCCESS;
+}
+
+/* cuLaunchKernelEx with the client's attributes. */
+static CUresult launch_with_attrs(struct srv_worker *w, void *fn, const Rgpu__Launch *m,
+				  CUstream s, void **extra)
+{
+	CUlaunchAttribute attrs[MAX_LAUNCH_ATTRS];
+	CUlaunchConfig cfg;
+	struct launch_dims d = {{m->grid_x, m->grid_y, m->grid_z},
+				{m->block_x, m->block_y, m->block_z}, m->shared_mem};
+	CUresult r = build_config(w, &d, &m->attrs, s, &cfg, attrs);
+	return r == CUDA_SUCCESS ? w->drv.cuLaunchKernelEx(&cfg, fn, NULL, extra) : r;
+}
+
+/*
+ * The client packs the parameters at the offsets the module-load reply gave it, which is the
+ * layout CU_LAUNCH_PARAM_BUFFER_POINTER expects; an application's own `extra` buffer arrives
+ * as it was given. Either way the launch needs no per-parameter pointers here.
+ */
+int h_launch(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Launch, launch, w, f);
+	struct srv_obj *o = srv_obj_find(w, m->func, 0);
+	CUstream s = NULL;
+	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+
+	if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL)) {
+		r = srv_use_ctx(w, m->ctx);
+		if (r == CUDA_SUCCESS)
+			r = srv_stream(w, m->stream, &s);
+		if (r == CUDA_SUCCESS) {
+			size_t size = f->hdr.payload_len;
+			static char empty[8];
+			void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER,
+					 f->payload ? f->payload : empty,
+					 CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+			if (m->attrs.len)
+				r = launch_with_attrs(w, o->h, m, s, extra);
+			else
+				r = w->drv.cuLaunchKernel(o->h, m->grid_x, m->grid_y, m->grid_z,
+							  m->block_x, m->block_y, m->block_z,
+							  m->shared_mem, s, NULL, extra);
+		}
+	}
+	srv_async_error(w, r, "launch");
+	rgpu__launch__free_unpacked(m, NULL);
+	return 0;
+}
+
+struct host_trigger {
+	struct srv_worker *w;
+	uint64_t id;
+	int persistent;  /* captured into a graph: runs at every replay, never freed */
+};
+static void CUDA_CB host_trigger_cb(void *arg)
+{
+	struct host_trigger *t = arg;
+	Rgpu__Callback cb = RGPU__CALLBACK__INIT;
+	cb.callback = t->id;
+	/* the stream waits here until the client's function has returned */
+	if (!atomic_load(&t->w->dead) &&
+	    srv_send(t->w, RGPU_MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)
+		srv_wait_callback(t->w, t->id);
+	if (!t->persistent)
+		free(t);
+}
+
+int h_host_func(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, HostFunc, host_func, w, f);
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS) {
+		struct host_trigger *t = malloc(sizeof(*t));
+		if (!t) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		} else {
+			t->w = w;
+			t->id = m->callback;
+			t->persistent = capturing(w, s);
+			r = w->drv.cuLaunchHostFunc(s, host_trigger_cb, t);
+			if (r != CUDA_SUCCESS)
+				free(t);
+		}
+	}
+	srv_async_error(w, r, "host function");
+	rgpu__host_func__free_unpacked(m, NULL);
+	return 0;
+}
+
+/* ---- host-function triggers ------------------------------------------------------------- */
+
+void srv_callback_done(struct srv_worker *w, uint64_t id)
+{
+	pthread_mutex_lock(&w->cb_lock);
+	if (w->cb_ndone == w->cb_cap) {
+		size_t cap = w->cb_cap ? 2 * w->cb_cap : 16;
+		uint64_t *n = realloc(w->cb_done, cap * sizeof(*n));
+		if (!n) {
+			pthread_mutex_unlock(&w->cb_lock);
+			return;
+		}
+		w->cb_done = n;
+		w->cb_cap = cap;
+	}
+	w->cb_done[w->cb_ndone++] = id;
+	pthread_cond_broadcast(&w->cb_cond);
+	pthread_mutex_unlock(&w->cb_lock);
+}
+
+int srv_wait_callback(struct srv_worker *w, uint64_t id)
+{
+	int ret = RGPU_ECLOSED;
+	pthread_mutex_lock(&w->cb_lock);
+	while (!atomic_load(&w->dead)) {
+		size_t i;
+		for (i = 0; i < w->cb_ndone && w->cb_done[i] != id; i++)
+			;
+		if (i < w->cb_ndone) {
+			w->cb_done[i] = w->cb_done[--w->cb_ndone];
+			ret = 0;
+			break;
+		}
+		pthread_cond_wait(&w->cb_cond, &w->cb_lock);
+	}
+	pthread_mutex_unlock(&w->cb_lock);
+	return ret;
+}

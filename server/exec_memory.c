@@ -1,0 +1,301 @@
+/*
+ * Handlers for device memory: backing and releasing ranges of the window (MSG_MEM_ALLOC and
+ * MSG_MEM_FREE, through window_map.c), memory information, copies and memsets. Bulk bytes move
+ * through the worker's pinned staging buffers: a host-to-device chunk arrives in one, a
+ * device-to-host chunk is copied into one in stream order and sent from it, so the data reaches
+ * the client before any later reply that depends on the stream. Every device address the
+ * client names passes dev_range_ok() before it reaches the driver.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/util.h"
+#include "srv.h"
+#include "srv_handlers.h"
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, MemAlloc, mem_alloc, w, f);
+	CUresult r = CUDA_SUCCESS;
+	int ret = 0;
+
+	if (m->map_size) {
+		r = map_range(w, m->map_addr, m->map_size, m->device);
+		ret = srv_reply_status(w, f, r);
+	} else if (!in_window(w, m->addr, m->size)) {
+		srv_async_error(w, CUDA_ERROR_INVALID_VALUE, "allocation record");
+	}
+	rgpu__mem_alloc__free_unpacked(m, NULL);
+	return ret;
+}
+
+int h_mem_free(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, MemFree, mem_free, w, f);
+	if (m->unmap_size)
+		srv_async_error(w, unmap_range(w, m->unmap_addr, m->unmap_size), "unmap");
+	rgpu__mem_free__free_unpacked(m, NULL);
+	return 0;
+}
+
+int h_mem_info(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, DeviceRef, device_ref, w, f);
+	Rgpu__MemInfoReply rep = RGPU__MEM_INFO_REPLY__INIT;
+	size_t fr = 0, tot = 0;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	if (r == CUDA_SUCCESS)
+		r = w->drv.cuMemGetInfo(&fr, &tot);
+	rep.result = (int32_t)r;
+	rep.free = fr;
+	rep.total = tot;
+	rgpu__device_ref__free_unpacked(m, NULL);
+	return srv_reply(w, f, &rep.base);
+}
+
+/* Host functions that run on driver threads once the stream reaches them. */
+struct put_staging {
+	struct srv_worker *w;
+	void *buf;
+};
+static void CUDA_CB release_staging_cb(void *arg)
+{
+	struct put_staging *p = arg;
+	srv_staging_put(p->w->staging, p->buf);
+	free(p);
+}
+
+int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Memcpy, memcpy, w, f);
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && !dev_range_ok(w, m->dst, f->hdr.payload_len))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS && f->hdr.payload_len && capturing(w, s)) {
+		/*
+		 * A captured copy reads its source at every replay: give the graph its own pinned
+		 * copy of the bytes, kept for the life of the worker.
+		 */
+		void *keep = NULL;
+		r = w->drv.cuMemHostAlloc(&keep, f->hdr.payload_len, CU_MEMHOSTALLOC_PORTABLE);
+		if (r == CUDA_SUCCESS) {
+			memcpy(keep, f->payload, f->hdr.payload_len);
+			r = w->drv.cuMemcpyHtoDAsync(m->dst, keep, f->hdr.payload_len, s);
+		}
+		srv_async_error(w, r, "captured host-to-device copy");
+		rgpu__memcpy__free_unpacked(m, NULL);
+		return 0;
+	}
+	if (r == CUDA_SUCCESS && f->hdr.payload_len)
+		r = w->drv.cuMemcpyHtoDAsync(m->dst, f->payload, f->hdr.payload_len, s);
+	if (r == CUDA_SUCCESS && !(m->flags & RGPU__COPY_FLAG__COPY_ASYNC)) {
+		/*
+		 * The last chunk of a synchronous copy: as with the driver, the copy is complete
+		 * before anything the client issued after it starts, on any stream. The buffer
+		 * is free again once the stream is.
+		 */
+		r = w->drv.cuStreamSynchronize(s);
+		srv_async_error(w, r, "host-to-device copy");
+		rgpu__memcpy__free_unpacked(m, NULL);
+		return 0;
+	}
+	if (r == CUDA_SUCCESS && f->payload_staged) {
+		/* pinned source: the copy reads it later, so the stream gives it back */
+		struct put_staging *p = malloc(sizeof(*p));
+		if (p) {
+			p->w = w;
+			p->buf = f->payload;
+			if (w->drv.cuLaunchHostFunc(s, release_staging_cb, p) == CUDA_SUCCESS) {
+				f->payload_staged = 0;
+				f->payload = NULL;
+			} else {
+				free(p);
+				w->drv.cuStreamSynchronize(s);
+			}
+		} else {
+			w->drv.cuStreamSynchronize(s);
+		}
+	} else if (r == CUDA_SUCCESS) {
+		/*
+		 * Pageable source: the driver stages it before returning (cuda.h, "API
+		 * synchronization behavior"), so the buffer may be freed with the frame.
+		 */
+	}
+	srv_async_error(w, r, "host-to-device copy");
+	rgpu__memcpy__free_unpacked(m, NULL);
+	return 0;
+}
+
+struct send_chunk {
+	struct srv_worker *w;
+	uint64_t seq;
+	uint64_t offset;
+	void *buf;
+	size_t len;
+};
+static void CUDA_CB send_chunk_cb(void *arg)
+{
+	struct send_chunk *c = arg;
+	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
+	dc.offset = c->offset;
+	/* the chunk keeps its staging buffer until the client has it (link.c) */
+	srv_send_staged(c->w, RGPU_MSG_DATA, c->seq, &dc.base, c->buf, c->len);
+	free(c);
+}
+
+/*
+ * Device-to-host, asynchronous: each chunk is copied into a pinned staging buffer in stream
+ * order, and a host function on the same stream sends it when the copy is done. Data therefore
+ * always reaches the client before any later reply that depends on the stream (a synchronize,
+ * an event), and the caller returns at once.
+ */
+static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t seq, CUstream s)
+{
+	CUresult r = CUDA_SUCCESS;
+	for (uint64_t off = 0; r == CUDA_SUCCESS && off < m->size; off += RGPU_COPY_CHUNK) {
+		struct send_chunk *c = malloc(sizeof(*c));
+		if (!c)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		c->w = w;
+		c->seq = seq;
+		c->offset = off;
+		c->len = (size_t)MIN(RGPU_COPY_CHUNK, m->size - off);
+		c->buf = srv_staging_get(w->staging);
+		r = w->drv.cuMemcpyDtoHAsync(c->buf, m->src + off, c->len, s);
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuLaunchHostFunc(s, send_chunk_cb, c);
+		if (r != CUDA_SUCCESS) {
+			srv_staging_put(w->staging, c->buf);
+			free(c);
+		}
+	}
+	return r;
+}
+
+/*
+ * Device-to-host, synchronous: the executor copies a chunk, waits for the stream, and sends it
+ * itself while the copy of the next chunk runs, so the copy engine and the network overlap and
+ * no host function sits on the path of a small copy's round trip.
+ */
+static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t seq, CUstream s)
+{
+	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
+	void *cur = srv_staging_get(w->staging), *next_buf = NULL;
+	uint64_t off = 0, len = MIN(RGPU_COPY_CHUNK, m->size);
+	CUresult r;
+
+	r = w->drv.cuMemcpyDtoHAsync(cur, m->src, len, s);
+	if (r == CUDA_SUCCESS)
+		r = w->drv.cuStreamSynchronize(s);
+	while (r == CUDA_SUCCESS && off < m->size) {
+		uint64_t next = off + len, nlen = MIN(RGPU_COPY_CHUNK, m->size - next);
+		next_buf = NULL;
+		if (next < m->size) {
+			next_buf = srv_staging_get(w->staging);
+			r = w->drv.cuMemcpyDtoHAsync(next_buf, m->src + next, nlen, s);
+		}
+		dc.offset = off;
+		/* the chunk keeps its staging buffer until the client has it (link.c) */
+		int ret = srv_send_staged(w, RGPU_MSG_DATA, seq, &dc.base, cur, len);
+		cur = next_buf;
+		if (ret)
+			break; /* the job ends */
+		if (r == CUDA_SUCCESS && next < m->size)
+			r = w->drv.cuStreamSynchronize(s);
+		off = next;
+		len = nlen;
+	}
+	if (cur) {
+		/* a failed copy: nothing was sent from it; let any copy into it finish first */
+		w->drv.cuStreamSynchronize(s);
+		srv_staging_put(w->staging, cur);
+	}
+	return r;
+}
+
+int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Memcpy, memcpy, w, f);
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	int ret = 0;
+
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && !dev_range_ok(w, m->src, m->size))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
+		if (r == CUDA_SUCCESS && m->size)
+			r = dtoh_async(w, m, f->hdr.seq, s);
+		srv_async_error(w, r, "device-to-host copy");
+	} else {
+		if (r == CUDA_SUCCESS && m->size)
+			r = dtoh_sync(w, m, f->hdr.seq, s);
+		ret = srv_reply_status(w, f, r);
+	}
+	rgpu__memcpy__free_unpacked(m, NULL);
+	return ret;
+}
+
+int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Memcpy, memcpy, w, f);
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && m->size &&
+	    (!dev_range_ok(w, m->dst, m->size) || !dev_range_ok(w, m->src, m->size)))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS && m->size)
+		r = w->drv.cuMemcpyDtoDAsync(m->dst, m->src, m->size, s);
+	srv_async_error(w, r, "device-to-device copy");
+	rgpu__memcpy__free_unpacked(m, NULL);
+	return 0;
+}
+
+int h_memset(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Memset, memset, w, f);
+	struct srv_driver *d = &w->drv;
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && m->width) {
+		uint64_t row = m->width * m->elem_size, span;
+		span = m->height <= 1 ? row : m->pitch * (m->height - 1) + row;
+		if (m->elem_size > 4 || m->width > (1ull << 48) || m->height > (1ull << 32) ||
+		    m->pitch > (1ull << 40) || !dev_range_ok(w, m->dst, span))
+			r = CUDA_ERROR_INVALID_VALUE;
+	}
+	if (r == CUDA_SUCCESS && m->width) {
+		if (m->height <= 1) {
+			switch (m->elem_size) {
+			case 1: r = d->cuMemsetD8Async(m->dst, (unsigned char)m->value, m->width, s); break;
+			case 2: r = d->cuMemsetD16Async(m->dst, (unsigned short)m->value, m->width, s); break;
+			case 4: r = d->cuMemsetD32Async(m->dst, m->value, m->width, s); break;
+			default: r = CUDA_ERROR_INVALID_VALUE;
+			}
+		} else {
+			switch (m->elem_size) {
+			case 1: r = d->cuMemsetD2D8Async(m->dst, m->pitch, (unsigned char)m->value, m->width, m->height, s); break;
+			case 2: r = d->cuMemsetD2D16Async(m->dst, m->pitch, (unsigned short)m->value, m->width, m->height, s); break;
+			case 4: r = d->cuMemsetD2D32Async(m->dst, m->pitch, m->value, m->width, m->height, s); break;
+			default: r = CUDA_ERROR_INVALID_VALUE;
+			}
+		}
+	}
+	srv_async_error(w, r, "memset");
+	rgpu__memset__free_unpacked(m, NULL);
+	return 0;
+}

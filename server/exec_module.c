@@ -1,0 +1,347 @@
+/*
+ * Handlers for modules and libraries: loading an image (sent with the request, or found in the
+ * module cache by its hash; checked before the driver sees it), unloading one with the functions
+ * and kernels taken from it, looking up functions, kernels and globals, function attributes, and
+ * occupancy queries. A global the client looks up becomes device memory it may name
+ * (remember_global, window_map.c).
+ */
+#define LOG_PREFIX "exec: "
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/hash.h"
+#include "rgpu/image.h"
+#include "rgpu/log.h"
+#include "rgpu/util.h"
+#include "srv.h"
+#include "srv_handlers.h"
+
+/* ---- modules ---------------------------------------------------------------------------- */
+
+/* Every function of a loaded module or library with its parameter layout. */
+static CUresult list_functions(struct srv_worker *w, struct srv_obj *o,
+			       Rgpu__ModuleLoadReply *rep)
+{
+	struct srv_driver *d = &w->drv;
+	unsigned n = 0;
+	void **hs;
+	CUresult r;
+
+	r = o->kind == SRV_LIBRARY ? d->cuLibraryGetKernelCount(&n, o->h)
+				   : d->cuModuleGetFunctionCount(&n, o->h);
+	if (r != CUDA_SUCCESS || n == 0)
+		return r;
+	hs = calloc(n, sizeof(*hs));
+	rep->functions = calloc(n, sizeof(*rep->functions));
+	if (!hs || !rep->functions) {
+		free(hs);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	r = o->kind == SRV_LIBRARY ? d->cuLibraryEnumerateKernels((CUkernel *)hs, n, o->h)
+				   : d->cuModuleEnumerateFunctions((CUfunction *)hs, n, o->h);
+	for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
+		Rgpu__FuncInfo *fi = calloc(1, sizeof(*fi));
+		const char *name = NULL;
+		uint32_t offs[1024], sizes[1024];
+		size_t np = 0;
+
+		if (!fi) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+			break;
+		}
+		rgpu__func_info__init(fi);
+		rep->functions[rep->n_functions++] = fi;
+		r = o->kind == SRV_LIBRARY ? d->cuKernelGetName(&name, hs[i])
+					   : d->cuFuncGetName(&name, hs[i]);
+		if (r != CUDA_SUCCESS)
+			break;
+		fi->name = strdup(name);
+		for (np = 0; np < ARRAY_SIZE(offs); np++) {
+			size_t off = 0, sz = 0;
+			CUresult pr = o->kind == SRV_LIBRARY
+					      ? d->cuKernelGetParamInfo(hs[i], np, &off, &sz)
+					      : d->cuFuncGetParamInfo(hs[i], np, &off, &sz);
+			if (pr != CUDA_SUCCESS)
+				break;
+			offs[np] = (uint32_t)off;
+			sizes[np] = (uint32_t)sz;
+		}
+		fi->n_param_offset = fi->n_param_size = np;
+		fi->param_offset = malloc(np * sizeof(uint32_t) + 1);
+		fi->param_size = malloc(np * sizeof(uint32_t) + 1);
+		if (!fi->name || !fi->param_offset || !fi->param_size) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+			break;
+		}
+		memcpy(fi->param_offset, offs, np * sizeof(uint32_t));
+		memcpy(fi->param_size, sizes, np * sizeof(uint32_t));
+	}
+	free(hs);
+	return r;
+}
+
+static void free_functions(Rgpu__ModuleLoadReply *rep)
+{
+	for (size_t i = 0; i < rep->n_functions; i++) {
+		free(rep->functions[i]->name);
+		free(rep->functions[i]->param_offset);
+		free(rep->functions[i]->param_size);
+		free(rep->functions[i]);
+	}
+	free(rep->functions);
+}
+
+int h_module_load(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, ModuleLoad, module_load, w, f);
+	Rgpu__ModuleLoadReply rep = RGPU__MODULE_LOAD_REPLY__INIT;
+	struct srv_obj o = {.id = m->module, .kind = m->library ? SRV_LIBRARY : SRV_MODULE,
+			    .ctx = m->ctx};
+	void *image = NULL;
+	size_t len = 0;
+	int owned = 0, ret;
+	char hexbuf[16];
+	CUresult r = srv_use_ctx(w, m->ctx);
+
+	if (r != CUDA_SUCCESS)
+		goto reply;
+	if (m->hash.len != RGPU_HASH_LEN || srv_obj_find(w, m->module, 0)) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto reply;
+	}
+	if (m->has_image) {
+		uint8_t h[RGPU_HASH_LEN];
+		image = f->payload;
+		len = f->hdr.payload_len;
+		rgpu_sha256(image, len, h);
+		if (len != m->image_size || memcmp(h, m->hash.data, RGPU_HASH_LEN) ||
+		    rgpu_image_check(image, len)) {
+			pr_warn("module image refused: size, hash or headers do not match");
+			r = CUDA_ERROR_INVALID_IMAGE;
+			goto reply;
+		}
+		pr_info("module image %s: %zu bytes received%s", rgpu_hex(h, 6, hexbuf), len,
+			w->modcache && srv_modcache_put(w->modcache, h, image, len) == 0
+				? " and cached"
+				: " (not cached)");
+	} else if (!w->modcache ||
+		   srv_modcache_get(w->modcache, m->hash.data, &image, &len) != 0) {
+		rep.need_image = 1;
+		goto reply;
+	} else {
+		owned = 1;
+		pr_info("module image %s: %zu bytes from the cache",
+			rgpu_hex(m->hash.data, 6, hexbuf), len);
+	}
+	if (m->library)
+		r = w->drv.cuLibraryLoadData((CUlibrary *)&o.h, image, NULL, NULL, 0, NULL, NULL, 0);
+	else
+		r = w->drv.cuModuleLoadData((CUmodule *)&o.h, image);
+	if (r != CUDA_SUCCESS)
+		goto reply;
+	r = list_functions(w, &o, &rep);
+	if (r != CUDA_SUCCESS || srv_obj_add(w, &o)) {
+		if (m->library)
+			w->drv.cuLibraryUnload(o.h);
+		else
+			w->drv.cuModuleUnload(o.h);
+		if (r == CUDA_SUCCESS)
+			r = CUDA_ERROR_INVALID_VALUE;
+	}
+reply:
+	if (owned)
+		free(image);
+	rep.result = (int32_t)r;
+	ret = srv_reply(w, f, &rep.base);
+	free_functions(&rep);
+	rgpu__module_load__free_unpacked(m, NULL);
+	return ret;
+}
+
+int h_module_unload(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, ObjRef, obj_ref, w, f);
+	struct srv_obj *o = srv_obj_find(w, m->id, 0);
+	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+
+	if (o && (o->kind == SRV_MODULE || o->kind == SRV_LIBRARY)) {
+		struct collect c = {0};
+		/* forget its functions and kernels (a kernel's functions may live in any context) */
+		c.ctx = COLLECT_ALL;
+		collect_arg = &c;
+		twalk(w->objs, collect_walk);
+		/* kernels first remember their per-context functions, then both go */
+		for (size_t i = 0; i < c.n; i++) {
+			struct srv_obj *ch = srv_obj_find(w, c.ids[i], 0);
+			if (ch && ch->parent == o->id && ch->kind == SRV_KERNEL)
+				for (size_t j = 0; j < c.n; j++) {
+					struct srv_obj *kf = srv_obj_find(w, c.ids[j], 0);
+					if (kf && kf->parent == ch->id)
+						srv_obj_del(w, kf->id);
+				}
+		}
+		for (size_t i = 0; i < c.n; i++) {
+			struct srv_obj *ch = srv_obj_find(w, c.ids[i], 0);
+			if (ch && ch->parent == o->id)
+				srv_obj_del(w, ch->id);
+		}
+		free(c.ids);
+		r = o->kind == SRV_LIBRARY ? w->drv.cuLibraryUnload(o->h)
+					   : w->drv.cuModuleUnload(o->h);
+		srv_obj_del(w, o->id);
+	}
+	srv_async_error(w, r, "module unload");
+	rgpu__obj_ref__free_unpacked(m, NULL);
+	return 0;
+}
+
+int h_func_get(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, FuncGet, func_get, w, f);
+	struct srv_obj *p = srv_obj_find(w, m->parent, 0);
+	struct srv_obj o = {.id = m->func, .parent = m->parent, .ctx = p ? p->ctx : 0};
+	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+
+	if (p && m->kind == RGPU__FUNC_KIND__FUNC_MODULE && p->kind == SRV_MODULE) {
+		o.kind = SRV_FUNC;
+		r = w->drv.cuModuleGetFunction((CUfunction *)&o.h, p->h, m->name);
+	} else if (p && m->kind == RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL &&
+		   p->kind == SRV_LIBRARY) {
+		o.kind = SRV_KERNEL;
+		r = w->drv.cuLibraryGetKernel((CUkernel *)&o.h, p->h, m->name);
+	} else if (p && m->kind == RGPU__FUNC_KIND__FUNC_KERNEL_FUNCTION &&
+		   p->kind == SRV_KERNEL) {
+		o.kind = SRV_FUNC;
+		o.ctx = m->ctx;
+		r = srv_use_ctx(w, m->ctx);
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuKernelGetFunction((CUfunction *)&o.h, p->h);
+	}
+	if (r == CUDA_SUCCESS && srv_obj_add(w, &o))
+		r = CUDA_ERROR_INVALID_HANDLE;
+	srv_async_error(w, r, "function lookup");
+	rgpu__func_get__free_unpacked(m, NULL);
+	return 0;
+}
+
+int h_global_get(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, GlobalGet, global_get, w, f);
+	Rgpu__GlobalReply rep = RGPU__GLOBAL_REPLY__INIT;
+	struct srv_obj *o = srv_obj_find(w, m->module, m->library ? SRV_LIBRARY : SRV_MODULE);
+	CUdeviceptr p = 0;
+	size_t sz = 0;
+	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+	int ret;
+
+	if (o) {
+		r = srv_use_ctx(w, m->ctx ? m->ctx : o->ctx);
+		if (r == CUDA_SUCCESS)
+			r = m->library ? w->drv.cuLibraryGetGlobal(&p, &sz, o->h, m->name)
+				       : w->drv.cuModuleGetGlobal(&p, &sz, o->h, m->name);
+	}
+	if (r == CUDA_SUCCESS)
+		remember_global(w, p, sz);
+	rep.result = (int32_t)r;
+	rep.addr = p;
+	rep.size = sz;
+	ret = srv_reply(w, f, &rep.base);
+	rgpu__global_get__free_unpacked(m, NULL);
+	return ret;
+}
+
+int h_func_attr(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, FuncAttr, func_attr, w, f);
+	struct srv_obj *o = srv_obj_find(w, m->func, 0);
+	int set = f->hdr.type == RGPU_MSG_FUNC_SET_ATTR;
+	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+	int v = 0, ret = 0;
+
+	if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL)) {
+		CUfunction_attribute a = (CUfunction_attribute)m->attrib;
+		int dev = m->device >= 0 && m->device < w->ndev ? w->dev[m->device] : -1;
+		if (o->kind == SRV_FUNC) {
+			r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
+			if (r == CUDA_SUCCESS)
+				r = set ? w->drv.cuFuncSetAttribute(o->h, a, (int)m->value)
+					: w->drv.cuFuncGetAttribute(&v, a, o->h);
+		} else if (dev < 0) {
+			r = CUDA_ERROR_INVALID_DEVICE;
+		} else {
+			r = set ? w->drv.cuKernelSetAttribute(a, (int)m->value, o->h, dev)
+				: w->drv.cuKernelGetAttribute(&v, a, o->h, dev);
+		}
+	}
+	if (set) {
+		srv_async_error(w, r, "function attribute");
+	} else {
+		ret = srv_reply_value(w, f, r, v);
+	}
+	rgpu__func_attr__free_unpacked(m, NULL);
+	return ret;
+}
+
+/* ---- occupancy -------------------------------------------------------------------------- */
+
+#define OCC_MAX_QUERIES 1024
+
+int h_occupancy(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Occupancy, occupancy, w, f);
+	Rgpu__OccupancyReply rep = RGPU__OCCUPANCY_REPLY__INIT;
+	struct srv_obj *o = srv_obj_find(w, m->func, 0);
+	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+	int64_t vals[OCC_MAX_QUERIES];
+	size_t n = MIN(m->n_block_size, m->n_dyn_smem);
+	int ret;
+
+	if (n > OCC_MAX_QUERIES || m->n_block_size != m->n_dyn_smem) {
+		r = CUDA_ERROR_INVALID_VALUE;
+	} else if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL) &&
+		   (m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_ACTIVE_CLUSTERS ||
+		    m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_CLUSTER_SIZE)) {
+		CUlaunchAttribute attrs[MAX_LAUNCH_ATTRS];
+		CUlaunchConfig cfg;
+		struct launch_dims d = {{m->grid_x, m->grid_y, m->grid_z},
+					{m->block_x, m->block_y, m->block_z}, m->shared_mem};
+		int v = 0;
+		r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
+		if (r == CUDA_SUCCESS)
+			r = build_config(w, &d, &m->attrs, NULL, &cfg, attrs);
+		if (r == CUDA_SUCCESS)
+			r = m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_ACTIVE_CLUSTERS
+				    ? w->drv.cuOccupancyMaxActiveClusters(&v, o->h, &cfg)
+				    : w->drv.cuOccupancyMaxPotentialClusterSize(&v, o->h, &cfg);
+		vals[0] = v;
+		n = 1;
+	} else if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL)) {
+		r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
+		for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+			if (m->kind == RGPU__OCCUPANCY_KIND__OCC_ACTIVE_BLOCKS) {
+				int blocks = 0;
+				r = w->drv.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+					&blocks, o->h, (int)m->block_size[i], (size_t)m->dyn_smem[i],
+					m->flags);
+				vals[i] = blocks;
+			} else {
+				size_t smem = 0;
+				r = w->drv.cuOccupancyAvailableDynamicSMemPerBlock(
+					&smem, o->h, (int)m->dyn_smem[i], (int)m->block_size[i]);
+				vals[i] = (int64_t)smem;
+			}
+		}
+	}
+	rep.result = (int32_t)r;
+	if (r == CUDA_SUCCESS) {
+		rep.n_value = n;
+		rep.value = vals;
+	}
+	ret = srv_reply(w, f, &rep.base);
+	rgpu__occupancy__free_unpacked(m, NULL);
+	return ret;
+}

@@ -1,0 +1,139 @@
+/*
+ * Handlers for streams and events: create, destroy, synchronise, query, wait on an event,
+ * record, elapsed time. Synchronise, query and elapsed time reply; the rest are
+ * fire-and-forget. Every stream and event id is looked up in the object map with its kind
+ * before a handle reaches the driver.
+ */
+#include "exec.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "srv.h"
+#include "srv_handlers.h"
+
+/* ---- streams and events ----------------------------------------------------------------- */
+
+int h_stream_create(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, StreamCreate, stream_create, w, f);
+	struct srv_obj o = {.id = m->stream, .kind = SRV_STREAM, .ctx = m->ctx};
+	CUresult r = srv_use_ctx(w, m->ctx);
+	if (r == CUDA_SUCCESS)
+		r = w->drv.cuStreamCreateWithPriority((CUstream *)&o.h, m->flags, m->priority);
+	if (r == CUDA_SUCCESS && srv_obj_add(w, &o)) {
+		w->drv.cuStreamDestroy(o.h);
+		r = CUDA_ERROR_INVALID_HANDLE;
+	}
+	srv_async_error(w, r, "stream create");
+	rgpu__stream_create__free_unpacked(m, NULL);
+	return 0;
+}
+
+int h_stream_op(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, StreamOp, stream_op, w, f);
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	int ret = 0;
+
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	switch (f->hdr.type) {
+	case RGPU_MSG_STREAM_DESTROY:
+		if (r == CUDA_SUCCESS && m->stream) {
+			r = w->drv.cuStreamDestroy(s);
+			srv_obj_del(w, m->stream);
+		}
+		srv_async_error(w, r, "stream destroy");
+		break;
+	case RGPU_MSG_STREAM_SYNC:
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuStreamSynchronize(s);
+		ret = srv_reply_status(w, f, r);
+		break;
+	case RGPU_MSG_STREAM_QUERY:
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuStreamQuery(s);
+		ret = srv_reply_status(w, f, r);
+		break;
+	case RGPU_MSG_STREAM_WAIT_EVENT: {
+		struct srv_obj *e = srv_obj_find(w, m->event, SRV_EVENT);
+		if (r == CUDA_SUCCESS)
+			r = e ? w->drv.cuStreamWaitEvent(s, e->h, m->flags)
+			      : CUDA_ERROR_INVALID_HANDLE;
+		srv_async_error(w, r, "stream wait event");
+		break;
+	}
+	}
+	rgpu__stream_op__free_unpacked(m, NULL);
+	return ret;
+}
+
+int h_event_create(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, EventCreate, event_create, w, f);
+	struct srv_obj o = {.id = m->event, .kind = SRV_EVENT, .ctx = m->ctx};
+	CUresult r = srv_use_ctx(w, m->ctx);
+	if (r == CUDA_SUCCESS)
+		r = w->drv.cuEventCreate((CUevent *)&o.h, m->flags);
+	if (r == CUDA_SUCCESS && srv_obj_add(w, &o)) {
+		w->drv.cuEventDestroy(o.h);
+		r = CUDA_ERROR_INVALID_HANDLE;
+	}
+	srv_async_error(w, r, "event create");
+	rgpu__event_create__free_unpacked(m, NULL);
+	return 0;
+}
+
+int h_event_op(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, EventOp, event_op, w, f);
+	struct srv_obj *e = srv_obj_find(w, m->event, SRV_EVENT);
+	CUresult r = e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	int ret = 0;
+
+	switch (f->hdr.type) {
+	case RGPU_MSG_EVENT_DESTROY:
+		if (e) {
+			r = w->drv.cuEventDestroy(e->h);
+			srv_obj_del(w, m->event);
+		}
+		srv_async_error(w, r, "event destroy");
+		break;
+	case RGPU_MSG_EVENT_RECORD: {
+		CUstream s = NULL;
+		if (r == CUDA_SUCCESS)
+			r = srv_use_ctx(w, m->ctx);
+		if (r == CUDA_SUCCESS)
+			r = srv_stream(w, m->stream, &s);
+		if (r == CUDA_SUCCESS)
+			r = m->flags ? w->drv.cuEventRecordWithFlags(e->h, s, m->flags)
+				     : w->drv.cuEventRecord(e->h, s);
+		srv_async_error(w, r, "event record");
+		break;
+	}
+	case RGPU_MSG_EVENT_SYNC:
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuEventSynchronize(e->h);
+		ret = srv_reply_status(w, f, r);
+		break;
+	case RGPU_MSG_EVENT_QUERY:
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuEventQuery(e->h);
+		ret = srv_reply_status(w, f, r);
+		break;
+	case RGPU_MSG_EVENT_ELAPSED: {
+		Rgpu__ElapsedReply rep = RGPU__ELAPSED_REPLY__INIT;
+		struct srv_obj *e2 = srv_obj_find(w, m->end_event, SRV_EVENT);
+		float ms = 0;
+		if (r == CUDA_SUCCESS)
+			r = e2 ? w->drv.cuEventElapsedTime(&ms, e->h, e2->h)
+			       : CUDA_ERROR_INVALID_HANDLE;
+		rep.result = (int32_t)r;
+		rep.ms = ms;
+		ret = srv_reply(w, f, &rep.base);
+		break;
+	}
+	}
+	rgpu__event_op__free_unpacked(m, NULL);
+	return ret;
+}

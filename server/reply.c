@@ -1,0 +1,87 @@
+/*
+ * Replies and errors towards the client. A synchronous request gets one reply, which also
+ * carries the first error of fire-and-forget work kept since the previous reply (handlers report
+ * such errors with srv_async_error, as CUDA reports asynchronous errors with a later call). A
+ * protocol error goes out unsequenced and ends the job: nothing malformed is ever executed or
+ * kept for a resume. The executor alone replies and keeps errors; the reader and the handshake
+ * may also end the job with srv_protocol_error.
+ */
+#define LOG_PREFIX "worker: "
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/log.h"
+#include "srv.h"
+
+CUresult srv_take_async_error(struct srv_worker *w)
+{
+	CUresult r = w->async_err;
+	w->async_err = CUDA_SUCCESS;
+	return r;
+}
+
+void srv_async_error(struct srv_worker *w, CUresult r, const char *what)
+{
+	if (r == CUDA_SUCCESS)
+		return;
+	pr_debug("async %s failed: %s", what, srv_cu_name(&w->drv, r));
+	if (w->async_err == CUDA_SUCCESS)
+		w->async_err = r;
+}
+
+int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep)
+{
+	/* every reply message has `result` as field 1 and `async_error` as field 2 */
+	const ProtobufCFieldDescriptor *fd =
+		protobuf_c_message_descriptor_get_field(rep->descriptor, 2);
+	CUresult async = srv_take_async_error(w);
+	if (fd && fd->type == PROTOBUF_C_TYPE_INT32)
+		*(int32_t *)((char *)rep + fd->offset) = (int32_t)async;
+	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, NULL, 0);
+}
+
+int srv_reply_status(struct srv_worker *w, const struct srv_frame *f, CUresult r)
+{
+	Rgpu__Status st = RGPU__STATUS__INIT;
+	st.result = (int32_t)r;
+	return srv_reply(w, f, &st.base);
+}
+
+int srv_reply_value(struct srv_worker *w, const struct srv_frame *f, CUresult r, int64_t v)
+{
+	Rgpu__ValueReply rep = RGPU__VALUE_REPLY__INIT;
+	rep.result = (int32_t)r;
+	rep.value = v;
+	return srv_reply(w, f, &rep.base);
+}
+
+void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
+{
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ERROR};
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* a frame cut off is a broken link (a client gone mid-handshake), not a hostile one */
+	if (code == RGPU_ETRUNC)
+		pr_info("client %s: %s (%s); ending the job", w->peer, msg, rgpu_strerror(code));
+	else
+		pr_warn("protocol error from %s: %s (%s); ending the job", w->peer, msg,
+			rgpu_strerror(code));
+	pe.code = code;
+	pe.message = msg;
+	/* unsequenced and not kept: the job ends, there is nothing to resume */
+	pthread_mutex_lock(&w->send_lock);
+	h.session = w->session;
+	if (w->conn) {
+		rgpu_frame_send_hdr(w->conn, &h, &pe.base, NULL);
+		rgpu_conn_shutdown(w->conn);
+	}
+	pthread_mutex_unlock(&w->send_lock);
+	srv_link_end(w);
+}

@@ -1,0 +1,124 @@
+/*
+ * The job's device address window (design.md §3) and what is mapped in it. worker.c reserves
+ * the window at start-up; here ranges of it are backed with device memory when the client asks
+ * (cuMemCreate, cuMemMap, cuMemSetAccess) and released again, tracked in a tree of srv_map
+ * ranges so that an overlapping map or a partial unmap is refused. It also remembers the module
+ * globals the client has looked up, the only device memory outside the window a client may
+ * name. A handler must pass every device address it takes from the client through
+ * dev_range_ok() (or map it here) before the driver sees it.
+ */
+#include <search.h>
+#include <stdlib.h>
+
+#include "rgpu/window.h"
+#include "srv.h"
+
+static int map_cmp(const void *a, const void *b)
+{
+	const struct srv_map *x = a, *y = b;
+	if (x->addr + x->size <= y->addr)
+		return -1;
+	if (y->addr + y->size <= x->addr)
+		return 1;
+	return 0; /* overlapping ranges compare equal: lookups find the containing mapping */
+}
+
+int in_window(struct srv_worker *w, uint64_t addr, uint64_t size)
+{
+	uint64_t base = w->cfg->window_base, end = base + w->cfg->window_size;
+	return size && addr >= base && addr < end && size <= end - addr;
+}
+
+/*
+ * May the client name [addr, addr+size) as device memory? Only the window and the module
+ * globals it has looked up: anything else could be one of the worker's own pinned buffers,
+ * which a unified address space would otherwise let a copy reach.
+ */
+int dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size)
+{
+	struct srv_map key = {.addr = addr, .size = 1}, **g;
+	if (in_window(w, addr, size))
+		return 1;
+	g = tfind(&key, &w->globals, map_cmp);
+	return g && size <= (*g)->addr + (*g)->size - addr;
+}
+
+void remember_global(struct srv_worker *w, uint64_t addr, uint64_t size)
+{
+	struct srv_map key = {.addr = addr, .size = size ? size : 1}, *g;
+	if (tfind(&key, &w->globals, map_cmp))
+		return;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return;
+	*g = key;
+	if (!tsearch(g, &w->globals, map_cmp))
+		free(g);
+}
+
+CUresult map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device)
+{
+	struct srv_driver *d = &w->drv;
+	CUmemAllocationProp prop = {0};
+	CUmemAccessDesc acc = {0};
+	struct srv_map key = {.addr = addr, .size = size}, *m;
+	CUresult r;
+
+	if (!in_window(w, addr, size) || addr % RGPU_GRANULE || size % RGPU_GRANULE ||
+	    device < 0 || device >= w->ndev)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (tfind(&key, &w->maps, map_cmp))
+		return CUDA_ERROR_INVALID_VALUE; /* overlaps a live mapping */
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = w->dev[device];
+	r = d->cuMemCreate(&m->h, size, &prop, 0);
+	if (r != CUDA_SUCCESS)
+		goto out_free;
+	r = d->cuMemMap(addr, size, 0, m->h, 0);
+	if (r != CUDA_SUCCESS)
+		goto out_release;
+	acc.location = prop.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	r = d->cuMemSetAccess(addr, size, &acc, 1);
+	if (r != CUDA_SUCCESS)
+		goto out_unmap;
+	m->addr = addr;
+	m->size = size;
+	m->device = device;
+	if (!tsearch(m, &w->maps, map_cmp)) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out_unmap;
+	}
+	atomic_fetch_add(&w->dev_bytes, size);
+	atomic_fetch_add(&w->dev_bytes_by[device], size);
+	return CUDA_SUCCESS;
+out_unmap:
+	d->cuMemUnmap(addr, size);
+out_release:
+	d->cuMemRelease(m->h);
+out_free:
+	free(m);
+	return r;
+}
+
+CUresult unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
+{
+	struct srv_map key = {.addr = addr, .size = 1}, **p, *m;
+	p = tfind(&key, &w->maps, map_cmp);
+	if (!p || (*p)->addr != addr || (*p)->size != size)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = *p;
+	/* like cudaFree: pending work that may touch the range finishes first */
+	w->drv.cuCtxSynchronize();
+	w->drv.cuMemUnmap(m->addr, m->size);
+	w->drv.cuMemRelease(m->h);
+	tdelete(m, &w->maps, map_cmp);
+	atomic_fetch_sub(&w->dev_bytes, m->size);
+	atomic_fetch_sub(&w->dev_bytes_by[m->device], m->size);
+	free(m);
+	return CUDA_SUCCESS;
+}
