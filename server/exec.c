@@ -39,8 +39,8 @@ static void destroy_obj(struct srv_worker *w, struct srv_obj *o)
 static void destroy_ctx_children(struct srv_worker *w, uint64_t ctx)
 {
 	struct collect c = {.ctx = ctx};
-	collect_arg = &c;
-	twalk(w->objs, collect_walk);
+	srv_collect_arg = &c;
+	twalk(w->objs, srv_collect_walk);
 	/* functions and kernels first: their modules go after them */
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < c.n; i++) {

@@ -30,8 +30,8 @@
 
 /* ---- helpers of more than one area ------------------------------------------------------ */
 
-/* capturing() - is s being captured into a graph? (exec_graph.c) */
-int capturing(struct srv_worker *w, CUstream s);
+/* srv_capturing() - is s being captured into a graph? (exec_graph.c) */
+int srv_capturing(struct srv_worker *w, CUstream s);
 
 #define MAX_LAUNCH_ATTRS 32
 
@@ -40,12 +40,12 @@ struct launch_dims {
 };
 
 /*
- * build_config() - a CUlaunchConfig from the client's dimensions and raw CUlaunchAttribute
+ * srv_build_config() - a CUlaunchConfig from the client's dimensions and raw CUlaunchAttribute
  * structs (exec_launch.c); attrs must hold MAX_LAUNCH_ATTRS entries.
  * CUDA_ERROR_INVALID_VALUE for a malformed attribute list, CUDA_ERROR_INVALID_HANDLE for an
  * unknown event id.
  */
-CUresult build_config(struct srv_worker *w, const struct launch_dims *d,
+CUresult srv_build_config(struct srv_worker *w, const struct launch_dims *d,
 		      const ProtobufCBinaryData *raw, CUstream s, CUlaunchConfig *cfg,
 		      CUlaunchAttribute *attrs);
 

@@ -1,6 +1,6 @@
 /*
  * Handlers for stream capture and graphs: begin and end a capture, and create, instantiate,
- * launch, upload, count the nodes of and destroy graphs. capturing() tells the other handlers
+ * launch, upload, count the nodes of and destroy graphs. srv_capturing() tells the other handlers
  * whether a stream is being captured: work captured into a graph runs at every replay, not now,
  * so what it reads must outlive the request (a copy's bytes, a host function's trigger).
  */
@@ -13,7 +13,7 @@
 /* ---- stream capture and graphs ---------------------------------------------------------- */
 
 /* Is s being captured into a graph? Work queued there runs at every replay, not now. */
-int capturing(struct srv_worker *w, CUstream s)
+int srv_capturing(struct srv_worker *w, CUstream s)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	return w->drv.cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&

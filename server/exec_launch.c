@@ -22,7 +22,7 @@
  * cuda.h lays them out); event ids inside attributes become our events. attrs must hold
  * MAX_LAUNCH_ATTRS entries.
  */
-CUresult build_config(struct srv_worker *w, const struct launch_dims *d,
+CUresult srv_build_config(struct srv_worker *w, const struct launch_dims *d,
 			     const ProtobufCBinaryData *raw, CUstream s, CUlaunchConfig *cfg,
 			     CUlaunchAttribute *attrs)
 {
@@ -66,7 +66,7 @@ static CUresult launch_with_attrs(struct srv_worker *w, void *fn, const Rgpu__La
 	CUlaunchConfig cfg;
 	struct launch_dims d = {{m->grid_x, m->grid_y, m->grid_z},
 				{m->block_x, m->block_y, m->block_z}, m->shared_mem};
-	CUresult r = build_config(w, &d, &m->attrs, s, &cfg, attrs);
+	CUresult r = srv_build_config(w, &d, &m->attrs, s, &cfg, attrs);
 	return r == CUDA_SUCCESS ? w->drv.cuLaunchKernelEx(&cfg, fn, NULL, extra) : r;
 }
 
@@ -137,7 +137,7 @@ int h_host_func(struct srv_worker *w, struct srv_frame *f)
 		} else {
 			t->w = w;
 			t->id = m->callback;
-			t->persistent = capturing(w, s);
+			t->persistent = srv_capturing(w, s);
 			r = w->drv.cuLaunchHostFunc(s, host_trigger_cb, t);
 			if (r != CUDA_SUCCESS)
 				free(t);

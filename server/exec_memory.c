@@ -4,7 +4,7 @@
  * through the worker's pinned staging buffers: a host-to-device chunk arrives in one, a
  * device-to-host chunk is copied into one in stream order and sent from it, so the data reaches
  * the client before any later reply that depends on the stream. Every device address the
- * client names passes dev_range_ok() before it reaches the driver.
+ * client names passes srv_dev_range_ok() before it reaches the driver.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +25,9 @@ int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
 	int ret = 0;
 
 	if (m->map_size) {
-		r = map_range(w, m->map_addr, m->map_size, m->device);
+		r = srv_map_range(w, m->map_addr, m->map_size, m->device);
 		ret = srv_reply_status(w, f, r);
-	} else if (!in_window(w, m->addr, m->size)) {
+	} else if (!srv_in_window(w, m->addr, m->size)) {
 		srv_async_error(w, CUDA_ERROR_INVALID_VALUE, "allocation record");
 	}
 	rgpu__mem_alloc__free_unpacked(m, NULL);
@@ -38,7 +38,7 @@ int h_mem_free(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, MemFree, mem_free, w, f);
 	if (m->unmap_size)
-		srv_async_error(w, unmap_range(w, m->unmap_addr, m->unmap_size), "unmap");
+		srv_async_error(w, srv_unmap_range(w, m->unmap_addr, m->unmap_size), "unmap");
 	rgpu__mem_free__free_unpacked(m, NULL);
 	return 0;
 }
@@ -78,9 +78,9 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !dev_range_ok(w, m->dst, f->hdr.payload_len))
+	if (r == CUDA_SUCCESS && !srv_dev_range_ok(w, m->dst, f->hdr.payload_len))
 		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS && f->hdr.payload_len && capturing(w, s)) {
+	if (r == CUDA_SUCCESS && f->hdr.payload_len && srv_capturing(w, s)) {
 		/*
 		 * A captured copy reads its source at every replay: give the graph its own pinned
 		 * copy of the bytes, kept for the life of the worker.
@@ -231,7 +231,7 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !dev_range_ok(w, m->src, m->size))
+	if (r == CUDA_SUCCESS && !srv_dev_range_ok(w, m->src, m->size))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
 		if (r == CUDA_SUCCESS && m->size)
@@ -254,7 +254,7 @@ int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
 	if (r == CUDA_SUCCESS && m->size &&
-	    (!dev_range_ok(w, m->dst, m->size) || !dev_range_ok(w, m->src, m->size)))
+	    (!srv_dev_range_ok(w, m->dst, m->size) || !srv_dev_range_ok(w, m->src, m->size)))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS && m->size)
 		r = w->drv.cuMemcpyDtoDAsync(m->dst, m->src, m->size, s);
@@ -275,7 +275,7 @@ int h_memset(struct srv_worker *w, struct srv_frame *f)
 		uint64_t row = m->width * m->elem_size, span;
 		span = m->height <= 1 ? row : m->pitch * (m->height - 1) + row;
 		if (m->elem_size > 4 || m->width > (1ull << 48) || m->height > (1ull << 32) ||
-		    m->pitch > (1ull << 40) || !dev_range_ok(w, m->dst, span))
+		    m->pitch > (1ull << 40) || !srv_dev_range_ok(w, m->dst, span))
 			r = CUDA_ERROR_INVALID_VALUE;
 	}
 	if (r == CUDA_SUCCESS && m->width) {

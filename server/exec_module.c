@@ -3,7 +3,7 @@
  * module cache by its hash; checked before the driver sees it), unloading one with the functions
  * and kernels taken from it, looking up functions, kernels and globals, function attributes, and
  * occupancy queries. A global the client looks up becomes device memory it may name
- * (remember_global, window_map.c).
+ * (srv_remember_global, window_map.c).
  */
 #define LOG_PREFIX "exec: "
 #include <search.h>
@@ -172,8 +172,8 @@ int h_module_unload(struct srv_worker *w, struct srv_frame *f)
 		struct collect c = {0};
 		/* forget its functions and kernels (a kernel's functions may live in any context) */
 		c.ctx = COLLECT_ALL;
-		collect_arg = &c;
-		twalk(w->objs, collect_walk);
+		srv_collect_arg = &c;
+		twalk(w->objs, srv_collect_walk);
 		/* kernels first remember their per-context functions, then both go */
 		for (size_t i = 0; i < c.n; i++) {
 			struct srv_obj *ch = srv_obj_find(w, c.ids[i], 0);
@@ -245,7 +245,7 @@ int h_global_get(struct srv_worker *w, struct srv_frame *f)
 				       : w->drv.cuModuleGetGlobal(&p, &sz, o->h, m->name);
 	}
 	if (r == CUDA_SUCCESS)
-		remember_global(w, p, sz);
+		srv_remember_global(w, p, sz);
 	rep.result = (int32_t)r;
 	rep.addr = p;
 	rep.size = sz;
@@ -312,7 +312,7 @@ int h_occupancy(struct srv_worker *w, struct srv_frame *f)
 		int v = 0;
 		r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
 		if (r == CUDA_SUCCESS)
-			r = build_config(w, &d, &m->attrs, NULL, &cfg, attrs);
+			r = srv_build_config(w, &d, &m->attrs, NULL, &cfg, attrs);
 		if (r == CUDA_SUCCESS)
 			r = m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_ACTIVE_CLUSTERS
 				    ? w->drv.cuOccupancyMaxActiveClusters(&v, o->h, &cfg)

@@ -86,11 +86,11 @@ CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out)
 
 /* ---- collecting the objects of a context ------------------------------------------------ */
 
-struct collect *collect_arg;
-void collect_walk(const void *node, VISIT which, int depth)
+struct collect *srv_collect_arg;
+void srv_collect_walk(const void *node, VISIT which, int depth)
 {
 	const struct srv_obj *o = *(const struct srv_obj *const *)node;
-	struct collect *c = collect_arg;
+	struct collect *c = srv_collect_arg;
 	(void)depth;
 	if ((which != postorder && which != leaf) || (c->ctx != COLLECT_ALL && o->ctx != c->ctx))
 		return;

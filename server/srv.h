@@ -238,7 +238,7 @@ CUresult srv_use_ctx(struct srv_worker *w, uint64_t ctx);
 CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out);
 /*
  * Collecting the ids of the objects of one client context (or of all, COLLECT_ALL), to destroy
- * them after the walk: set collect_arg, then twalk(w->objs, collect_walk); free ids after.
+ * them after the walk: set srv_collect_arg, then twalk(w->objs, srv_collect_walk); free ids after.
  */
 #define COLLECT_ALL UINT64_MAX
 struct collect {
@@ -246,8 +246,8 @@ struct collect {
 	uint64_t *ids;
 	size_t n, cap;
 };
-extern struct collect *collect_arg;
-void collect_walk(const void *node, VISIT which, int depth);
+extern struct collect *srv_collect_arg;
+void srv_collect_walk(const void *node, VISIT which, int depth);
 
 /* Host-function triggers (exec_launch.c): a driver thread waits for the reader's word. */
 int srv_wait_callback(struct srv_worker *w, uint64_t id);
@@ -258,26 +258,26 @@ int srv_exec(struct srv_worker *w, struct srv_frame *f);
 
 /* ---- the device window and its mappings (window_map.c; executor thread only) ----------- */
 
-/* in_window() - does [addr, addr+size) lie in the window (and size > 0)? */
-int in_window(struct srv_worker *w, uint64_t addr, uint64_t size);
+/* srv_in_window() - does [addr, addr+size) lie in the window (and size > 0)? */
+int srv_in_window(struct srv_worker *w, uint64_t addr, uint64_t size);
 /*
- * dev_range_ok() - may the client name [addr, addr+size) as device memory: the window, or a
+ * srv_dev_range_ok() - may the client name [addr, addr+size) as device memory: the window, or a
  * module global it has looked up?
  */
-int dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size);
-/* remember_global() - the client has looked up the global [addr, addr+size): it may name it */
-void remember_global(struct srv_worker *w, uint64_t addr, uint64_t size);
+int srv_dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size);
+/* srv_remember_global() - the client has looked up the global [addr, addr+size): it may name it */
+void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size);
 /*
- * map_range() - back [addr, addr+size) of the window with memory of device; both granule
+ * srv_map_range() - back [addr, addr+size) of the window with memory of device; both granule
  * aligned, not overlapping a live mapping. CUDA_ERROR_INVALID_VALUE for a bad range, else the
  * driver's error.
  */
-CUresult map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device);
+CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device);
 /*
- * unmap_range() - release the mapping that is exactly [addr, addr+size), after the current
+ * srv_unmap_range() - release the mapping that is exactly [addr, addr+size), after the current
  * context's pending work; CUDA_ERROR_INVALID_VALUE when there is no such mapping.
  */
-CUresult unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size);
+CUresult srv_unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size);
 
 /* ---- control channel (ctl.c): supervisor <-> worker datagrams, rgpu.Ctl ---------------- */
 struct Rgpu__Ctl;

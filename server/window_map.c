@@ -5,7 +5,7 @@
  * ranges so that an overlapping map or a partial unmap is refused. It also remembers the module
  * globals the client has looked up, the only device memory outside the window a client may
  * name. A handler must pass every device address it takes from the client through
- * dev_range_ok() (or map it here) before the driver sees it.
+ * srv_dev_range_ok() (or map it here) before the driver sees it.
  */
 #include <search.h>
 #include <stdlib.h>
@@ -23,7 +23,7 @@ static int map_cmp(const void *a, const void *b)
 	return 0; /* overlapping ranges compare equal: lookups find the containing mapping */
 }
 
-int in_window(struct srv_worker *w, uint64_t addr, uint64_t size)
+int srv_in_window(struct srv_worker *w, uint64_t addr, uint64_t size)
 {
 	uint64_t base = w->cfg->window_base, end = base + w->cfg->window_size;
 	return size && addr >= base && addr < end && size <= end - addr;
@@ -34,16 +34,16 @@ int in_window(struct srv_worker *w, uint64_t addr, uint64_t size)
  * globals it has looked up: anything else could be one of the worker's own pinned buffers,
  * which a unified address space would otherwise let a copy reach.
  */
-int dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size)
+int srv_dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size)
 {
 	struct srv_map key = {.addr = addr, .size = 1}, **g;
-	if (in_window(w, addr, size))
+	if (srv_in_window(w, addr, size))
 		return 1;
 	g = tfind(&key, &w->globals, map_cmp);
 	return g && size <= (*g)->addr + (*g)->size - addr;
 }
 
-void remember_global(struct srv_worker *w, uint64_t addr, uint64_t size)
+void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size)
 {
 	struct srv_map key = {.addr = addr, .size = size ? size : 1}, *g;
 	if (tfind(&key, &w->globals, map_cmp))
@@ -56,7 +56,7 @@ void remember_global(struct srv_worker *w, uint64_t addr, uint64_t size)
 		free(g);
 }
 
-CUresult map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device)
+CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device)
 {
 	struct srv_driver *d = &w->drv;
 	CUmemAllocationProp prop = {0};
@@ -64,7 +64,7 @@ CUresult map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int devic
 	struct srv_map key = {.addr = addr, .size = size}, *m;
 	CUresult r;
 
-	if (!in_window(w, addr, size) || addr % RGPU_GRANULE || size % RGPU_GRANULE ||
+	if (!srv_in_window(w, addr, size) || addr % RGPU_GRANULE || size % RGPU_GRANULE ||
 	    device < 0 || device >= w->ndev)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (tfind(&key, &w->maps, map_cmp))
@@ -105,7 +105,7 @@ out_free:
 	return r;
 }
 
-CUresult unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
+CUresult srv_unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
 {
 	struct srv_map key = {.addr = addr, .size = 1}, **p, *m;
 	p = tfind(&key, &w->maps, map_cmp);

@@ -135,16 +135,6 @@ static void wake_all(struct srv_worker *w)
 
 static void send_info(struct srv_worker *w);
 
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-	static const char d[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = d[p[i] >> 4];
-		out[2 * i + 1] = d[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* Constant time: a token must not leak byte by byte through timing. */
 static int token_eq(const uint8_t *a, const uint8_t *b)
 {
@@ -318,18 +308,7 @@ static void *reader_main(void *arg)
 		}
 		if (why) {
 			free(f);
-			if (atomic_load(&w->dead))
-				break;
-			srv_link_down(w);
-			rgpu_conn_close(c);
-			c = await_resume(w, why);
-			if (!c) {
-				if (!atomic_load(&w->dead))
-					_exit(0);
-				break;
-			}
-			spoke = 0;
-			continue;
+			goto lost;
 		}
 		if (!spoke) {
 			spoke = 1;
@@ -642,7 +621,7 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 
 	snprintf(peer, sizeof(peer), "%s", rgpu_conn_peer(c));
 	if (hello->job_id.len == SRV_JOB_ID_LEN)
-		hex(hello->job_id.data, SRV_JOB_ID_LEN, job);
+		rgpu_hex(hello->job_id.data, SRV_JOB_ID_LEN, job);
 	m.kind = RGPU__CTL_KIND__CTL_ROUTE;
 	m.job_id = hello->job_id;
 	m.hello.data = body;
@@ -747,7 +726,7 @@ static int handshake(struct srv_worker *w)
 	memcpy(&w->session, w->job_id, sizeof(w->session));
 	if (w->session == 0)
 		w->session = 1;
-	hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
+	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
 	pr_info("job %s: client %s pid %d program %s", w->job_hex, w->peer, w->client_pid,
 		w->client_program);
 	gethostname(host, sizeof(host) - 1);
