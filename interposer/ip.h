@@ -167,11 +167,18 @@ extern struct ip_state ip;
  * it died, else CUDA_SUCCESS. */
 CUresult ip_check_init(void);
 
-/* ---- contexts ------------------------------------------------------------------------------ */
+/* ---- the current context (ctxcur.c) -------------------------------------------------------- */
 
 /* ip_ctx_require() - the current context (*out), or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult ip_ctx_require(struct ip_ctx **out);
+/* ip_ctx_cur() - the calling thread's current context, or NULL. */
 struct ip_ctx *ip_ctx_cur(void);
+/* ip_ctx_stack_full() - the calling thread's context stack has no room for one more. */
+int ip_ctx_stack_full(void);
+/* ip_ctx_push() - make c current on this thread (the caller checked ip_ctx_stack_full). */
+void ip_ctx_push(struct ip_ctx *c);
+/* ip_ctx_unstack() - c was destroyed: drop it from the calling thread's stack. */
+void ip_ctx_unstack(struct ip_ctx *c);
 
 /* ---- the session: one connection to rgpud ---------------------------------------------- */
 
