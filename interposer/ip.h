@@ -128,6 +128,8 @@ struct ip_func {
 	struct ip_func *next;
 	int attr_valid[IP_FUNC_ATTR_CACHE];
 	int attr_val[IP_FUNC_ATTR_CACHE];
+	atomic_uint attr_gen;      /* +1 at every attribute set: what was derived from the
+				      attributes before (cached occupancy answers) is stale */
 };
 
 /* ip_obj_register() - give o a fresh id and make its address a valid handle. */
@@ -318,9 +320,6 @@ int ip_pack_params(const struct ip_funcinfo *info, void **params, uint8_t *buf);
 #define IP_MAX_LAUNCH_ATTRS 32
 /* ip_attrs_to_wire() - launch attributes as they travel: event handles become event ids */
 CUresult ip_attrs_to_wire(const CUlaunchAttribute *in, unsigned n, CUlaunchAttribute *out);
-
-/* ip_occupancy_forget() - drop f's cached occupancy answers (its attributes changed) */
-void ip_occupancy_forget(struct ip_func *f);
 
 /* ---- logging -------------------------------------------------------------------------------- */
 
