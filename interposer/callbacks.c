@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "session_priv.h"
+#include "session_state.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/log.h"
 

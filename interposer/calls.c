@@ -10,7 +10,7 @@
 #define LOG_PREFIX "rgpu: "
 #include <stdlib.h>
 
-#include "session_priv.h"
+#include "session_state.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "session_priv.h"
+#include "session_state.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"

@@ -23,7 +23,7 @@
  * CUDA_ERROR_DEVICE_UNAVAILABLE and every waiter is woken. Nothing here ever blocks forever on
  * a server that went away.
  *
- * Four files share the work, each using only those below it (session_priv.h holds what they
+ * Four files share the work, each using only those below it (session_state.h holds what they
  * share): link.c keeps and writes the frames, takes acknowledgements, applies the flow control,
  * installs a resumed connection and holds the session's death; callbacks.c runs host
  * functions; calls.c posts requests, waits for replies and keeps asynchronous errors; this
@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "session_priv.h"
+#include "session_state.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"

@@ -8,10 +8,11 @@
  *   callbacks.c  host functions and the thread that runs them
  *   link.c       the kept frames, writing, acknowledgements, flow control, the session's death
  *
- * session.c's opening comment tells how they work together.
+ * session.c's opening comment tells how they work together. The header belongs to all four,
+ * not to session.c, which only stands on top of them: S itself is defined at the bottom.
  */
-#ifndef SESSION_PRIV_H
-#define SESSION_PRIV_H
+#ifndef SESSION_STATE_H
+#define SESSION_STATE_H
 
 #include <sys/types.h>
 
