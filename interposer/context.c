@@ -1,12 +1,16 @@
 /*
- * Contexts: client objects with ids, a per-thread current-context stack, and the devices'
- * primary contexts. A context exists on the server only while it is active (created, or a
- * primary context with retains); creating it there is fire-and-forget. A primary context's
- * handle exists from cuInit on, so CUDART_INTERFACE[2] can hand it out before any retain.
+ * Contexts: how they come and go (created contexts and the devices' primary contexts), and
+ * what is asked of one context (flags, limits, cache configuration, synchronize). A context
+ * exists on the server only while it is active (created, or a primary context with retains);
+ * creating it there is fire-and-forget. A primary context's handle exists from cuInit on, so
+ * CUDART_INTERFACE[2] can hand it out before any retain. Which context is current, and the
+ * questions every area asks about that, are ctxcur.c's.
  *
  * Teardown (cuCtxDestroy, cuDevicePrimaryCtxReset, the last cuDevicePrimaryCtxRelease) runs
  * the runtime's context-local-storage destructors first (they call back into the driver), then
- * forgets every object of the context and frees its memory, then tells the server.
+ * forgets every object of the context and frees its memory, then tells the server. It names
+ * each area's teardown in that order, so this file stands above every area, and no area may
+ * call into it.
  */
 #define LOG_PREFIX "rgpu: "
 #include <stdlib.h>
@@ -16,8 +20,6 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/log.h"
 
-static __thread struct ip_ctx *tls_stack[IP_CTX_STACK];
-static __thread int tls_depth;
 static atomic_ullong next_uid;
 
 #define REQUIRE_INIT()                                                                         \
@@ -26,23 +28,6 @@ static atomic_ullong next_uid;
 		if (r_ != CUDA_SUCCESS)                                                        \
 			return r_;                                                             \
 	} while (0)
-
-struct ip_ctx *ip_ctx_cur(void)
-{
-	return tls_depth ? tls_stack[tls_depth - 1] : NULL;
-}
-
-CUresult ip_ctx_require(struct ip_ctx **out)
-{
-	struct ip_ctx *c = ip_ctx_cur();
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!c || c->o.dead || !c->active)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	*out = c;
-	return CUDA_SUCCESS;
-}
 
 static struct ip_ctx *ctx_get(CUcontext h)
 {
@@ -75,59 +60,6 @@ static CUresult ctx_teardown(struct ip_ctx *c)
 	return ip_post(RGPU_MSG_CTX_DESTROY, &m.base, NULL, 0);
 }
 
-/* ---- the current-context stack ----------------------------------------------------------- */
-
-IP_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
-{
-	if (!pctx)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!ip.initialized)
-		return CUDA_ERROR_NOT_INITIALIZED;
-	*pctx = (CUcontext)ip_ctx_cur();
-	return CUDA_SUCCESS;
-}
-
-IP_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext h)
-{
-	struct ip_ctx *c = NULL;
-	REQUIRE_INIT();
-	if (h && !(c = ctx_get(h)))
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!c) {
-		if (tls_depth)
-			tls_depth--;
-		return CUDA_SUCCESS;
-	}
-	if (tls_depth)
-		tls_stack[tls_depth - 1] = c;
-	else
-		tls_stack[tls_depth++] = c;
-	return CUDA_SUCCESS;
-}
-
-IP_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext h)
-{
-	struct ip_ctx *c;
-	REQUIRE_INIT();
-	if (!(c = ctx_get(h)))
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if (tls_depth == IP_CTX_STACK)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	tls_stack[tls_depth++] = c;
-	return CUDA_SUCCESS;
-}
-
-IP_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-	REQUIRE_INIT();
-	if (!tls_depth)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	tls_depth--;
-	if (pctx)
-		*pctx = (CUcontext)tls_stack[tls_depth];
-	return CUDA_SUCCESS;
-}
-
 /* ---- created contexts -------------------------------------------------------------------- */
 
 static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
@@ -140,7 +72,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 	REQUIRE_INIT();
 	if (dev < 0 || dev >= ip.ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (tls_depth == IP_CTX_STACK)
+	if (ip_ctx_stack_full())
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -158,7 +90,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 		free(c);
 		return r;
 	}
-	tls_stack[tls_depth++] = c;
+	ip_ctx_push(c); /* room was checked above */
 	*pctx = (CUcontext)c;
 	return CUDA_SUCCESS;
 }
@@ -194,11 +126,7 @@ IP_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext h)
 	r = ctx_teardown(c);
 	ip_obj_unregister(&c->o);
 	/* drop it from this thread's stack; other threads get INVALID_CONTEXT from now on */
-	int j = 0;
-	for (int i = 0; i < tls_depth; i++)
-		if (tls_stack[i] != c)
-			tls_stack[j++] = tls_stack[i];
-	tls_depth = j;
+	ip_ctx_unstack(c);
 	/* the object is not freed: a stale handle must stay a recognisably dead address */
 	return r;
 }
@@ -461,22 +389,4 @@ IP_API CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
 	m.value = value;
 	/* synchronous: an impossible limit must fail here, as the driver's does */
 	return ip_call_status(RGPU_MSG_CTX_SET_LIMIT, &m.base, NULL, 0, NULL, 0, NULL, NULL);
-}
-
-/* ---- what the export tables need (ip_dark.h) ---------------------------------------------- */
-
-CUcontext ip_ctx_current(void)
-{
-	return (CUcontext)ip_ctx_cur();
-}
-
-unsigned long long ip_ctx_uid(CUcontext h)
-{
-	struct ip_ctx *c = h ? ctx_get(h) : NULL;
-	return c && c->active ? c->uid : 0;
-}
-
-int ip_ctx_alive(CUcontext h)
-{
-	return ctx_get(h) != NULL;
 }

@@ -128,6 +128,8 @@ struct ip_func {
 	struct ip_func *next;
 	int attr_valid[IP_FUNC_ATTR_CACHE];
 	int attr_val[IP_FUNC_ATTR_CACHE];
+	atomic_uint attr_gen;      /* +1 at every attribute set: what was derived from the
+				      attributes before (cached occupancy answers) is stale */
 };
 
 /* ip_obj_register() - give o a fresh id and make its address a valid handle. */
@@ -167,11 +169,18 @@ extern struct ip_state ip;
  * it died, else CUDA_SUCCESS. */
 CUresult ip_check_init(void);
 
-/* ---- contexts ------------------------------------------------------------------------------ */
+/* ---- the current context (ctxcur.c) -------------------------------------------------------- */
 
 /* ip_ctx_require() - the current context (*out), or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult ip_ctx_require(struct ip_ctx **out);
+/* ip_ctx_cur() - the calling thread's current context, or NULL. */
 struct ip_ctx *ip_ctx_cur(void);
+/* ip_ctx_stack_full() - the calling thread's context stack has no room for one more. */
+int ip_ctx_stack_full(void);
+/* ip_ctx_push() - make c current on this thread (the caller checked ip_ctx_stack_full). */
+void ip_ctx_push(struct ip_ctx *c);
+/* ip_ctx_unstack() - c was destroyed: drop it from the calling thread's stack. */
+void ip_ctx_unstack(struct ip_ctx *c);
 
 /* ---- the session: one connection to rgpud ---------------------------------------------- */
 
@@ -252,26 +261,62 @@ CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *
 CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stream **s);
 /* ip_capture_of() - the active capture the stream takes part in, or NULL */
 struct ip_capture *ip_capture_of(const struct ip_stream *s);
-/* ip_pool_synced() - stream-ordered frees queued on stream id (IP_POOL_LEGACY_STREAM: the
- * context's NULL stream; 0: every stream of ctx) may now really be freed */
-#define IP_POOL_LEGACY_STREAM ((uint64_t)-1)
-void ip_pool_synced(struct ip_ctx *ctx, uint64_t stream_id);
+
+/* The id a synchronization listener hears for a context's legacy NULL stream. */
+#define IP_STREAM_LEGACY_ID ((uint64_t)-1)
+/* A synchronization listener: everything queued on stream_id of ctx so far has finished
+ * (IP_STREAM_LEGACY_ID: the context's NULL stream; 0: every stream of ctx). */
+typedef void (*ip_synced_fn)(struct ip_ctx *ctx, uint64_t stream_id);
+/*
+ * ip_stream_on_synced() - fn hears of every stream synchronize or query that found the stream
+ * idle. One listener (pool.c), set when the library is loaded: streams know nothing of what
+ * waits for them.
+ */
+void ip_stream_on_synced(ip_synced_fn fn);
 
 /* ---- memory --------------------------------------------------------------------------------- */
 
 /* ip_mem_alloc() - an allocation of size bytes for context c (cuMemAlloc without the current
  * context) */
 CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out);
-/* ip_pool_forget() - addr, if a pool's, is freed some other way (cuMemFree, a context's end) */
-void ip_pool_forget(uint64_t addr);
-/* ip_pool_of() - the memory pool addr was allocated from, or NULL */
-CUmemoryPool ip_pool_of(uint64_t addr);
+/* A free listener: the device allocation at addr was freed. */
+typedef void (*ip_freed_fn)(uint64_t addr);
+/*
+ * ip_mem_on_free() - fn hears of every device allocation freed (cuMemFree, a context's
+ * teardown, a pool's own frees), under the allocator's lock, before its range can be handed out
+ * again. One listener (pool.c), set when the library is loaded: memory knows nothing of pools.
+ */
+void ip_mem_on_free(ip_freed_fn fn);
 /* ip_devptr_ok() - [p, p+n) is device memory the application may name (window or global). */
 int ip_devptr_ok(uint64_t p, uint64_t n);
 /* ip_is_devptr() - p points into device memory (pointer classification for cuMemcpy). */
 int ip_is_devptr(uint64_t p);
 void ip_global_add(uint64_t addr, uint64_t size);
-/* ip_ctx_free_all() - free every allocation of ctx (context teardown) */
+
+/* What memory.c knows of an address: the facts behind the pointer attributes (pointer.c). */
+struct ip_ptrinfo {
+	int kind;                 /* 0 unknown, 1 device, 2 host */
+	uint64_t base, size;
+	int device;
+	struct ip_ctx *ctx;
+	unsigned long long buffer_id;
+};
+/*
+ * ip_ptr_classify() - what p points into: a device allocation, a module global, pinned or
+ * registered host memory, or nothing known (kind 0).
+ */
+void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi);
+
+/* ---- stream-ordered allocation (pool.c) ----------------------------------------------------- */
+
+/* ip_pool_synced() - an ip_synced_fn: the stream-ordered frees queued there are real now */
+void ip_pool_synced(struct ip_ctx *ctx, uint64_t stream_id);
+/* ip_pool_of() - the memory pool addr was allocated from, or NULL */
+CUmemoryPool ip_pool_of(uint64_t addr);
+
+/* ---- context teardown: what context.c calls, in its order ------------------------------------ */
+
+/* ip_mem_ctx_teardown() - free every allocation of ctx */
 void ip_mem_ctx_teardown(struct ip_ctx *ctx);
 void ip_module_ctx_teardown(struct ip_ctx *ctx);
 void ip_stream_ctx_teardown(struct ip_ctx *ctx);
@@ -287,9 +332,6 @@ int ip_pack_params(const struct ip_funcinfo *info, void **params, uint8_t *buf);
 #define IP_MAX_LAUNCH_ATTRS 32
 /* ip_attrs_to_wire() - launch attributes as they travel: event handles become event ids */
 CUresult ip_attrs_to_wire(const CUlaunchAttribute *in, unsigned n, CUlaunchAttribute *out);
-
-/* ip_occupancy_forget() - drop f's cached occupancy answers (its attributes changed) */
-void ip_occupancy_forget(struct ip_func *f);
 
 /* ---- logging -------------------------------------------------------------------------------- */
 

@@ -1,5 +1,6 @@
 /*
- * Device memory, copies and sets, pinned host memory and pointer attributes.
+ * Device memory, copies and sets, pinned host memory, and what an address is (device
+ * allocation, module global, pinned or registered host memory) for the pointer attributes.
  *
  * Device addresses are chosen here, in the window (vawindow.c); the server only maps whole
  * granules when told to. An allocation that needs new backing waits for the server (an
@@ -91,6 +92,14 @@ int ip_devptr_ok(uint64_t p, uint64_t n)
 
 /* ---- allocation --------------------------------------------------------------------------- */
 
+/* who hears of frees (pool.c) */
+static ip_freed_fn freed_listener;
+
+void ip_mem_on_free(ip_freed_fn fn)
+{
+	freed_listener = fn;
+}
+
 CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 {
 	Rgpu__MemAlloc m = RGPU__MEM_ALLOC__INIT;
@@ -141,7 +150,8 @@ static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	ip_vaw_free(&ip.vaw, addr, &ua, &us);
-	ip_pool_forget(addr);
+	if (freed_listener)
+		freed_listener(addr);
 	m.addr = addr;
 	m.unmap_addr = ua;
 	m.unmap_size = us;
@@ -705,17 +715,9 @@ IP_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p,
 	return CUDA_SUCCESS;
 }
 
-/* ---- pointer attributes ------------------------------------------------------------------- */
+/* ---- what an address is (pointer.c turns it into pointer attributes) ---------------------- */
 
-struct ptrinfo {
-	int kind;                 /* 0 unknown, 1 device, 2 host */
-	uint64_t base, size;
-	int device;
-	struct ip_ctx *ctx;
-	unsigned long long buffer_id;
-};
-
-static void ptr_classify(uint64_t p, struct ptrinfo *pi)
+void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 {
 	const struct ip_vaw_alloc *a;
 	const struct range *r;
@@ -751,83 +753,4 @@ static void ptr_classify(uint64_t p, struct ptrinfo *pi)
 		pi->device = r->ctx ? r->ctx->device : 0;
 		pi->buffer_id = r->addr;
 	}
-}
-
-/*
- * One attribute into data. Every attribute exists for known memory only (the host pointer for
- * host memory only); otherwise the "none" value is written and CUDA_ERROR_INVALID_VALUE returned,
- * which cuPointerGetAttributes ignores for unknown pointers.
- */
-static CUresult ptr_attr(const struct ptrinfo *pi, CUpointer_attribute a, void *data, uint64_t p)
-{
-	int known = pi->kind != 0;
-
-	switch (a) {
-	case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = (CUcontext)pi->ctx; break;
-	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-		*(unsigned *)data = pi->kind == 1 ? CU_MEMORYTYPE_DEVICE
-				    : pi->kind == 2 ? CU_MEMORYTYPE_HOST : 0;
-		break;
-	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = known ? p : 0; break;
-	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-		known = pi->kind == 2;
-		*(void **)data = known ? (void *)(uintptr_t)p : NULL;
-		break;
-	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(unsigned *)data = 1; break;
-	case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = pi->buffer_id; break;
-	case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
-	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = known ? pi->device : -2; break;
-	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = pi->base; break;
-	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = pi->size; break;
-	case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = known; break;
-	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-		*(unsigned *)data = known ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
-		break;
-	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: *(unsigned *)data = 0; break;
-	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; break;
-	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-		*(CUmemoryPool *)data = pi->kind == 1 ? ip_pool_of(pi->base) : NULL;
-		break;
-	default: return CUDA_ERROR_INVALID_VALUE;
-	}
-	return known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-IP_API CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p)
-{
-	struct ptrinfo pi;
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!data)
-		return CUDA_ERROR_INVALID_VALUE;
-	ptr_classify(p, &pi);
-	return ptr_attr(&pi, a, data, p);
-}
-
-/*
- * Unlike cuPointerGetAttribute, an unknown pointer is not an error here: every attribute gets
- * its "none" value (cuda.h), which is how the runtime recognises unregistered host memory.
- */
-IP_API CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs,
-					       void **data, CUdeviceptr p)
-{
-	struct ptrinfo pi;
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!attrs || !data)
-		return CUDA_ERROR_INVALID_VALUE;
-	ptr_classify(p, &pi);
-	for (unsigned i = 0; i < n; i++) {
-		if (!data[i])
-			continue;
-		if (attrs[i] < CU_POINTER_ATTRIBUTE_CONTEXT)
-			return CUDA_ERROR_INVALID_VALUE;
-		r = ptr_attr(&pi, attrs[i], data[i], p);
-		if (r != CUDA_SUCCESS && pi.kind)
-			return r;
-	}
-	return CUDA_SUCCESS;
 }

@@ -684,7 +684,8 @@ static CUresult attr_set(struct ip_func *f, CUfunction_attribute a, int dev, int
 	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
 	if ((int)a >= 0 && a < IP_FUNC_ATTR_CACHE)
 		f->attr_valid[a] = 0; /* the driver may round the value: ask again next time */
-	ip_occupancy_forget(f); /* shared memory and carve-out change what fits on an SM */
+	/* shared memory and carve-out change what fits on an SM: occupancy answers are stale */
+	atomic_fetch_add(&f->attr_gen, 1);
 	return ip_post(RGPU_MSG_FUNC_SET_ATTR, &req.base, NULL, 0);
 }
 

@@ -1,6 +1,9 @@
 /*
  * Occupancy queries, answered by the server's driver and cached per function: the answer
- * depends only on the function, the block size, the dynamic shared memory and the flags.
+ * depends only on the function, the block size, the dynamic shared memory and the flags, as
+ * long as the function's attributes stay as they were. Each answer keeps the attribute stamp
+ * it was asked under (ip_func.attr_gen, which module.c bumps at every attribute set) and
+ * counts only while the stamp matches, so module.c need not know this cache exists.
  * cuOccupancyMaxPotentialBlockSize takes a host callback for the shared memory of each block
  * size, so the client evaluates it for every candidate size and asks the server about all of
  * them in one request, then picks the best as the driver does: the largest block size among
@@ -15,6 +18,7 @@
 
 struct occ_entry {
 	struct ip_func *f;
+	unsigned gen;              /* f->attr_gen the answer was asked under */
 	uint32_t kind, block, flags;
 	uint64_t smem;
 	int64_t value;
@@ -31,51 +35,55 @@ static unsigned bucket(const struct ip_func *f, uint32_t block, uint64_t smem)
 	return (unsigned)(h >> 56) % OCC_BUCKETS;
 }
 
-static int cache_get(struct ip_func *f, uint32_t kind, uint32_t block, uint64_t smem,
-		     uint32_t flags, int64_t *v)
+/* The entry for this question about f, whatever its stamp, or NULL. Caller holds cache_lock. */
+static struct occ_entry *cache_find(struct ip_func *f, uint32_t kind, uint32_t block,
+				    uint64_t smem, uint32_t flags)
+{
+	struct occ_entry *e;
+	for (e = cache[bucket(f, block, smem)]; e; e = e->next)
+		if (e->f == f && e->kind == kind && e->block == block && e->smem == smem &&
+		    e->flags == flags)
+			return e;
+	return NULL;
+}
+
+/* A cached answer counts only if f's attributes have not changed since it was asked (gen). */
+static int cache_get(struct ip_func *f, unsigned gen, uint32_t kind, uint32_t block,
+		     uint64_t smem, uint32_t flags, int64_t *v)
 {
 	struct occ_entry *e;
 	int found = 0;
 	pthread_mutex_lock(&cache_lock);
-	for (e = cache[bucket(f, block, smem)]; e; e = e->next)
-		if (e->f == f && e->kind == kind && e->block == block && e->smem == smem &&
-		    e->flags == flags) {
-			*v = e->value;
-			found = 1;
-			break;
-		}
+	e = cache_find(f, kind, block, smem, flags);
+	if (e && e->gen == gen) {
+		*v = e->value;
+		found = 1;
+	}
 	pthread_mutex_unlock(&cache_lock);
 	return found;
 }
 
-static void cache_put(struct ip_func *f, uint32_t kind, uint32_t block, uint64_t smem,
-		      uint32_t flags, int64_t v)
+/* A stale answer to the same question is replaced, so the cache holds one per question. */
+static void cache_put(struct ip_func *f, unsigned gen, uint32_t kind, uint32_t block,
+		      uint64_t smem, uint32_t flags, int64_t v)
 {
-	struct occ_entry *e = malloc(sizeof(*e));
+	struct occ_entry *e = malloc(sizeof(*e)), *old;
 	unsigned b = bucket(f, block, smem);
 	if (!e)
 		return;
-	*e = (struct occ_entry){f, kind, block, flags, smem, v, NULL};
+	*e = (struct occ_entry){f, gen, kind, block, flags, smem, v, NULL};
 	pthread_mutex_lock(&cache_lock);
-	e->next = cache[b];
-	cache[b] = e;
+	old = cache_find(f, kind, block, smem, flags);
+	if (old) {
+		old->gen = gen;
+		old->value = v;
+	} else {
+		e->next = cache[b];
+		cache[b] = e;
+		e = NULL;
+	}
 	pthread_mutex_unlock(&cache_lock);
-}
-
-void ip_occupancy_forget(struct ip_func *f)
-{
-	pthread_mutex_lock(&cache_lock);
-	for (unsigned b = 0; b < OCC_BUCKETS; b++)
-		for (struct occ_entry **pp = &cache[b]; *pp;) {
-			if ((*pp)->f == f) {
-				struct occ_entry *dead = *pp;
-				*pp = dead->next;
-				free(dead);
-			} else {
-				pp = &(*pp)->next;
-			}
-		}
-	pthread_mutex_unlock(&cache_lock);
+	free(e);
 }
 
 /* Ask for n (block, smem) pairs at once; each answer lands in out[i] and the cache. */
@@ -88,10 +96,11 @@ static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
 	uint64_t qs[64];
 	size_t idx[64], nq = 0;
 	struct ip_ctx *c = ip_ctx_cur();
+	unsigned gen = atomic_load(&f->attr_gen);
 	CUresult r;
 
 	for (size_t i = 0; i < n; i++)
-		if (!cache_get(f, kind, blocks[i], smem[i], flags, &out[i]) && nq < 64) {
+		if (!cache_get(f, gen, kind, blocks[i], smem[i], flags, &out[i]) && nq < 64) {
 			qb[nq] = blocks[i];
 			qs[nq] = smem[i];
 			idx[nq++] = i;
@@ -112,7 +121,7 @@ static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
 		r = CUDA_ERROR_UNKNOWN;
 	for (size_t k = 0; r == CUDA_SUCCESS && k < nq; k++) {
 		out[idx[k]] = rep->value[k];
-		cache_put(f, kind, qb[k], qs[k], flags, rep->value[k]);
+		cache_put(f, gen, kind, qb[k], qs[k], flags, rep->value[k]);
 	}
 	if (rep)
 		rgpu__occupancy_reply__free_unpacked(rep, NULL);

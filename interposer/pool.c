@@ -7,6 +7,11 @@
  * that safe), and it is really freed once the client knows the stream has passed that point
  * (a synchronize of the stream or of the context). Pools are client objects: their attributes
  * and usage counters live here; no request reaches the server except the allocations.
+ *
+ * This file stands above memory.c and stream.c and uses both; they call nothing here. What a
+ * pool must hear from them (a block freed by cuMemFree or a context's end, a stream found
+ * idle) comes through the listeners they offer, set once in pool_listen(). A context's
+ * synchronize, in context.c above, calls ip_pool_synced itself.
  */
 #define LOG_PREFIX "rgpu: "
 #include <search.h>
@@ -35,7 +40,7 @@ struct pool_alloc {
 	struct pool_alloc *next_pending;
 };
 
-#define LEGACY IP_POOL_LEGACY_STREAM
+#define LEGACY IP_STREAM_LEGACY_ID
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *allocs;                    /* tsearch by addr */
@@ -386,7 +391,22 @@ IP_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPoo
 	return CUDA_SUCCESS;
 }
 
-void ip_pool_forget(uint64_t addr)
+CUmemoryPool ip_pool_of(uint64_t addr)
+{
+	struct pool_alloc key = {.addr = addr}, **f;
+	CUmemoryPool p = NULL;
+	pthread_mutex_lock(&pool_lock);
+	f = tfind(&key, &allocs, addr_cmp);
+	if (f && !(*f)->pending)
+		p = (CUmemoryPool)(*f)->pool;
+	pthread_mutex_unlock(&pool_lock);
+	return p;
+}
+
+/* ---- what pools hear from memory and streams ------------------------------------------------ */
+
+/* An ip_freed_fn: addr was freed without its pool (cuMemFree, a context's end). */
+static void pool_forget(uint64_t addr)
 {
 	struct pool_alloc key = {.addr = addr}, **f, *a, **pp;
 	pthread_mutex_lock(&pool_lock);
@@ -409,14 +429,9 @@ void ip_pool_forget(uint64_t addr)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-CUmemoryPool ip_pool_of(uint64_t addr)
+/* Set when the library is loaded, before any thread can allocate, free or synchronize. */
+__attribute__((constructor)) static void pool_listen(void)
 {
-	struct pool_alloc key = {.addr = addr}, **f;
-	CUmemoryPool p = NULL;
-	pthread_mutex_lock(&pool_lock);
-	f = tfind(&key, &allocs, addr_cmp);
-	if (f && !(*f)->pending)
-		p = (CUmemoryPool)(*f)->pool;
-	pthread_mutex_unlock(&pool_lock);
-	return p;
+	ip_mem_on_free(pool_forget);
+	ip_stream_on_synced(ip_pool_synced);
 }

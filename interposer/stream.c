@@ -16,6 +16,14 @@
 /* this thread's per-thread default streams, one per context it used */
 static __thread struct ip_stream *tls_ptds[PTDS_SLOTS];
 
+/* who hears that a stream is idle (pool.c) */
+static ip_synced_fn synced_listener;
+
+void ip_stream_on_synced(ip_synced_fn fn)
+{
+	synced_listener = fn;
+}
+
 static CUresult stream_new(struct ip_ctx *c, unsigned flags, int prio, int per_thread,
 			   struct ip_stream **out)
 {
@@ -183,9 +191,9 @@ static CUresult stream_call(uint16_t type, CUstream h, int ptds)
 	m.stream = sid;
 	m.ctx = c->o.id;
 	r = ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
-	/* everything queued on the stream is done: its stream-ordered frees are real now */
-	if (r == CUDA_SUCCESS)
-		ip_pool_synced(c, sid ? sid : IP_POOL_LEGACY_STREAM);
+	/* everything queued on the stream is done: what waits for that may go ahead */
+	if (r == CUDA_SUCCESS && synced_listener)
+		synced_listener(c, sid ? sid : IP_STREAM_LEGACY_ID);
 	return r;
 }
 

@@ -130,9 +130,11 @@ struct srv_worker {
 	pthread_cond_t link_cond;
 	struct rgpu_conn *pending;
 	void *pending_hello;         /* Rgpu__Hello * */
+	unsigned pending_gen;        /* token_gen when it was handed over */
 	int ctl_fd;                  /* datagram socket to the supervisor */
 	uint8_t token_prev[SRV_TOKEN_LEN]; /* still valid until the client speaks on a new link */
-	int token_prev_ok;
+	atomic_int token_prev_ok;
+	atomic_uint token_gen;       /* +1 at every new token */
 	atomic_uint resumes;
 	atomic_uint_fast64_t dev_bytes; /* device memory mapped for the job */
 	atomic_uint_fast64_t dev_bytes_by[16]; /* the same by device */

@@ -184,7 +184,7 @@ static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__He
  * The link broke (or a resume took it over): keep the job for the grace period and wait for
  * the client. Returns the new connection, or NULL when the job must end.
  */
-static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why)
+static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why, unsigned *gen)
 {
 	uint64_t t0 = rgpu_now_ns(), deadline = t0 + (uint64_t)w->cfg->resume_grace_s * 1000000000ull;
 	int announced = 0;
@@ -221,6 +221,7 @@ static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why)
 		}
 		c = w->pending;
 		hello = w->pending_hello;
+		*gen = w->pending_gen;
 		w->pending = NULL;
 		w->pending_hello = NULL;
 		pthread_mutex_unlock(&w->link_lock);
@@ -255,6 +256,7 @@ static void *reader_main(void *arg)
 	struct srv_worker *w = arg;
 	struct rgpu_conn *c = w->conn;
 	int spoke = 0; /* the client sent something on this link: its previous token is spent */
+	unsigned link_gen = atomic_load(&w->token_gen); /* the token this link was opened under */
 
 	for (;;) {
 		struct srv_frame *f = calloc(1, sizeof(*f));
@@ -310,9 +312,13 @@ static void *reader_main(void *arg)
 			free(f);
 			goto lost;
 		}
-		if (!spoke) {
+		/*
+		 * Only a frame on the link that the newest token opened proves the client has that
+		 * token; a frame still arriving on an older link must not spend the previous one.
+		 */
+		if (!spoke && link_gen == atomic_load(&w->token_gen)) {
 			spoke = 1;
-			w->token_prev_ok = 0;
+			atomic_store(&w->token_prev_ok, 0);
 		}
 		srv_link_acked(w, f->hdr.ack);
 		if (f->hdr.seq <= w->rx_seq) {
@@ -372,7 +378,7 @@ lost:
 			break;
 		srv_link_down(w);
 		rgpu_conn_close(c);
-		c = await_resume(w, why);
+		c = await_resume(w, why, &link_gen);
 		if (!c) {
 			if (!atomic_load(&w->dead))
 				_exit(0); /* freed now, whatever the executor is waiting for */
@@ -447,7 +453,8 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 	else if (hello->resume_token.len != SRV_TOKEN_LEN)
 		bad = "it has no resume token";
 	else if (!token_eq(hello->resume_token.data, w->token) &&
-		 !(w->token_prev_ok && token_eq(hello->resume_token.data, w->token_prev)))
+		 !(atomic_load(&w->token_prev_ok) &&
+		   token_eq(hello->resume_token.data, w->token_prev)))
 		bad = "wrong or already-used resume token";
 	else if (hello->received > w->tx_seq)
 		bad = "it claims frames this job never sent";
@@ -475,7 +482,8 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 			rgpu__hello__free_unpacked(hello, NULL);
 			return;
 		}
-		w->token_prev_ok = 1;
+		atomic_store(&w->token_prev_ok, 1);
+		atomic_fetch_add(&w->token_gen, 1);
 	}
 	pthread_mutex_lock(&w->link_lock);
 	if (w->pending) {
@@ -485,6 +493,7 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 	}
 	w->pending = c;
 	w->pending_hello = hello;
+	w->pending_gen = atomic_load(&w->token_gen);
 	pthread_cond_broadcast(&w->link_cond);
 	pthread_mutex_unlock(&w->link_lock);
 	/* the old link, if the worker still thinks it is up, is over: the reader moves on */

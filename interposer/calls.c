@@ -1,0 +1,267 @@
+/*
+ * Calls: how the driver functions reach the worker. ip_post queues a fire-and-forget request
+ * (a large payload is written before it returns, and copied only if a resend may still need
+ * it); ip_call writes everything queued before its request and waits for the reply, spinning
+ * briefly before it sleeps; ip_call_status adds the asynchronous error a reply may carry;
+ * ip_post_dtoh lets a device-to-host copy land in stream order without a wait. The receiver
+ * hands replies and device-to-host data over here. No call waits for ever on a server that
+ * went away: the session's death (link.c) wakes every waiter.
+ */
+#define LOG_PREFIX "rgpu: "
+#include <stdlib.h>
+
+#include "session_state.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/log.h"
+#include "rgpu/util.h"
+
+static CUresult send_error(int ret)
+{
+	if (ip_session_error())
+		return ip_session_error();
+	return ret == RGPU_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen)
+{
+	struct ofr *f;
+	int ret;
+
+	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
+		return CUDA_ERROR_UNKNOWN;
+	if (atomic_load(&S.dead))
+		return S.dead_err;
+	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, &f);
+	if (ret)
+		return send_error(ret);
+	if (plen > IP_INLINE_MAX) {
+		uint64_t seq = f->seq;
+		pthread_mutex_lock(&S.send_lock);
+		ip_link_flush_locked();
+		ret = ip_link_keep_copy(seq, payload, plen);
+		pthread_mutex_unlock(&S.send_lock);
+		if (ret)
+			ip_session_die(CUDA_ERROR_OUT_OF_MEMORY, "out of memory keeping a payload");
+	}
+	return ip_session_error();
+}
+
+CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			  uint64_t plen, uint64_t *seq)
+{
+	struct ofr *f;
+	int ret;
+
+	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
+		return CUDA_ERROR_UNKNOWN;
+	if (atomic_load(&S.dead))
+		return S.dead_err;
+	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, &f);
+	if (ret)
+		return send_error(ret);
+	*seq = f->seq;
+	if (plen > IP_INLINE_MAX)
+		ip_link_flush();
+	return ip_session_error();
+}
+
+CUresult ip_release_borrowed(uint64_t first, uint64_t last)
+{
+	if (ip_link_release(first, last))
+		ip_session_die(CUDA_ERROR_OUT_OF_MEMORY, "out of memory keeping a payload");
+	return ip_session_error();
+}
+
+/* ---- waiting for replies ------------------------------------------------------------------ */
+
+static void waiter_wait(struct waiter *w)
+{
+	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(IP_SPIN_NS);
+	while (!atomic_load(&w->done) && rgpu_now_ns() < until)
+		__builtin_ia32_pause();
+	pthread_mutex_lock(&w->m);
+	while (!atomic_load(&w->done))
+		pthread_cond_wait(&w->c, &w->m);
+	pthread_mutex_unlock(&w->m);
+}
+
+CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen,
+		 void *dst, uint64_t dst_size, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **reply)
+{
+	struct waiter w = {0};
+	struct ofr *f;
+	CUresult r = CUDA_SUCCESS;
+	int ret;
+
+	*reply = NULL;
+	if (!ip_msg_class_ok(type, RGPU_CLASS_CALL))
+		return CUDA_ERROR_UNKNOWN;
+	if (atomic_load(&S.dead))
+		return S.dead_err;
+	w.dst = dst;
+	w.dst_size = dst_size;
+	w.type = type;
+	pthread_mutex_init(&w.m, NULL);
+	pthread_cond_init(&w.c, NULL);
+	ret = ip_link_enqueue(type, req, payload, plen, 0, &w, &f);
+	if (ret) {
+		r = send_error(ret);
+		goto out;
+	}
+	ip_link_flush();
+	waiter_wait(&w);
+	pthread_mutex_lock(&S.wait_lock);
+	ip_waiter_remove_locked(&w);
+	pthread_mutex_unlock(&S.wait_lock);
+	if (!w.body && w.body_len == 0 && atomic_load(&S.dead)) {
+		r = S.dead_err;
+		goto out;
+	}
+	/* the reply says the worker executed the request, so a borrowed payload is no longer kept */
+	*reply = protobuf_c_message_unpack(desc, NULL, w.body_len, w.body);
+	if (!*reply) {
+		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable reply from the server");
+		r = S.dead_err;
+	}
+out:
+	free(w.body);
+	pthread_mutex_destroy(&w.m);
+	pthread_cond_destroy(&w.c);
+	return r;
+}
+
+static int32_t field_i32(const ProtobufCMessage *m, unsigned tag)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field(m->descriptor, tag);
+	if (!f || f->type != PROTOBUF_C_TYPE_INT32)
+		return 0;
+	return *(const int32_t *)((const char *)m + f->offset);
+}
+
+/* Remember an asynchronous error; hand back the oldest one not yet reported. */
+static CUresult take_async(CUresult fresh)
+{
+	CUresult r;
+	pthread_mutex_lock(&S.async_lock);
+	if (S.pending_async == CUDA_SUCCESS)
+		S.pending_async = fresh;
+	r = S.pending_async;
+	S.pending_async = CUDA_SUCCESS;
+	pthread_mutex_unlock(&S.async_lock);
+	return r;
+}
+
+static void keep_async(CUresult fresh)
+{
+	if (fresh == CUDA_SUCCESS)
+		return;
+	pthread_mutex_lock(&S.async_lock);
+	if (S.pending_async == CUDA_SUCCESS)
+		S.pending_async = fresh;
+	pthread_mutex_unlock(&S.async_lock);
+}
+
+CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			uint64_t plen, void *dst, uint64_t dst_size,
+			const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply)
+{
+	ProtobufCMessage *rep = NULL;
+	CUresult r, own, async;
+
+	if (!desc)
+		desc = &rgpu__status__descriptor;
+	r = ip_call(type, req, payload, plen, dst, dst_size, desc, &rep);
+	if (r != CUDA_SUCCESS)
+		return r;
+	own = (CUresult)field_i32(rep, 1);
+	async = (CUresult)field_i32(rep, 2);
+	if (own != CUDA_SUCCESS) {
+		keep_async(async);
+		r = own;
+	} else {
+		r = take_async(async);
+	}
+	if (reply)
+		*reply = rep;
+	else
+		protobuf_c_message_free_unpacked(rep, NULL);
+	return r;
+}
+
+CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
+{
+	struct waiter *w;
+	int ret;
+
+	if (!ip_msg_class_ok(RGPU_MSG_MEMCPY_DTOH, RGPU_CLASS_POST))
+		return CUDA_ERROR_UNKNOWN;
+	if (atomic_load(&S.dead))
+		return S.dead_err;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	w->dst = dst;
+	w->dst_size = size;
+	w->async = 1;
+	ret = ip_link_enqueue(RGPU_MSG_MEMCPY_DTOH, req, NULL, 0, 0, w, NULL);
+	if (ret) {
+		free(w);
+		return send_error(ret);
+	}
+	return CUDA_SUCCESS;
+}
+
+/* ---- what the receiver hands over --------------------------------------------------------- */
+
+/* Returns 0, or the transport error that broke the link in the middle of the payload. */
+int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
+{
+	Rgpu__DataChunk *dc = rgpu__data_chunk__unpack(NULL, h->body_len, body);
+	struct waiter *w;
+	int ret;
+
+	if (!dc) {
+		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable data frame");
+		return 0;
+	}
+	pthread_mutex_lock(&S.wait_lock);
+	w = ip_waiter_find_locked(h->ref);
+	/* the waiter cannot go away while data for it is outstanding: it waits for the reply */
+	pthread_mutex_unlock(&S.wait_lock);
+	if (!w || dc->offset > w->dst_size || h->payload_len > w->dst_size - dc->offset) {
+		pr_warn("unexpected data for request %llu", (unsigned long long)h->ref);
+		ret = rgpu_conn_discard(S.conn, h->payload_len);
+	} else {
+		ret = rgpu_conn_recv(S.conn, (uint8_t *)w->dst + dc->offset, h->payload_len);
+		if (!ret)
+			w->received += h->payload_len;
+		if (!ret && w->async && w->received == w->dst_size) {
+			pthread_mutex_lock(&S.wait_lock);
+			ip_waiter_remove_locked(w);
+			pthread_mutex_unlock(&S.wait_lock);
+			free(w);
+		}
+	}
+	rgpu__data_chunk__free_unpacked(dc, NULL);
+	return ret;
+}
+
+void ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body)
+{
+	struct waiter *w;
+	pthread_mutex_lock(&S.wait_lock);
+	w = ip_waiter_find_locked(h->ref);
+	if (w && !w->async) {
+		pthread_mutex_lock(&w->m);
+		w->body = *body;
+		w->body_len = h->body_len;
+		atomic_store(&w->done, 1);
+		pthread_cond_signal(&w->c);
+		pthread_mutex_unlock(&w->m);
+		*body = NULL;
+	}
+	pthread_mutex_unlock(&S.wait_lock);
+}

@@ -1,0 +1,127 @@
+/*
+ * The current context: each thread's context stack, the entry points that move it
+ * (cuCtxGetCurrent, cuCtxSetCurrent, cuCtxPushCurrent, cuCtxPopCurrent), and what any part of
+ * the interposer may ask about a context without knowing how contexts come and go: which one
+ * is current, whether a handle is alive, its unique id. It owns only the per-thread stacks and
+ * calls into no area (memory, modules, streams, pools, context-local storage), so every area
+ * may use it; context.c, which creates and tears contexts down by calling into the areas,
+ * stands above them all.
+ */
+#include "ip.h"
+
+static __thread struct ip_ctx *tls_stack[IP_CTX_STACK];
+static __thread int tls_depth;
+
+#define REQUIRE_INIT()                                                                         \
+	do {                                                                                   \
+		CUresult r_ = ip_check_init();                                                 \
+		if (r_ != CUDA_SUCCESS)                                                        \
+			return r_;                                                             \
+	} while (0)
+
+struct ip_ctx *ip_ctx_cur(void)
+{
+	return tls_depth ? tls_stack[tls_depth - 1] : NULL;
+}
+
+CUresult ip_ctx_require(struct ip_ctx **out)
+{
+	struct ip_ctx *c = ip_ctx_cur();
+	CUresult r = ip_check_init();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!c || c->o.dead || !c->active)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*out = c;
+	return CUDA_SUCCESS;
+}
+
+int ip_ctx_stack_full(void)
+{
+	return tls_depth == IP_CTX_STACK;
+}
+
+void ip_ctx_push(struct ip_ctx *c)
+{
+	tls_stack[tls_depth++] = c;
+}
+
+void ip_ctx_unstack(struct ip_ctx *c)
+{
+	int j = 0;
+	for (int i = 0; i < tls_depth; i++)
+		if (tls_stack[i] != c)
+			tls_stack[j++] = tls_stack[i];
+	tls_depth = j;
+}
+
+/* ---- the current-context stack ----------------------------------------------------------- */
+
+IP_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ip.initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	*pctx = (CUcontext)ip_ctx_cur();
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext h)
+{
+	struct ip_ctx *c = NULL;
+	REQUIRE_INIT();
+	if (h && !(c = ip_obj_get(h, IP_CTX)))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!c) {
+		if (tls_depth)
+			tls_depth--;
+		return CUDA_SUCCESS;
+	}
+	if (tls_depth)
+		tls_stack[tls_depth - 1] = c;
+	else
+		tls_stack[tls_depth++] = c;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext h)
+{
+	struct ip_ctx *c;
+	REQUIRE_INIT();
+	if (!(c = ip_obj_get(h, IP_CTX)))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (tls_depth == IP_CTX_STACK)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	tls_stack[tls_depth++] = c;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	REQUIRE_INIT();
+	if (!tls_depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	tls_depth--;
+	if (pctx)
+		*pctx = (CUcontext)tls_stack[tls_depth];
+	return CUDA_SUCCESS;
+}
+
+/* ---- what the export tables need (ip_dark.h) ---------------------------------------------- */
+
+CUcontext ip_ctx_current(void)
+{
+	return (CUcontext)ip_ctx_cur();
+}
+
+unsigned long long ip_ctx_uid(CUcontext h)
+{
+	struct ip_ctx *c = h ? ip_obj_get(h, IP_CTX) : NULL;
+	return c && c->active ? c->uid : 0;
+}
+
+int ip_ctx_alive(CUcontext h)
+{
+	return ip_obj_get(h, IP_CTX) != NULL;
+}

@@ -1,0 +1,455 @@
+/*
+ * The session's link: the ordered stream of frames to the worker, each kept until the worker
+ * says it has executed past it (design.md §4). A request gets the next seq and joins the kept
+ * list; the sender thread, or a caller that cannot wait for it, writes what is unwritten in
+ * batches; acknowledgements drop what they cover, and past RGPU_UNACKED_MAX a new request waits
+ * for them (flow control). A broken connection loses nothing: the frames stay kept, and the
+ * resumed connection that session.c installs here gets exactly those the worker never
+ * received. A reply's waiter is registered under its request's seq before the request can be
+ * written. The session's death lives here too, as the one place that wakes every waiter and
+ * thread. This file never reads from the connection and never shakes hands (session.c does).
+ */
+#define LOG_PREFIX "rgpu: "
+#include <stdlib.h>
+#include <string.h>
+
+#include "session_state.h"
+#include "rgpu/err.h"
+#include "rgpu/log.h"
+#include "rgpu/util.h"
+
+struct ip_session S = {
+	.send_lock = PTHREAD_MUTEX_INITIALIZER,
+	.q_lock = PTHREAD_MUTEX_INITIALIZER,
+	.q_cond = PTHREAD_COND_INITIALIZER,
+	.ack_cond = PTHREAD_COND_INITIALIZER,
+	.wait_lock = PTHREAD_MUTEX_INITIALIZER,
+	.async_lock = PTHREAD_MUTEX_INITIALIZER,
+	.cb_lock = PTHREAD_MUTEX_INITIALIZER,
+	.cb_cond = PTHREAD_COND_INITIALIZER,
+};
+
+CUresult ip_session_error(void)
+{
+	return atomic_load(&S.dead) ? S.dead_err : CUDA_SUCCESS;
+}
+
+/* ---- death ------------------------------------------------------------------------------ */
+
+void ip_session_die(CUresult err, const char *why)
+{
+	struct waiter *w;
+
+	if (atomic_exchange(&S.dead, 1))
+		return;
+	S.dead_err = err;
+	if (!S.closing)
+		pr_err("session with the GPU server lost: %s; CUDA calls now fail with "
+		       "CUDA_ERROR_DEVICE_UNAVAILABLE", why);
+	if (S.conn)
+		rgpu_conn_shutdown(S.conn);
+	pthread_mutex_lock(&S.wait_lock);
+	for (w = S.waiters; w; w = w->next) {
+		pthread_mutex_lock(&w->m);
+		atomic_store(&w->done, 1);
+		pthread_cond_signal(&w->c);
+		pthread_mutex_unlock(&w->m);
+	}
+	pthread_mutex_unlock(&S.wait_lock);
+	pthread_mutex_lock(&S.q_lock);
+	pthread_cond_broadcast(&S.q_cond);
+	pthread_cond_broadcast(&S.ack_cond);
+	pthread_mutex_unlock(&S.q_lock);
+	pthread_mutex_lock(&S.cb_lock);
+	pthread_cond_broadcast(&S.cb_cond);
+	pthread_mutex_unlock(&S.cb_lock);
+}
+
+/* ---- who waits for which reply ----------------------------------------------------------- */
+
+void ip_waiter_add(struct waiter *w)
+{
+	pthread_mutex_lock(&S.wait_lock);
+	w->next = S.waiters;
+	S.waiters = w;
+	pthread_mutex_unlock(&S.wait_lock);
+}
+
+void ip_waiter_remove_locked(struct waiter *w)
+{
+	struct waiter **pp;
+	for (pp = &S.waiters; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			return;
+		}
+}
+
+struct waiter *ip_waiter_find_locked(uint64_t seq)
+{
+	struct waiter *w;
+	for (w = S.waiters; w; w = w->next)
+		if (w->seq == seq)
+			return w;
+	return NULL;
+}
+
+/* ---- the kept frames ---------------------------------------------------------------------- */
+
+/*
+ * Append one frame and give it the next seq. A payload up to IP_INLINE_MAX is copied in; a
+ * larger one is referenced (borrow) and must be written, or copied with ip_link_keep_copy(),
+ * before the caller's memory may change. Waits for room below the bound unless urgent (callback
+ * acknowledgements and goodbye must never wait behind work the server cannot finish without
+ * them). w, when given, is registered under the same seq before anything can be written.
+ */
+int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payload,
+		    uint64_t plen, int urgent, struct waiter *w, struct ofr **out)
+{
+	int borrow = plen > IP_INLINE_MAX;
+	size_t hlen = rgpu_frame_size(req), keep = hlen + (borrow ? 0 : plen);
+	struct rgpu_frame_hdr h = {.type = type, .payload_len = plen};
+	struct ofr *f = malloc(sizeof(*f) + keep);
+
+	if (!f)
+		return RGPU_ENOMEM;
+	pthread_mutex_lock(&S.q_lock);
+	while (!urgent && S.kept_bytes && S.kept_bytes + hlen + plen > S.kept_max &&
+	       !atomic_load(&S.dead))
+		pthread_cond_wait(&S.ack_cond, &S.q_lock);
+	if (atomic_load(&S.dead)) {
+		pthread_mutex_unlock(&S.q_lock);
+		free(f);
+		return RGPU_ECLOSED;
+	}
+	h.seq = ++S.seq;
+	h.session = S.session;
+	h.ack = S.rx_seq;
+	f->next = NULL;
+	f->seq = h.seq;
+	f->len = rgpu_frame_pack_hdr(f->data, &h, req);
+	f->ext = NULL;
+	f->own = NULL;
+	f->ext_len = 0;
+	if (borrow) {
+		f->ext = payload;
+		f->ext_len = plen;
+	} else if (plen) {
+		memcpy(f->data + f->len, payload, plen);
+		f->len += plen;
+	}
+	if (w) {
+		w->seq = h.seq;
+		ip_waiter_add(w);
+	}
+	if (S.tail)
+		S.tail->next = f;
+	else
+		S.head = f;
+	S.tail = f;
+	if (!S.unsent) {
+		S.unsent = f;
+		pthread_cond_signal(&S.q_cond);
+	}
+	S.kept_bytes += hlen + plen;
+	pthread_mutex_unlock(&S.q_lock);
+	if (out)
+		*out = f;
+	return 0;
+}
+
+/*
+ * Copies of large payloads are chunk-sized and short-lived: a few are kept for reuse, since a
+ * fresh 4 MiB allocation faults in every page each time. Caller holds q_lock.
+ */
+#define IP_COPY_CACHE 8
+static void *copy_cache[IP_COPY_CACHE];
+static int copy_cached;
+
+static void copy_put_locked(void *p, uint64_t len)
+{
+	if (p && len == RGPU_COPY_CHUNK && copy_cached < IP_COPY_CACHE)
+		copy_cache[copy_cached++] = p;
+	else
+		free(p);
+}
+
+static void *copy_get(uint64_t len)
+{
+	void *p = NULL;
+	if (len == RGPU_COPY_CHUNK) {
+		pthread_mutex_lock(&S.q_lock);
+		if (copy_cached)
+			p = copy_cache[--copy_cached];
+		pthread_mutex_unlock(&S.q_lock);
+	}
+	return p ? p : malloc(len);
+}
+
+/* The worker executed through seq: drop what it covers. Caller holds q_lock. */
+static void acked_locked(uint64_t seq)
+{
+	struct ofr *f;
+	int freed = 0;
+
+	if (seq <= S.acked)
+		return;
+	if (seq > S.seq)
+		seq = S.seq; /* never past what was sent */
+	S.acked = seq;
+	while ((f = S.head) && f->seq <= seq) {
+		if (f == S.unsent)
+			S.unsent = f->next;
+		S.head = f->next;
+		if (!S.head)
+			S.tail = NULL;
+		S.kept_bytes -= f->len + f->ext_len;
+		copy_put_locked(f->own, f->ext_len);
+		free(f);
+		freed = 1;
+	}
+	if (freed)
+		pthread_cond_broadcast(&S.ack_cond);
+}
+
+void ip_link_acked(uint64_t seq)
+{
+	if (seq <= S.acked) /* racy peek; rechecked under the lock */
+		return;
+	pthread_mutex_lock(&S.q_lock);
+	acked_locked(seq);
+	pthread_mutex_unlock(&S.q_lock);
+}
+
+/* The link broke under a writer or reader. Caller holds q_lock. */
+static void link_broken_locked(void)
+{
+	if (S.link_up) {
+		S.link_up = 0;
+		S.gen++;
+		if (S.conn)
+			rgpu_conn_shutdown(S.conn); /* the receiver notices and resumes */
+	}
+}
+
+void ip_link_broken(void)
+{
+	pthread_mutex_lock(&S.q_lock);
+	link_broken_locked();
+	pthread_mutex_unlock(&S.q_lock);
+}
+
+/*
+ * Write everything not yet written on this link, in order. Caller holds send_lock. A broken
+ * link is not an error here: the frames stay kept and go out again after the resume.
+ */
+void ip_link_flush_locked(void)
+{
+	for (;;) {
+		struct iovec iov[RGPU_CONN_MAX_IOV];
+		struct ofr *f, *last = NULL;
+		uint64_t last_seq;
+		size_t bytes = 0;
+		unsigned gen;
+		int n = 0, ret;
+
+		pthread_mutex_lock(&S.q_lock);
+		if (!S.link_up || !S.unsent || atomic_load(&S.dead)) {
+			pthread_mutex_unlock(&S.q_lock);
+			return;
+		}
+		for (f = S.unsent; f && n + 2 <= RGPU_CONN_MAX_IOV && bytes < (8u << 20);
+		     f = f->next) {
+			iov[n].iov_base = f->data;
+			iov[n++].iov_len = f->len;
+			if (f->ext_len) {
+				iov[n].iov_base = (void *)(f->own ? f->own : f->ext);
+				iov[n++].iov_len = f->ext_len;
+			}
+			bytes += f->len + f->ext_len;
+			last = f;
+		}
+		gen = S.gen;
+		last_seq = last->seq;
+		pthread_mutex_unlock(&S.q_lock);
+		ret = rgpu_conn_sendv(S.conn, iov, n);
+		pthread_mutex_lock(&S.q_lock);
+		if (ret) {
+			link_broken_locked();
+		} else if (gen == S.gen) {
+			/* acknowledgements may have freed what was written (and moved unsent) */
+			while (S.unsent && S.unsent->seq <= last_seq)
+				S.unsent = S.unsent->next;
+		}
+		pthread_mutex_unlock(&S.q_lock);
+		if (ret)
+			return;
+	}
+}
+
+void ip_link_flush(void)
+{
+	pthread_mutex_lock(&S.send_lock);
+	ip_link_flush_locked();
+	pthread_mutex_unlock(&S.send_lock);
+}
+
+/*
+ * The caller is about to reuse the memory a borrowed payload points to: unless the worker has
+ * executed frame seq already, keep a copy for a resend. Caller holds send_lock, so no writer
+ * is reading the caller's memory meanwhile.
+ */
+int ip_link_keep_copy(uint64_t seq, const void *payload, uint64_t plen)
+{
+	struct ofr *f;
+	void *copy;
+
+	if (seq <= __atomic_load_n(&S.acked, __ATOMIC_ACQUIRE))
+		return 0;
+	copy = copy_get(plen);
+	if (!copy)
+		return RGPU_ENOMEM;
+	memcpy(copy, payload, plen);
+	pthread_mutex_lock(&S.q_lock);
+	for (f = S.head; f && f->seq < seq; f = f->next)
+		;
+	if (f && f->seq == seq && f->ext && !f->own) {
+		f->own = copy;
+		copy = NULL;
+	}
+	if (copy)
+		copy_put_locked(copy, plen);
+	pthread_mutex_unlock(&S.q_lock);
+	return 0;
+}
+
+/* How long ip_link_release() waits for the worker before it copies instead. */
+#define IP_RELEASE_WAIT_NS 10000000ull
+
+int ip_link_release(uint64_t first, uint64_t last)
+{
+	struct {
+		uint64_t seq;
+		const void *p;
+		uint64_t len;
+	} todo[64];
+	uint64_t from = first;
+	struct ofr *b;
+	struct timespec ts;
+	int ret = 0, borrowed;
+
+	if (!last || atomic_load(&S.dead))
+		return 0;
+	/* small payloads were copied when they were queued: nothing to wait for */
+	pthread_mutex_lock(&S.q_lock);
+	for (b = S.head; b && (b->seq < first || !b->ext || b->own); b = b->next)
+		if (b->seq > last)
+			break;
+	borrowed = b && b->seq >= first && b->seq <= last && b->ext && !b->own;
+	pthread_mutex_unlock(&S.q_lock);
+	if (!borrowed)
+		return 0;
+	/*
+	 * The worker usually executes a copy chunk about a round trip after its last byte left:
+	 * waiting for that costs less than copying megabytes, and it is what a pageable copy costs
+	 * natively too.
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)IP_RELEASE_WAIT_NS;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&S.q_lock);
+	while (S.acked < last && S.link_up && !atomic_load(&S.dead))
+		if (pthread_cond_timedwait(&S.ack_cond, &S.q_lock, &ts))
+			break;
+	pthread_mutex_unlock(&S.q_lock);
+	/* what is still not executed is copied, with no writer reading the caller's memory */
+	pthread_mutex_lock(&S.send_lock);
+	while (!ret && from <= last && from > S.acked) {
+		struct ofr *f;
+		int n = 0;
+		pthread_mutex_lock(&S.q_lock);
+		for (f = S.head; f && f->seq < from; f = f->next)
+			;
+		for (; f && f->seq <= last && n < 64; f = f->next) {
+			if (f->ext && !f->own) {
+				todo[n].seq = f->seq;
+				todo[n].p = f->ext;
+				todo[n++].len = f->ext_len;
+			}
+			from = f->seq + 1;
+		}
+		if (!f || f->seq > last)
+			from = last + 1;
+		pthread_mutex_unlock(&S.q_lock);
+		for (int i = 0; i < n && !ret; i++)
+			ret = ip_link_keep_copy(todo[i].seq, todo[i].p, todo[i].len);
+	}
+	pthread_mutex_unlock(&S.send_lock);
+	return ret;
+}
+
+void *ip_link_sender_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&S.q_lock);
+	for (;;) {
+		while ((!S.unsent || !S.link_up) && !atomic_load(&S.dead))
+			pthread_cond_wait(&S.q_cond, &S.q_lock);
+		if (atomic_load(&S.dead))
+			break;
+		pthread_mutex_unlock(&S.q_lock);
+		ip_link_flush();
+		pthread_mutex_lock(&S.q_lock);
+	}
+	pthread_mutex_unlock(&S.q_lock);
+	return NULL;
+}
+
+/* Tell the worker what arrived, so it can drop what it kept. */
+void ip_link_send_ack(void)
+{
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ACK};
+
+	pthread_mutex_lock(&S.send_lock);
+	h.session = S.session;
+	h.ack = S.rx_seq;
+	if (S.link_up && rgpu_frame_send_hdr(S.conn, &h, NULL, NULL)) {
+		pthread_mutex_lock(&S.q_lock);
+		link_broken_locked();
+		pthread_mutex_unlock(&S.q_lock);
+	}
+	S.rx_unacked = 0;
+	pthread_mutex_unlock(&S.send_lock);
+}
+
+/* Install a resumed link: the worker received through `received` and executed through `ack`. */
+void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack)
+{
+	struct rgpu_conn *old;
+	struct ofr *f;
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&S.send_lock);
+	pthread_mutex_lock(&S.q_lock);
+	old = S.conn;
+	S.conn = c;
+	acked_locked(ack);
+	for (f = S.head; f && f->seq <= received; f = f->next)
+		;
+	S.unsent = f;
+	for (; f; f = f->next)
+		n++;
+	S.link_up = 1;
+	S.gen++;
+	pthread_cond_signal(&S.q_cond);
+	pthread_mutex_unlock(&S.q_lock);
+	rgpu_conn_close(old);
+	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
+	S.rx_unacked = 0;
+	ip_link_flush_locked();
+	pthread_mutex_unlock(&S.send_lock);
+	pr_debug("job %s: %llu frame(s) sent again", S.job_hex, (unsigned long long)n);
+}

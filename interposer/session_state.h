@@ -1,0 +1,179 @@
+/*
+ * What the session's four files share, and nothing else includes: the one session of the
+ * process (S, defined in link.c) and the functions one of them offers the others. They stand
+ * in floors, each using only the ones below it:
+ *
+ *   session.c    opening, the handshake, resuming, the receiver thread, goodbye at exit
+ *   calls.c      posts and calls, waiting for replies, asynchronous errors
+ *   callbacks.c  host functions and the thread that runs them
+ *   link.c       the kept frames, writing, acknowledgements, flow control, the session's death
+ *
+ * session.c's opening comment tells how they work together. The header belongs to all four,
+ * not to session.c, which only stands on top of them: S itself is defined at the bottom.
+ */
+#ifndef SESSION_STATE_H
+#define SESSION_STATE_H
+
+#include <sys/types.h>
+
+#include "ip.h"
+#include "rgpu/frame.h"
+#include "rgpu/transport.h"
+
+#define IP_INLINE_MAX (64u << 10)
+#define IP_HELLO_TIMEOUT_MS 60000
+#define IP_RESUME_HELLO_TIMEOUT_MS 10000
+#define IP_SPIN_NS 20000
+#define IP_UNACKED_MAX (64ull << 20)
+#define IP_ACK_EVERY (1ull << 20)   /* tell the server every MiB received */
+#define IP_JOB_ID_LEN 16
+#define IP_TOKEN_LEN 32
+
+/* A frame kept until the worker has executed it. */
+struct ofr {
+	struct ofr *next;
+	uint64_t seq;
+	size_t len;             /* header, body and any copied payload in data[] */
+	const void *ext;        /* a payload not copied: the caller's memory... */
+	void *own;              /* ...or, once the caller may reuse it, our copy */
+	uint64_t ext_len;
+	uint8_t data[];
+};
+
+/* A request waiting for its reply (or, async, for its device-to-host data). */
+struct waiter {
+	uint64_t seq;
+	void *dst;
+	uint64_t dst_size, received;
+	int async;
+	atomic_int done;
+	uint8_t *body;
+	uint32_t body_len;
+	uint16_t type;
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	struct waiter *next;
+};
+
+/* A registered host function or stream callback. */
+struct cbreg {
+	uint64_t id;
+	int persistent;
+	CUhostFn fn;
+	CUstreamCallback cb;
+	CUstream stream;
+	void *user;
+	struct cbreg *next;
+};
+
+struct ip_session {
+	char server[300], host[256];
+	int port;
+	struct rgpu_conn *conn;      /* changed by the receiver only, under send_lock */
+	uint64_t session;
+	uint8_t job_id[IP_JOB_ID_LEN], token[IP_TOKEN_LEN];
+	char job_hex[2 * IP_JOB_ID_LEN + 1];
+	int grace_s;
+	pid_t pid;
+	int closing;                 /* goodbye sent: a broken link is the end */
+
+	pthread_mutex_t send_lock;   /* one writer on the link */
+	pthread_mutex_t q_lock;      /* the kept list, seq, acked */
+	pthread_cond_t q_cond;       /* the sender thread: something to write */
+	pthread_cond_t ack_cond;     /* flow control: room below the bound */
+	struct ofr *head, *tail, *unsent;
+	uint64_t seq;                /* last seq assigned */
+	uint64_t acked;              /* the worker executed through this seq */
+	uint64_t kept_bytes, kept_max;
+	int link_up;
+	unsigned gen;                /* +1 at every break and every resume */
+	uint64_t rx_seq;             /* last server seq received (receiver only) */
+	uint64_t rx_unacked;         /* bytes received since the server last heard rx_seq */
+	atomic_uint resumes;
+
+	pthread_mutex_t wait_lock;
+	struct waiter *waiters;
+
+	atomic_int dead;
+	CUresult dead_err;
+	pthread_mutex_t async_lock;
+	CUresult pending_async;
+
+	pthread_mutex_t cb_lock;
+	pthread_cond_t cb_cond;
+	struct cbreg *cbregs;
+	uint64_t *cbq;
+	size_t cbq_n, cbq_cap;
+	atomic_uint_fast64_t cb_next;
+};
+
+/* The session of this process. One letter: it is on nearly every line of these files. */
+extern struct ip_session S;
+
+/* ---- link.c ------------------------------------------------------------------------------- */
+
+/* ip_session_die() - end the session for good: log why once, wake every waiter and thread. */
+void ip_session_die(CUresult err, const char *why);
+
+/*
+ * ip_link_enqueue() - append one frame to the kept list under the next seq. urgent: do not wait
+ * for room below the bound. w, when given, is registered under the same seq before the frame
+ * can be written. A payload over IP_INLINE_MAX stays the caller's until written or copied by
+ * ip_link_keep_copy(). Returns 0 (*out, when given, is the frame), RGPU_ENOMEM or
+ * RGPU_ECLOSED (the session is dead).
+ */
+int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payload,
+		    uint64_t plen, int urgent, struct waiter *w, struct ofr **out);
+/* ip_link_flush_locked() - write every unwritten frame; caller holds S.send_lock. */
+void ip_link_flush_locked(void);
+/* ip_link_flush() - ip_link_flush_locked under S.send_lock. */
+void ip_link_flush(void);
+/*
+ * ip_link_keep_copy() - the caller is about to reuse a borrowed payload: copy it into frame
+ * seq unless the worker executed it already. Caller holds S.send_lock. 0 or RGPU_ENOMEM.
+ */
+int ip_link_keep_copy(uint64_t seq, const void *payload, uint64_t plen);
+/*
+ * ip_link_release() - the caller is about to reuse the borrowed payloads of frames first..last:
+ * wait (at most 10 ms) for the worker to execute them, then copy what it has not. 0 or
+ * RGPU_ENOMEM.
+ */
+int ip_link_release(uint64_t first, uint64_t last);
+/* ip_link_acked() - the worker executed through seq: drop the kept frames it covers. */
+void ip_link_acked(uint64_t seq);
+/* ip_link_broken() - the link broke: stop writing until a resumed link is installed. */
+void ip_link_broken(void);
+/* ip_link_send_ack() - tell the worker how far this side received (S.rx_seq). */
+void ip_link_send_ack(void);
+/*
+ * ip_link_install() - write on connection c from now on: the worker received through
+ * `received` (what follows is written again) and executed through `ack`.
+ */
+void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack);
+/* ip_link_sender_main() - the sender thread: writes what is queued, in batches. */
+void *ip_link_sender_main(void *arg);
+
+/* ip_waiter_add() - register w (its seq set) for its reply. */
+void ip_waiter_add(struct waiter *w);
+/* ip_waiter_remove_locked(), ip_waiter_find_locked() - caller holds S.wait_lock. */
+void ip_waiter_remove_locked(struct waiter *w);
+struct waiter *ip_waiter_find_locked(uint64_t seq);
+
+/* ---- calls.c ------------------------------------------------------------------------------ */
+
+/* ip_call_on_reply() - hand a reply to its waiter; takes *body when one was waiting. */
+void ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body);
+/*
+ * ip_call_on_data() - read a MSG_DATA payload into its request's destination. Returns 0, or the
+ * transport error that broke the link in the middle of the payload.
+ */
+int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body);
+
+/* ---- callbacks.c -------------------------------------------------------------------------- */
+
+/* ip_callback_push() - the server triggered host function id: queue it for the callback thread. */
+void ip_callback_push(uint64_t id);
+/* ip_callback_main() - the callback thread. */
+void *ip_callback_main(void *arg);
+
+#endif
