@@ -323,8 +323,9 @@ int ip_link_keep_copy(uint64_t seq, const void *payload, uint64_t plen)
 	return 0;
 }
 
-/* How long ip_link_release() waits for the worker before it copies instead. */
+/* How long ip_link_release() waits for the worker before it copies instead, and polls first. */
 #define IP_RELEASE_WAIT_NS 10000000ull
+#define IP_RELEASE_SPIN_NS 300000ull
 
 int ip_link_release(uint64_t first, uint64_t last)
 {
@@ -354,6 +355,11 @@ int ip_link_release(uint64_t first, uint64_t last)
 	 * waiting for that costs less than copying megabytes, and it is what a pageable copy costs
 	 * natively too.
 	 */
+	/* the acknowledgement usually comes within a fraction of a millisecond: poll first */
+	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(IP_RELEASE_SPIN_NS);
+	while (__atomic_load_n(&S.acked, __ATOMIC_ACQUIRE) < last && rgpu_now_ns() < until &&
+	       !atomic_load(&S.dead))
+		__builtin_ia32_pause();
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_nsec += (long)IP_RELEASE_WAIT_NS;
 	if (ts.tv_nsec >= 1000000000L) {
