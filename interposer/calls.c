@@ -23,30 +23,6 @@ static CUresult send_error(int ret)
 	return ret == RGPU_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
-CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen)
-{
-	struct ofr *f;
-	int ret;
-
-	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
-		return CUDA_ERROR_UNKNOWN;
-	if (atomic_load(&S.dead))
-		return S.dead_err;
-	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, &f);
-	if (ret)
-		return send_error(ret);
-	if (plen > IP_INLINE_MAX) {
-		uint64_t seq = f->seq;
-		pthread_mutex_lock(&S.send_lock);
-		ip_link_flush_locked();
-		ret = ip_link_keep_copy(seq, payload, plen);
-		pthread_mutex_unlock(&S.send_lock);
-		if (ret)
-			ip_session_die(CUDA_ERROR_OUT_OF_MEMORY, "out of memory keeping a payload");
-	}
-	return ip_session_error();
-}
-
 CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void *payload,
 			  uint64_t plen, uint64_t *seq)
 {
@@ -64,6 +40,22 @@ CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void
 	if (plen > IP_INLINE_MAX)
 		ip_link_flush();
 	return ip_session_error();
+}
+
+CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen)
+{
+	uint64_t seq = 0;
+	CUresult r = ip_post_borrowed(type, req, payload, plen, &seq);
+
+	if (r == CUDA_SUCCESS && plen > IP_INLINE_MAX) {
+		/* the caller may reuse its memory when this returns: keep a copy unless it ran */
+		pthread_mutex_lock(&S.send_lock);
+		int ret = ip_link_keep_copy(seq, payload, plen);
+		pthread_mutex_unlock(&S.send_lock);
+		if (ret)
+			ip_session_die(CUDA_ERROR_OUT_OF_MEMORY, "out of memory keeping a payload");
+	}
+	return r == CUDA_SUCCESS ? ip_session_error() : r;
 }
 
 CUresult ip_release_borrowed(uint64_t first, uint64_t last)
