@@ -360,12 +360,7 @@ int ip_link_release(uint64_t first, uint64_t last)
 	while (__atomic_load_n(&S.acked, __ATOMIC_ACQUIRE) < last && rgpu_now_ns() < until &&
 	       !atomic_load(&S.dead))
 		__builtin_ia32_pause();
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)IP_RELEASE_WAIT_NS;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	rgpu_deadline(&ts, IP_RELEASE_WAIT_NS);
 	pthread_mutex_lock(&S.q_lock);
 	while (S.acked < last && S.link_up && !atomic_load(&S.dead))
 		if (pthread_cond_timedwait(&S.ack_cond, &S.q_lock, &ts))

@@ -91,10 +91,7 @@ static struct srv_frame *queue_pop(struct srv_worker *w)
 				continue;
 			}
 			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t ns = (uint64_t)ts.tv_nsec + (due - now);
-			ts.tv_sec += (time_t)(ns / 1000000000ull);
-			ts.tv_nsec = (long)(ns % 1000000000ull);
+			rgpu_deadline(&ts, due - now);
 			pthread_cond_timedwait(&w->q_cond, &w->q_lock, &ts);
 			continue;
 		}
@@ -208,15 +205,10 @@ static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why, uns
 				continue;
 			}
 			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
 			uint64_t left = deadline - rgpu_now_ns();
 			if ((int64_t)left <= 0)
 				break;
-			if (left > 100000000ull)
-				left = 100000000ull;
-			uint64_t ns = (uint64_t)ts.tv_nsec + left;
-			ts.tv_sec += (time_t)(ns / 1000000000ull);
-			ts.tv_nsec = (long)(ns % 1000000000ull);
+			rgpu_deadline(&ts, MIN(left, 100000000ull));
 			pthread_cond_timedwait(&w->link_cond, &w->link_lock, &ts);
 		}
 		c = w->pending;

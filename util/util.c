@@ -9,6 +9,14 @@
 #include "rgpu/err.h"
 #include "rgpu/util.h"
 
+void rgpu_deadline(struct timespec *ts, uint64_t ns)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ns += (uint64_t)ts->tv_nsec;
+	ts->tv_sec += (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
 uint64_t rgpu_wall_ms(void)
 {
 	struct timespec ts;

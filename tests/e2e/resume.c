@@ -127,6 +127,38 @@ static int workers(void)
 	return n;
 }
 
+/* The first child of rgpud (the job's worker, once greeters are gone): its pid, or 0. */
+static int worker_pid(void)
+{
+	char cmd[128];
+	int pid = 0;
+	snprintf(cmd, sizeof(cmd), "pgrep -P %s | head -1", getenv("RGPU_E2E_PID"));
+	FILE *p = popen(cmd, "r");
+	if (p && fscanf(p, "%d", &pid) != 1)
+		pid = 0;
+	if (p)
+		pclose(p);
+	return pid;
+}
+
+/* CPU time a process used so far, in clock ticks (utime + stime), or -1. */
+static long cpu_ticks(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	p = p ? strrchr(buf, ')') : NULL; /* the command name may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (long)(ut + st);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -221,6 +253,19 @@ int main(void)
 
 	/* the client is gone: the grace period (1 s) passes, then the worker must go */
 	double t0 = now_s();
+	/* while it waits, the worker sleeps: well under a tenth of the CPU */
+	int pid = worker_pid();
+	long c0 = pid ? cpu_ticks(pid) : -1;
+	usleep(400000);
+	long c1 = pid ? cpu_ticks(pid) : -1;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (c0 >= 0 && c1 >= 0) {
+		if ((c1 - c0) * 10 > hz * 4 / 10)
+			FAIL("the waiting worker used %ld clock ticks in 0.4 s (%ld ticks is all of it; "
+			     "a tenth is the limit)", c1 - c0, hz * 4 / 10);
+		printf("  waiting for the client       -> worker used %ld clock tick(s) in 0.4 s\n",
+		       c1 - c0);
+	}
 	while (workers() > 0) {
 		if (now_s() - t0 > 1.0 + 1.0)
 			FAIL("the job's worker still runs %.1f s after the link broke (grace 1 s)",

@@ -53,6 +53,12 @@ uint64_t rgpu_spin_budget_ns(uint64_t want_ns);
 
 /* rgpu_now_ns() - CLOCK_MONOTONIC in nanoseconds. */
 uint64_t rgpu_now_ns(void);
+/*
+ * rgpu_deadline() - the absolute time ns nanoseconds from now on CLOCK_REALTIME, the clock a
+ * pthread_cond_timedwait() on a default condition variable measures against.
+ */
+struct timespec;
+void rgpu_deadline(struct timespec *ts, uint64_t ns);
 /* rgpu_wall_ms() - CLOCK_REALTIME in milliseconds since the epoch. */
 uint64_t rgpu_wall_ms(void);
 
