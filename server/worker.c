@@ -477,6 +477,12 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 		atomic_store(&w->token_prev_ok, 1);
 		atomic_fetch_add(&w->token_gen, 1);
 	}
+	/*
+	 * The old link, if the worker still thinks it is up, is over: the reader moves on. This
+	 * comes first: once the new connection is handed over the reader may install it at once,
+	 * and taking the link down after that would cut the new one.
+	 */
+	srv_link_down(w);
 	pthread_mutex_lock(&w->link_lock);
 	if (w->pending) {
 		/* an older resume never got installed: the newest connection wins */
@@ -488,8 +494,6 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 	w->pending_gen = atomic_load(&w->token_gen);
 	pthread_cond_broadcast(&w->link_cond);
 	pthread_mutex_unlock(&w->link_lock);
-	/* the old link, if the worker still thinks it is up, is over: the reader moves on */
-	srv_link_down(w);
 }
 
 static void *control_main(void *arg)
