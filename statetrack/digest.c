@@ -13,11 +13,19 @@
  *   u64 number of records
  *
  * Every record's encoding is self-delimiting, so no two different tables encode alike.
+ *
+ * st_compare() lives here, beside the encoding, because it must compare exactly the fields
+ * the encoding covers (same_rec and digest_one change together): then it finds a difference
+ * iff the digests differ, and says where.
  */
+#include <string.h>
+
 #include <nettle/sha2.h>
 
+#include "rgpu/err.h"
 #include "rgpu/statetrack.h"
 #include "rgpu/util.h"
+#include "st_int.h"
 
 static const char domain[] = "rgpu.statetrack.digest.1";
 
@@ -58,4 +66,46 @@ void st_digest(struct st_log *log, uint8_t out[ST_DIGEST_LEN])
 	wr_le64(n, st_count(log));
 	sha256_update(&ctx, sizeof(n), n);
 	sha256_digest(&ctx, ST_DIGEST_LEN, out);
+}
+
+/*
+ * Equal under the digest: every field digest_one encodes. A name is never empty in the log
+ * (st_add stores NULL) and the hash is all zero when absent, but compare as the encoding
+ * does, so that the two cannot drift apart.
+ */
+static bool same_rec(const struct st_rec *a, const struct st_rec *b)
+{
+	if (a->kind != b->kind || a->id != b->id || a->parent != b->parent || a->ctx != b->ctx)
+		return false;
+	if (memcmp(a->f, b->f, sizeof(a->f)) != 0)
+		return false;
+	if (strcmp(a->name ? a->name : "", b->name ? b->name : "") != 0)
+		return false;
+	if (a->has_hash != b->has_hash)
+		return false;
+	return !a->has_hash || memcmp(a->hash, b->hash, ST_HASH_LEN) == 0;
+}
+
+int st_compare(struct st_log *a, struct st_log *b, size_t *index, const struct st_rec **ra,
+	       const struct st_rec **rb)
+{
+	const struct st_rec *x, *y;
+	size_t i = 0;
+
+	if (!a || !b)
+		return RGPU_EINVAL;
+	x = st__next(a, NULL);
+	y = st__next(b, NULL);
+	while (x && y && same_rec(x, y)) {
+		x = st__next(a, x);
+		y = st__next(b, y);
+		i++;
+	}
+	if (index)
+		*index = i;
+	if (ra)
+		*ra = x;
+	if (rb)
+		*rb = y;
+	return x || y ? 1 : 0;
 }

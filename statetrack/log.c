@@ -1,9 +1,9 @@
 /*
  * The live-object table: records keyed by id, kept in creation order, pruned as objects die.
  * This file owns the table and its invariants (ids unique and non-zero, every parent and ctx a
- * live record created earlier, every record's dependents removed with it); stream.c and
- * digest.c see it only through the public API. It never does I/O and never interprets the
- * kind-specific fields beyond the rules listed in statetrack.h.
+ * live record created earlier, every record's dependents removed with it); stream.c,
+ * digest.c and describe.c see it only through the public API and st_int.h. It never does I/O
+ * and never interprets the kind-specific fields beyond the rules listed in statetrack.h.
  *
  * Layout: every record is a node on an intrusive doubly-linked list in creation order (replay
  * order; O(1) unlink) and on the chain of its bucket in a hash table keyed by id (O(1) average
@@ -14,6 +14,7 @@
  * and counts the live nodes that point at it, so that a removal knows in O(1) whether it has
  * dependents to take with it.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +128,25 @@ static bool needs_name(uint32_t kind)
 	return kind == ST_KIND_FUNCTION || kind == ST_KIND_KERNEL || kind == ST_KIND_GLOBAL;
 }
 
+static bool needs_parent(uint32_t kind)
+{
+	return needs_name(kind) || kind == ST_KIND_ATTR;
+}
+
+/* May a record of this kind have a parent of that kind? */
+static bool parent_kind_ok(uint32_t kind, uint32_t parent_kind)
+{
+	switch (kind) {
+	case ST_KIND_FUNCTION: /* cuKernelGetFunction: a library kernel's per-context function */
+		return parent_kind == ST_KIND_MODULE || parent_kind == ST_KIND_KERNEL;
+	case ST_KIND_KERNEL:
+	case ST_KIND_GLOBAL:
+		return parent_kind == ST_KIND_MODULE;
+	default:
+		return true;
+	}
+}
+
 int st__check_rec(const struct st_rec *rec, size_t *name_len)
 {
 	size_t nl = 0;
@@ -142,7 +162,9 @@ int st__check_rec(const struct st_rec *rec, size_t *name_len)
 		if (nl > ST_NAME_MAX)
 			return RGPU_ETOOBIG;
 	}
-	if (needs_name(rec->kind) && (nl == 0 || rec->parent == 0))
+	if (needs_name(rec->kind) && nl == 0)
+		return RGPU_EINVAL;
+	if (needs_parent(rec->kind) && rec->parent == 0)
 		return RGPU_EINVAL;
 	if (rec->kind == ST_KIND_MODULE && !rec->has_hash)
 		return RGPU_EINVAL;
@@ -159,7 +181,7 @@ static int check_refs(struct st_log *log, const struct st_rec *rec, struct st_no
 		*pn = lookup(log, rec->parent);
 		if (!*pn)
 			return RGPU_ENOTFOUND;
-		if (needs_name(rec->kind) && (*pn)->rec.kind != ST_KIND_MODULE)
+		if (!parent_kind_ok(rec->kind, (*pn)->rec.kind))
 			return RGPU_EINVAL;
 	}
 	if (rec->ctx) {
@@ -294,7 +316,8 @@ static void unlink_free(struct st_log *log, struct st_node *n)
 	log->count--;
 }
 
-int st_remove(struct st_log *log, uint64_t id)
+int st_remove_each(struct st_log *log, uint64_t id, void (*fn)(const struct st_rec *rec, void *arg),
+		   void *arg)
 {
 	struct st_node *n, *m, *prev;
 	bool last;
@@ -310,7 +333,8 @@ int st_remove(struct st_log *log, uint64_t id)
 		 * Dependents are always created after what they name (st_add refuses a reference
 		 * to anything not yet live), so one forward walk from n finds them all,
 		 * transitively. Free newest first: a node's parent and ctx are then still there
-		 * when its unlink decrements their ndeps.
+		 * when its unlink decrements their ndeps (and fn sees the dependents before what
+		 * they depend on, n last).
 		 */
 		n->doomed = true;
 		for (m = n->next; m != &log->head; m = m->next)
@@ -319,10 +343,15 @@ int st_remove(struct st_log *log, uint64_t id)
 		for (m = log->head.prev, last = false; !last; m = prev) {
 			prev = m->prev;
 			last = m == n;
-			if (m->doomed)
-				unlink_free(log, m);
+			if (!m->doomed)
+				continue;
+			if (fn)
+				fn(&m->rec, arg);
+			unlink_free(log, m);
 		}
 	} else {
+		if (fn)
+			fn(&n->rec, arg);
 		unlink_free(log, n);
 	}
 
@@ -337,6 +366,11 @@ int st_remove(struct st_log *log, uint64_t id)
 		rehash(log, nb);
 	}
 	return 0;
+}
+
+int st_remove(struct st_log *log, uint64_t id)
+{
+	return st_remove_each(log, id, NULL, NULL);
 }
 
 const struct st_rec *st_find(struct st_log *log, uint64_t id)
@@ -369,26 +403,14 @@ int st_foreach(struct st_log *log, int (*fn)(const struct st_rec *rec, void *arg
 	return 0;
 }
 
-const char *st_kind_name(uint32_t kind)
+const struct st_rec *st__next(struct st_log *log, const struct st_rec *rec)
 {
-	/* clang-format off */
-	static const char *const names[] = {
-		[ST_KIND_TOMBSTONE] = "tombstone",
-		[ST_KIND_CONTEXT] = "context",
-		[ST_KIND_ALLOC] = "allocation",
-		[ST_KIND_VMM_MAP] = "VMM mapping",
-		[ST_KIND_MODULE] = "module",
-		[ST_KIND_FUNCTION] = "function",
-		[ST_KIND_KERNEL] = "kernel",
-		[ST_KIND_GLOBAL] = "global",
-		[ST_KIND_STREAM] = "stream",
-		[ST_KIND_EVENT] = "event",
-		[ST_KIND_MEMPOOL] = "memory pool",
-		[ST_KIND_GRAPH] = "graph",
-		[ST_KIND_GRAPH_EXEC] = "graph exec",
-		[ST_KIND_HOST_CALLBACK] = "host callback",
-	};
-	/* clang-format on */
+	const struct st_node *n;
 
-	return kind <= ST_KIND_MAX ? names[kind] : "?";
+	if (!rec)
+		n = log->head.next;
+	else
+		n = ((const struct st_node *)((const char *)rec - offsetof(struct st_node, rec)))
+			->next;
+	return n == &log->head ? NULL : &n->rec;
 }

@@ -23,19 +23,20 @@
  * Kind-specific fields (st_rec.f[], also reachable by name through the union below):
  *
  *   kind              parent          ctx   f[0]      f[1]       f[2]     f[3]   name hash
- *   1  context        -               -     device    flags      -        -      -    -
+ *   1  context        -               -     device    flags      primary  -      -    -
  *   2  allocation     -               ctx   addr      size       device   flags  -    -
  *   3  VMM mapping    -               opt.  addr      size       device   -      -    -
  *   4  module         -               opt.  size      library    -        -      -    yes
- *   5  function       module          opt.  -         -          -        -      yes  -
+ *   5  function       module, kernel  opt.  -         -          -        -      yes  -
  *   6  kernel         library         opt.  -         -          -        -      yes  -
  *   7  global         module          opt.  addr      size       -        -      yes  -
  *   8  stream         -               ctx   flags     priority   -        -      -    -
  *   9  event          -               ctx   flags     -          -        -      -    -
  *   10 memory pool    -               opt.  device    -          -        -      -    -
- *   11 graph          -               opt.  flags     -          -        -      -    -
+ *   11 graph          -               opt.  flags     stream     mode     -      -    opt.
  *   12 graph exec     -               opt.  flags     -          -        -      -    -
  *   13 host callback  any (stream)    opt.  fn        user       -        -      -    -
+ *   14 attribute      any (required)  opt.  key       value      -        -      -    -
  *
  * In the ctx column, "ctx" is the context the object was created in and "opt." means 0 where
  * CUDA ties the object to no context (libraries, graphs); the log enforces only that a non-zero
@@ -43,8 +44,23 @@
  *
  * "module" covers libraries too (library = 1; cuLibraryLoad*), since both are an image named
  * by its SHA-256. A module must carry its hash; a function, kernel or global must carry a name
- * and a parent that is a module; a non-zero ctx must be a context. The log does not interpret
- * the other fields: both sides must simply fill them the same way for their digests to agree.
+ * and a parent: a module, or for a function also a kernel (cuKernelGetFunction gives the
+ * per-context function of a library's kernel); an attribute must carry a parent, of any kind;
+ * a non-zero ctx must be a context. The log does not interpret the other fields: both sides
+ * must simply fill them the same way for their digests to agree. Their meaning:
+ *
+ *   context      primary = 1 for a retained primary context (cuDevicePrimaryCtxRetain), 0 for
+ *                one made by cuCtxCreate.
+ *   VMM mapping  addr, size: the mapped range; device: where its physical memory lives.
+ *   graph        flags: as given to cuGraphCreate (0 for a captured graph); stream: the id of
+ *                the stream that was captured, 0 for a graph made by cuGraphCreate; mode: the
+ *                capture mode (CUstreamCaptureMode); hash: for a captured graph, the SHA-256 of
+ *                its capture journal (the calls recorded between begin and end of capture).
+ *   attribute    an attribute or limit the application set on a live object: a function
+ *                attribute (cuFuncSetAttribute, parent = the function), a context limit
+ *                (cuCtxSetLimit, parent = the context). key: which one (the CUDA enum value);
+ *                value: what it was set to. Removing the object removes the attribute with it.
+ *
  * A global's addr is the address the app was given (it cannot be placed; it is verified after
  * replay, design.md §3). Unused fields should be 0; they are stored and digested as given.
  * An empty name is no name (st_add stores NULL).
@@ -111,8 +127,9 @@ enum st_kind {
 	ST_KIND_GRAPH = 11,
 	ST_KIND_GRAPH_EXEC = 12,
 	ST_KIND_HOST_CALLBACK = 13,
+	ST_KIND_ATTR = 14,
 };
-#define ST_KIND_MAX ST_KIND_HOST_CALLBACK
+#define ST_KIND_MAX ST_KIND_ATTR
 
 #define ST_NFIELDS 6	   /* kind-specific u64 slots; room for two more per kind */
 #define ST_HASH_LEN 32	   /* SHA-256 */
@@ -134,7 +151,7 @@ struct st_rec {
 	/* clang-format off */
 	union {
 		uint64_t f[ST_NFIELDS];
-		struct { uint64_t device, flags; } context;
+		struct { uint64_t device, flags, primary; } context;
 		struct { uint64_t addr, size, device, flags; } alloc;
 		struct { uint64_t addr, size, device; } vmm;
 		struct { uint64_t size, library; } module;
@@ -142,9 +159,10 @@ struct st_rec {
 		struct { uint64_t flags; int64_t priority; } stream;
 		struct { uint64_t flags; } event;
 		struct { uint64_t device; } pool;
-		struct { uint64_t flags; } graph;
+		struct { uint64_t flags, stream, mode; } graph;
 		struct { uint64_t flags; } graph_exec;
 		struct { uint64_t fn, user; } host_cb;
+		struct { uint64_t key, value; } attr;
 	};
 	/* clang-format on */
 	const char *name; /* NUL-terminated, or NULL */
@@ -169,8 +187,9 @@ void st_log_free(struct st_log *log);
  * @rec: copied, name included; the caller keeps ownership of it.
  * Returns 0 or
  *   RGPU_EINVAL    a NULL argument, kind 0 or unknown, id 0, a function/kernel/global without
- *                  a name or without a module as parent, a module without a hash, or a ctx
- *                  that is not a context;
+ *                  a name, a kernel/global whose parent is not a module, a function whose
+ *                  parent is neither a module nor a kernel, an attribute without a parent, a
+ *                  module without a hash, or a ctx that is not a context;
  *   RGPU_ETOOBIG   a name longer than ST_NAME_MAX;
  *   RGPU_EEXIST    a live record has this id;
  *   RGPU_ENOTFOUND parent or ctx is not 0 and not a live record;
@@ -194,8 +213,23 @@ int st_update(struct st_log *log, const struct st_rec *rec);
  * it as parent or ctx, transitively. O(1) for a record nothing refers to (an allocation, an
  * event); a record with dependents costs a walk over the records created after it.
  * Returns 0, RGPU_EINVAL (log is NULL) or RGPU_ENOTFOUND (no live record with this id).
+ * Same as st_remove_each(log, id, NULL, NULL).
  */
 int st_remove(struct st_log *log, uint64_t id);
+
+/*
+ * st_remove_each() - st_remove(), telling the caller what went: for each record it removes,
+ * fn is called once with that record, just before it is freed (so that a caller can release
+ * what it keeps for the object, or journal it). The order is the order of freeing: the
+ * dependents first, newest first (reverse creation order), and the record named by id last.
+ * @fn: may be NULL (then this is st_remove). fn must not change the log; while it runs, the
+ *      records freed before it are already gone from the log.
+ * @arg: passed to fn.
+ * Returns 0, RGPU_EINVAL (log is NULL) or RGPU_ENOTFOUND (no live record with this id; fn is
+ * not called).
+ */
+int st_remove_each(struct st_log *log, uint64_t id, void (*fn)(const struct st_rec *rec, void *arg),
+		   void *arg);
 
 /*
  * st_find() - the live record with this id, or NULL. The pointer (and its name) stays valid
@@ -221,8 +255,45 @@ int st_foreach(struct st_log *log, int (*fn)(const struct st_rec *rec, void *arg
  */
 void st_digest(struct st_log *log, uint8_t out[ST_DIGEST_LEN]);
 
+/*
+ * st_compare() - where two logs part: walk both in creation order and compare, record by
+ * record, exactly what st_digest() covers (kind, id, parent, ctx, f[], name, hash), so that
+ * st_compare() is 0 iff the digests are equal. Meant for the switchover, to say which record
+ * differs when the digests do not agree.
+ * @index: receives the position (0-based, creation order) of the first record that differs;
+ *         st_count(a) when the logs are equal.
+ * @ra, @rb: receive the records of a and b at that position, NULL where that log has no record
+ *           there (it is shorter); both NULL when the logs are equal. They stay valid as
+ *           st_find()'s do.
+ * Any of index, ra, rb may be NULL.
+ * Returns 0 (equal), 1 (they differ) or RGPU_EINVAL (a or b is NULL; nothing is written).
+ */
+int st_compare(struct st_log *a, struct st_log *b, size_t *index, const struct st_rec **ra,
+	       const struct st_rec **rb);
+
 /* st_kind_name() - "allocation", "module", ... for logs; "?" for an unknown kind. */
 const char *st_kind_name(uint32_t kind);
+
+/*
+ * st_rec_describe() - one line (no newline) for logs, such as
+ *     stream id=12 ctx=3 flags=0x1 priority=-1
+ *     allocation id=0x600000000000 addr=0x600000000000 size=4096 device=0
+ *     function id=7 parent=5 name="vecadd"
+ *     module id=5 size=10240 library=0 hash=3fa1c2d4e5f6...
+ * The kind's name, the id, parent and ctx (these two only when non-zero), the kind's fields
+ * under their names in the table above, then name and hash where present. Ids print in
+ * decimal below 2^32 and in hex from there (an allocation's id is its address); addresses,
+ * flags, fn and user in hex; flags only when non-zero; other fields in decimal (priority
+ * signed). A slot the kind does not name prints as f[i]=0x... when non-zero. A name prints in
+ * quotes, cut to its first 64 characters (then followed by ...), control characters as '?';
+ * a hash as its first 12 hex digits and .... An unknown kind prints as kind=N; a NULL rec
+ * as "nothing".
+ * @buf, @n: where to write; at most n bytes, NUL included (as snprintf; buf may be NULL when
+ *           n is 0).
+ * Returns the length of the whole line, without its NUL, as snprintf does: the line was cut
+ * when this is n or more.
+ */
+int st_rec_describe(const struct st_rec *rec, char *buf, size_t n);
 
 /*
  * st_serialize() - a sealed snapshot of the live table: header (count = st_count) and one

@@ -1,6 +1,7 @@
 /*
  * Unit tests of the state log (testing.md, tier 1): record, prune, replay order, round trip,
- * digest sensitivity, torn tails, hostile headers and lengths, journals, and 100k objects.
+ * digest sensitivity, torn tails, hostile headers and lengths, journals, attributes, function
+ * parents, st_remove_each's order, st_compare, st_rec_describe, and 100k objects.
  * Every record is patterned (distinct non-zero values in every field) so that a field lost,
  * swapped or truncated anywhere shows up as a failed comparison.
  */
@@ -8,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +23,7 @@
 
 /* --- fixtures ------------------------------------------------------------------------------ */
 
-#define NKINDS 14 /* records in the all-kinds set */
+#define NKINDS 16 /* records in the all-kinds set */
 
 static void fill_hash(uint8_t h[ST_HASH_LEN], uint8_t seed)
 {
@@ -29,7 +31,10 @@ static void fill_hash(uint8_t h[ST_HASH_LEN], uint8_t seed)
 		h[i] = (uint8_t)(seed * 31 + i * 7 + 1);
 }
 
-/* One record of every kind (two modules: a module and a library), each field patterned. */
+/*
+ * One record of every kind, each field patterned: two modules (a module and a library) and two
+ * functions (one of the module, one of the library's kernel: cuKernelGetFunction).
+ */
 static void all_kinds(struct st_rec r[NKINDS], bool fill_spare)
 {
 	memset(r, 0, sizeof(struct st_rec) * NKINDS);
@@ -80,6 +85,15 @@ static void all_kinds(struct st_rec r[NKINDS], bool fill_spare)
 				.id = 0xd00,
 				.parent = 0x800,
 				.host_cb = {0x401000, 0x7ffd12345678ull}};
+	r[14] = (struct st_rec){.kind = ST_KIND_ATTR, /* a context limit: the malloc heap */
+				.id = 0xe00,
+				.parent = 0x100,
+				.attr = {.key = 2, .value = 64ull << 20}};
+	r[15] = (struct st_rec){.kind = ST_KIND_FUNCTION,
+				.id = 0x501,
+				.parent = 0x600,
+				.ctx = 0x100,
+				.name = "_Z6vecAddPKfS0_Pfi"};
 	if (fill_spare) /* every slot, the last one included, carries a value */
 		for (int i = 0; i < NKINDS; i++)
 			for (int j = 0; j < ST_NFIELDS; j++)
@@ -182,7 +196,7 @@ static void test_record(void **state)
 	f = st_find(log, 0x500);
 	assert_ptr_not_equal(f->name, r[5].name);
 	assert_int_equal(st_find(log, 0x800)->stream.priority, -2);
-	assert_null(st_find(log, 0x501));
+	assert_null(st_find(log, 0x502));
 	assert_null(st_find(log, 0));
 
 	assert_int_equal(st_add(log, &r[3]), RGPU_EEXIST);
@@ -346,18 +360,22 @@ static void test_cascade(void **state)
 
 	assert_int_equal(st_remove(log, 0x400), 0);
 	/* gone: module 0x400, function 0x500, global 0x700 */
-	uint64_t after_mod[] = {0x100, 0x200, 0x300, 0x401, 0x600, 0x800,
-				0x900, 0xa00, 0xb00, 0xc00, 0xd00};
+	uint64_t after_mod[] = {0x100, 0x200, 0x300, 0x401, 0x600, 0x800, 0x900,
+				0xa00, 0xb00, 0xc00, 0xd00, 0xe00, 0x501};
 	assert_ids_are(log, after_mod, ARRAY_SIZE(after_mod));
 	assert_null(st_find(log, 0x500));
 	assert_null(st_find(log, 0x700));
 
 	/* the stream's host callback goes with the stream */
 	assert_int_equal(st_remove(log, 0x800), 0);
-	uint64_t after_stream[] = {0x100, 0x200, 0x300, 0x401, 0x600, 0x900, 0xa00, 0xb00, 0xc00};
+	uint64_t after_stream[] = {0x100, 0x200, 0x300, 0x401, 0x600, 0x900,
+				   0xa00, 0xb00, 0xc00, 0xe00, 0x501};
 	assert_ids_are(log, after_stream, ARRAY_SIZE(after_stream));
 
-	/* context: allocation, mapping, event, pool; not the context-free library and graphs */
+	/*
+	 * context: allocation, mapping, event, pool, its limit and the kernel's function in it;
+	 * not the context-free library and graphs
+	 */
 	assert_int_equal(st_remove(log, 0x100), 0);
 	uint64_t after_ctx[] = {0x401, 0x600, 0xb00, 0xc00};
 	assert_ids_are(log, after_ctx, ARRAY_SIZE(after_ctx));
@@ -544,7 +562,7 @@ static void test_digest_sensitivity(void **state)
 		}
 		/* the id of every record that nothing refers to */
 		if (r[i].kind != ST_KIND_CONTEXT && r[i].kind != ST_KIND_MODULE &&
-		    r[i].kind != ST_KIND_STREAM) {
+		    r[i].kind != ST_KIND_STREAM && r[i].kind != ST_KIND_KERNEL) {
 			for (int b = 0; b < 8; b++) {
 				memcpy(m, r, sizeof(m));
 				m[i].id ^= 1ull << (8 * b + 7);
@@ -955,8 +973,8 @@ static void test_journal(void **state)
 	digest_of(back, d1);
 	assert_memory_equal(d0, d1, ST_DIGEST_LEN);
 	assert_int_equal(st_find(back, 0x100)->context.flags, 0x77);
-	uint64_t want[] = {0x100, 0x300, 0x401, 0x600, 0x800, 0x900,
-			   0xa00, 0xb00, 0xc00, 0xd00, 0x200};
+	uint64_t want[] = {0x100, 0x300, 0x401, 0x600, 0x800, 0x900, 0xa00,
+			   0xb00, 0xc00, 0xd00, 0xe00, 0x501, 0x200};
 	assert_ids_are(back, want, ARRAY_SIZE(want));
 	st_log_free(back);
 
@@ -1101,6 +1119,577 @@ static void test_100k(void **state)
 	st_log_free(log);
 }
 
+/* --- attributes ------------------------------------------------------------------------------ */
+
+static void test_attr(void **state)
+{
+	struct st_rec r[NKINDS], a, bad;
+	struct st_log *log = log_of((all_kinds(r, false), r), NKINDS);
+	uint8_t fr[256];
+	size_t n;
+
+	assert_int_equal(ST_KIND_ATTR, 14);
+	assert_int_equal(ST_KIND_MAX, ST_KIND_ATTR);
+	assert_string_equal(st_kind_name(ST_KIND_ATTR), "attribute");
+	assert_string_equal(st_kind_name(ST_KIND_MAX + 1), "?");
+
+	/* a parent is required, must be live, and may be of any kind */
+	bad = (struct st_rec){.kind = ST_KIND_ATTR, .id = 0xe01, .attr = {1, 2}};
+	assert_int_equal(st_add(log, &bad), RGPU_EINVAL);
+	assert_int_equal(st_serialize_rec(&bad, fr, sizeof(fr), &n), RGPU_EINVAL);
+	assert_int_equal(st_frame_size(&bad), 0);
+	bad.parent = 0x999;
+	assert_int_equal(st_add(log, &bad), RGPU_ENOTFOUND);
+	bad.parent = 0x500;
+	bad.ctx = 0x200; /* ctx is not a context */
+	assert_int_equal(st_add(log, &bad), RGPU_EINVAL);
+	assert_int_equal(st_count(log), NKINDS);
+
+	/* a function attribute, an allocation's, a stream's: one of each is fine */
+	a = (struct st_rec){.kind = ST_KIND_ATTR,
+			    .id = 0xe01,
+			    .parent = 0x500,
+			    .ctx = 0x100,
+			    .attr = {.key = 8, .value = 98304}}; /* max dynamic shared memory */
+	assert_int_equal(st_add(log, &a), 0);
+	a = (struct st_rec){
+	    .kind = ST_KIND_ATTR, .id = 0xe02, .parent = 0x200, .attr = {.key = 3, .value = 1}};
+	assert_int_equal(st_add(log, &a), 0);
+	a = (struct st_rec){
+	    .kind = ST_KIND_ATTR, .id = 0xe03, .parent = 0x800, .attr = {.key = 1, .value = 7}};
+	assert_int_equal(st_add(log, &a), 0);
+	assert_int_equal(st_find(log, 0xe01)->attr.key, 8);
+	assert_int_equal(st_find(log, 0xe01)->attr.value, 98304);
+	assert_int_equal(st_find(log, 0xe01)->f[1], 98304);
+
+	/* set again: an update in place; its parent stays required and unchanged */
+	a = *st_find(log, 0xe01);
+	a.attr.value = 49152;
+	assert_int_equal(st_update(log, &a), 0);
+	assert_int_equal(st_find(log, 0xe01)->attr.value, 49152);
+	a.parent = 0;
+	assert_int_equal(st_update(log, &a), RGPU_EINVAL);
+	a.parent = 0x501;
+	assert_int_equal(st_update(log, &a), RGPU_EINVAL);
+
+	/* cascade: the attribute dies with the object it was set on, and only with it */
+	assert_int_equal(st_remove(log, 0x200), 0); /* the allocation */
+	assert_null(st_find(log, 0xe02));
+	uint64_t after_alloc[] = {0x100, 0x300, 0x400, 0x401, 0x500, 0x600, 0x700, 0x800, 0x900,
+				  0xa00, 0xb00, 0xc00, 0xd00, 0xe00, 0x501, 0xe01, 0xe03};
+	assert_ids_are(log, after_alloc, ARRAY_SIZE(after_alloc));
+	assert_int_equal(st_remove(log, 0x400), 0); /* the module: its function, its attribute */
+	assert_null(st_find(log, 0xe01));
+	uint64_t after_mod[] = {0x100, 0x300, 0x401, 0x600, 0x800, 0x900, 0xa00,
+				0xb00, 0xc00, 0xd00, 0xe00, 0x501, 0xe03};
+	assert_ids_are(log, after_mod, ARRAY_SIZE(after_mod));
+	assert_int_equal(st_remove(log, 0x800), 0); /* the stream: its callback, its attribute */
+	uint64_t after_stream[] = {0x100, 0x300, 0x401, 0x600, 0x900,
+				   0xa00, 0xb00, 0xc00, 0xe00, 0x501};
+	assert_ids_are(log, after_stream, ARRAY_SIZE(after_stream));
+	assert_int_equal(st_remove(log, 0x100), 0); /* the context: its limit 0xe00 */
+	uint64_t after_ctx[] = {0x401, 0x600, 0xb00, 0xc00};
+	assert_ids_are(log, after_ctx, ARRAY_SIZE(after_ctx));
+	st_log_free(log);
+}
+
+/* Kind 14 in streams and in the digest. */
+static void test_attr_stream(void **state)
+{
+	struct st_rec r[NKINDS], a;
+	struct st_log *log = log_of((all_kinds(r, false), r), NKINDS), *back;
+	uint8_t d0[ST_DIGEST_LEN], d1[ST_DIGEST_LEN], *buf, fr[256];
+	size_t len, n;
+	Rgpu__StRecord *m;
+
+	/* a snapshot: the record comes back, with its kind, parent and fields */
+	assert_int_equal(st_serialize(log, &buf, &len), 0);
+	assert_int_equal(st_deserialize(buf, len, &back, NULL), 0);
+	assert_int_equal(st_find(back, 0xe00)->kind, ST_KIND_ATTR);
+	assert_int_equal(st_find(back, 0xe00)->parent, 0x100);
+	assert_int_equal(st_find(back, 0xe00)->attr.key, 2);
+	assert_int_equal(st_find(back, 0xe00)->attr.value, 64ull << 20);
+	assert_log_is(back, r, NKINDS);
+	digest_of(log, d0);
+	digest_of(back, d1);
+	assert_memory_equal(d0, d1, ST_DIGEST_LEN);
+	free(buf);
+	st_log_free(back);
+
+	/* on the wire it is kind 14 */
+	assert_int_equal(st_serialize_rec(&r[14], fr, sizeof(fr), &n), 0);
+	m = rgpu__st_record__unpack(NULL, n - ST_FRAME_HDR_LEN, fr + ST_FRAME_HDR_LEN);
+	assert_non_null(m);
+	assert_int_equal((int)m->kind, 14);
+	assert_int_equal(m->id, 0xe00);
+	assert_int_equal(m->parent, 0x100);
+	assert_int_equal(m->n_field, 2);
+	assert_int_equal(m->field[0], 2);
+	assert_int_equal(m->field[1], 64ull << 20);
+	rgpu__st_record__free_unpacked(m, NULL);
+
+	/* the digest sees its value and its key */
+	a = r[14];
+	a.attr.value++;
+	assert_int_equal(st_update(log, &a), 0);
+	digest_of(log, d1);
+	assert_memory_not_equal(d0, d1, ST_DIGEST_LEN);
+	a.attr.value--;
+	assert_int_equal(st_update(log, &a), 0);
+	digest_of(log, d1);
+	assert_memory_equal(d0, d1, ST_DIGEST_LEN);
+	a.attr.key = 1;
+	assert_int_equal(st_update(log, &a), 0);
+	digest_of(log, d1);
+	assert_memory_not_equal(d0, d1, ST_DIGEST_LEN);
+
+	/* a journal: an attribute set, set again, then its parent destroyed */
+	struct journal j = {0};
+	struct st_load_result res;
+	struct st_rec fa = {.kind = ST_KIND_ATTR,
+			    .id = 0xe01,
+			    .parent = 0x500,
+			    .ctx = 0x100,
+			    .attr = {.key = 8, .value = 1024}};
+	assert_int_equal(st_serialize_journal(log, &j.buf, &j.len), 0);
+	j.cap = j.len;
+	assert_int_equal(st_add(log, &fa), 0);
+	j_put(&j, st_find(log, fa.id), 0);
+	fa.attr.value = 2048;
+	assert_int_equal(st_update(log, &fa), 0);
+	j_put(&j, st_find(log, fa.id), 0);
+	assert_int_equal(st_deserialize(j.buf, j.len, &back, &res), 0);
+	assert_false(res.torn);
+	assert_int_equal(st_find(back, 0xe01)->attr.value, 2048);
+	assert_int_equal(st_compare(log, back, NULL, NULL, NULL), 0);
+	st_log_free(back);
+	assert_int_equal(st_remove(log, 0x500), 0);
+	j_put(&j, NULL, 0x500);
+	assert_int_equal(st_deserialize(j.buf, j.len, &back, &res), 0);
+	assert_null(st_find(back, 0xe01));
+	assert_null(st_find(back, 0x500));
+	digest_of(log, d0);
+	digest_of(back, d1);
+	assert_memory_equal(d0, d1, ST_DIGEST_LEN);
+	st_log_free(back);
+	free(j.buf);
+	st_log_free(log);
+}
+
+/* A function's parent: a module, or a kernel (cuKernelGetFunction); kernels need a module. */
+static void test_function_parent(void **state)
+{
+	struct st_rec r[NKINDS], f;
+	struct st_log *log = log_of((all_kinds(r, false), r), NKINDS);
+
+	/* r[15] is a function of the library's kernel 0x600; another, in no context */
+	f = (struct st_rec){
+	    .kind = ST_KIND_FUNCTION, .id = 0x502, .parent = 0x600, .name = "_Z6vecAddPKfS0_Pfi"};
+	assert_int_equal(st_add(log, &f), 0);
+	assert_int_equal(st_find(log, 0x502)->parent, 0x600);
+	assert_int_equal(st_find(log, 0x501)->parent, 0x600);
+
+	/* a stream, a global, a function, an allocation are not parents of a function */
+	f.id = 0x503;
+	f.parent = 0x800;
+	assert_int_equal(st_add(log, &f), RGPU_EINVAL);
+	f.parent = 0x700;
+	assert_int_equal(st_add(log, &f), RGPU_EINVAL);
+	f.parent = 0x500;
+	assert_int_equal(st_add(log, &f), RGPU_EINVAL);
+	f.parent = 0x200;
+	assert_int_equal(st_add(log, &f), RGPU_EINVAL);
+	/* a name and a parent are still required */
+	f.parent = 0x600;
+	f.name = NULL;
+	assert_int_equal(st_add(log, &f), RGPU_EINVAL);
+	f.name = "";
+	assert_int_equal(st_add(log, &f), RGPU_EINVAL);
+	f.name = "k";
+	f.parent = 0;
+	assert_int_equal(st_add(log, &f), RGPU_EINVAL);
+	/* kernels and globals still need a module */
+	struct st_rec k = {.kind = ST_KIND_KERNEL, .id = 0x601, .parent = 0x600, .name = "k"};
+	assert_int_equal(st_add(log, &k), RGPU_EINVAL);
+	struct st_rec g = {.kind = ST_KIND_GLOBAL, .id = 0x701, .parent = 0x600, .name = "g"};
+	assert_int_equal(st_add(log, &g), RGPU_EINVAL);
+	assert_int_equal(st_count(log), NKINDS + 1);
+
+	/* it survives a round trip, and unloading the library takes kernel and functions */
+	round_trip(r, NKINDS);
+	assert_int_equal(st_remove(log, 0x401), 0);
+	uint64_t after_lib[] = {0x100, 0x200, 0x300, 0x400, 0x500, 0x700, 0x800,
+				0x900, 0xa00, 0xb00, 0xc00, 0xd00, 0xe00};
+	assert_ids_are(log, after_lib, ARRAY_SIZE(after_lib));
+	st_log_free(log);
+}
+
+/* --- st_remove_each --------------------------------------------------------------------------- */
+
+struct removed {
+	struct st_log *log;
+	uint64_t ids[16];
+	uint32_t kinds[16];
+	char names[16][16];
+	size_t n;
+};
+
+static void on_removed(const struct st_rec *rec, void *arg)
+{
+	struct removed *rm = arg;
+
+	assert_true(rm->n < 16);
+	/* called before the record is freed: it is still in the log, name and all */
+	assert_ptr_equal(st_find(rm->log, rec->id), rec);
+	rm->ids[rm->n] = rec->id;
+	rm->kinds[rm->n] = rec->kind;
+	snprintf(rm->names[rm->n], sizeof(rm->names[0]), "%s", rec->name ? rec->name : "");
+	rm->n++;
+}
+
+/* A context with a module, two functions, a stream and an attribute on the second function. */
+static struct st_log *small_session(void)
+{
+	struct st_rec r[6] = {
+	    {.kind = ST_KIND_CONTEXT, .id = 1, .context = {.device = 0, .primary = 1}},
+	    {.kind = ST_KIND_MODULE, .id = 2, .ctx = 1, .module = {10240, 0}, .has_hash = true},
+	    {.kind = ST_KIND_FUNCTION, .id = 3, .parent = 2, .ctx = 1, .name = "f3"},
+	    {.kind = ST_KIND_FUNCTION, .id = 4, .parent = 2, .ctx = 1, .name = "f4"},
+	    {.kind = ST_KIND_STREAM, .id = 5, .ctx = 1, .stream = {.flags = 1}},
+	    {.kind = ST_KIND_ATTR, .id = 6, .parent = 4, .attr = {.key = 8, .value = 65536}},
+	};
+
+	fill_hash(r[1].hash, 1);
+	return log_of(r, 6);
+}
+
+static void test_remove_each(void **state)
+{
+	struct removed rm = {0};
+
+	/* the context: every dependent newest first, the context last */
+	rm.log = small_session();
+	assert_int_equal(st_remove_each(rm.log, 1, on_removed, &rm), 0);
+	assert_int_equal(rm.n, 6);
+	static const uint64_t all[] = {6, 5, 4, 3, 2, 1};
+	static const uint32_t order_kinds[] = {ST_KIND_ATTR,	 ST_KIND_STREAM, ST_KIND_FUNCTION,
+					       ST_KIND_FUNCTION, ST_KIND_MODULE, ST_KIND_CONTEXT};
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		assert_int_equal(rm.ids[i], all[i]);
+		assert_int_equal(rm.kinds[i], order_kinds[i]);
+	}
+	assert_string_equal(rm.names[2], "f4");
+	assert_string_equal(rm.names[3], "f3");
+	assert_int_equal(st_count(rm.log), 0);
+	st_log_free(rm.log);
+
+	/* the module: its functions and the attribute, not the stream or the context */
+	rm = (struct removed){.log = small_session()};
+	assert_int_equal(st_remove_each(rm.log, 2, on_removed, &rm), 0);
+	assert_int_equal(rm.n, 4);
+	static const uint64_t mod[] = {6, 4, 3, 2};
+	for (size_t i = 0; i < ARRAY_SIZE(mod); i++)
+		assert_int_equal(rm.ids[i], mod[i]);
+	uint64_t left[] = {1, 5};
+	assert_ids_are(rm.log, left, ARRAY_SIZE(left));
+	st_log_free(rm.log);
+
+	/* the second function: its attribute, then itself */
+	rm = (struct removed){.log = small_session()};
+	assert_int_equal(st_remove_each(rm.log, 4, on_removed, &rm), 0);
+	assert_int_equal(rm.n, 2);
+	assert_int_equal(rm.ids[0], 6);
+	assert_int_equal(rm.ids[1], 4);
+	/* a record nothing refers to: itself only */
+	rm.n = 0;
+	assert_int_equal(st_remove_each(rm.log, 5, on_removed, &rm), 0);
+	assert_int_equal(rm.n, 1);
+	assert_int_equal(rm.ids[0], 5);
+	/* no such record, no log: no call */
+	rm.n = 0;
+	assert_int_equal(st_remove_each(rm.log, 5, on_removed, &rm), RGPU_ENOTFOUND);
+	assert_int_equal(st_remove_each(rm.log, 0, on_removed, &rm), RGPU_ENOTFOUND);
+	assert_int_equal(st_remove_each(NULL, 1, on_removed, &rm), RGPU_EINVAL);
+	assert_int_equal(rm.n, 0);
+	/* fn NULL is st_remove */
+	assert_int_equal(st_remove_each(rm.log, 1, NULL, NULL), 0);
+	assert_int_equal(st_count(rm.log), 0);
+	assert_int_equal(st_remove(NULL, 1), RGPU_EINVAL);
+	st_log_free(rm.log);
+}
+
+/* --- st_compare ------------------------------------------------------------------------------- */
+
+/* st_compare's answer, checked against the digests: equal iff the digests are. */
+static int compare(struct st_log *a, struct st_log *b, size_t *index, const struct st_rec **ra,
+		   const struct st_rec **rb)
+{
+	uint8_t da[ST_DIGEST_LEN], db[ST_DIGEST_LEN];
+	int rc = st_compare(a, b, index, ra, rb);
+
+	digest_of(a, da);
+	digest_of(b, db);
+	assert_int_equal(rc == 0, memcmp(da, db, ST_DIGEST_LEN) == 0);
+	return rc;
+}
+
+static void test_compare(void **state)
+{
+	struct st_rec r[NKINDS], m[NKINDS], u;
+	struct st_log *a, *b;
+	const struct st_rec *ra, *rb;
+	size_t index;
+
+	all_kinds(r, true);
+	a = log_of(r, NKINDS);
+	b = log_of(r, NKINDS);
+
+	/* equal logs */
+	index = 99;
+	ra = rb = r;
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 0);
+	assert_int_equal(index, NKINDS);
+	assert_null(ra);
+	assert_null(rb);
+	assert_int_equal(compare(a, a, NULL, NULL, NULL), 0);
+
+	/* equal after a different history: an allocation made and freed in b */
+	struct st_rec tmp = {.kind = ST_KIND_ALLOC, .id = 0x201, .ctx = 0x100};
+	assert_int_equal(st_add(b, &tmp), 0);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 1);
+	assert_int_equal(index, NKINDS);
+	assert_null(ra);
+	assert_ptr_equal(rb, st_find(b, 0x201));
+	assert_int_equal(st_remove(b, 0x201), 0);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 0);
+
+	/* a field: the stream's priority (position 8) */
+	u = r[8];
+	u.stream.priority = -5;
+	assert_int_equal(st_update(b, &u), 0);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 1);
+	assert_int_equal(index, 8);
+	assert_ptr_equal(ra, st_find(a, 0x800));
+	assert_ptr_equal(rb, st_find(b, 0x800));
+	assert_int_equal(rb->stream.priority, -5);
+	/* any out-pointer may be NULL */
+	assert_int_equal(compare(a, b, NULL, NULL, NULL), 1);
+	assert_int_equal(compare(a, b, &index, NULL, NULL), 1);
+	assert_int_equal(index, 8);
+	assert_int_equal(st_update(b, &r[8]), 0);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 0);
+
+	/* a spare slot, a name, a hash: the first difference is reported */
+	u = r[13];
+	u.f[ST_NFIELDS - 1] ^= 1;
+	assert_int_equal(st_update(b, &u), 0);
+	u = r[7];
+	u.name = "devCounteR";
+	assert_int_equal(st_update(b, &u), 0);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 1);
+	assert_int_equal(index, 7);
+	assert_string_equal(ra->name, "devCounter");
+	assert_string_equal(rb->name, "devCounteR");
+	assert_int_equal(st_update(b, &r[7]), 0);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 1);
+	assert_int_equal(index, 13);
+	assert_int_equal(st_update(b, &r[13]), 0);
+	u = r[3];
+	u.hash[31] ^= 0x80;
+	assert_int_equal(st_update(b, &u), 0);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 1);
+	assert_int_equal(index, 3);
+	assert_int_equal(ra->id, 0x400);
+	assert_int_equal(rb->id, 0x400);
+	st_log_free(b);
+
+	/* a missing record: b lacks a's last one, then the other way round */
+	b = log_of(r, NKINDS - 1);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 1);
+	assert_int_equal(index, NKINDS - 1);
+	assert_ptr_equal(ra, st_find(a, r[NKINDS - 1].id));
+	assert_null(rb);
+	assert_int_equal(compare(b, a, &index, &ra, &rb), 1);
+	assert_int_equal(index, NKINDS - 1);
+	assert_null(ra);
+	assert_ptr_equal(rb, st_find(a, r[NKINDS - 1].id));
+	/* a missing record in the middle: the allocation (position 1) */
+	st_log_free(b);
+	b = log_of(r, NKINDS);
+	assert_int_equal(st_remove(b, 0x200), 0);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 1);
+	assert_int_equal(index, 1);
+	assert_int_equal(ra->id, 0x200);
+	assert_int_equal(rb->id, 0x300);
+	st_log_free(b);
+
+	/* the same records in another order: the two graphs swapped */
+	memcpy(m, r, sizeof(m));
+	m[11] = r[12];
+	m[12] = r[11];
+	b = log_of(m, NKINDS);
+	assert_int_equal(compare(a, b, &index, &ra, &rb), 1);
+	assert_int_equal(index, 11);
+	assert_int_equal(ra->id, 0xb00);
+	assert_int_equal(rb->id, 0xc00);
+	st_log_free(b);
+
+	/* empty logs; a NULL log */
+	struct st_log *e1, *e2;
+	assert_int_equal(st_log_new(&e1), 0);
+	assert_int_equal(st_log_new(&e2), 0);
+	index = 99;
+	assert_int_equal(compare(e1, e2, &index, &ra, &rb), 0);
+	assert_int_equal(index, 0);
+	assert_int_equal(compare(e1, a, &index, &ra, &rb), 1);
+	assert_int_equal(index, 0);
+	assert_null(ra);
+	assert_ptr_equal(rb, st_find(a, 0x100));
+	index = 99;
+	assert_int_equal(st_compare(NULL, e2, &index, &ra, &rb), RGPU_EINVAL);
+	assert_int_equal(st_compare(e1, NULL, &index, &ra, &rb), RGPU_EINVAL);
+	assert_int_equal(index, 99);
+	st_log_free(e1);
+	st_log_free(e2);
+	st_log_free(a);
+}
+
+/* --- st_rec_describe -------------------------------------------------------------------------- */
+
+static void assert_describes(const struct st_rec *rec, const char *want)
+{
+	char buf[512];
+
+	assert_int_equal(st_rec_describe(rec, buf, sizeof(buf)), strlen(want));
+	assert_string_equal(buf, want);
+}
+
+static void test_describe(void **state)
+{
+	struct st_rec r;
+	static const uint8_t h[ST_HASH_LEN] = {0x3f, 0xa1, 0xc2, 0xd4, 0xe5, 0xf6, 0x07, 0x18};
+
+	r = (struct st_rec){
+	    .kind = ST_KIND_STREAM, .id = 12, .ctx = 3, .stream = {.flags = 1, .priority = -1}};
+	assert_describes(&r, "stream id=12 ctx=3 flags=0x1 priority=-1");
+	r.stream.flags = 0; /* flags only when set */
+	assert_describes(&r, "stream id=12 ctx=3 priority=-1");
+	r = (struct st_rec){.kind = ST_KIND_ALLOC,
+			    .id = 0x600000000000ull,
+			    .alloc = {0x600000000000ull, 4096, 0, 0}};
+	assert_describes(&r, "allocation id=0x600000000000 addr=0x600000000000 size=4096 device=0");
+	r.ctx = 1;
+	r.alloc.flags = 0x2;
+	assert_describes(&r, "allocation id=0x600000000000 ctx=1 addr=0x600000000000 size=4096 "
+			     "device=0 flags=0x2");
+	r = (struct st_rec){.kind = ST_KIND_FUNCTION, .id = 7, .parent = 5, .name = "vecadd"};
+	assert_describes(&r, "function id=7 parent=5 name=\"vecadd\"");
+	r = (struct st_rec){
+	    .kind = ST_KIND_MODULE, .id = 5, .module = {.size = 10240}, .has_hash = true};
+	memcpy(r.hash, h, ST_HASH_LEN);
+	assert_describes(&r, "module id=5 size=10240 library=0 hash=3fa1c2d4e5f6...");
+	r = (struct st_rec){.kind = ST_KIND_CONTEXT, .id = 1, .context = {.primary = 1}};
+	assert_describes(&r, "context id=1 device=0 primary=1");
+	r = (struct st_rec){.kind = ST_KIND_CONTEXT, .id = 2, .context = {2, 0x4, 0}};
+	assert_describes(&r, "context id=2 device=2 flags=0x4 primary=0");
+	r = (struct st_rec){.kind = ST_KIND_VMM_MAP,
+			    .id = 0x7f0000000000ull,
+			    .ctx = 1,
+			    .vmm = {0x7f0000000000ull, 2097152, 1}};
+	assert_describes(&r, "VMM mapping id=0x7f0000000000 ctx=1 addr=0x7f0000000000 size=2097152 "
+			     "device=1");
+	r = (struct st_rec){.kind = ST_KIND_KERNEL, .id = 8, .parent = 6, .name = "k"};
+	assert_describes(&r, "kernel id=8 parent=6 name=\"k\"");
+	r = (struct st_rec){.kind = ST_KIND_GLOBAL,
+			    .id = 9,
+			    .parent = 5,
+			    .ctx = 1,
+			    .global = {0x7f0012340000ull, 4},
+			    .name = "devCounter"};
+	assert_describes(
+	    &r, "global id=9 parent=5 ctx=1 addr=0x7f0012340000 size=4 name=\"devCounter\"");
+	r = (struct st_rec){.kind = ST_KIND_EVENT, .id = 10, .ctx = 1, .event = {.flags = 0x2}};
+	assert_describes(&r, "event id=10 ctx=1 flags=0x2");
+	r.f[3] = 0xab; /* a slot the kind does not name */
+	assert_describes(&r, "event id=10 ctx=1 flags=0x2 f[3]=0xab");
+	r = (struct st_rec){.kind = ST_KIND_MEMPOOL, .id = 11, .pool = {.device = 3}};
+	assert_describes(&r, "memory pool id=11 device=3");
+	r = (struct st_rec){.kind = ST_KIND_GRAPH, .id = 13, .graph = {.flags = 0}};
+	assert_describes(&r, "graph id=13 stream=0 mode=0");
+	r = (struct st_rec){
+	    .kind = ST_KIND_GRAPH, .id = 14, .graph = {.stream = 12, .mode = 1}, .has_hash = true};
+	memcpy(r.hash, h, ST_HASH_LEN);
+	assert_describes(&r, "graph id=14 stream=12 mode=1 hash=3fa1c2d4e5f6...");
+	r = (struct st_rec){.kind = ST_KIND_GRAPH_EXEC, .id = 15, .graph_exec = {.flags = 0x3}};
+	assert_describes(&r, "graph exec id=15 flags=0x3");
+	r = (struct st_rec){.kind = ST_KIND_HOST_CALLBACK,
+			    .id = 16,
+			    .parent = 12,
+			    .host_cb = {0x401000, 0x7ffd12345678ull}};
+	assert_describes(&r, "host callback id=16 parent=12 fn=0x401000 user=0x7ffd12345678");
+	r = (struct st_rec){
+	    .kind = ST_KIND_ATTR, .id = 20, .parent = 7, .attr = {.key = 8, .value = 98304}};
+	assert_describes(&r, "attribute id=20 parent=7 key=8 value=98304");
+	r = (struct st_rec){.kind = ST_KIND_TOMBSTONE, .id = 5};
+	assert_describes(&r, "tombstone id=5");
+	r = (struct st_rec){.kind = 99, .id = 5, .parent = 0x100000000ull};
+	assert_describes(&r, "kind=99 id=5 parent=0x100000000");
+	r.id = 0xffffffffull; /* the last id printed in decimal */
+	assert_describes(&r, "kind=99 id=4294967295 parent=0x100000000");
+	assert_describes(NULL, "nothing");
+
+	/* names: cut to 64 characters, control characters shown as '?' */
+	char name[100], want[200];
+	memset(name, 'a', sizeof(name));
+	name[64] = '\0';
+	r = (struct st_rec){.kind = ST_KIND_FUNCTION, .id = 7, .parent = 5, .name = name};
+	snprintf(want, sizeof(want), "function id=7 parent=5 name=\"%s\"", name);
+	assert_describes(&r, want); /* exactly 64: whole */
+	name[64] = 'b';
+	name[99] = '\0';
+	name[63] = 'z';
+	assert_describes(&r,
+			 "function id=7 parent=5 name=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			 "aaaaaaaaaaaaaaaaaaaaaz\"...");
+	r.name = "a\tb\nc\x7f";
+	assert_describes(&r, "function id=7 parent=5 name=\"a?b?c?\"");
+	r.name = ""; /* no name */
+	assert_describes(&r, "function id=7 parent=5");
+
+	/* never past n; returns the whole length as snprintf does */
+	static const char line[] = "stream id=12 ctx=3 flags=0x1 priority=-1";
+	char buf[64];
+	r = (struct st_rec){
+	    .kind = ST_KIND_STREAM, .id = 12, .ctx = 3, .stream = {.flags = 1, .priority = -1}};
+	for (size_t n = 0; n <= sizeof(line) + 1; n++) {
+		memset(buf, 0x55, sizeof(buf));
+		assert_int_equal(st_rec_describe(&r, buf, n), strlen(line));
+		for (size_t i = n; i < sizeof(buf); i++)
+			assert_int_equal((uint8_t)buf[i], 0x55);
+		if (n) {
+			assert_int_equal(strlen(buf), n - 1 < strlen(line) ? n - 1 : strlen(line));
+			assert_memory_equal(buf, line, strlen(buf));
+		}
+	}
+	assert_int_equal(st_rec_describe(&r, NULL, 0), strlen(line));
+	memset(buf, 0x55, sizeof(buf));
+	assert_int_equal(st_rec_describe(NULL, buf, 4), 7);
+	assert_string_equal(buf, "not");
+
+	/* every kind of the all-kinds set, every slot filled: one line that names the kind */
+	struct st_rec all[NKINDS];
+	all_kinds(all, true);
+	for (int i = 0; i < NKINDS; i++) {
+		char line2[512];
+		int len = st_rec_describe(&all[i], line2, sizeof(line2));
+		assert_int_equal(len, strlen(line2));
+		assert_true(len < (int)sizeof(line2));
+		assert_null(strchr(line2, '\n'));
+		assert_memory_equal(line2, st_kind_name(all[i].kind),
+				    strlen(st_kind_name(all[i].kind)));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1119,6 +1708,12 @@ int main(void)
 	    cmocka_unit_test(test_bad_frames),
 	    cmocka_unit_test(test_journal),
 	    cmocka_unit_test(test_serialize_rec),
+	    cmocka_unit_test(test_attr),
+	    cmocka_unit_test(test_attr_stream),
+	    cmocka_unit_test(test_function_parent),
+	    cmocka_unit_test(test_remove_each),
+	    cmocka_unit_test(test_compare),
+	    cmocka_unit_test(test_describe),
 	    cmocka_unit_test(test_100k),
 	};
 
