@@ -118,6 +118,11 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 		r = S.dead_err;
 	}
 out:
+	if (w.rec_sent) {
+		pthread_mutex_lock(&S.q_lock);
+		ip_statelog_settle(type, req, *reply, &w);
+		pthread_mutex_unlock(&S.q_lock);
+	}
 	free(w.body);
 	pthread_mutex_destroy(&w.m);
 	pthread_cond_destroy(&w.c);
@@ -170,6 +175,14 @@ CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *
 		return r;
 	own = (CUresult)field_i32(rep, 1);
 	async = (CUresult)field_i32(rep, 2);
+	if (async != CUDA_SUCCESS) {
+		pthread_mutex_lock(&S.q_lock);
+		ip_statelog_async_error();
+		pthread_mutex_unlock(&S.q_lock);
+	}
+	if (own == CUDA_ERROR_ILLEGAL_STATE && rep->descriptor == &rgpu__status__descriptor &&
+	    ((Rgpu__Status *)rep)->server_log.len)
+		ip_statelog_mismatch(type, &((Rgpu__Status *)rep)->server_log);
 	if (own != CUDA_SUCCESS) {
 		keep_async(async);
 		r = own;

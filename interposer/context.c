@@ -31,7 +31,7 @@ static atomic_ullong next_uid;
 
 static struct ip_ctx *ctx_get(CUcontext h)
 {
-	return ip_obj_get(h, IP_CTX);
+	return ip_obj_get(h, ST_KIND_CONTEXT);
 }
 
 /* Create the context on the server (fire-and-forget: the id is ours). */
@@ -74,20 +74,15 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	if (ip_ctx_stack_full())
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	c = calloc(1, sizeof(*c));
+	c = ip_obj_new(sizeof(*c), ST_KIND_CONTEXT, NULL);
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	c->device = dev;
 	c->flags = flags;
 	c->refcount = 1;
-	if (ip_obj_register(&c->o, IP_CTX)) {
-		free(c);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
 	r = ctx_activate(c);
 	if (r != CUDA_SUCCESS) {
-		ip_obj_unregister(&c->o);
-		free(c);
+		ip_obj_drop(c);
 		return r;
 	}
 	ip_ctx_push(c); /* room was checked above */

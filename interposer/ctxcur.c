@@ -71,7 +71,7 @@ IP_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext h)
 {
 	struct ip_ctx *c = NULL;
 	REQUIRE_INIT();
-	if (h && !(c = ip_obj_get(h, IP_CTX)))
+	if (h && !(c = ip_obj_get(h, ST_KIND_CONTEXT)))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (!c) {
 		if (tls_depth)
@@ -89,7 +89,7 @@ IP_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext h)
 {
 	struct ip_ctx *c;
 	REQUIRE_INIT();
-	if (!(c = ip_obj_get(h, IP_CTX)))
+	if (!(c = ip_obj_get(h, ST_KIND_CONTEXT)))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (tls_depth == IP_CTX_STACK)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -117,11 +117,11 @@ CUcontext ip_ctx_current(void)
 
 unsigned long long ip_ctx_uid(CUcontext h)
 {
-	struct ip_ctx *c = h ? ip_obj_get(h, IP_CTX) : NULL;
+	struct ip_ctx *c = h ? ip_obj_get(h, ST_KIND_CONTEXT) : NULL;
 	return c && c->active ? c->uid : 0;
 }
 
 int ip_ctx_alive(CUcontext h)
 {
-	return ip_obj_get(h, IP_CTX) != NULL;
+	return ip_obj_get(h, ST_KIND_CONTEXT) != NULL;
 }

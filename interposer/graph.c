@@ -21,13 +21,9 @@ static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 static struct ip_graph *graph_new(struct ip_ctx *c)
 {
-	struct ip_graph *g = calloc(1, sizeof(*g));
-	if (!g || ip_obj_register(&g->o, IP_GRAPH)) {
-		free(g);
-		return NULL;
-	}
-	g->o.owner = c;
-	g->ctx = c;
+	struct ip_graph *g = ip_obj_new(sizeof(*g), ST_KIND_GRAPH, c);
+	if (g)
+		g->ctx = c;
 	return g;
 }
 
@@ -115,6 +111,7 @@ static CUresult end_capture(CUstream h, CUgraph *out, int ptds)
 	m.stream = s->o.id;
 	m.ctx = c->o.id;
 	m.graph = cap->graph->o.id;
+	m.mode = (uint32_t)cap->mode;
 	r = ip_call_status(RGPU_MSG_CAPTURE_END, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	/* ended either way: every stream that took part stops capturing */
 	cap->active = 0;
@@ -285,25 +282,21 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flag
 	r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	g = ip_obj_get(h, IP_GRAPH);
+	g = ip_obj_get(h, ST_KIND_GRAPH);
 	if (!g)
 		return CUDA_ERROR_INVALID_VALUE;
-	e = calloc(1, sizeof(*e));
-	if (!e || ip_obj_register(&e->o, IP_GRAPH_EXEC)) {
-		free(e);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
 	/* an executable graph outlives its graph, but not its context */
+	e = ip_obj_new(sizeof(*e), ST_KIND_GRAPH_EXEC, g->ctx);
+	if (!e)
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	e->ctx = g->ctx;
-	e->o.owner = g->ctx;
 	m.graph = g->o.id;
 	m.exec = e->o.id;
 	m.ctx = g->ctx->o.id;
 	m.flags = flags;
 	r = ip_call_status(RGPU_MSG_GRAPH_INSTANTIATE, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r != CUDA_SUCCESS) {
-		ip_obj_unregister(&e->o);
-		free(e);
+		ip_obj_drop(e);
 		return r;
 	}
 	*out = (CUgraphExec)e;
@@ -336,7 +329,7 @@ static CUresult graph_stream_op(uint16_t type, CUgraphExec h, CUstream s, int pt
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	e = ip_obj_get(h, IP_GRAPH_EXEC);
+	e = ip_obj_get(h, ST_KIND_GRAPH_EXEC);
 	if (!e)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = ip_stream_resolve(s, ptds, &c, &sid);
@@ -392,7 +385,7 @@ IP_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec h)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	e = ip_obj_get(h, IP_GRAPH_EXEC);
+	e = ip_obj_get(h, ST_KIND_GRAPH_EXEC);
 	if (!e)
 		return CUDA_ERROR_INVALID_VALUE;
 	m.exec = e->o.id;
@@ -408,7 +401,7 @@ IP_API CUresult CUDAAPI cuGraphDestroy(CUgraph h)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	g = ip_obj_get(h, IP_GRAPH);
+	g = ip_obj_get(h, ST_KIND_GRAPH);
 	if (!g)
 		return CUDA_ERROR_INVALID_VALUE;
 	m.graph = g->o.id;
@@ -428,7 +421,7 @@ IP_API CUresult CUDAAPI cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *n
 		return r;
 	if (!num)
 		return CUDA_ERROR_INVALID_VALUE;
-	g = ip_obj_get(h, IP_GRAPH);
+	g = ip_obj_get(h, ST_KIND_GRAPH);
 	if (!g)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (nodes && *num) {

@@ -76,8 +76,8 @@ IP_API CUresult CUDAAPI cuInit(unsigned int flags)
 		r = ip_session_open();
 		if (r == CUDA_SUCCESS) {
 			for (int i = 0; i < ip.ndev; i++) {
-				struct ip_ctx *c = calloc(1, sizeof(*c));
-				if (!c || ip_obj_register(&c->o, IP_CTX)) {
+				struct ip_ctx *c = ip_obj_new(sizeof(*c), ST_KIND_CONTEXT, NULL);
+				if (!c) {
 					r = CUDA_ERROR_OUT_OF_MEMORY;
 					break;
 				}

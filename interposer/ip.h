@@ -15,6 +15,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "ip_dark.h"
+#include "rgpu/statetrack.h"
 #include "rgpu_msgs.h"
 #include "vawindow.h"
 
@@ -25,17 +26,11 @@
 
 /* ---- objects: every handle an application sees is one of these ---------------------------- */
 
-enum ip_kind {
-	IP_CTX = 1,
-	IP_STREAM = 2,
-	IP_EVENT = 3,
-	IP_MODULE = 4,  /* CUmodule and CUlibrary (library != 0) */
-	IP_FUNC = 5,    /* CUfunction */
-	IP_KERNEL = 6,  /* CUkernel */
-	IP_GRAPH = 7,   /* CUgraph */
-	IP_GRAPH_EXEC = 8, /* CUgraphExec */
-	IP_POOL = 9,    /* CUmemoryPool */
-};
+/*
+ * An object's kind is its state-log kind (enum st_kind, rgpu/statetrack.h): one enum for the
+ * interposer, the server and the log. A CUmodule and a CUlibrary are both ST_KIND_MODULE
+ * (ip_module.library tells them apart); a CUmemoryPool is ST_KIND_MEMPOOL.
+ */
 
 struct ip_ctx;
 
@@ -123,8 +118,8 @@ struct ip_func {
 	struct ip_obj o;
 	struct ip_module *mod;
 	const struct ip_funcinfo *info;
-	struct ip_ctx *ctx;        /* IP_FUNC of a kernel: its context */
-	struct ip_func *kfuncs;    /* IP_KERNEL: its per-context functions (linked by next) */
+	struct ip_ctx *ctx;        /* ST_KIND_FUNCTION of a kernel: its context */
+	struct ip_func *kfuncs;    /* ST_KIND_KERNEL: its per-context functions (linked by next) */
 	struct ip_func *next;
 	int attr_valid[IP_FUNC_ATTR_CACHE];
 	int attr_val[IP_FUNC_ATTR_CACHE];
@@ -134,6 +129,15 @@ struct ip_func {
 
 /* ip_obj_register() - give o a fresh id and make its address a valid handle. */
 int ip_obj_register(struct ip_obj *o, int kind);
+/*
+ * ip_obj_new() - the one way an object is made: size zeroed bytes (a struct that starts with
+ * its struct ip_obj), registered as kind (a fresh id; its address is a valid handle from now
+ * on) and owned by owner (NULL for contexts). NULL when out of memory. What it does on the
+ * server is recorded in the state log by the message that creates it (statelog.c).
+ */
+void *ip_obj_new(size_t size, int kind, struct ip_ctx *owner);
+/* ip_obj_drop() - undo ip_obj_new() for an object the server never made: unregister, free. */
+void ip_obj_drop(void *obj);
 /* ip_obj_unregister() - the handle is no longer valid (the memory is the caller's). */
 void ip_obj_unregister(struct ip_obj *o);
 /* ip_obj_get() - the live object behind handle h of kind (0: any), or NULL. */

@@ -44,7 +44,7 @@ CUresult ip_attrs_to_wire(const CUlaunchAttribute *in, unsigned n, CUlaunchAttri
 		    out[i].id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT) {
 			/* both start with the event handle; it travels as the event's id */
 			struct ip_event *e = ip_obj_get(out[i].value.launchCompletionEvent.event,
-							IP_EVENT);
+							ST_KIND_EVENT);
 			uint64_t id;
 			if (!e)
 				return CUDA_ERROR_INVALID_HANDLE;
@@ -72,9 +72,9 @@ static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsi
 	r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	f = ip_obj_get(h, IP_FUNC);
+	f = ip_obj_get(h, ST_KIND_FUNCTION);
 	if (!f)
-		f = ip_obj_get(h, IP_KERNEL);
+		f = ip_obj_get(h, ST_KIND_KERNEL);
 	if (!f)
 		return CUDA_ERROR_INVALID_HANDLE;
 	r = ip_stream_resolve(s, ptds, &c, &sid);

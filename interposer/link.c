@@ -107,9 +107,11 @@ int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payl
 		    uint64_t plen, int urgent, struct waiter *w, struct ofr **out)
 {
 	int borrow = plen > IP_INLINE_MAX;
+	int digest = plen == 0 && ip_statelog_wants_digest(type);
 	size_t hlen = rgpu_frame_size(req), keep = hlen + (borrow ? 0 : plen);
 	struct rgpu_frame_hdr h = {.type = type, .payload_len = plen};
-	struct ofr *f = malloc(sizeof(*f) + keep);
+	struct ofr *f = malloc(sizeof(*f) + keep + (digest ? ST_DIGEST_LEN : 0));
+	uint8_t dg[ST_DIGEST_LEN];
 
 	if (!f)
 		return RGPU_ENOMEM;
@@ -125,9 +127,16 @@ int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payl
 	h.seq = ++S.seq;
 	h.session = S.session;
 	h.ack = S.rx_seq;
+	/* RGPU_VERIFY_LOG: a synchronising request carries the log as of this seq */
+	if (digest && ip_statelog_digest(type, dg)) {
+		payload = dg;
+		plen = h.payload_len = ST_DIGEST_LEN;
+	}
 	f->next = NULL;
 	f->seq = h.seq;
 	f->len = rgpu_frame_pack_hdr(f->data, &h, req);
+	ip_statelog_sent(type, req, f->data + RGPU_FRAME_HDR_LEN, f->len - RGPU_FRAME_HDR_LEN, payload,
+		    plen, w);
 	f->ext = NULL;
 	f->own = NULL;
 	f->ext_len = 0;

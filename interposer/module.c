@@ -59,7 +59,7 @@ static struct ip_module *module_of(const void *h, int library, CUresult *r)
 	*r = ip_check_init();
 	if (*r != CUDA_SUCCESS)
 		return NULL;
-	m = ip_obj_get(h, IP_MODULE);
+	m = ip_obj_get(h, ST_KIND_MODULE);
 	if (!m || m->library != library) {
 		*r = CUDA_ERROR_INVALID_HANDLE;
 		return NULL;
@@ -125,7 +125,7 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 	m->image_size = img.size;
 	m->o.owner = c;
 	rgpu_sha256(img.data, img.size, m->hash);
-	if (ip_obj_register(&m->o, IP_MODULE)) {
+	if (ip_obj_register(&m->o, ST_KIND_MODULE)) {
 		module_free(m);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -271,7 +271,7 @@ void ip_module_ctx_teardown(struct ip_ctx *c)
 {
 	struct ip_obj **v = NULL;
 	size_t n = 0;
-	ip_obj_collect(c, IP_MODULE, &v, &n);
+	ip_obj_collect(c, ST_KIND_MODULE, &v, &n);
 	for (size_t i = 0; i < n; i++)
 		unload((struct ip_module *)v[i], 0); /* the server drops them with the context */
 	free(v);
@@ -294,19 +294,17 @@ static CUresult get_func(struct ip_module *m, struct ip_funcinfo *fi, int kind,
 	pthread_mutex_lock(&m->lock);
 	f = fi->handle;
 	if (!f) {
-		f = calloc(1, sizeof(*f));
-		if (!f || ip_obj_register(&f->o, kind)) {
-			free(f);
+		f = ip_obj_new(sizeof(*f), kind, m->ctx);
+		if (!f) {
 			pthread_mutex_unlock(&m->lock);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		f->o.owner = m->ctx;
 		f->mod = m;
 		f->info = fi;
 		req.func = f->o.id;
 		req.parent = m->o.id;
 		req.name = fi->name;
-		req.kind = kind == IP_KERNEL ? RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL
+		req.kind = kind == ST_KIND_KERNEL ? RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL
 					     : RGPU__FUNC_KIND__FUNC_MODULE;
 		req.ctx = m->ctx->o.id;
 		r = ip_post(RGPU_MSG_FUNC_GET, &req.base, NULL, 0);
@@ -332,7 +330,7 @@ static CUresult lookup(void **out, const void *h, const char *name, int library)
 	fi = find_info(m, name);
 	if (!fi)
 		return CUDA_ERROR_NOT_FOUND;
-	return get_func(m, fi, library ? IP_KERNEL : IP_FUNC, (struct ip_func **)out);
+	return get_func(m, fi, library ? ST_KIND_KERNEL : ST_KIND_FUNCTION, (struct ip_func **)out);
 }
 
 static CUresult count_funcs(unsigned *count, const void *h, int library)
@@ -357,7 +355,7 @@ static CUresult enumerate(void **out, unsigned n, const void *h, int library)
 	if (!out)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (unsigned i = 0; m && i < n && i < m->nfuncs && r == CUDA_SUCCESS; i++)
-		r = get_func(m, &m->funcs[i], library ? IP_KERNEL : IP_FUNC,
+		r = get_func(m, &m->funcs[i], library ? ST_KIND_KERNEL : ST_KIND_FUNCTION,
 			     (struct ip_func **)&out[i]);
 	return r;
 }
@@ -395,6 +393,7 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 		req.name = (char *)name;
 		req.library = m->library;
 		req.ctx = m->ctx->o.id;
+		req.global = ip_new_id();
 		r = ip_call_status(RGPU_MSG_GLOBAL_GET, &req.base, NULL, 0, NULL, 0,
 				   &rgpu__global_reply__descriptor, (ProtobufCMessage **)&rep);
 		if (r != CUDA_SUCCESS) {
@@ -518,20 +517,18 @@ IP_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pfunc, CUkernel k)
 	r = ip_ctx_require(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
-	kern = ip_obj_get(k, IP_KERNEL);
+	kern = ip_obj_get(k, ST_KIND_KERNEL);
 	if (!kern)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&kern->mod->lock);
 	for (f = kern->kfuncs; f && f->ctx != c; f = f->next)
 		;
 	if (!f) {
-		f = calloc(1, sizeof(*f));
-		if (!f || ip_obj_register(&f->o, IP_FUNC)) {
-			free(f);
+		f = ip_obj_new(sizeof(*f), ST_KIND_FUNCTION, c);
+		if (!f) {
 			pthread_mutex_unlock(&kern->mod->lock);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		f->o.owner = c;
 		f->mod = kern->mod;
 		f->info = kern->info;
 		f->ctx = c;
@@ -554,8 +551,8 @@ IP_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pfunc, CUkernel k)
 /* A CUfunction argument may also be a CUkernel cast to CUfunction (dark-api.md §7). */
 static struct ip_func *func_any(const void *h)
 {
-	struct ip_func *f = ip_obj_get(h, IP_FUNC);
-	return f ? f : ip_obj_get(h, IP_KERNEL);
+	struct ip_func *f = ip_obj_get(h, ST_KIND_FUNCTION);
+	return f ? f : ip_obj_get(h, ST_KIND_KERNEL);
 }
 
 static CUresult param_info(const void *h, size_t index, size_t *off, size_t *size)
@@ -606,7 +603,7 @@ IP_API CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel h)
 
 IP_API CUresult CUDAAPI cuFuncGetModule(CUmodule *mod, CUfunction h)
 {
-	struct ip_func *f = ip_obj_get(h, IP_FUNC);
+	struct ip_func *f = ip_obj_get(h, ST_KIND_FUNCTION);
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -718,7 +715,7 @@ IP_API CUresult CUDAAPI cuFuncSetAttribute(CUfunction h, CUfunction_attribute a,
 IP_API CUresult CUDAAPI cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel h,
 					     CUdevice dev)
 {
-	struct ip_func *f = ip_obj_get(h, IP_KERNEL);
+	struct ip_func *f = ip_obj_get(h, ST_KIND_KERNEL);
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -734,7 +731,7 @@ IP_API CUresult CUDAAPI cuKernelGetAttribute(int *v, CUfunction_attribute a, CUk
 IP_API CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel h,
 					     CUdevice dev)
 {
-	struct ip_func *f = ip_obj_get(h, IP_KERNEL);
+	struct ip_func *f = ip_obj_get(h, ST_KIND_KERNEL);
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;

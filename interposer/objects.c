@@ -36,6 +36,26 @@ int ip_obj_register(struct ip_obj *o, int kind)
 	return r ? 0 : RGPU_ENOMEM;
 }
 
+void *ip_obj_new(size_t size, int kind, struct ip_ctx *owner)
+{
+	struct ip_obj *o = calloc(1, size);
+
+	if (!o || ip_obj_register(o, kind)) {
+		free(o);
+		return NULL;
+	}
+	o->owner = owner;
+	return o;
+}
+
+void ip_obj_drop(void *obj)
+{
+	if (!obj)
+		return;
+	ip_obj_unregister(obj);
+	free(obj);
+}
+
 void ip_obj_unregister(struct ip_obj *o)
 {
 	pthread_mutex_lock(&reg_lock);

@@ -130,8 +130,8 @@ static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
 
 static struct ip_func *func_of(CUfunction h)
 {
-	struct ip_func *f = ip_obj_get(h, IP_FUNC);
-	return f ? f : ip_obj_get(h, IP_KERNEL);
+	struct ip_func *f = ip_obj_get(h, ST_KIND_FUNCTION);
+	return f ? f : ip_obj_get(h, ST_KIND_KERNEL);
 }
 
 static CUresult active_blocks(int *n, CUfunction h, int block, size_t smem, unsigned flags)

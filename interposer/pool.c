@@ -55,11 +55,9 @@ static int addr_cmp(const void *a, const void *b)
 
 static struct ip_pool *pool_new(int device)
 {
-	struct ip_pool *p = calloc(1, sizeof(*p));
-	if (!p || ip_obj_register(&p->o, IP_POOL)) {
-		free(p);
+	struct ip_pool *p = ip_obj_new(sizeof(*p), ST_KIND_MEMPOOL, NULL);
+	if (!p)
 		return NULL;
-	}
 	p->device = device;
 	p->reuse_follow = p->reuse_opportunistic = p->reuse_internal = 1;
 	return p;
@@ -217,13 +215,13 @@ IP_API CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t size, CUstre
 IP_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t size, CUmemoryPool h,
 						CUstream s)
 {
-	struct ip_pool *p = ip_obj_get(h, IP_POOL);
+	struct ip_pool *p = ip_obj_get(h, ST_KIND_MEMPOOL);
 	return p ? pool_alloc(d, size, p, s, 0) : CUDA_ERROR_INVALID_VALUE;
 }
 IP_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t size,
 						     CUmemoryPool h, CUstream s)
 {
-	struct ip_pool *p = ip_obj_get(h, IP_POOL);
+	struct ip_pool *p = ip_obj_get(h, ST_KIND_MEMPOOL);
 	return p ? pool_alloc(d, size, p, s, 1) : CUDA_ERROR_INVALID_VALUE;
 }
 IP_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr d, CUstream s)
@@ -266,7 +264,7 @@ IP_API CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *out, CUdevice dev)
 
 IP_API CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool h)
 {
-	struct ip_pool *p = ip_obj_get(h, IP_POOL);
+	struct ip_pool *p = ip_obj_get(h, ST_KIND_MEMPOOL);
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -300,7 +298,7 @@ IP_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps 
 
 IP_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool h)
 {
-	struct ip_pool *p = ip_obj_get(h, IP_POOL);
+	struct ip_pool *p = ip_obj_get(h, ST_KIND_MEMPOOL);
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -314,7 +312,7 @@ IP_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool h)
 
 IP_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribute a, void *v)
 {
-	struct ip_pool *p = ip_obj_get(h, IP_POOL);
+	struct ip_pool *p = ip_obj_get(h, ST_KIND_MEMPOOL);
 	if (!p || !v)
 		return CUDA_ERROR_INVALID_VALUE;
 	switch (a) {
@@ -339,7 +337,7 @@ IP_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool h, CUmemPool_attribut
 
 IP_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool h, CUmemPool_attribute a, void *v)
 {
-	struct ip_pool *p = ip_obj_get(h, IP_POOL);
+	struct ip_pool *p = ip_obj_get(h, ST_KIND_MEMPOOL);
 	if (!p || !v)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&pool_lock);
@@ -364,12 +362,12 @@ IP_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool h, CUmemPool_attribut
 IP_API CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool h, size_t keep)
 {
 	(void)keep;
-	return ip_obj_get(h, IP_POOL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return ip_obj_get(h, ST_KIND_MEMPOOL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 IP_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool h, const CUmemAccessDesc *map, size_t n)
 {
-	struct ip_pool *p = ip_obj_get(h, IP_POOL);
+	struct ip_pool *p = ip_obj_get(h, ST_KIND_MEMPOOL);
 	if (!p || (n && !map))
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < n; i++)
@@ -382,7 +380,7 @@ IP_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool h, const CUmemAccessDesc
 IP_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool h,
 					   CUmemLocation *loc)
 {
-	struct ip_pool *p = ip_obj_get(h, IP_POOL);
+	struct ip_pool *p = ip_obj_get(h, ST_KIND_MEMPOOL);
 	if (!p || !flags || !loc)
 		return CUDA_ERROR_INVALID_VALUE;
 	*flags = loc->type == CU_MEM_LOCATION_TYPE_DEVICE && loc->id == p->device

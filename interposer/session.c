@@ -438,6 +438,7 @@ CUresult ip_session_open(void)
 	}
 	S.pid = getpid();
 	S.link_up = 1;
+	ip_statelog_init();
 	rgpu_conn_set_spin(S.conn, (uint32_t)rgpu_spin_budget_ns(30000));
 	if (pthread_create(&t, NULL, receiver_main, NULL) ||
 	    pthread_detach(t) || pthread_create(&t, NULL, ip_link_sender_main, NULL) ||

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "ip.h"
+#include "rgpu/record.h"
 #include "rgpu/frame.h"
 #include "rgpu/transport.h"
 
@@ -50,6 +51,7 @@ struct waiter {
 	uint8_t *body;
 	uint32_t body_len;
 	uint16_t type;
+	struct rgpu_rec_ops *rec_sent; /* the records the call made when sent (statelog.c) */
 	pthread_mutex_t m;
 	pthread_cond_t c;
 	struct waiter *next;
@@ -105,6 +107,14 @@ struct ip_session {
 	uint64_t *cbq;
 	size_t cbq_n, cbq_cap;
 	atomic_uint_fast64_t cb_next;
+
+	/* the state log (statelog.c), under q_lock: recorded in seq order */
+	struct st_log *log;
+	struct rgpu_journal *capturing; /* captures in progress, hashed as they are sent */
+	int verify;                  /* RGPU_VERIFY_LOG */
+	int log_pending;             /* calls whose records their reply has not settled */
+	int log_diverged;            /* no longer compared (an asynchronous error, a mismatch) */
+	unsigned log_checked;        /* digests sent */
 };
 
 /* The session of this process. One letter: it is on nearly every line of these files. */
@@ -168,6 +178,25 @@ void ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body);
  * transport error that broke the link in the middle of the payload.
  */
 int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body);
+
+/* ---- statelog.c (callers hold S.q_lock, but for ip_statelog_init and ip_statelog_mismatch) ----------- */
+
+/* ip_statelog_init() - the empty log; reads RGPU_VERIFY_LOG. */
+void ip_statelog_init(void);
+/* ip_statelog_sent() - record a frame just given its seq; w: a call, whose records stay provisional */
+void ip_statelog_sent(uint16_t type, const ProtobufCMessage *req, const uint8_t *body, size_t blen,
+		 const void *payload, uint64_t plen, struct waiter *w);
+/* ip_statelog_settle() - a call's reply (NULL: none will come) settles what it recorded */
+void ip_statelog_settle(uint16_t type, const ProtobufCMessage *req, const ProtobufCMessage *rep,
+		   struct waiter *w);
+/* ip_statelog_wants_digest() - may a frame of this type carry a digest (RGPU_VERIFY_LOG)? */
+int ip_statelog_wants_digest(uint16_t type);
+/* ip_statelog_digest() - the digest a frame of this type carries now: 1, or 0 for none */
+int ip_statelog_digest(uint16_t type, uint8_t out[ST_DIGEST_LEN]);
+/* ip_statelog_async_error() - an asynchronous error came: stop comparing */
+void ip_statelog_async_error(void);
+/* ip_statelog_mismatch() - the worker refused a digest and sent its log: name the difference */
+void ip_statelog_mismatch(uint16_t type, const ProtobufCBinaryData *server_log);
 
 /* ---- callbacks.c -------------------------------------------------------------------------- */
 

@@ -28,14 +28,11 @@ static CUresult stream_new(struct ip_ctx *c, unsigned flags, int prio, int per_t
 			   struct ip_stream **out)
 {
 	Rgpu__StreamCreate m = RGPU__STREAM_CREATE__INIT;
-	struct ip_stream *s = calloc(1, sizeof(*s));
+	struct ip_stream *s = ip_obj_new(sizeof(*s), ST_KIND_STREAM, c);
 	CUresult r;
 
-	if (!s || ip_obj_register(&s->o, IP_STREAM)) {
-		free(s);
+	if (!s)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	s->o.owner = c;
 	s->ctx = c;
 	s->flags = flags;
 	s->priority = prio;
@@ -46,8 +43,7 @@ static CUresult stream_new(struct ip_ctx *c, unsigned flags, int prio, int per_t
 	m.priority = prio;
 	r = ip_post(RGPU_MSG_STREAM_CREATE, &m.base, NULL, 0);
 	if (r != CUDA_SUCCESS) {
-		ip_obj_unregister(&s->o);
-		free(s);
+		ip_obj_drop(s);
 		return r;
 	}
 	*out = s;
@@ -59,7 +55,7 @@ static CUresult per_thread_stream(struct ip_ctx *c, struct ip_stream **out)
 	int free_slot = -1;
 	for (int i = 0; i < PTDS_SLOTS; i++) {
 		struct ip_stream *s = tls_ptds[i];
-		if (s && !ip_obj_get(s, IP_STREAM))
+		if (s && !ip_obj_get(s, ST_KIND_STREAM))
 			s = tls_ptds[i] = NULL; /* its context went away */
 		if (s && s->ctx == c) {
 			*out = s;
@@ -93,7 +89,7 @@ CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stre
 	r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	s = ip_obj_get(h, IP_STREAM);
+	s = ip_obj_get(h, ST_KIND_STREAM);
 	if (!s)
 		return CUDA_ERROR_INVALID_HANDLE;
 	*ctx = s->ctx;
@@ -120,19 +116,19 @@ void ip_stream_ctx_teardown(struct ip_ctx *c)
 	struct ip_obj **v = NULL;
 	size_t n = 0;
 	/* the server destroys them with the context: only the handles die here */
-	ip_obj_collect(c, IP_STREAM, &v, &n);
+	ip_obj_collect(c, ST_KIND_STREAM, &v, &n);
 	for (size_t i = 0; i < n; i++)
 		ip_obj_unregister(v[i]);
 	free(v);
-	ip_obj_collect(c, IP_EVENT, &v, &n);
+	ip_obj_collect(c, ST_KIND_EVENT, &v, &n);
 	for (size_t i = 0; i < n; i++)
 		ip_obj_unregister(v[i]);
 	free(v);
-	ip_obj_collect(c, IP_GRAPH, &v, &n);
+	ip_obj_collect(c, ST_KIND_GRAPH, &v, &n);
 	for (size_t i = 0; i < n; i++)
 		ip_obj_unregister(v[i]);
 	free(v);
-	ip_obj_collect(c, IP_GRAPH_EXEC, &v, &n);
+	ip_obj_collect(c, ST_KIND_GRAPH_EXEC, &v, &n);
 	for (size_t i = 0; i < n; i++)
 		ip_obj_unregister(v[i]);
 	free(v);
@@ -171,7 +167,7 @@ IP_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream h)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	s = ip_obj_get(h, IP_STREAM);
+	s = ip_obj_get(h, ST_KIND_STREAM);
 	if (!s || s->per_thread)
 		return CUDA_ERROR_INVALID_HANDLE;
 	m.stream = s->o.id;
@@ -223,7 +219,7 @@ static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
 	CUresult r = ip_stream_resolve(h, ptds, &c, &sid);
 	if (r != CUDA_SUCCESS)
 		return r;
-	e = ip_obj_get(eh, IP_EVENT);
+	e = ip_obj_get(eh, ST_KIND_EVENT);
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (flags & ~CU_EVENT_WAIT_EXTERNAL)
@@ -308,12 +304,9 @@ IP_API CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (flags & CU_EVENT_INTERPROCESS)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	e = calloc(1, sizeof(*e));
-	if (!e || ip_obj_register(&e->o, IP_EVENT)) {
-		free(e);
+	e = ip_obj_new(sizeof(*e), ST_KIND_EVENT, c);
+	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	e->o.owner = c;
 	e->ctx = c;
 	e->flags = flags;
 	m.event = e->o.id;
@@ -321,8 +314,7 @@ IP_API CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
 	m.flags = flags;
 	r = ip_post(RGPU_MSG_EVENT_CREATE, &m.base, NULL, 0);
 	if (r != CUDA_SUCCESS) {
-		ip_obj_unregister(&e->o);
-		free(e);
+		ip_obj_drop(e);
 		return r;
 	}
 	*ph = (CUevent)e;
@@ -336,7 +328,7 @@ IP_API CUresult CUDAAPI cuEventDestroy_v2(CUevent h)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	e = ip_obj_get(h, IP_EVENT);
+	e = ip_obj_get(h, ST_KIND_EVENT);
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
 	m.event = e->o.id;
@@ -354,7 +346,7 @@ static CUresult event_record(CUevent h, CUstream s, unsigned flags, int ptds)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	e = ip_obj_get(h, IP_EVENT);
+	e = ip_obj_get(h, ST_KIND_EVENT);
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (flags & ~CU_EVENT_RECORD_EXTERNAL)
@@ -398,7 +390,7 @@ static CUresult event_call(uint16_t type, CUevent h)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	e = ip_obj_get(h, IP_EVENT);
+	e = ip_obj_get(h, ST_KIND_EVENT);
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
 	m.event = e->o.id;
@@ -426,8 +418,8 @@ IP_API CUresult CUDAAPI cuEventElapsedTime_v2(float *ms, CUevent start, CUevent 
 		return r;
 	if (!ms)
 		return CUDA_ERROR_INVALID_VALUE;
-	a = ip_obj_get(start, IP_EVENT);
-	b = ip_obj_get(end, IP_EVENT);
+	a = ip_obj_get(start, ST_KIND_EVENT);
+	b = ip_obj_get(end, ST_KIND_EVENT);
 	if (!a || !b)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)

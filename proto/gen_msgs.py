@@ -13,6 +13,11 @@ comment describes the syntax). This generator checks the table and writes, into 
                   proto/include/rgpu/msgdef.h) and PREFIX_msg_name(type)
   HANDLERS.h/.c   with --handlers: the server's dispatch array HANDLERS[type] and a prototype
                   for every handler the table names (the signature comes from --handler-args)
+  RECORDER.h/.c   with --recorder: the state-log recorder RECORDER_build(type, req, rep, ops),
+                  which hands every message whose effect is create, destroy or attr to its
+                  builder PREFIX_rec_<name>() (written by hand, proto/record.c: typed with the
+                  row's body and reply) after checking the body's type; a missing builder is
+                  a link error, so a new row cannot be left unrecorded
 
 The words a table may use are read from the C headers given with --enums, so the table and the
 code it is compiled against cannot disagree: directions from enum rgpu_msg_dir (RGPU_DIR_*),
@@ -26,6 +31,7 @@ rewritten, so editing a comment in the table recompiles nothing.
 
 Usage: gen_msgs.py TABLE PREFIX --outdir DIR --proto FILE.proto --enums HEADER...
                    [--frame-table NAME] [--handlers NAME --handler-args 'C PARAMETERS']
+                   [--recorder NAME]
 Python 3 standard library only.
 """
 
@@ -431,6 +437,57 @@ def gen_handlers(args, rows):
     return "".join(hdr), "".join(src)
 
 
+def c_type(package, message):
+    parts = [p.capitalize() for p in package.split(".") if p]
+    return "__".join(parts + [message])
+
+
+def gen_recorder(args, package, rows):
+    """The recorder: one builder per row that changes the state log."""
+    P, p, rec = args.prefix.upper(), args.prefix, args.recorder
+    guard = "%s_GEN_H" % rec.upper()
+    rows = [r for r in sorted(rows, key=lambda r: r["number"])
+            if r["effect"] in ("create", "destroy", "attr")]
+    hdr = [banner(args.table), "#ifndef %s\n#define %s\n\n" % (guard, guard),
+           "#include <stdint.h>\n\n#include <protobuf-c/protobuf-c.h>\n\n",
+           '#include "rgpu/record.h"\n']
+    hdr.extend('#include "%s.pb-c.h"\n' % os.path.splitext(os.path.basename(f))[0]
+               for f in args.proto)
+    hdr.append("\n/*\n * The builders (proto/record.c), one per row whose effect is create, "
+               "destroy or attr.\n * A builder with a reply is called with rep NULL when "
+               "the request is sent, and\n * with the reply once it is known.\n */\n")
+    for r in rows:
+        params = "const %s *req" % c_type(package, r["body"]) if r["body"] else "void"
+        if r["reply"]:
+            params += ", const %s *rep" % c_type(package, r["reply"])
+        hdr.append("int %s_rec_%s(%s, struct rgpu_rec_ops *ops); /* %s:%s */\n"
+                   % (p, r["name"].lower(), params, r["effect"], r["kind"]))
+    hdr.append("\n/*\n * %s_build() - the state-log operations of one message: ops->n = 0 "
+               "for a\n * message that changes nothing. req is the decoded request body, rep "
+               "the decoded\n * reply or NULL. Returns 0, RGPU_EINVAL (a body of the wrong "
+               "type) or the builder's error.\n */\n" % rec)
+    hdr.append("int %s_build(unsigned type, const ProtobufCMessage *req, "
+               "const ProtobufCMessage *rep,\n\t\tstruct rgpu_rec_ops *ops);\n\n#endif\n"
+               % rec)
+    src = [banner(args.table), "#include <stddef.h>\n\n", '#include "rgpu/err.h"\n',
+           '#include "%s_msgs.h"\n#include "%s.h"\n\n' % (p, rec)]
+    src.append("int %s_build(unsigned type, const ProtobufCMessage *req, "
+               "const ProtobufCMessage *rep,\n\t\tstruct rgpu_rec_ops *ops)\n{\n" % rec)
+    src.append("\tops->n = 0;\n\tswitch (type) {\n")
+    for r in rows:
+        src.append("\tcase %s_MSG_%s:\n" % (P, r["name"]))
+        src.append("\t\tif (!req || req->descriptor != %s)\n\t\t\treturn RGPU_EINVAL;\n"
+                   % descriptor(package, r["body"]))
+        args_c = "(const %s *)req" % c_type(package, r["body"])
+        if r["reply"]:
+            src.append("\t\tif (rep && rep->descriptor != %s)\n\t\t\treturn RGPU_EINVAL;\n"
+                       % descriptor(package, r["reply"]))
+            args_c += ", (const %s *)rep" % c_type(package, r["reply"])
+        src.append("\t\treturn %s_rec_%s(%s, ops);\n" % (p, r["name"].lower(), args_c))
+    src.append("\tdefault:\n\t\treturn 0;\n\t}\n}\n")
+    return "".join(hdr), "".join(src)
+
+
 def write_if_changed(path, text):
     try:
         with open(path) as f:
@@ -460,6 +517,7 @@ def main():
     ap.add_argument("--handlers", help="also write HANDLERS.h/.c: the server's dispatch array")
     ap.add_argument("--handler-args", default="void *ctx",
                     help="the handlers' C parameter list")
+    ap.add_argument("--recorder", help="also write RECORDER.h/.c: the state-log recorder")
     args = ap.parse_args()
     if not IDENT_RE.match(args.prefix):
         ap.error("prefix must be a C identifier")
@@ -500,6 +558,10 @@ def main():
         hdr, src = gen_handlers(args, rows)
         write_if_changed(os.path.join(args.outdir, args.handlers + ".h"), hdr)
         write_if_changed(os.path.join(args.outdir, args.handlers + ".c"), src)
+    if args.recorder:
+        hdr, src = gen_recorder(args, package, rows)
+        write_if_changed(os.path.join(args.outdir, args.recorder + ".h"), hdr)
+        write_if_changed(os.path.join(args.outdir, args.recorder + ".c"), src)
     return 0
 
 

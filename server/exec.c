@@ -20,42 +20,10 @@
 
 /* ---- contexts --------------------------------------------------------------------------- */
 
-static void destroy_obj(struct srv_worker *w, struct srv_obj *o)
-{
-	struct srv_driver *d = &w->drv;
-	switch (o->kind) {
-	case SRV_STREAM: d->cuStreamDestroy(o->h); break;
-	case SRV_EVENT: d->cuEventDestroy(o->h); break;
-	case SRV_MODULE: d->cuModuleUnload(o->h); break;
-	case SRV_LIBRARY: d->cuLibraryUnload(o->h); break;
-	case SRV_GRAPH_EXEC: d->cuGraphExecDestroy(o->h); break;
-	case SRV_GRAPH: d->cuGraphDestroy(o->h); break;
-	default: break;
-	}
-	srv_obj_del(w, o->id);
-}
-
-/* Destroy every object that belongs to client context ctx (its streams, events, modules). */
-static void destroy_ctx_children(struct srv_worker *w, uint64_t ctx)
-{
-	struct collect c = {.ctx = ctx};
-	srv_collect_arg = &c;
-	twalk(w->objs, srv_collect_walk);
-	/* functions and kernels first: their modules go after them */
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < c.n; i++) {
-			struct srv_obj *o = srv_obj_find(w, c.ids[i], 0);
-			int leafish = o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL);
-			if (o && (pass == 0) == leafish)
-				destroy_obj(w, o);
-		}
-	free(c.ids);
-}
-
 int h_ctx_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxCreate, ctx_create, w, f);
-	struct srv_obj o = {.id = m->ctx, .kind = SRV_CTX, .device = m->device,
+	struct srv_obj o = {.id = m->ctx, .kind = ST_KIND_CONTEXT, .device = m->device,
 			    .primary = m->primary};
 	CUresult r = CUDA_SUCCESS;
 	CUcontext c = NULL;
@@ -76,39 +44,23 @@ int h_ctx_create(struct srv_worker *w, struct srv_frame *f)
 	}
 	if (r == CUDA_SUCCESS) {
 		o.h = c;
-		if (srv_obj_add(w, &o))
-			r = CUDA_ERROR_INVALID_HANDLE;
+		r = srv_obj_create(w, &o);
 	}
 	srv_async_error(w, r, "context create");
 	rgpu__ctx_create__free_unpacked(m, NULL);
 	return 0;
 }
 
+/*
+ * Its streams, events, modules (and their functions) go first, newest first, then the context
+ * itself: the state log's removal (statelog.c, srv_obj_release).
+ */
 int h_ctx_destroy(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxRef, ctx_ref, w, f);
-	struct srv_obj *o = srv_obj_find(w, m->ctx, SRV_CTX);
-	CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+	struct srv_obj *o = srv_obj_find(w, m->ctx, ST_KIND_CONTEXT);
 
-	if (o) {
-		destroy_ctx_children(w, o->id);
-		if (o->primary) {
-			/*
-			 * The worker keeps its own reference on device 0's primary context (the
-			 * staging buffers live in it), so a release never tears it down under us;
-			 * the client's objects in it were destroyed just above.
-			 */
-			r = w->drv.cuDevicePrimaryCtxRelease(w->dev[o->device]);
-		} else {
-			r = w->drv.cuCtxDestroy(o->h);
-		}
-		if (w->cur_ctx_id == o->id || !o->primary) {
-			w->cur_ctx_id = 0;
-			w->drv.cuCtxSetCurrent(w->base_ctx);
-		}
-		srv_obj_del(w, m->ctx);
-	}
-	srv_async_error(w, r, "context destroy");
+	srv_async_error(w, o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT, "context destroy");
 	rgpu__ctx_ref__free_unpacked(m, NULL);
 	return 0;
 }
@@ -156,14 +108,54 @@ int h_goodbye(struct srv_worker *w, struct srv_frame *f)
 	return RGPU_ECLOSED;
 }
 
+/*
+ * RGPU_VERIFY_LOG: a synchronising request carries the client's digest; if this worker's log
+ * differs, the request is not executed and the reply carries this log instead.
+ */
+static int refuse_mismatch(struct srv_worker *w, struct srv_frame *f)
+{
+	Rgpu__Status st = RGPU__STATUS__INIT;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int ret;
+
+	if (srv_log_verify(w, f, &buf, &len))
+		return 0;
+	if (f->hdr.type == RGPU_MSG_GOODBYE) {
+		free(buf);
+		return 0;
+	}
+	w->exec_recorded = 1; /* not executed: nothing to record */
+	st.result = CUDA_ERROR_ILLEGAL_STATE;
+	st.server_log.data = buf;
+	st.server_log.len = len;
+	ret = srv_reply(w, f, &st.base);
+	free(buf);
+	return ret ? ret : 1;
+}
+
 int srv_exec(struct srv_worker *w, struct srv_frame *f)
 {
 	unsigned t = f->hdr.type;
+	int ret;
+
 	if (t >= ARRAY_SIZE(srv_handlers) || !srv_handlers[t]) {
 		/* a known type that a client may not send as a request here (e.g. a second hello) */
 		srv_protocol_error(w, RGPU_EPROTO, "unexpected %s", rgpu_msg_name(t));
 		return RGPU_EPROTO;
 	}
 	pr_debug("%s seq %llu", rgpu_msg_name(t), (unsigned long long)f->hdr.seq);
-	return srv_handlers[t](w, f);
+	w->exec_result = CUDA_SUCCESS;
+	w->exec_recorded = 0;
+	if (!w->replaying && (t == RGPU_MSG_GOODBYE || rgpu_msg_info(t)->effect == RGPU_EFFECT_SYNC)) {
+		ret = refuse_mismatch(w, f);
+		if (ret)
+			return ret < 0 ? ret : 0;
+	}
+	ret = srv_handlers[t](w, f);
+	if (ret == 0 && !w->exec_recorded)
+		srv_log_record(w, f, NULL);
+	if (ret == 0 && !w->replaying)
+		srv_log_dump(w);
+	return ret;
 }

@@ -30,12 +30,10 @@ int h_capture(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS && f->hdr.type == RGPU_MSG_CAPTURE_BEGIN) {
 		r = w->drv.cuStreamBeginCapture(s, (CUstreamCaptureMode)m->mode);
 	} else if (r == CUDA_SUCCESS) {
-		struct srv_obj g = {.id = m->graph, .kind = SRV_GRAPH, .ctx = m->ctx};
+		struct srv_obj g = {.id = m->graph, .kind = ST_KIND_GRAPH, .ctx = m->ctx};
 		r = w->drv.cuStreamEndCapture(s, (CUgraph *)&g.h);
-		if (r == CUDA_SUCCESS && srv_obj_add(w, &g)) {
-			w->drv.cuGraphDestroy(g.h);
-			r = CUDA_ERROR_INVALID_VALUE;
-		}
+		if (r == CUDA_SUCCESS)
+			r = srv_obj_create(w, &g);
 	}
 	rgpu__capture_op__free_unpacked(m, NULL);
 	return srv_reply_status(w, f, r);
@@ -45,33 +43,29 @@ int h_graph(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, GraphOp, graph_op, w, f);
 	struct srv_driver *d = &w->drv;
-	struct srv_obj *g = srv_obj_find(w, m->graph, SRV_GRAPH);
-	struct srv_obj *e = srv_obj_find(w, m->exec, SRV_GRAPH_EXEC);
+	struct srv_obj *g = srv_obj_find(w, m->graph, ST_KIND_GRAPH);
+	struct srv_obj *e = srv_obj_find(w, m->exec, ST_KIND_GRAPH_EXEC);
 	CUstream s = NULL;
 	CUresult r = srv_use_ctx(w, m->ctx);
 	int ret = 0;
 
 	switch (f->hdr.type) {
 	case RGPU_MSG_GRAPH_CREATE: {
-		struct srv_obj n = {.id = m->graph, .kind = SRV_GRAPH, .ctx = m->ctx};
+		struct srv_obj n = {.id = m->graph, .kind = ST_KIND_GRAPH, .ctx = m->ctx};
 		if (r == CUDA_SUCCESS)
 			r = d->cuGraphCreate((CUgraph *)&n.h, (unsigned)m->flags);
-		if (r == CUDA_SUCCESS && srv_obj_add(w, &n)) {
-			d->cuGraphDestroy(n.h);
-			r = CUDA_ERROR_INVALID_VALUE;
-		}
+		if (r == CUDA_SUCCESS)
+			r = srv_obj_create(w, &n);
 		srv_async_error(w, r, "graph create");
 		break;
 	}
 	case RGPU_MSG_GRAPH_INSTANTIATE: {
-		struct srv_obj n = {.id = m->exec, .kind = SRV_GRAPH_EXEC, .ctx = m->ctx};
+		struct srv_obj n = {.id = m->exec, .kind = ST_KIND_GRAPH_EXEC, .ctx = m->ctx};
 		if (r == CUDA_SUCCESS)
 			r = g ? d->cuGraphInstantiateWithFlags((CUgraphExec *)&n.h, g->h, m->flags)
 			      : CUDA_ERROR_INVALID_VALUE;
-		if (r == CUDA_SUCCESS && srv_obj_add(w, &n)) {
-			d->cuGraphExecDestroy(n.h);
-			r = CUDA_ERROR_INVALID_VALUE;
-		}
+		if (r == CUDA_SUCCESS)
+			r = srv_obj_create(w, &n);
 		ret = srv_reply_status(w, f, r);
 		break;
 	}
@@ -86,10 +80,8 @@ int h_graph(struct srv_worker *w, struct srv_frame *f)
 		srv_async_error(w, r, "graph launch");
 		break;
 	case RGPU_MSG_GRAPH_EXEC_DESTROY:
-		r = e ? d->cuGraphExecDestroy(e->h) : CUDA_ERROR_INVALID_VALUE;
-		if (e)
-			srv_obj_del(w, e->id);
-		srv_async_error(w, r, "graph exec destroy");
+		/* the state log's removal destroys it (statelog.c) */
+		srv_async_error(w, e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE, "graph exec destroy");
 		break;
 	case RGPU_MSG_GRAPH_NODE_COUNT: {
 		size_t n = 0;
@@ -99,10 +91,7 @@ int h_graph(struct srv_worker *w, struct srv_frame *f)
 		break;
 	}
 	case RGPU_MSG_GRAPH_DESTROY:
-		r = g ? d->cuGraphDestroy(g->h) : CUDA_ERROR_INVALID_VALUE;
-		if (g)
-			srv_obj_del(w, g->id);
-		srv_async_error(w, r, "graph destroy");
+		srv_async_error(w, g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE, "graph destroy");
 		break;
 	}
 	rgpu__graph_op__free_unpacked(m, NULL);

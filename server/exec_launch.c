@@ -38,7 +38,7 @@ CUresult srv_build_config(struct srv_worker *w, const struct launch_dims *d,
 			uint64_t id;
 			struct srv_obj *e;
 			memcpy(&id, &attrs[i].value, sizeof(id));
-			e = srv_obj_find(w, id, SRV_EVENT);
+			e = srv_obj_find(w, id, ST_KIND_EVENT);
 			if (!e)
 				return CUDA_ERROR_INVALID_HANDLE;
 			attrs[i].value.launchCompletionEvent.event = e->h;
@@ -82,7 +82,7 @@ int h_launch(struct srv_worker *w, struct srv_frame *f)
 	CUstream s = NULL;
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 
-	if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL)) {
+	if (o && (o->kind == ST_KIND_FUNCTION || o->kind == ST_KIND_KERNEL)) {
 		r = srv_use_ctx(w, m->ctx);
 		if (r == CUDA_SUCCESS)
 			r = srv_stream(w, m->stream, &s);

@@ -34,11 +34,12 @@ int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
 	return ret;
 }
 
+/* The mapping is released by the state log's removal of its record (statelog.c). */
 int h_mem_free(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, MemFree, mem_free, w, f);
-	if (m->unmap_size)
-		srv_async_error(w, srv_unmap_range(w, m->unmap_addr, m->unmap_size), "unmap");
+	if (m->unmap_size && !srv_mapped(w, m->unmap_addr, m->unmap_size))
+		srv_async_error(w, CUDA_ERROR_INVALID_VALUE, "unmap");
 	rgpu__mem_free__free_unpacked(m, NULL);
 	return 0;
 }

@@ -31,7 +31,7 @@ static CUresult list_functions(struct srv_worker *w, struct srv_obj *o,
 	void **hs;
 	CUresult r;
 
-	r = o->kind == SRV_LIBRARY ? d->cuLibraryGetKernelCount(&n, o->h)
+	r = o->library ? d->cuLibraryGetKernelCount(&n, o->h)
 				   : d->cuModuleGetFunctionCount(&n, o->h);
 	if (r != CUDA_SUCCESS || n == 0)
 		return r;
@@ -41,7 +41,7 @@ static CUresult list_functions(struct srv_worker *w, struct srv_obj *o,
 		free(hs);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	r = o->kind == SRV_LIBRARY ? d->cuLibraryEnumerateKernels((CUkernel *)hs, n, o->h)
+	r = o->library ? d->cuLibraryEnumerateKernels((CUkernel *)hs, n, o->h)
 				   : d->cuModuleEnumerateFunctions((CUfunction *)hs, n, o->h);
 	for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
 		Rgpu__FuncInfo *fi = calloc(1, sizeof(*fi));
@@ -55,14 +55,14 @@ static CUresult list_functions(struct srv_worker *w, struct srv_obj *o,
 		}
 		rgpu__func_info__init(fi);
 		rep->functions[rep->n_functions++] = fi;
-		r = o->kind == SRV_LIBRARY ? d->cuKernelGetName(&name, hs[i])
+		r = o->library ? d->cuKernelGetName(&name, hs[i])
 					   : d->cuFuncGetName(&name, hs[i]);
 		if (r != CUDA_SUCCESS)
 			break;
 		fi->name = strdup(name);
 		for (np = 0; np < ARRAY_SIZE(offs); np++) {
 			size_t off = 0, sz = 0;
-			CUresult pr = o->kind == SRV_LIBRARY
+			CUresult pr = o->library
 					      ? d->cuKernelGetParamInfo(hs[i], np, &off, &sz)
 					      : d->cuFuncGetParamInfo(hs[i], np, &off, &sz);
 			if (pr != CUDA_SUCCESS)
@@ -99,7 +99,7 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, ModuleLoad, module_load, w, f);
 	Rgpu__ModuleLoadReply rep = RGPU__MODULE_LOAD_REPLY__INIT;
-	struct srv_obj o = {.id = m->module, .kind = m->library ? SRV_LIBRARY : SRV_MODULE,
+	struct srv_obj o = {.id = m->module, .kind = ST_KIND_MODULE, .library = m->library,
 			    .ctx = m->ctx};
 	void *image = NULL;
 	size_t len = 0;
@@ -124,10 +124,10 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 			r = CUDA_ERROR_INVALID_IMAGE;
 			goto reply;
 		}
+		/* not inside pr_info's arguments: those are skipped below its level */
+		int cached = w->modcache && srv_modcache_put(w->modcache, h, image, len) == 0;
 		pr_info("module image %s: %zu bytes received%s", rgpu_hex(h, 6, hexbuf), len,
-			w->modcache && srv_modcache_put(w->modcache, h, image, len) == 0
-				? " and cached"
-				: " (not cached)");
+			cached ? " and cached" : " (not cached)");
 	} else if (!w->modcache ||
 		   srv_modcache_get(w->modcache, m->hash.data, &image, &len) != 0) {
 		rep.need_image = 1;
@@ -144,14 +144,10 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 	if (r != CUDA_SUCCESS)
 		goto reply;
 	r = list_functions(w, &o, &rep);
-	if (r != CUDA_SUCCESS || srv_obj_add(w, &o)) {
-		if (m->library)
-			w->drv.cuLibraryUnload(o.h);
-		else
-			w->drv.cuModuleUnload(o.h);
-		if (r == CUDA_SUCCESS)
-			r = CUDA_ERROR_INVALID_VALUE;
-	}
+	if (r != CUDA_SUCCESS)
+		srv_obj_release(w, &o);
+	else
+		r = srv_obj_create(w, &o);
 reply:
 	if (owned)
 		free(image);
@@ -162,39 +158,13 @@ reply:
 	return ret;
 }
 
+/* Its functions, kernels and globals go with it: the state log's removal (statelog.c). */
 int h_module_unload(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, ObjRef, obj_ref, w, f);
-	struct srv_obj *o = srv_obj_find(w, m->id, 0);
-	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+	struct srv_obj *o = srv_obj_find(w, m->id, ST_KIND_MODULE);
 
-	if (o && (o->kind == SRV_MODULE || o->kind == SRV_LIBRARY)) {
-		struct collect c = {0};
-		/* forget its functions and kernels (a kernel's functions may live in any context) */
-		c.ctx = COLLECT_ALL;
-		srv_collect_arg = &c;
-		twalk(w->objs, srv_collect_walk);
-		/* kernels first remember their per-context functions, then both go */
-		for (size_t i = 0; i < c.n; i++) {
-			struct srv_obj *ch = srv_obj_find(w, c.ids[i], 0);
-			if (ch && ch->parent == o->id && ch->kind == SRV_KERNEL)
-				for (size_t j = 0; j < c.n; j++) {
-					struct srv_obj *kf = srv_obj_find(w, c.ids[j], 0);
-					if (kf && kf->parent == ch->id)
-						srv_obj_del(w, kf->id);
-				}
-		}
-		for (size_t i = 0; i < c.n; i++) {
-			struct srv_obj *ch = srv_obj_find(w, c.ids[i], 0);
-			if (ch && ch->parent == o->id)
-				srv_obj_del(w, ch->id);
-		}
-		free(c.ids);
-		r = o->kind == SRV_LIBRARY ? w->drv.cuLibraryUnload(o->h)
-					   : w->drv.cuModuleUnload(o->h);
-		srv_obj_del(w, o->id);
-	}
-	srv_async_error(w, r, "module unload");
+	srv_async_error(w, o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE, "module unload");
 	rgpu__obj_ref__free_unpacked(m, NULL);
 	return 0;
 }
@@ -206,23 +176,24 @@ int h_func_get(struct srv_worker *w, struct srv_frame *f)
 	struct srv_obj o = {.id = m->func, .parent = m->parent, .ctx = p ? p->ctx : 0};
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 
-	if (p && m->kind == RGPU__FUNC_KIND__FUNC_MODULE && p->kind == SRV_MODULE) {
-		o.kind = SRV_FUNC;
+	if (p && m->kind == RGPU__FUNC_KIND__FUNC_MODULE && p->kind == ST_KIND_MODULE &&
+	    !p->library) {
+		o.kind = ST_KIND_FUNCTION;
 		r = w->drv.cuModuleGetFunction((CUfunction *)&o.h, p->h, m->name);
 	} else if (p && m->kind == RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL &&
-		   p->kind == SRV_LIBRARY) {
-		o.kind = SRV_KERNEL;
+		   p->kind == ST_KIND_MODULE && p->library) {
+		o.kind = ST_KIND_KERNEL;
 		r = w->drv.cuLibraryGetKernel((CUkernel *)&o.h, p->h, m->name);
 	} else if (p && m->kind == RGPU__FUNC_KIND__FUNC_KERNEL_FUNCTION &&
-		   p->kind == SRV_KERNEL) {
-		o.kind = SRV_FUNC;
+		   p->kind == ST_KIND_KERNEL) {
+		o.kind = ST_KIND_FUNCTION;
 		o.ctx = m->ctx;
 		r = srv_use_ctx(w, m->ctx);
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuKernelGetFunction((CUfunction *)&o.h, p->h);
 	}
-	if (r == CUDA_SUCCESS && srv_obj_add(w, &o))
-		r = CUDA_ERROR_INVALID_HANDLE;
+	if (r == CUDA_SUCCESS)
+		r = srv_obj_create(w, &o);
 	srv_async_error(w, r, "function lookup");
 	rgpu__func_get__free_unpacked(m, NULL);
 	return 0;
@@ -232,13 +203,13 @@ int h_global_get(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, GlobalGet, global_get, w, f);
 	Rgpu__GlobalReply rep = RGPU__GLOBAL_REPLY__INIT;
-	struct srv_obj *o = srv_obj_find(w, m->module, m->library ? SRV_LIBRARY : SRV_MODULE);
+	struct srv_obj *o = srv_obj_find(w, m->module, ST_KIND_MODULE);
 	CUdeviceptr p = 0;
 	size_t sz = 0;
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 	int ret;
 
-	if (o) {
+	if (o && o->library == m->library) {
 		r = srv_use_ctx(w, m->ctx ? m->ctx : o->ctx);
 		if (r == CUDA_SUCCESS)
 			r = m->library ? w->drv.cuLibraryGetGlobal(&p, &sz, o->h, m->name)
@@ -262,10 +233,10 @@ int h_func_attr(struct srv_worker *w, struct srv_frame *f)
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 	int v = 0, ret = 0;
 
-	if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL)) {
+	if (o && (o->kind == ST_KIND_FUNCTION || o->kind == ST_KIND_KERNEL)) {
 		CUfunction_attribute a = (CUfunction_attribute)m->attrib;
 		int dev = m->device >= 0 && m->device < w->ndev ? w->dev[m->device] : -1;
-		if (o->kind == SRV_FUNC) {
+		if (o->kind == ST_KIND_FUNCTION) {
 			r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
 			if (r == CUDA_SUCCESS)
 				r = set ? w->drv.cuFuncSetAttribute(o->h, a, (int)m->value)
@@ -302,7 +273,7 @@ int h_occupancy(struct srv_worker *w, struct srv_frame *f)
 
 	if (n > OCC_MAX_QUERIES || m->n_block_size != m->n_dyn_smem) {
 		r = CUDA_ERROR_INVALID_VALUE;
-	} else if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL) &&
+	} else if (o && (o->kind == ST_KIND_FUNCTION || o->kind == ST_KIND_KERNEL) &&
 		   (m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_ACTIVE_CLUSTERS ||
 		    m->kind == RGPU__OCCUPANCY_KIND__OCC_MAX_CLUSTER_SIZE)) {
 		CUlaunchAttribute attrs[MAX_LAUNCH_ATTRS];
@@ -319,7 +290,7 @@ int h_occupancy(struct srv_worker *w, struct srv_frame *f)
 				    : w->drv.cuOccupancyMaxPotentialClusterSize(&v, o->h, &cfg);
 		vals[0] = v;
 		n = 1;
-	} else if (o && (o->kind == SRV_FUNC || o->kind == SRV_KERNEL)) {
+	} else if (o && (o->kind == ST_KIND_FUNCTION || o->kind == ST_KIND_KERNEL)) {
 		r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
 		for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
 			if (m->kind == RGPU__OCCUPANCY_KIND__OCC_ACTIVE_BLOCKS) {

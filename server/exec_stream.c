@@ -15,14 +15,12 @@
 int h_stream_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, StreamCreate, stream_create, w, f);
-	struct srv_obj o = {.id = m->stream, .kind = SRV_STREAM, .ctx = m->ctx};
+	struct srv_obj o = {.id = m->stream, .kind = ST_KIND_STREAM, .ctx = m->ctx};
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuStreamCreateWithPriority((CUstream *)&o.h, m->flags, m->priority);
-	if (r == CUDA_SUCCESS && srv_obj_add(w, &o)) {
-		w->drv.cuStreamDestroy(o.h);
-		r = CUDA_ERROR_INVALID_HANDLE;
-	}
+	if (r == CUDA_SUCCESS)
+		r = srv_obj_create(w, &o);
 	srv_async_error(w, r, "stream create");
 	rgpu__stream_create__free_unpacked(m, NULL);
 	return 0;
@@ -39,10 +37,9 @@ int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 		r = srv_stream(w, m->stream, &s);
 	switch (f->hdr.type) {
 	case RGPU_MSG_STREAM_DESTROY:
-		if (r == CUDA_SUCCESS && m->stream) {
-			r = w->drv.cuStreamDestroy(s);
-			srv_obj_del(w, m->stream);
-		}
+		/* the state log's removal destroys it (statelog.c) */
+		if (r == CUDA_SUCCESS && !m->stream)
+			r = CUDA_ERROR_INVALID_HANDLE;
 		srv_async_error(w, r, "stream destroy");
 		break;
 	case RGPU_MSG_STREAM_SYNC:
@@ -56,7 +53,7 @@ int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 		ret = srv_reply_status(w, f, r);
 		break;
 	case RGPU_MSG_STREAM_WAIT_EVENT: {
-		struct srv_obj *e = srv_obj_find(w, m->event, SRV_EVENT);
+		struct srv_obj *e = srv_obj_find(w, m->event, ST_KIND_EVENT);
 		if (r == CUDA_SUCCESS)
 			r = e ? w->drv.cuStreamWaitEvent(s, e->h, m->flags)
 			      : CUDA_ERROR_INVALID_HANDLE;
@@ -71,14 +68,12 @@ int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 int h_event_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, EventCreate, event_create, w, f);
-	struct srv_obj o = {.id = m->event, .kind = SRV_EVENT, .ctx = m->ctx};
+	struct srv_obj o = {.id = m->event, .kind = ST_KIND_EVENT, .ctx = m->ctx};
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuEventCreate((CUevent *)&o.h, m->flags);
-	if (r == CUDA_SUCCESS && srv_obj_add(w, &o)) {
-		w->drv.cuEventDestroy(o.h);
-		r = CUDA_ERROR_INVALID_HANDLE;
-	}
+	if (r == CUDA_SUCCESS)
+		r = srv_obj_create(w, &o);
 	srv_async_error(w, r, "event create");
 	rgpu__event_create__free_unpacked(m, NULL);
 	return 0;
@@ -87,16 +82,13 @@ int h_event_create(struct srv_worker *w, struct srv_frame *f)
 int h_event_op(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, EventOp, event_op, w, f);
-	struct srv_obj *e = srv_obj_find(w, m->event, SRV_EVENT);
+	struct srv_obj *e = srv_obj_find(w, m->event, ST_KIND_EVENT);
 	CUresult r = e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 	int ret = 0;
 
 	switch (f->hdr.type) {
 	case RGPU_MSG_EVENT_DESTROY:
-		if (e) {
-			r = w->drv.cuEventDestroy(e->h);
-			srv_obj_del(w, m->event);
-		}
+		/* the state log's removal destroys it (statelog.c) */
 		srv_async_error(w, r, "event destroy");
 		break;
 	case RGPU_MSG_EVENT_RECORD: {
@@ -123,7 +115,7 @@ int h_event_op(struct srv_worker *w, struct srv_frame *f)
 		break;
 	case RGPU_MSG_EVENT_ELAPSED: {
 		Rgpu__ElapsedReply rep = RGPU__ELAPSED_REPLY__INIT;
-		struct srv_obj *e2 = srv_obj_find(w, m->end_event, SRV_EVENT);
+		struct srv_obj *e2 = srv_obj_find(w, m->end_event, ST_KIND_EVENT);
 		float ms = 0;
 		if (r == CUDA_SUCCESS)
 			r = e2 ? w->drv.cuEventElapsedTime(&ms, e->h, e2->h)

@@ -1,4 +1,7 @@
-/* rgpud: the rgpu GPU server. A thin main() over the supervisor (supervisor.c). */
+/*
+ * rgpud: the rgpu GPU server. A thin main() over the supervisor (supervisor.c), or over the
+ * replay of a state log (replay.c) with --replay.
+ */
 #define LOG_PREFIX ""
 #include <getopt.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: rgpud [OPTIONS]\n"
+		"       rgpud --replay FILE.stlog [--driver PATH] [--state-dir DIR]\n"
 		"Serve this machine's GPUs to rgpu clients: one worker process per session.\n"
 		"\n"
 		"  -l, --listen HOST:PORT  address to listen on (default " RGPU_DEFAULT_SERVER "; loopback\n"
@@ -32,7 +36,15 @@ static void usage(FILE *f)
 		"      --admin-port-file PATH  write the admin port to PATH\n"
 		"      --resume-grace SECONDS  keep a job this long after its client's link breaks,\n"
 		"                          waiting for it to resume (default 60; 0: free at once)\n"
-		"  -v, --log-level LEVEL   error, warn, info (default) or debug\n"
+		"      --replay FILE       rebuild the job recorded in the state log FILE (a\n"
+		"                          RGPU_STATE_DUMP .stlog, with its captured graphs from\n"
+		"                          FILE's .journals beside it) on a fresh worker, with images\n"
+		"                          from the module cache of --state-dir; check that every id\n"
+		"                          and address came out the same and print one line. Exit\n"
+		"                          status 0: equal; 3: equal but for module globals\n"
+		"                          the driver placed elsewhere (each named; a migration of the\n"
+		"                          job would abort); 1: it failed, and why\n"
+		"  -v, --log-level LEVEL   error, warn, info (default; warn with --replay) or debug\n"
 		"      --log-file PATH     log to PATH instead of stderr\n"
 		"  -h, --help              this text\n"
 		"      --version           print the version\n",
@@ -86,6 +98,7 @@ int main(int argc, char **argv)
 		{"resume-grace", required_argument, NULL, 'g'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"log-file", required_argument, NULL, 'L'},
+		{"replay", required_argument, NULL, 'R'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -98,9 +111,10 @@ int main(int argc, char **argv)
 		.admin = RGPU_DEFAULT_ADMIN,
 		.resume_grace_s = 60,
 	};
+	const char *replay = NULL;
 	char *end;
 	long v;
-	int c, lvl;
+	int c, lvl, level_set = 0;
 
 	rgpu_log_set_tag("rgpud");
 	while ((c = getopt_long(argc, argv, "l:d:s:w:v:h", opts, NULL)) != -1) {
@@ -140,6 +154,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			rgpu_log_set_level(lvl);
+			level_set = 1;
 			break;
 		case 'L':
 			if (rgpu_log_open(optarg)) {
@@ -147,6 +162,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			break;
+		case 'R': replay = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("rgpud %s (protocol %d)\n", RGPU_VERSION, RGPU_PROTO_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -159,5 +175,11 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.state_dir)
 		cfg.state_dir = default_state_dir();
+	if (replay) {
+		/* one line of result on stdout; the handlers' progress only when asked for */
+		if (!level_set)
+			rgpu_log_set_level(RGPU_LOG_WARN);
+		return srv_replay_file(&cfg, replay);
+	}
 	return srv_supervise(&cfg);
 }

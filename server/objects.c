@@ -26,22 +26,64 @@ struct srv_obj *srv_obj_find(struct srv_worker *w, uint64_t id, int kind)
 	return *p;
 }
 
-int srv_obj_add(struct srv_worker *w, const struct srv_obj *o)
+static void release_handle(struct srv_worker *w, const struct srv_obj *o)
+{
+	struct srv_driver *d = &w->drv;
+	CUresult r = CUDA_SUCCESS;
+
+	switch (o->kind) {
+	case ST_KIND_CONTEXT:
+		/*
+		 * The worker keeps its own reference on device 0's primary context (the staging
+		 * buffers live in it), so a release never tears it down under us.
+		 */
+		if (o->primary)
+			r = d->cuDevicePrimaryCtxRelease(w->dev[o->device]);
+		else
+			r = d->cuCtxDestroy(o->h);
+		if (w->cur_ctx_id == o->id || !o->primary) {
+			w->cur_ctx_id = 0;
+			d->cuCtxSetCurrent(w->base_ctx);
+		}
+		break;
+	case ST_KIND_STREAM: r = d->cuStreamDestroy(o->h); break;
+	case ST_KIND_EVENT: r = d->cuEventDestroy(o->h); break;
+	case ST_KIND_MODULE:
+		r = o->library ? d->cuLibraryUnload(o->h) : d->cuModuleUnload(o->h);
+		break;
+	case ST_KIND_GRAPH_EXEC: r = d->cuGraphExecDestroy(o->h); break;
+	case ST_KIND_GRAPH: r = d->cuGraphDestroy(o->h); break;
+	default: break; /* functions and kernels go with their module */
+	}
+	srv_async_error(w, r, st_kind_name((uint32_t)o->kind));
+}
+
+CUresult srv_obj_create(struct srv_worker *w, const struct srv_obj *o)
 {
 	struct srv_obj *n, **p;
-	if (o->id == 0 || srv_obj_find(w, o->id, 0))
-		return RGPU_EEXIST;
+
+	if (o->id == 0 || srv_obj_find(w, o->id, 0)) {
+		release_handle(w, o);
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
 	n = malloc(sizeof(*n));
-	if (!n)
-		return RGPU_ENOMEM;
-	*n = *o;
-	p = tsearch(n, &w->objs, obj_cmp);
+	p = n ? (*n = *o, tsearch(n, &w->objs, obj_cmp)) : NULL;
 	if (!p) {
 		free(n);
-		return RGPU_ENOMEM;
+		release_handle(w, o);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	atomic_fetch_add(&w->nobjs, 1);
-	return 0;
+	return CUDA_SUCCESS;
+}
+
+void srv_obj_release(struct srv_worker *w, struct srv_obj *o)
+{
+	uint64_t id = o->id;
+
+	release_handle(w, o);
+	if (srv_obj_find(w, id, 0) == o)
+		srv_obj_del(w, id);
 }
 
 void srv_obj_del(struct srv_worker *w, uint64_t id)
@@ -61,7 +103,7 @@ CUresult srv_use_ctx(struct srv_worker *w, uint64_t ctx)
 
 	if (ctx == w->cur_ctx_id && ctx)
 		return CUDA_SUCCESS;
-	o = srv_obj_find(w, ctx, SRV_CTX);
+	o = srv_obj_find(w, ctx, ST_KIND_CONTEXT);
 	if (!o)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	r = w->drv.cuCtxSetCurrent(o->h);
@@ -77,7 +119,7 @@ CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out)
 		*out = NULL;
 		return CUDA_SUCCESS;
 	}
-	o = srv_obj_find(w, id, SRV_STREAM);
+	o = srv_obj_find(w, id, ST_KIND_STREAM);
 	if (!o)
 		return CUDA_ERROR_INVALID_HANDLE;
 	*out = o->h;

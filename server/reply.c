@@ -26,6 +26,7 @@ void srv_async_error(struct srv_worker *w, CUresult r, const char *what)
 {
 	if (r == CUDA_SUCCESS)
 		return;
+	w->exec_result = r;
 	pr_debug("async %s failed: %s", what, srv_cu_name(&w->drv, r));
 	if (w->async_err == CUDA_SUCCESS)
 		w->async_err = r;
@@ -36,9 +37,26 @@ int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage 
 	/* every reply message has `result` as field 1 and `async_error` as field 2 */
 	const ProtobufCFieldDescriptor *fd =
 		protobuf_c_message_descriptor_get_field(rep->descriptor, 2);
+	const ProtobufCFieldDescriptor *fr =
+		protobuf_c_message_descriptor_get_field(rep->descriptor, 1);
 	CUresult async = srv_take_async_error(w);
+	CUresult own = CUDA_SUCCESS;
+
 	if (fd && fd->type == PROTOBUF_C_TYPE_INT32)
 		*(int32_t *)((char *)rep + fd->offset) = (int32_t)async;
+	if (fr && fr->type == PROTOBUF_C_TYPE_INT32)
+		own = (CUresult)*(const int32_t *)((const char *)rep + fr->offset);
+	if (own != CUDA_SUCCESS)
+		w->exec_result = own;
+	if (!w->exec_recorded) {
+		/* what a call made is recorded with its reply, before the client can see it */
+		srv_log_record(w, f, rep);
+		w->exec_recorded = 1;
+	}
+	if (w->replaying) {
+		w->replay_result = own;
+		return 0;
+	}
 	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, NULL, 0);
 }
 

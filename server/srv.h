@@ -18,6 +18,7 @@
 
 #include "driver.h"
 #include "rgpu/frame.h"
+#include "rgpu/statetrack.h"
 #include "rgpu/transport.h"
 #include "rgpu_msgs.h"
 
@@ -41,27 +42,21 @@ void srv_probe_run(const struct srv_config *cfg, int fd) __attribute__((noreturn
 
 /* ---- worker ---------------------------------------------------------------------------- */
 
-enum srv_obj_kind {
-	SRV_CTX = 1,
-	SRV_STREAM = 2,
-	SRV_EVENT = 3,
-	SRV_MODULE = 4,
-	SRV_LIBRARY = 5,
-	SRV_FUNC = 6,
-	SRV_KERNEL = 7,
-	SRV_GRAPH = 8,
-	SRV_GRAPH_EXEC = 9,
-};
-
-/* A client id mapped to the real driver handle behind it. */
+/*
+ * A client id mapped to the real driver handle behind it. `kind` is the state log's (enum
+ * st_kind): a CUmodule and a CUlibrary are both ST_KIND_MODULE, told apart by `library`. What
+ * recreates the object (creation parameters, parent, image hash, name, flags, attributes set)
+ * is its record in the worker's state log, under the same id (statelog.c).
+ */
 struct srv_obj {
 	uint64_t id;
-	int kind;
+	int kind;           /* enum st_kind */
 	void *h;            /* CUcontext, CUstream, CUevent, CUmodule, CUlibrary, CUfunction... */
 	uint64_t ctx;       /* owning client context id (0 for contexts) */
 	uint64_t parent;    /* module/library of a function or kernel */
 	int device;
 	int primary;        /* contexts: a retained primary context */
+	int library;        /* modules: a CUlibrary */
 };
 
 /* A range of the window backed by device memory. */
@@ -154,6 +149,21 @@ struct srv_worker {
 	/* first error of fire-and-forget work, reported with the next reply */
 	CUresult async_err;
 
+	/*
+	 * The job's state log (statelog.c): every live object in creation order, recorded from
+	 * the message table as the executor runs frames; the open capture journals and those of
+	 * captured graphs. Executor thread only.
+	 */
+	struct st_log *log;
+	struct rgpu_journal *capturing;   /* journals of the captures in progress */
+	struct rgpu_journal *graph_journals; /* kept for each captured graph (stream = graph id) */
+	CUresult exec_result;    /* the frame being executed failed (srv_async_error, a reply) */
+	int exec_recorded;       /* its reply already recorded it */
+	unsigned verified, mismatches; /* RGPU_VERIFY_LOG comparisons */
+	size_t dump_max;         /* RGPU_STATE_DUMP: records in the largest log written */
+	int replaying;           /* srv_replay(): handlers run, nothing is sent */
+	CUresult replay_result;  /* replaying: the result the handler would have replied */
+
 	/* reader -> executor queue */
 	pthread_mutex_t q_lock;
 	pthread_cond_t q_cond;
@@ -188,6 +198,38 @@ const char *srv_job_state_name(int state);
  */
 void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd)
 	__attribute__((noreturn));
+/*
+ * srv_worker_setup() - the driver, device 0's primary context, the device window at its fixed
+ * base and the staging buffers, as a worker sets them up before serving (worker.c). On failure
+ * *why says what. Returns CUDA_SUCCESS or the CUDA error.
+ */
+CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen);
+
+/* ---- replay (replay.c) ------------------------------------------------------------------ */
+
+/*
+ * srv_replay() - rebuild the job recorded in want on this worker: every record re-created in
+ * creation order by running the request it came from through srv_exec() (captured graphs from
+ * their capture journals), then checked: the worker's log must equal want (same ids, fields and
+ * addresses) and the worker must hold every object and mapping. The worker must be set up
+ * (srv_worker_setup, module cache, srv_log_init with an empty log) and have w->replaying set.
+ * @journals, @jlen: the kept capture journals (RGPU_STATE_DUMP's .journals layout: per graph,
+ *                   graph id and length as u64 LE, then the journal); NULL and 0 for none.
+ * @why, @whylen: on failure, one line naming the record that failed and why.
+ * Returns 0 or RGPU_EINVAL (worker not ready), RGPU_ECUDA (a handler failed), RGPU_ENOTFOUND
+ * (a module image or journal that is not here), RGPU_EUNSUPPORTED (a record this cannot
+ * rebuild yet), RGPU_ECORRUPT (malformed journals, a journal whose hash differs, or a rebuilt
+ * state that differs from want, a module global placed elsewhere included), RGPU_ENOMEM or RGPU_EPROTO (a handler refused a request).
+ */
+int srv_replay(struct srv_worker *w, struct st_log *want, const uint8_t *journals, size_t jlen,
+	       char *why, size_t whylen);
+/*
+ * srv_replay_file() - rgpud --replay: set up a worker as for a job, replay the state log in
+ * path (and the capture journals beside it, path with .journals for .stlog) and print one line
+ * saying what was rebuilt, or what failed. Returns the process exit status: 0 (equal), 3
+ * (equal but for module globals the driver placed elsewhere, each named) or 1 (failed).
+ */
+int srv_replay_file(const struct srv_config *cfg, const char *path);
 
 /*
  * Sending (any thread; link.c). ref: the request a reply or pushed data belongs to (0 for
@@ -232,7 +274,18 @@ CUresult srv_take_async_error(struct srv_worker *w);
 
 /* Objects (objects.c; executor thread only). */
 struct srv_obj *srv_obj_find(struct srv_worker *w, uint64_t id, int kind);
-int srv_obj_add(struct srv_worker *w, const struct srv_obj *o);
+/*
+ * srv_obj_create() - register a driver object the handler just made under the client's id.
+ * On failure the driver object is released (srv_obj_release) and the CUDA error to report is
+ * returned: CUDA_ERROR_INVALID_HANDLE for an id in use, CUDA_ERROR_OUT_OF_MEMORY. Its record
+ * is added to the state log by the executor once the handler succeeded (statelog.c).
+ */
+CUresult srv_obj_create(struct srv_worker *w, const struct srv_obj *o);
+/*
+ * srv_obj_release() - release the driver object behind o and forget it (the log's removal
+ * hook calls it for every record a destroy takes with it). Errors become asynchronous errors.
+ */
+void srv_obj_release(struct srv_worker *w, struct srv_obj *o);
 void srv_obj_del(struct srv_worker *w, uint64_t id);
 /* srv_use_ctx() - make client context id current on the executor; CUDA error if unknown */
 CUresult srv_use_ctx(struct srv_worker *w, uint64_t ctx);
@@ -258,6 +311,35 @@ void srv_callback_done(struct srv_worker *w, uint64_t id);
 /* Executing one frame (exec.c): 0, or a negative RGPU_E* code that ends the session. */
 int srv_exec(struct srv_worker *w, struct srv_frame *f);
 
+/* ---- the job's state log (statelog.c; executor thread only) ---------------------------- */
+
+/* srv_log_init() - an empty log; RGPU_ENOMEM. srv_log_fini() frees it and every journal. */
+int srv_log_init(struct srv_worker *w);
+void srv_log_fini(struct srv_worker *w);
+/*
+ * srv_log_record() - record what frame f did, from the table's effect and the builders
+ * (rgpu/record.h): rep is the reply sent (NULL for fire-and-forget work). Creates and
+ * attributes are recorded only when the handler succeeded; a destroy releases every object the
+ * removal takes with it, dependents first. Also keeps the capture journals.
+ */
+void srv_log_record(struct srv_worker *w, const struct srv_frame *f, const ProtobufCMessage *rep);
+/*
+ * srv_log_verify() - RGPU_VERIFY_LOG: f carries the client's digest of its log as it was when
+ * it sent f. Returns 1 when it equals this worker's (or f carries none), 0 when not: the
+ * mismatch is logged and *serialized (malloc'd, the caller frees) holds this log for the
+ * client to compare.
+ */
+int srv_log_verify(struct srv_worker *w, const struct srv_frame *f, uint8_t **serialized,
+		   size_t *len);
+/*
+ * srv_log_dump() - RGPU_STATE_DUMP=DIR (tests): when the log holds more records than it ever
+ * did, write it to DIR/JOB.stlog (a sealed statetrack stream) and the kept capture journals to
+ * DIR/JOB.journals, for the replay tests (rgpud --replay). Nothing without the variable.
+ */
+void srv_log_dump(struct srv_worker *w);
+/* srv_log_journal() - the kept capture journal of graph id, or NULL */
+const struct rgpu_journal *srv_log_journal(struct srv_worker *w, uint64_t graph);
+
 /* ---- the device window and its mappings (window_map.c; executor thread only) ----------- */
 
 /* srv_in_window() - does [addr, addr+size) lie in the window (and size > 0)? */
@@ -275,6 +357,8 @@ void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size);
  * driver's error.
  */
 CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device);
+/* srv_mapped() - is [addr, addr+size) exactly one live mapping? */
+int srv_mapped(struct srv_worker *w, uint64_t addr, uint64_t size);
 /*
  * srv_unmap_range() - release the mapping that is exactly [addr, addr+size), after the current
  * context's pending work; CUDA_ERROR_INVALID_VALUE when there is no such mapping.

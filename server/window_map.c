@@ -105,6 +105,13 @@ out_free:
 	return r;
 }
 
+int srv_mapped(struct srv_worker *w, uint64_t addr, uint64_t size)
+{
+	struct srv_map key = {.addr = addr, .size = 1}, **p;
+	p = tfind(&key, &w->maps, map_cmp);
+	return p && (*p)->addr == addr && (*p)->size == size;
+}
+
 CUresult srv_unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
 {
 	struct srv_map key = {.addr = addr, .size = 1}, **p, *m;

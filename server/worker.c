@@ -553,8 +553,17 @@ static void fill_device(struct srv_worker *w, int i, Rgpu__DeviceInfo *di, int32
 	di->attributes = attrs;
 }
 
-/* Initialise the driver and place the window. On failure *why says what for the client. */
-static CUresult setup_cuda(struct srv_worker *w, char *why, size_t whylen)
+/*
+ * srv_worker_setup() - load the driver (w->cfg->driver), initialise it, retain device 0's
+ * primary context, reserve the device address window at its fixed base and allocate the pinned
+ * staging buffers: what every worker does before it serves a job, and what a replay
+ * (replay.c) does before it rebuilds one.
+ * @why, @whylen: on failure, receives what went wrong, for the client or the operator.
+ * Returns CUDA_SUCCESS, or the CUDA error to report: CUDA_ERROR_NO_DEVICE (no driver or no
+ * GPU), the driver's error, CUDA_ERROR_NOT_SUPPORTED (the window was placed elsewhere) or
+ * CUDA_ERROR_OUT_OF_MEMORY (no pinned memory).
+ */
+CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen)
 {
 	CUresult r;
 	int n = 0;
@@ -722,7 +731,7 @@ static int handshake(struct srv_worker *w)
 	w->client_pid = hello->client_pid;
 	rgpu__hello__free_unpacked(hello, NULL);
 
-	CUresult r = setup_cuda(w, why, sizeof(why));
+	CUresult r = srv_worker_setup(w, why, sizeof(why));
 	if (r == CUDA_SUCCESS &&
 	    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w))) {
 		snprintf(why, sizeof(why), "the server has no randomness for a job id");
@@ -818,6 +827,8 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 
 	if (handshake(w))
 		goto out;
+	if (srv_log_init(w))
+		pr_warn("job %s: out of memory for the state log: nothing is recorded", w->job_hex);
 	if (cfg->state_dir && srv_modcache_open(cfg->state_dir, &w->modcache))
 		pr_warn("module cache unavailable in %s: images are not kept", cfg->state_dir);
 	rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
@@ -852,7 +863,9 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 			nframes = nbytes = 0;
 		}
 	}
-	pr_info("job %s ends", w->job_hex);
+	pr_info("job %s ends: state log of %zu records, equal to the client's at %u synchronising "
+		"calls, different at %u",
+		w->job_hex, w->log ? st_count(w->log) : 0, w->verified, w->mismatches);
 out:
 	/*
 	 * _exit, not exit: a host function may still be blocked in a driver thread waiting for a

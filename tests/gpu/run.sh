@@ -33,7 +33,9 @@ echo "== $(head -1 "$OUT/gpu.txt")"
 
 # ---- the server ------------------------------------------------------------------------
 GRACE=5
-"$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/port" --state-dir "$OUT/state" "${DRIVER_ARG[@]}" \
+# every job writes its state log at its largest synchronising call, for the replay below
+mkdir -p "$OUT/dump"
+RGPU_STATE_DUMP="$OUT/dump" "$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/port" --state-dir "$OUT/state" "${DRIVER_ARG[@]}" \
 	--admin 127.0.0.1:0 --admin-port-file "$OUT/admin-port" --resume-grace $GRACE \
 	--log-level info 2>"$OUT/rgpud.log" &
 SRV=$!
@@ -49,7 +51,7 @@ run_pair() {
 	t0=$(secs)
 	timeout 300 "$@" >"$OUT/$name.native.log" 2>&1; rn=$?
 	t1=$(secs)
-	RGPU_LOG=warn RGPU_LOG_FILE="$OUT/$name.rgpu.ilog" \
+	RGPU_VERIFY_LOG=1 RGPU_LOG=warn RGPU_LOG_FILE="$OUT/$name.rgpu.ilog" \
 		timeout 300 "$B/bin/rgpuctl" run -- "$@" >"$OUT/$name.rgpu.log" 2>&1; rr=$?
 	t2=$(secs)
 	row "$name" "$([ $rn = 0 ] && echo ok || echo FAIL:$rn)" "$([ $rr = 0 ] && echo ok || echo FAIL:$rr)" \
@@ -66,7 +68,7 @@ done
 t0=$(secs)
 timeout 300 "$P/errors" >"$OUT/errors.native.log" 2>"$OUT/errors.native.err"; rn=$?
 t1=$(secs)
-RGPU_LOG=warn RGPU_LOG_FILE="$OUT/errors.rgpu.ilog" timeout 300 "$B/bin/rgpuctl" run -- \
+RGPU_VERIFY_LOG=1 RGPU_LOG=warn RGPU_LOG_FILE="$OUT/errors.rgpu.ilog" timeout 300 "$B/bin/rgpuctl" run -- \
 	"$P/errors" --rgpu "$OUT/errors.native.log" >"$OUT/errors.rgpu.log" 2>&1; rr=$?
 t2=$(secs)
 row errors "$([ $rn = 0 ] && echo ok || echo DIFF:$rn)" "$([ $rr = 0 ] && echo ok || echo FAIL:$rr)" \
@@ -110,7 +112,7 @@ if [ -x "$B/tests/e2e/cutproxy" ] && [ -f "$OUT/torch_train.native.log" ]; then
 		2>"$OUT/cutproxy.torch.log" &
 	CP=$!
 	for _ in $(seq 50); do [ -s "$OUT/cut.port" ] && break; sleep 0.1; done
-	RGPU_SERVER=127.0.0.1:$(cat "$OUT/cut.port") RGPU_LOG=info RGPU_LOG_FILE="$OUT/torch_cut.rgpu.ilog" \
+	RGPU_VERIFY_LOG=1 RGPU_SERVER=127.0.0.1:$(cat "$OUT/cut.port") RGPU_LOG=info RGPU_LOG_FILE="$OUT/torch_cut.rgpu.ilog" \
 		timeout 600 "$B/bin/rgpuctl" run -- python3 tests/gpu/torch_train.py >"$OUT/torch_cut.rgpu.log" 2>&1
 	rc=$?
 	kill $CP 2>/dev/null; wait $CP 2>/dev/null
@@ -133,6 +135,29 @@ row hostile "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
 RGPU_E2E_PID=$SRV RGPU_GRACE_MS=$((GRACE * 1000)) "$B/bin/rgpuctl" run -- tests/e2e/kill_client.sh "$P" \
 	>"$OUT/kill_client.log" 2>&1
 row kill_client "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
+
+# ---- the state log: client and worker compared at every synchronising call; each job's
+# largest log rebuilt on a fresh worker on this GPU (same ids, same addresses) --------------
+sleep 1 # the last jobs log their comparisons as they end
+ends=$(grep -c "state log of" "$OUT/rgpud.log")
+equal=$(grep -o "equal to the client's at [0-9]* synchronising" "$OUT/rgpud.log" | awk '{ s += $6 } END { print s + 0 }')
+differ=$(grep -c "state log differs" "$OUT/rgpud.log")
+echo "$ends jobs ended; digests equal at $equal synchronising calls; $differ differences" >"$OUT/statelog.txt"
+grep "state log differs" "$OUT/rgpud.log" | head -5 >>"$OUT/statelog.txt"
+row statelog_verify "-" "$([ "$differ" = 0 ] && [ "$equal" -gt 0 ] && echo ok || echo "FAIL:$differ")" "" "" ""
+nrep=0 nok=0
+for f in "$OUT"/dump/*.stlog; do
+	[ -e "$f" ] || continue
+	nrep=$((nrep + 1))
+	if timeout 120 "$B/bin/rgpud" --replay "$f" --state-dir "$OUT/state" "${DRIVER_ARG[@]}" \
+		>>"$OUT/replay.txt" 2>&1; then
+		nok=$((nok + 1))
+	else
+		echo "FAILED: $f" >>"$OUT/replay.txt"
+	fi
+done
+echo "$nok of $nrep state logs replayed on a fresh worker with equal ids and addresses" >>"$OUT/statelog.txt"
+row replay "-" "$([ "$nrep" -gt 0 ] && [ "$nok" = "$nrep" ] && echo "ok:$nok" || echo "FAIL:$nok/$nrep")" "" "" ""
 
 "$B/bin/rgpuctl" status --server "$ADMIN" >"$OUT/status.txt" 2>&1
 "$B/bin/rgpuctl" status --server "$ADMIN" --json >"$OUT/status.json" 2>&1
@@ -198,6 +223,9 @@ echo
 echo "== logs in $OUT"
 echo "== not implemented (calls that returned CUDA_ERROR_NOT_SUPPORTED):"
 if [ -s "$OUT/unimplemented.txt" ]; then cat "$OUT/unimplemented.txt"; else echo "   none"; fi
+echo "== state log"
+cat "$OUT/statelog.txt"
+grep -h "^replayed\|error\|FAILED" "$OUT/replay.txt" 2>/dev/null | sort | uniq -c | sort -rn | head -12
 echo "== benchmarks (rgpu over TCP loopback vs native, same run; best of 2 for rgpu and before)"
 cat "$OUT/bench.table"
 echo "== resume: the delay one resume added, as the client saw it (ms)"

@@ -4,16 +4,22 @@
  * A module belongs to one context: it has one function per kernel of the image and one
  * host allocation per __device__ / __constant__ variable (initialised from the image, and
  * registered as device memory so copies can reach it; its address lies outside any VMM
- * window, like a real driver's module globals). A library is context-independent: it holds
- * the parsed image and one CUkernel per kernel, and makes its module in a context the first
- * time it is used there (cuLibraryGetModule, cuKernelGetFunction, cuLibraryGetGlobal or a
- * launch of a CUkernel), as lazy loading does.
+ * window, like a real driver's module globals). Globals are placed as a driver places them:
+ * the same sequence of loads in a fresh process puts them at the same addresses (see
+ * global_alloc), so that a job rebuilt from its state log finds them where they were, and a
+ * test sees a global move only where a driver would move it.
+ *
+ * A library is context-independent: it holds the parsed image and one CUkernel per kernel, and
+ * makes its module in a context the first time it is used there (cuLibraryGetModule,
+ * cuKernelGetFunction, cuLibraryGetGlobal or a launch of a CUkernel), as lazy loading does.
  *
  * Queued kernels hold a reference on their module, so unloading never frees what a stream
  * is about to use. Module lists and library module lists are under sim_lock.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rgpu/util.h"
 #include "sim.h"
@@ -40,13 +46,102 @@ static void attr_init(struct sim_fattr *a, const struct sim_kernel_info *ki)
 	a->carveout = -1;
 }
 
+/*
+ * Where module globals go: one region at a fixed address, handed out by a bump allocator, as a
+ * driver's module memory is for the same loads in a fresh process. Far from the device window
+ * (0x600000000000, 1 TiB) and below where the kernel puts ld.so, glibc and thread stacks (just
+ * under 0x800000000000, growing down). Reserved PROT_NONE on first use and made writable as the
+ * allocator reaches it, so only what globals use is committed. Addresses are never reused:
+ * unloading a module gives back the memory of the pages its globals filled, not the addresses.
+ * Under sim_lock (module_new runs under it); global_free needs none (globals_base is set once,
+ * before any global it frees was handed out).
+ */
+#define GLOBALS_BASE 0x7d0000000000ull
+#define GLOBALS_SIZE (1ull << 30)
+#define GLOBALS_ALIGN 256
+
+static uintptr_t globals_base;		/* 0 before first use; UINTPTR_MAX: could not be had */
+static size_t globals_used, globals_rw; /* bytes handed out; bytes made writable */
+
+/* Under sim_lock: the region, reserved at GLOBALS_BASE on first use. 0 when it cannot be. */
+static uintptr_t globals_region(void)
+{
+	const int fl = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE;
+	void *p;
+
+	if (globals_base)
+		return globals_base == UINTPTR_MAX ? 0 : globals_base;
+	p = mmap((void *)(uintptr_t)GLOBALS_BASE, GLOBALS_SIZE, PROT_NONE, fl, -1, 0);
+	if (p != MAP_FAILED && p != (void *)(uintptr_t)GLOBALS_BASE) {
+		munmap(p, GLOBALS_SIZE); /* a kernel older than 4.17 took the flag as a hint */
+		p = MAP_FAILED;
+	}
+	if (p == MAP_FAILED) {
+		/* Something already lives there (or a sanitizer keeps the range): globals then go
+		 * to the heap, where a fresh process may put them elsewhere, so a replayed job sees
+		 * them move. Everything else works as before. */
+		sim_log("module globals: %#llx is not free; placing them on the heap instead, "
+			"where a fresh process may place them elsewhere",
+			(unsigned long long)GLOBALS_BASE);
+		__atomic_store_n(&globals_base, UINTPTR_MAX, __ATOMIC_RELEASE);
+		return 0;
+	}
+	__atomic_store_n(&globals_base, (uintptr_t)p, __ATOMIC_RELEASE);
+	return (uintptr_t)p;
+}
+
+/* Under sim_lock: memory for a global of size bytes (at least 1), 256-byte aligned. */
+static void *global_alloc(size_t size)
+{
+	uintptr_t base = globals_region();
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), end;
+	void *p;
+
+	if (base && size <= GLOBALS_SIZE - globals_used) {
+		end = ALIGN_UP(globals_used + size, GLOBALS_ALIGN);
+		if (end > globals_rw) {
+			size_t rw = MIN(ALIGN_UP(end, page), (size_t)GLOBALS_SIZE);
+			if (mprotect((void *)(base + globals_rw), rw - globals_rw,
+				     PROT_READ | PROT_WRITE))
+				return NULL;
+			globals_rw = rw;
+		}
+		p = (void *)(base + globals_used);
+		globals_used = end; /* <= GLOBALS_SIZE, a multiple of GLOBALS_ALIGN */
+		return p;
+	}
+	if (base) /* 1 GiB of globals loaded in this process: heap from now on */
+		sim_log("module globals: the region at %#llx is full; placing them on the heap",
+			(unsigned long long)GLOBALS_BASE);
+	if (posix_memalign(&p, GLOBALS_ALIGN, size))
+		return NULL;
+	return p;
+}
+
+/* A global's memory goes: the heap's is freed; the region's pages it alone filled go back. */
+static void global_free(void *p, size_t size)
+{
+	uintptr_t a = (uintptr_t)p, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t base = __atomic_load_n(&globals_base, __ATOMIC_ACQUIRE); /* set once */
+
+	if (!p)
+		return;
+	if (base == 0 || base == UINTPTR_MAX || a < base || a - base >= GLOBALS_SIZE) {
+		free(p);
+		return;
+	}
+	uintptr_t lo = ALIGN_UP(a, page), hi = (a + size) & ~(page - 1);
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 /* sim_module_put() - drop a reference; the last frees the globals and the image reference. */
 void sim_module_put(struct sim_module *m)
 {
 	if (__atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	for (unsigned i = 0; m->gmem && i < m->img->nglobals; i++)
-		free(m->gmem[i]);
+		global_free(m->gmem[i], m->img->globals[i].size);
 	free(m->gmem);
 	free(m->funcs);
 	sim_image_free(m->img);
@@ -89,7 +184,8 @@ static CUresult module_new(struct sim_ctx *ctx, struct sim_image *img, struct si
 		goto oom;
 	for (i = 0; i < img->nglobals; i++) {
 		const struct sim_global_info *g = &img->globals[i];
-		if (posix_memalign(&m->gmem[i], 256, g->size ? g->size : 1))
+		m->gmem[i] = global_alloc(g->size ? g->size : 1);
+		if (!m->gmem[i])
 			goto oom;
 		if (g->init)
 			memcpy(m->gmem[i], g->init, g->size);

@@ -17,30 +17,34 @@
  * creation order always puts an object after everything it refers to. Removing a record
  * removes, with it, every live record that names it (directly or through others) as parent or
  * context, as CUDA does: unloading a module invalidates its functions and globals, destroying
- * a context destroys its streams, events, modules and allocations. Objects that outlive what
+ * a context destroys its streams, events and modules. Objects that outlive what
  * they were made from in CUDA (a graph exec outlives its graph) must be recorded with parent 0.
  *
  * Kind-specific fields (st_rec.f[], also reachable by name through the union below):
  *
  *   kind              parent          ctx   f[0]      f[1]       f[2]     f[3]   name hash
  *   1  context        -               -     device    flags      primary  -      -    -
- *   2  allocation     -               ctx   addr      size       device   flags  -    -
+ *   2  allocation     -               opt.  addr      size       device   flags  -    -
  *   3  VMM mapping    -               opt.  addr      size       device   -      -    -
  *   4  module         -               opt.  size      library    -        -      -    yes
- *   5  function       module, kernel  opt.  -         -          -        -      yes  -
- *   6  kernel         library         opt.  -         -          -        -      yes  -
+ *   5  function       module, kernel  opt.  how      -          -        -      yes  -
+ *   6  kernel         library         opt.  how      -          -        -      yes  -
  *   7  global         module          opt.  addr      size       -        -      yes  -
  *   8  stream         -               ctx   flags     priority   -        -      -    -
  *   9  event          -               ctx   flags     -          -        -      -    -
  *   10 memory pool    -               opt.  device    -          -        -      -    -
  *   11 graph          -               opt.  flags     stream     mode     -      -    opt.
- *   12 graph exec     -               opt.  flags     -          -        -      -    -
+ *   12 graph exec     -               opt.  flags     graph      -        -      -    opt.
  *   13 host callback  any (stream)    opt.  fn        user       -        -      -    -
  *   14 attribute      any (required)  opt.  key       value      -        -      -    -
  *
  * In the ctx column, "ctx" is the context the object was created in and "opt." means 0 where
  * CUDA ties the object to no context (libraries, graphs); the log enforces only that a non-zero
- * ctx names a live context.
+ * ctx names a live context. rgpu's allocations are ranges of the device address window, which
+ * belong to the device rather than to a context: they are recorded with ctx 0. A function's or
+ * kernel's "how" is the protocol's FuncKind (looked up in a module, a library's kernel, a
+ * kernel's function in a context); a graph exec's "graph" is the graph it was instantiated
+ * from (which it outlives: not its parent), whose hash it carries.
  *
  * "module" covers libraries too (library = 1; cuLibraryLoad*), since both are an image named
  * by its SHA-256. A module must carry its hash; a function, kernel or global must carry a name

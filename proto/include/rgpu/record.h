@@ -1,0 +1,133 @@
+/*
+ * The state-log recorder: how a message of the job protocol changes the session's state log
+ * (statetrack/include/rgpu/statetrack.h). Both sides record from the same table and the same
+ * builders, so their logs agree by construction wherever both executed the same messages; a
+ * digest that differs is a lost, repeated or failed message, never a different reading.
+ *
+ * A message's builder (proto/record.c; the generated RECORDER_build, rgpu_record.h, picks it
+ * from the table's effect column) is a pure function of the decoded request and, for a call,
+ * the decoded reply. It lists up to RGPU_REC_MAX operations:
+ *
+ *   RGPU_REC_ADD     a new record (st_add)
+ *   RGPU_REC_SET     a record that may exist: added, or updated in place (an attribute set
+ *                    twice keeps its first place in creation order)
+ *   RGPU_REC_REMOVE  a record dies, with everything that names it (st_remove_each)
+ *
+ * For a call the client records when it sends (the builder sees rep NULL and lists what would
+ * exist if the call succeeds) and settles when the reply comes (rgpu_rec_settle: records that
+ * the reply says were not made are removed, the others get the reply's fields). The server
+ * records once, after executing, with the reply it sent. A builder's removals must not depend
+ * on the reply, so that a provisional removal never has to be undone.
+ *
+ * Ids. Objects use the client's ids. An allocation's id is its address; a window mapping's is
+ * RGPU_REC_VMM_ID(addr); an attribute's is RGPU_REC_ATTR_ID(parent, key): the three spaces do
+ * not meet (object ids are counters far below 2^46, addresses are below 2^48).
+ *
+ * A captured graph's record carries the SHA-256 of its capture journal (struct rgpu_journal):
+ * the fire-and-forget work messages sent between the capture's begin and end, which is what
+ * rebuilds the graph on another worker. Each side hashes the frames it saw.
+ */
+#ifndef RGPU_RECORD_H
+#define RGPU_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rgpu/statetrack.h"
+
+#define RGPU_REC_MAX 3
+
+enum rgpu_rec_op {
+	RGPU_REC_ADD = 1,
+	RGPU_REC_SET = 2,
+	RGPU_REC_REMOVE = 3,
+};
+
+struct rgpu_rec_ops {
+	int n;
+	struct {
+		int op;		     /* enum rgpu_rec_op */
+		struct st_rec rec;   /* REMOVE: only rec.id (and rec.kind) matter */
+		int journal;	     /* a captured graph: rec.hash is the journal's, filled by the side */
+		int existed;	     /* SET, once applied: the record was live before... */
+		uint64_t prev[ST_NFIELDS]; /* ...with these fields (settling a failed call puts
+					      them back) */
+	} v[RGPU_REC_MAX];
+};
+
+/* Attribute keys: what was set (ST_KIND_ATTR f[0]). */
+enum rgpu_attr_space {
+	RGPU_ATTR_FUNC = 1,    /* cuFuncSetAttribute / cuKernelSetAttribute: number, device */
+	RGPU_ATTR_LIMIT = 2,   /* cuCtxSetLimit: number */
+	RGPU_ATTR_CAPTURE = 3, /* the stream is being captured: value = CUstreamCaptureMode */
+};
+#define RGPU_ATTR_KEY(space, device, number)                                                   \
+	(((uint64_t)(space) << 32) | ((uint64_t)((device) & 0xffff) << 16) | ((number) & 0xffff))
+/*
+ * An attribute's id packs its object's id (below 2^49), the key's space (2 bits), device (4 bits:
+ * devices 0..14, and 15 for "no device") and number (8 bits: every CUfunction_attribute and
+ * CUlimit is below 256).
+ */
+#define RGPU_REC_VMM_ID(addr) ((1ull << 62) | (uint64_t)(addr))
+#define RGPU_REC_ATTR_ID(parent, key)                                                          \
+	((1ull << 63) | ((uint64_t)(parent) << 14) | (((key) >> 32 & 0x3) << 12) |              \
+	 (((key) >> 16 & 0xf) << 8) | ((key) & 0xff))
+
+struct rgpu_rec_hooks {
+	/* called for every record a removal takes, dependents first, before it is dropped */
+	void (*removed)(const struct st_rec *rec, void *arg);
+	void *arg;
+};
+
+/*
+ * rgpu_rec_apply() - apply ops to log, in order.
+ * @hooks: may be NULL.
+ * A graph exec's record takes its graph's hash (the graph it was instantiated from: f[1]).
+ * Every operation is tried; returns 0, or the first st_* error (RGPU_EEXIST for an add of a
+ * live id, RGPU_ENOTFOUND for a removal of an unknown one, RGPU_EINVAL for a record st_add
+ * refuses), with *failed (when given) the index of the operation that failed.
+ */
+int rgpu_rec_apply(struct st_log *log, struct rgpu_rec_ops *ops, const struct rgpu_rec_hooks *hooks,
+		   int *failed);
+
+/*
+ * rgpu_rec_settle() - a call's reply came: `sent` are the operations applied when it was sent
+ * (rep NULL), `final` the builder's answer with the reply. Records added by `sent` and absent
+ * from `final` are removed (a SET that updated a live record gets its previous fields back);
+ * those in both take final's fields. Returns 0 or the first error.
+ */
+int rgpu_rec_settle(struct st_log *log, const struct rgpu_rec_ops *sent, struct rgpu_rec_ops *final);
+
+/* ---- capture journals --------------------------------------------------------------------- */
+
+/*
+ * The frames of one stream capture, in the order they were sent (client) or executed (server):
+ * each one as type (2 bytes), body length (4), payload length (8), all little-endian, then the
+ * body and the payload. The hash covers exactly those bytes; the bytes themselves are kept only
+ * when `keep` (the server, which may have to rebuild the graph).
+ */
+struct rgpu_journal {
+	uint64_t stream;  /* the capturing stream's id */
+	int keep;
+	uint8_t *buf;
+	size_t len, cap;
+	void *hash_ctx;   /* a running SHA-256 */
+	struct rgpu_journal *next;
+};
+
+/* rgpu_journal_new() - an empty journal for stream; NULL when out of memory. */
+struct rgpu_journal *rgpu_journal_new(uint64_t stream, int keep);
+/* rgpu_journal_add() - one frame. Returns 0 or RGPU_ENOMEM (the journal then stays as it was). */
+int rgpu_journal_add(struct rgpu_journal *j, uint16_t type, const void *body, size_t blen,
+		     const void *payload, size_t plen);
+/* rgpu_journal_digest() - the SHA-256 of everything added so far (the journal goes on). */
+void rgpu_journal_digest(struct rgpu_journal *j, uint8_t out[32]);
+void rgpu_journal_free(struct rgpu_journal *j);
+
+/*
+ * rgpu_journal_wants() - is a frame of this type part of a capture: fire-and-forget work that
+ * changes no record (launches, copies, memsets, host functions, event records and waits).
+ */
+int rgpu_journal_wants(unsigned type);
+
+#endif

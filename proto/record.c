@@ -1,0 +1,456 @@
+/*
+ * The state-log builders: for every message of proto/messages.tbl whose effect is create,
+ * destroy or attr, the records it makes, changes or removes (rgpu/record.h says how they are
+ * used). Each builder reads only its request and reply, so the client and the worker build the
+ * same records from the same messages. Also the generic parts both sides share: applying a list
+ * of operations, settling a call's provisional records, and capture journals.
+ *
+ * This file must never look at anything but its arguments: no session, no driver, no log
+ * beyond the one it is handed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <nettle/sha2.h>
+
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/record.h"
+#include "rgpu_msgs.h"
+#include "rgpu_record.h"
+
+static struct st_rec *op(struct rgpu_rec_ops *ops, int what, uint32_t kind, uint64_t id)
+{
+	struct st_rec *r = &ops->v[ops->n].rec;
+
+	memset(&ops->v[ops->n], 0, sizeof(ops->v[ops->n]));
+	ops->v[ops->n].op = what;
+	r->kind = kind;
+	r->id = id;
+	ops->n++;
+	return r;
+}
+
+static void set_hash(struct st_rec *r, ProtobufCBinaryData h)
+{
+	if (h.len == ST_HASH_LEN) {
+		r->has_hash = true;
+		memcpy(r->hash, h.data, ST_HASH_LEN);
+	}
+}
+
+/* A call's reply: did it succeed? (rep NULL: not known yet, recorded as if it will.) */
+#define OK(rep) (!(rep) || (rep)->result == 0)
+
+/* ---- contexts ----------------------------------------------------------------------------- */
+
+int rgpu_rec_ctx_create(const Rgpu__CtxCreate *req, struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r = op(ops, RGPU_REC_ADD, ST_KIND_CONTEXT, req->ctx);
+	r->context.device = (uint64_t)(int64_t)req->device;
+	r->context.flags = req->flags;
+	r->f[2] = req->primary;
+	return 0;
+}
+
+int rgpu_rec_ctx_destroy(const Rgpu__CtxRef *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_CONTEXT, req->ctx);
+	return 0;
+}
+
+int rgpu_rec_ctx_set_limit(const Rgpu__CtxLimit *req, const Rgpu__Status *rep,
+			   struct rgpu_rec_ops *ops)
+{
+	uint64_t key = RGPU_ATTR_KEY(RGPU_ATTR_LIMIT, 0, (uint32_t)req->limit);
+	struct st_rec *r;
+
+	if (!OK(rep))
+		return 0;
+	r = op(ops, RGPU_REC_SET, ST_KIND_ATTR, RGPU_REC_ATTR_ID(req->ctx, key));
+	r->parent = req->ctx;
+	r->f[0] = key;
+	r->f[1] = req->value;
+	return 0;
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+int rgpu_rec_mem_alloc(const Rgpu__MemAlloc *req, const Rgpu__Status *rep,
+		       struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep))
+		return 0;
+	if (req->map_size) {
+		r = op(ops, RGPU_REC_ADD, ST_KIND_VMM_MAP, RGPU_REC_VMM_ID(req->map_addr));
+		r->vmm.addr = req->map_addr;
+		r->vmm.size = req->map_size;
+		r->vmm.device = (uint64_t)(int64_t)req->device;
+	}
+	if (req->size) {
+		r = op(ops, RGPU_REC_ADD, ST_KIND_ALLOC, req->addr);
+		r->alloc.addr = req->addr;
+		r->alloc.size = req->size;
+		r->alloc.device = (uint64_t)(int64_t)req->device;
+	}
+	return 0;
+}
+
+int rgpu_rec_mem_free(const Rgpu__MemFree *req, struct rgpu_rec_ops *ops)
+{
+	if (req->addr)
+		op(ops, RGPU_REC_REMOVE, ST_KIND_ALLOC, req->addr);
+	if (req->unmap_size) {
+		/* the range too, for a worker that must unmap a mapping its log does not hold */
+		struct st_rec *r = op(ops, RGPU_REC_REMOVE, ST_KIND_VMM_MAP,
+				      RGPU_REC_VMM_ID(req->unmap_addr));
+		r->vmm.addr = req->unmap_addr;
+		r->vmm.size = req->unmap_size;
+	}
+	return 0;
+}
+
+/* ---- modules, functions, globals ---------------------------------------------------------- */
+
+int rgpu_rec_module_load(const Rgpu__ModuleLoad *req, const Rgpu__ModuleLoadReply *rep,
+			 struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep) || (rep && rep->need_image))
+		return 0;
+	r = op(ops, RGPU_REC_ADD, ST_KIND_MODULE, req->module);
+	r->ctx = req->ctx;
+	r->module.size = req->image_size;
+	r->module.library = req->library;
+	set_hash(r, req->hash);
+	return 0;
+}
+
+int rgpu_rec_module_unload(const Rgpu__ObjRef *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_MODULE, req->id);
+	return 0;
+}
+
+int rgpu_rec_func_get(const Rgpu__FuncGet *req, struct rgpu_rec_ops *ops)
+{
+	uint32_t kind = req->kind == RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL ? ST_KIND_KERNEL
+									  : ST_KIND_FUNCTION;
+	struct st_rec *r = op(ops, RGPU_REC_ADD, kind, req->func);
+
+	r->parent = req->parent;
+	r->ctx = req->ctx;
+	r->f[0] = req->kind;
+	r->name = req->name;
+	return 0;
+}
+
+int rgpu_rec_global_get(const Rgpu__GlobalGet *req, const Rgpu__GlobalReply *rep,
+			struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep) || !req->global)
+		return 0;
+	r = op(ops, RGPU_REC_ADD, ST_KIND_GLOBAL, req->global);
+	r->parent = req->module;
+	r->ctx = req->ctx;
+	r->name = req->name;
+	if (rep) {
+		r->global.addr = rep->addr;
+		r->global.size = rep->size;
+	}
+	return 0;
+}
+
+int rgpu_rec_func_set_attr(const Rgpu__FuncAttr *req, struct rgpu_rec_ops *ops)
+{
+	uint64_t key = RGPU_ATTR_KEY(RGPU_ATTR_FUNC, req->device, (uint32_t)req->attrib);
+	struct st_rec *r = op(ops, RGPU_REC_SET, ST_KIND_ATTR, RGPU_REC_ATTR_ID(req->func, key));
+
+	r->parent = req->func;
+	r->f[0] = key;
+	r->f[1] = (uint64_t)req->value;
+	return 0;
+}
+
+/* ---- streams and events ------------------------------------------------------------------- */
+
+int rgpu_rec_stream_create(const Rgpu__StreamCreate *req, struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r = op(ops, RGPU_REC_ADD, ST_KIND_STREAM, req->stream);
+
+	r->ctx = req->ctx;
+	r->stream.flags = req->flags;
+	r->stream.priority = req->priority;
+	return 0;
+}
+
+int rgpu_rec_stream_destroy(const Rgpu__StreamOp *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_STREAM, req->stream);
+	return 0;
+}
+
+int rgpu_rec_event_create(const Rgpu__EventCreate *req, struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r = op(ops, RGPU_REC_ADD, ST_KIND_EVENT, req->event);
+
+	r->ctx = req->ctx;
+	r->event.flags = req->flags;
+	return 0;
+}
+
+int rgpu_rec_event_destroy(const Rgpu__EventOp *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_EVENT, req->event);
+	return 0;
+}
+
+/* ---- capture and graphs ------------------------------------------------------------------- */
+
+static uint64_t capture_key(void)
+{
+	return RGPU_ATTR_KEY(RGPU_ATTR_CAPTURE, 0, 0);
+}
+
+int rgpu_rec_capture_begin(const Rgpu__CaptureOp *req, const Rgpu__Status *rep,
+			   struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep))
+		return 0;
+	r = op(ops, RGPU_REC_ADD, ST_KIND_ATTR, RGPU_REC_ATTR_ID(req->stream, capture_key()));
+	r->parent = req->stream;
+	r->f[0] = capture_key();
+	r->f[1] = req->mode;
+	return 0;
+}
+
+int rgpu_rec_capture_end(const Rgpu__CaptureOp *req, const Rgpu__Status *rep,
+			 struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	/* the capture ends whatever the result (a failed capture is over too) */
+	op(ops, RGPU_REC_REMOVE, ST_KIND_ATTR, RGPU_REC_ATTR_ID(req->stream, capture_key()));
+	if (!OK(rep) || !req->graph)
+		return 0;
+	r = op(ops, RGPU_REC_ADD, ST_KIND_GRAPH, req->graph);
+	r->ctx = req->ctx;
+	r->graph.flags = 0;
+	r->f[1] = req->stream;
+	r->f[2] = req->mode;
+	ops->v[ops->n - 1].journal = 1;
+	return 0;
+}
+
+int rgpu_rec_graph_create(const Rgpu__GraphOp *req, struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r = op(ops, RGPU_REC_ADD, ST_KIND_GRAPH, req->graph);
+
+	r->ctx = req->ctx;
+	r->graph.flags = req->flags;
+	return 0;
+}
+
+int rgpu_rec_graph_instantiate(const Rgpu__GraphOp *req, const Rgpu__Status *rep,
+			       struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep))
+		return 0;
+	/* parent 0: an instantiated graph outlives its graph (statetrack.h) */
+	r = op(ops, RGPU_REC_ADD, ST_KIND_GRAPH_EXEC, req->exec);
+	r->ctx = req->ctx;
+	r->graph_exec.flags = req->flags;
+	r->f[1] = req->graph;
+	return 0;
+}
+
+int rgpu_rec_graph_exec_destroy(const Rgpu__GraphOp *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_GRAPH_EXEC, req->exec);
+	return 0;
+}
+
+int rgpu_rec_graph_destroy(const Rgpu__GraphOp *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_GRAPH, req->graph);
+	return 0;
+}
+
+/* ---- applying and settling ---------------------------------------------------------------- */
+
+static int apply_one(struct st_log *log, int what, struct st_rec *rec,
+		     const struct rgpu_rec_hooks *hooks, int *existed, uint64_t *prev)
+{
+	const struct st_rec *old;
+
+	if (what == RGPU_REC_REMOVE)
+		return st_remove_each(log, rec->id, hooks ? hooks->removed : NULL,
+				      hooks ? hooks->arg : NULL);
+	if (rec->kind == ST_KIND_GRAPH_EXEC && rec->f[1]) {
+		/* an instantiated graph is rebuilt from its graph's journal: carry its hash */
+		const struct st_rec *g = st_find(log, rec->f[1]);
+		if (g && g->has_hash) {
+			rec->has_hash = true;
+			memcpy(rec->hash, g->hash, ST_HASH_LEN);
+		}
+	}
+	if (what == RGPU_REC_SET && (old = st_find(log, rec->id)) != NULL) {
+		*existed = 1;
+		memcpy(prev, old->f, sizeof(old->f));
+		return st_update(log, rec);
+	}
+	*existed = 0;
+	return st_add(log, rec);
+}
+
+int rgpu_rec_apply(struct st_log *log, struct rgpu_rec_ops *ops, const struct rgpu_rec_hooks *hooks,
+		   int *failed)
+{
+	int first = 0;
+
+	for (int i = 0; i < ops->n; i++) {
+		int ret = apply_one(log, ops->v[i].op, &ops->v[i].rec, hooks, &ops->v[i].existed,
+				    ops->v[i].prev);
+		if (ret && !first) {
+			first = ret;
+			if (failed)
+				*failed = i;
+		}
+	}
+	return first;
+}
+
+int rgpu_rec_settle(struct st_log *log, const struct rgpu_rec_ops *sent, struct rgpu_rec_ops *final)
+{
+	int first = 0;
+
+	for (int i = 0; i < sent->n; i++) {
+		const struct st_rec *s = &sent->v[i].rec;
+		int j, ret = 0;
+
+		if (sent->v[i].op == RGPU_REC_REMOVE)
+			continue;
+		for (j = 0; j < final->n; j++)
+			if (final->v[j].op != RGPU_REC_REMOVE && final->v[j].rec.id == s->id)
+				break;
+		if (j == final->n) {
+			/* the reply says it was not made (or not changed) */
+			if (sent->v[i].op == RGPU_REC_SET && sent->v[i].existed) {
+				struct st_rec back = *s;
+				memcpy(back.f, sent->v[i].prev, sizeof(back.f));
+				ret = st_find(log, s->id) ? st_update(log, &back) : 0;
+			} else if (st_find(log, s->id)) {
+				ret = st_remove(log, s->id);
+			}
+		} else if (st_find(log, s->id)) {
+			/*
+			 * A captured graph's journal was hashed when the end was sent, and a graph
+			 * exec took its graph's hash then: the reply changes neither.
+			 */
+			if (!final->v[j].rec.has_hash && s->has_hash) {
+				final->v[j].rec.has_hash = true;
+				memcpy(final->v[j].rec.hash, s->hash, ST_HASH_LEN);
+			}
+			ret = st_update(log, &final->v[j].rec);
+		}
+		if (ret && !first)
+			first = ret;
+	}
+	return first;
+}
+
+/* ---- capture journals --------------------------------------------------------------------- */
+
+struct rgpu_journal *rgpu_journal_new(uint64_t stream, int keep)
+{
+	struct rgpu_journal *j = calloc(1, sizeof(*j));
+	struct sha256_ctx *h = malloc(sizeof(*h));
+
+	if (!j || !h) {
+		free(j);
+		free(h);
+		return NULL;
+	}
+	sha256_init(h);
+	j->stream = stream;
+	j->keep = keep;
+	j->hash_ctx = h;
+	return j;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+int rgpu_journal_add(struct rgpu_journal *j, uint16_t type, const void *body, size_t blen,
+		     const void *payload, size_t plen)
+{
+	uint8_t hdr[14];
+	size_t need = sizeof(hdr) + blen + plen;
+
+	put_le(hdr, type, 2);
+	put_le(hdr + 2, blen, 4);
+	put_le(hdr + 6, plen, 8);
+	if (j->keep) {
+		if (j->len + need > j->cap) {
+			size_t cap = j->cap ? j->cap : 4096;
+			uint8_t *n;
+			while (cap < j->len + need)
+				cap *= 2;
+			n = realloc(j->buf, cap);
+			if (!n)
+				return RGPU_ENOMEM;
+			j->buf = n;
+			j->cap = cap;
+		}
+		memcpy(j->buf + j->len, hdr, sizeof(hdr));
+		if (blen)
+			memcpy(j->buf + j->len + sizeof(hdr), body, blen);
+		if (plen)
+			memcpy(j->buf + j->len + sizeof(hdr) + blen, payload, plen);
+		j->len += need;
+	}
+	sha256_update(j->hash_ctx, sizeof(hdr), hdr);
+	if (blen)
+		sha256_update(j->hash_ctx, blen, body);
+	if (plen)
+		sha256_update(j->hash_ctx, plen, payload);
+	return 0;
+}
+
+void rgpu_journal_digest(struct rgpu_journal *j, uint8_t out[32])
+{
+	struct sha256_ctx copy = *(struct sha256_ctx *)j->hash_ctx;
+	sha256_digest(&copy, SHA256_DIGEST_SIZE, out);
+}
+
+void rgpu_journal_free(struct rgpu_journal *j)
+{
+	if (!j)
+		return;
+	free(j->buf);
+	free(j->hash_ctx);
+	free(j);
+}
+
+int rgpu_journal_wants(unsigned type)
+{
+	const struct rgpu_msg_info *mi = rgpu_msg_info(type);
+
+	/* a host function's acknowledgement comes from the callback thread, in no stream */
+	if (type == RGPU_MSG_CALLBACK_DONE)
+		return 0;
+	return mi && mi->call_class == RGPU_CLASS_POST && mi->effect == RGPU_EFFECT_NONE &&
+	       mi->rule->dir == RGPU_DIR_TO_SERVER;
+}

@@ -1,0 +1,940 @@
+/*
+ * Replaying a state log (design.md §6, §7): rebuilding a job on a fresh worker from the log of
+ * its live objects, with the same ids and the same device addresses. Each record is turned back
+ * into the request message it was recorded from (the inverse of proto/record.c's builders) and
+ * run through the executor exactly as a client's frame would be (srv_exec, with w->replaying
+ * set so that nothing is sent), so the handlers that serve a job are the ones that rebuild it
+ * and the worker records its own log as it goes. A captured graph is rebuilt by capturing its
+ * capture journal again. At the end the rebuilt log must equal the one replayed, record for
+ * record, and the worker must really hold every object and mapping it names.
+ *
+ * Module globals are the exception (design.md §3): the driver places them, so a fresh process
+ * may put one elsewhere. A global rebuilt with the same id, parent, name and size at another
+ * address is not a failed rebuild but an outcome of its own, reported global by global: the
+ * rest of the log must still be equal exactly (the rebuilt log, with those addresses put back,
+ * must compare equal), and srv_replay() still fails, since a migration that moves a global
+ * must abort; rgpud --replay reports it with its own exit status.
+ *
+ * Also here: rgpud --replay FILE (srv_replay_file), which does this on a worker set up as for a
+ * job, for the replay tests (RGPU_STATE_DUMP) and for an operator checking a dump.
+ *
+ * This file must never guess: a record it does not know how to rebuild, a module image the
+ * server does not have, a journal that does not hash to its graph's hash, or a handler that
+ * fails ends the replay with a message naming the record. It trusts nothing in the files it
+ * reads beyond what st_deserialize() checked: every length in a journals file is checked before
+ * it is used.
+ */
+#define LOG_PREFIX "replay: "
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rgpu.pb-c.h"
+#include "rgpu/err.h"
+#include "rgpu/hash.h"
+#include "rgpu/log.h"
+#include "rgpu/record.h"
+#include "rgpu/util.h"
+#include "srv.h"
+
+#define JOURNAL_ENTRY_HDR 16 /* graph id u64 LE, length u64 LE */
+#define JOURNAL_FRAME_HDR 14 /* type u16 LE, body length u32 LE, payload length u64 LE */
+
+/* A module global the driver placed elsewhere: its record in the log replayed, and where now. */
+struct moved {
+	const struct st_rec *want;
+	uint64_t now;
+};
+
+struct replay {
+	struct srv_worker *w;
+	struct st_log *want;
+	const uint8_t *journals;
+	size_t jlen;
+	uint64_t seq;
+	char *why;
+	size_t whylen;
+	struct moved *moved; /* after verify(): the globals placed elsewhere, in log order */
+	size_t nmoved, capmoved;
+};
+
+/* Fill rp->why with "RECORD: what went wrong" and return code. */
+static int fail(struct replay *rp, const struct st_rec *rec, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(struct replay *rp, const struct st_rec *rec, int code, const char *fmt, ...)
+{
+	char what[256], msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (rec) {
+		st_rec_describe(rec, what, sizeof(what));
+		snprintf(rp->why, rp->whylen, "%s: %s", what, msg);
+	} else {
+		snprintf(rp->why, rp->whylen, "%s", msg);
+	}
+	return code;
+}
+
+/*
+ * Run one frame through the executor. body and payload are malloc'd and taken over. Fails
+ * when the executor refuses the frame or the handler's result (its reply, or the error it kept
+ * for the next reply) is not CUDA_SUCCESS.
+ */
+static int run_frame(struct replay *rp, const struct st_rec *rec, unsigned type, uint8_t *body,
+		     size_t blen, void *payload, uint64_t plen)
+{
+	struct srv_worker *w = rp->w;
+	struct srv_frame f = {0};
+	CUresult r;
+	int ret;
+
+	f.hdr.type = (uint16_t)type;
+	f.hdr.body_len = (uint32_t)blen;
+	f.hdr.payload_len = plen;
+	f.hdr.seq = ++rp->seq;
+	f.body = body;
+	f.payload = payload;
+	w->replay_result = CUDA_SUCCESS;
+	ret = srv_exec(w, &f);
+	free(f.body);
+	free(f.payload);
+	if (ret)
+		return fail(rp, rec, ret < 0 ? ret : RGPU_EPROTO, "%s was refused: %s",
+			    rgpu_msg_name(type), rgpu_strerror(ret < 0 ? ret : RGPU_EPROTO));
+	r = w->replay_result != CUDA_SUCCESS ? w->replay_result : w->exec_result;
+	if (r != CUDA_SUCCESS)
+		return fail(rp, rec, RGPU_ECUDA, "%s failed: %s", rgpu_msg_name(type),
+			    srv_cu_name(&w->drv, r));
+	return 0;
+}
+
+/* Pack m and run it as a frame of this type. */
+static int run_msg(struct replay *rp, const struct st_rec *rec, unsigned type,
+		   const ProtobufCMessage *m)
+{
+	size_t blen = protobuf_c_message_get_packed_size(m);
+	uint8_t *body = malloc(blen ? blen : 1);
+
+	if (!body)
+		return fail(rp, rec, RGPU_ENOMEM, "out of memory for %s", rgpu_msg_name(type));
+	protobuf_c_message_pack(m, body);
+	return run_frame(rp, rec, type, body, blen, NULL, 0);
+}
+
+/* ---- captured graphs ---------------------------------------------------------------------- */
+
+/* Check the layout of a journals file: entries that end exactly at its end. */
+static int check_journals(struct replay *rp)
+{
+	size_t off = 0;
+
+	while (off < rp->jlen) {
+		uint64_t len;
+		if (rp->jlen - off < JOURNAL_ENTRY_HDR)
+			return fail(rp, NULL, RGPU_ECORRUPT,
+				    "the capture journals are cut in an entry header at byte %zu",
+				    off);
+		len = rd_le64(rp->journals + off + 8);
+		if (len > rp->jlen - off - JOURNAL_ENTRY_HDR)
+			return fail(
+			    rp, NULL, RGPU_ECORRUPT,
+			    "a capture journal at byte %zu claims %llu bytes, beyond the end "
+			    "of the journals",
+			    off, (unsigned long long)len);
+		off += JOURNAL_ENTRY_HDR + (size_t)len;
+	}
+	return 0;
+}
+
+/* The journal of graph id (the first one kept: the worker puts the newest first), or NULL. */
+static const uint8_t *find_journal(struct replay *rp, uint64_t id, size_t *len)
+{
+	size_t off = 0;
+
+	while (off < rp->jlen) {
+		uint64_t gid = rd_le64(rp->journals + off), n = rd_le64(rp->journals + off + 8);
+		if (gid == id) {
+			*len = (size_t)n;
+			return rp->journals + off + JOURNAL_ENTRY_HDR;
+		}
+		off += JOURNAL_ENTRY_HDR + (size_t)n;
+	}
+	return NULL;
+}
+
+/* Every frame of a capture journal through the executor, in order. */
+static int run_journal(struct replay *rp, const struct st_rec *rec, const uint8_t *j, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		unsigned type;
+		uint64_t blen, plen;
+		uint8_t *body;
+		void *payload = NULL;
+
+		if (len - off < JOURNAL_FRAME_HDR)
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "its capture journal is cut in a frame header at byte %zu",
+				    off);
+		type = rd_le16(j + off);
+		blen = rd_le32(j + off + 2);
+		plen = rd_le64(j + off + 6);
+		off += JOURNAL_FRAME_HDR;
+		if (blen > len - off || plen > len - off - blen)
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "its capture journal is cut in a %s frame at byte %zu",
+				    rgpu_msg_name(type), off - JOURNAL_FRAME_HDR);
+		/* only the work a capture records: nothing that makes or removes a record */
+		if (!rgpu_journal_wants(type))
+			return fail(
+			    rp, rec, RGPU_ECORRUPT,
+			    "its capture journal holds a %s frame, which no capture records",
+			    rgpu_msg_name(type));
+		body = malloc(blen ? blen : 1);
+		if (plen)
+			payload = malloc(plen);
+		if (!body || (plen && !payload)) {
+			free(body);
+			free(payload);
+			return fail(rp, rec, RGPU_ENOMEM, "out of memory for its capture journal");
+		}
+		memcpy(body, j + off, blen);
+		if (plen)
+			memcpy(payload, j + off + blen, plen);
+		off += blen + plen;
+		int ret = run_frame(rp, rec, type, body, blen, payload, plen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * A captured graph: capture its journal again on the stream it was captured on. A stream that
+ * has died since is stood in for by a stream of the same id, made for the capture and destroyed
+ * after it (the journal's frames name that id); its flags do not reach the graph.
+ */
+static int replay_captured(struct replay *rp, const struct st_rec *rec)
+{
+	struct srv_worker *w = rp->w;
+	Rgpu__CaptureOp cap = RGPU__CAPTURE_OP__INIT;
+	uint64_t stream = rec->graph.stream;
+	uint8_t h[RGPU_HASH_LEN];
+	const uint8_t *j;
+	size_t len = 0;
+	int stand_in = 0, ret;
+
+	j = find_journal(rp, rec->id, &len);
+	if (!j)
+		return fail(rp, rec, RGPU_ENOTFOUND, "its capture journal is not %s",
+			    rp->jlen ? "among the capture journals beside the log"
+				     : "here: there are no capture journals beside the log");
+	rgpu_sha256(j, len, h);
+	if (memcmp(h, rec->hash, RGPU_HASH_LEN))
+		return fail(rp, rec, RGPU_ECORRUPT,
+			    "its capture journal (%zu bytes) does not hash to the graph's hash",
+			    len);
+	if (!stream)
+		return fail(rp, rec, RGPU_EUNSUPPORTED,
+			    "a graph captured on the NULL stream cannot be captured again");
+	if (!srv_obj_find(w, stream, ST_KIND_STREAM)) {
+		Rgpu__StreamCreate sc = RGPU__STREAM_CREATE__INIT;
+		if (st_find(rp->want, stream) || srv_obj_find(w, stream, 0))
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "its capture stream %llu is another kind of object now",
+				    (unsigned long long)stream);
+		sc.stream = stream;
+		sc.ctx = rec->ctx;
+		ret = run_msg(rp, rec, RGPU_MSG_STREAM_CREATE, &sc.base);
+		if (ret)
+			return ret;
+		stand_in = 1;
+	}
+	cap.stream = stream;
+	cap.ctx = rec->ctx;
+	cap.mode = (uint32_t)rec->graph.mode;
+	ret = run_msg(rp, rec, RGPU_MSG_CAPTURE_BEGIN, &cap.base);
+	if (ret == 0)
+		ret = run_journal(rp, rec, j, len);
+	if (ret == 0) {
+		cap.graph = rec->id;
+		ret = run_msg(rp, rec, RGPU_MSG_CAPTURE_END, &cap.base);
+	}
+	if (ret == 0 && stand_in) {
+		Rgpu__StreamOp so = RGPU__STREAM_OP__INIT;
+		so.stream = stream;
+		so.ctx = rec->ctx;
+		ret = run_msg(rp, rec, RGPU_MSG_STREAM_DESTROY, &so.base);
+	}
+	return ret;
+}
+
+/* ---- one record --------------------------------------------------------------------------- */
+
+static int replay_attr(struct replay *rp, const struct st_rec *rec)
+{
+	const struct st_rec *p = st_find(rp->want, rec->parent);
+	uint64_t key = rec->attr.key;
+
+	switch (key >> 32) {
+	case RGPU_ATTR_FUNC: {
+		Rgpu__FuncAttr m = RGPU__FUNC_ATTR__INIT;
+		m.func = rec->parent;
+		m.attrib = (int32_t)(key & 0xffff);
+		m.device = (int16_t)(uint16_t)(key >> 16 & 0xffff);
+		m.value = (int64_t)rec->attr.value;
+		m.ctx = p ? p->ctx : 0;
+		return run_msg(rp, rec, RGPU_MSG_FUNC_SET_ATTR, &m.base);
+	}
+	case RGPU_ATTR_LIMIT: {
+		Rgpu__CtxLimit m = RGPU__CTX_LIMIT__INIT;
+		m.ctx = rec->parent;
+		m.limit = (int32_t)(key & 0xffff);
+		m.value = rec->attr.value;
+		return run_msg(rp, rec, RGPU_MSG_CTX_SET_LIMIT, &m.base);
+	}
+	case RGPU_ATTR_CAPTURE: {
+		/* a capture in progress: its stream enters capture mode again (without the work
+		 * captured so far, which only a finished capture's journal keeps) */
+		Rgpu__CaptureOp m = RGPU__CAPTURE_OP__INIT;
+		m.stream = rec->parent;
+		m.ctx = p ? p->ctx : 0;
+		m.mode = (uint32_t)rec->attr.value;
+		return run_msg(rp, rec, RGPU_MSG_CAPTURE_BEGIN, &m.base);
+	}
+	}
+	return fail(rp, rec, RGPU_EUNSUPPORTED, "an attribute of key space %llu cannot be replayed",
+		    (unsigned long long)(key >> 32));
+}
+
+static int replay_rec(const struct st_rec *rec, void *arg)
+{
+	struct replay *rp = arg;
+	int ret;
+
+	switch (rec->kind) {
+	case ST_KIND_CONTEXT: {
+		Rgpu__CtxCreate m = RGPU__CTX_CREATE__INIT;
+		m.ctx = rec->id;
+		m.device = (int32_t)rec->context.device;
+		m.flags = (uint32_t)rec->context.flags;
+		m.primary = rec->context.primary != 0;
+		ret = run_msg(rp, rec, RGPU_MSG_CTX_CREATE, &m.base);
+		break;
+	}
+	case ST_KIND_VMM_MAP: {
+		Rgpu__MemAlloc m = RGPU__MEM_ALLOC__INIT;
+		m.map_addr = rec->vmm.addr;
+		m.map_size = rec->vmm.size;
+		m.device = (int32_t)rec->vmm.device;
+		ret = run_msg(rp, rec, RGPU_MSG_MEM_ALLOC, &m.base);
+		break;
+	}
+	case ST_KIND_ALLOC: {
+		Rgpu__MemAlloc m = RGPU__MEM_ALLOC__INIT;
+		m.addr = rec->alloc.addr;
+		m.size = rec->alloc.size;
+		m.device = (int32_t)rec->alloc.device;
+		ret = run_msg(rp, rec, RGPU_MSG_MEM_ALLOC, &m.base);
+		break;
+	}
+	case ST_KIND_MODULE: {
+		Rgpu__ModuleLoad m = RGPU__MODULE_LOAD__INIT;
+		uint8_t hash[ST_HASH_LEN];
+		char hex[2 * ST_HASH_LEN + 1];
+		memcpy(hash, rec->hash, sizeof(hash));
+		m.module = rec->id;
+		m.hash.data = hash;
+		m.hash.len = rec->has_hash ? sizeof(hash) : 0;
+		m.image_size = rec->module.size;
+		m.library = rec->module.library != 0;
+		m.ctx = rec->ctx;
+		ret = run_msg(rp, rec, RGPU_MSG_MODULE_LOAD, &m.base);
+		/* the handler answered need_image: the image is not in the module cache */
+		if (ret == 0 && !srv_obj_find(rp->w, rec->id, ST_KIND_MODULE))
+			ret = fail(rp, rec, RGPU_ENOTFOUND,
+				   "module image %s is not in this server's cache",
+				   rgpu_hex(rec->hash, ST_HASH_LEN, hex));
+		break;
+	}
+	case ST_KIND_FUNCTION:
+	case ST_KIND_KERNEL: {
+		Rgpu__FuncGet m = RGPU__FUNC_GET__INIT;
+		m.func = rec->id;
+		m.parent = rec->parent;
+		m.name = (char *)(rec->name ? rec->name : "");
+		m.kind = (uint32_t)rec->f[0];
+		m.ctx = rec->ctx;
+		ret = run_msg(rp, rec, RGPU_MSG_FUNC_GET, &m.base);
+		break;
+	}
+	case ST_KIND_GLOBAL: {
+		Rgpu__GlobalGet m = RGPU__GLOBAL_GET__INIT;
+		const struct st_rec *mod = st_find(rp->want, rec->parent);
+		m.global = rec->id;
+		m.module = rec->parent;
+		m.name = (char *)(rec->name ? rec->name : "");
+		m.library = mod && mod->module.library;
+		m.ctx = rec->ctx;
+		ret = run_msg(rp, rec, RGPU_MSG_GLOBAL_GET, &m.base);
+		break;
+	}
+	case ST_KIND_STREAM: {
+		Rgpu__StreamCreate m = RGPU__STREAM_CREATE__INIT;
+		m.stream = rec->id;
+		m.ctx = rec->ctx;
+		m.flags = (uint32_t)rec->stream.flags;
+		m.priority = (int32_t)rec->stream.priority;
+		ret = run_msg(rp, rec, RGPU_MSG_STREAM_CREATE, &m.base);
+		break;
+	}
+	case ST_KIND_EVENT: {
+		Rgpu__EventCreate m = RGPU__EVENT_CREATE__INIT;
+		m.event = rec->id;
+		m.ctx = rec->ctx;
+		m.flags = (uint32_t)rec->event.flags;
+		ret = run_msg(rp, rec, RGPU_MSG_EVENT_CREATE, &m.base);
+		break;
+	}
+	case ST_KIND_ATTR:
+		ret = replay_attr(rp, rec);
+		break;
+	case ST_KIND_GRAPH:
+		if (rec->has_hash) {
+			ret = replay_captured(rp, rec);
+		} else if (rec->graph.stream) {
+			ret = fail(rp, rec, RGPU_EUNSUPPORTED,
+				   "a captured graph without a journal hash cannot be rebuilt");
+		} else {
+			Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+			m.graph = rec->id;
+			m.ctx = rec->ctx;
+			m.flags = rec->graph.flags;
+			ret = run_msg(rp, rec, RGPU_MSG_GRAPH_CREATE, &m.base);
+		}
+		break;
+	case ST_KIND_GRAPH_EXEC: {
+		Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+		if (!st_find(rp->want, rec->f[1])) {
+			ret =
+			    fail(rp, rec, RGPU_EUNSUPPORTED,
+				 "it was instantiated from graph %llu, which no longer exists: "
+				 "replaying an executable graph without its graph is not supported "
+				 "yet",
+				 (unsigned long long)rec->f[1]);
+			break;
+		}
+		m.exec = rec->id;
+		m.graph = rec->f[1];
+		m.ctx = rec->ctx;
+		m.flags = rec->graph_exec.flags;
+		ret = run_msg(rp, rec, RGPU_MSG_GRAPH_INSTANTIATE, &m.base);
+		break;
+	}
+	default:
+		ret = fail(rp, rec, RGPU_EUNSUPPORTED, "a %s record cannot be replayed yet",
+			   st_kind_name(rec->kind));
+		break;
+	}
+	if (ret == 0 && !st_find(rp->w->log, rec->id))
+		ret = fail(rp, rec, RGPU_ECORRUPT,
+			   "the request that makes it succeeded but recorded nothing");
+	return ret;
+}
+
+/* ---- after the replay: does the worker hold what the log says? ---------------------------- */
+
+struct maps {
+	const struct st_rec **v;
+	size_t n, cap;
+};
+
+static int collect_map(const struct st_rec *rec, void *arg)
+{
+	struct maps *m = arg;
+
+	if (rec->kind != ST_KIND_VMM_MAP)
+		return 0;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 64;
+		const struct st_rec **v = realloc(m->v, cap * sizeof(*v));
+		if (!v)
+			return RGPU_ENOMEM;
+		m->v = v;
+		m->cap = cap;
+	}
+	m->v[m->n++] = rec;
+	return 0;
+}
+
+static int map_order(const void *a, const void *b)
+{
+	const struct st_rec *x = *(const struct st_rec *const *)a;
+	const struct st_rec *y = *(const struct st_rec *const *)b;
+	return x->vmm.addr < y->vmm.addr ? -1 : x->vmm.addr > y->vmm.addr;
+}
+
+/* The mapping record of the log that holds [addr, addr+size), or NULL. */
+static const struct st_rec *containing_map(const struct maps *m, uint64_t addr, uint64_t size)
+{
+	size_t lo = 0, hi = m->n;
+
+	/* the last mapping that starts at or below addr */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->v[mid]->vmm.addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	const struct st_rec *r = m->v[lo - 1];
+	if (addr - r->vmm.addr >= r->vmm.size || size > r->vmm.size - (addr - r->vmm.addr))
+		return NULL;
+	return r;
+}
+
+struct check {
+	struct replay *rp;
+	struct maps maps;
+};
+
+static int check_rec(const struct st_rec *rec, void *arg)
+{
+	struct check *c = arg;
+	struct replay *rp = c->rp;
+	struct srv_worker *w = rp->w;
+	const struct st_rec *map;
+
+	switch (rec->kind) {
+	case ST_KIND_CONTEXT:
+	case ST_KIND_STREAM:
+	case ST_KIND_EVENT:
+	case ST_KIND_MODULE:
+	case ST_KIND_FUNCTION:
+	case ST_KIND_KERNEL:
+	case ST_KIND_GRAPH:
+	case ST_KIND_GRAPH_EXEC:
+		if (!srv_obj_find(w, rec->id, (int)rec->kind))
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "recorded, but the worker holds no %s with this id",
+				    st_kind_name(rec->kind));
+		break;
+	case ST_KIND_VMM_MAP:
+		if (!srv_mapped(w, rec->vmm.addr, rec->vmm.size))
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "recorded, but the worker has no such live mapping");
+		break;
+	case ST_KIND_ALLOC:
+		map = containing_map(&c->maps, rec->alloc.addr, rec->alloc.size);
+		if (!map)
+			return fail(rp, rec, RGPU_ECORRUPT, "it lies in no mapping of the log");
+		if (!srv_mapped(w, map->vmm.addr, map->vmm.size))
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "its mapping at 0x%llx is not live on the worker",
+				    (unsigned long long)map->vmm.addr);
+		break;
+	case ST_KIND_GLOBAL: {
+		/* where the driver put it this time: verify() compared everything else */
+		const struct st_rec *now = st_find(w->log, rec->id);
+		uint64_t addr = now ? now->global.addr : rec->global.addr;
+		if (!srv_dev_range_ok(w, addr, rec->global.size ? rec->global.size : 1))
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "recorded, but the worker does not know its range");
+		break;
+	}
+	default:
+		break;
+	}
+	return 0;
+}
+
+/*
+ * A global of the rebuilt log that is the recorded one placed elsewhere by the driver: same
+ * kind, id, parent, name and size, another address. Everything else about it (its ctx, its
+ * place in creation order, the other fields) is left to the exact comparison after.
+ */
+static int collect_moved(const struct st_rec *rec, void *arg)
+{
+	struct replay *rp = arg;
+	const struct st_rec *was;
+
+	if (rec->kind != ST_KIND_GLOBAL)
+		return 0;
+	was = st_find(rp->want, rec->id);
+	if (!was || was->kind != ST_KIND_GLOBAL || was->parent != rec->parent ||
+	    was->global.size != rec->global.size || was->global.addr == rec->global.addr ||
+	    !was->name || !rec->name || strcmp(was->name, rec->name))
+		return 0;
+	if (rp->nmoved == rp->capmoved) {
+		size_t cap = rp->capmoved ? 2 * rp->capmoved : 8;
+		struct moved *v = realloc(rp->moved, cap * sizeof(*v));
+		if (!v)
+			return RGPU_ENOMEM;
+		rp->moved = v;
+		rp->capmoved = cap;
+	}
+	rp->moved[rp->nmoved].want = was;
+	rp->moved[rp->nmoved].now = rec->global.addr;
+	rp->nmoved++;
+	return 0;
+}
+
+/*
+ * The rebuilt log differs from the one replayed. Equal but for globals the driver placed
+ * elsewhere? A copy of the rebuilt log with their recorded addresses put back must compare
+ * equal, exactly. Returns 0 (then rp->moved lists them; none when the logs differ otherwise)
+ * or an RGPU_E* code; *differs receives st_compare()'s answer for the copy, and *index, *ra
+ * and *rb where it parts, as st_compare() gives them (*ra is in *copy, which the caller frees
+ * after use).
+ * With no global placed elsewhere there is no copy: *differs is 1 and *index, *ra and *rb are
+ * left as the caller's st_compare() of the rebuilt log set them.
+ */
+static int compare_placed(struct replay *rp, struct st_log **copy, int *differs, size_t *index,
+			  const struct st_rec **ra, const struct st_rec **rb)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int ret;
+
+	*copy = NULL;
+	ret = st_foreach(rp->w->log, collect_moved, rp);
+	if (ret)
+		return ret;
+	if (!rp->nmoved) {
+		*differs = 1; /* no global placed elsewhere: where st_compare() said */
+		return 0;
+	}
+	ret = st_serialize(rp->w->log, &buf, &len);
+	if (ret)
+		return ret;
+	ret = st_deserialize(buf, len, copy, NULL);
+	free(buf);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < rp->nmoved; i++) {
+		struct st_rec r = *st_find(*copy, rp->moved[i].want->id);
+		r.global.addr = rp->moved[i].want->global.addr;
+		ret = st_update(*copy, &r);
+		if (ret)
+			return ret;
+	}
+	ret = st_compare(*copy, rp->want, index, ra, rb);
+	if (ret < 0)
+		return ret;
+	*differs = ret;
+	if (ret)
+		rp->nmoved = 0; /* not a placement: the rebuild itself differs */
+	return 0;
+}
+
+static int verify(struct replay *rp)
+{
+	struct check c = {.rp = rp};
+	struct st_log *copy = NULL;
+	const struct st_rec *ra = NULL, *rb = NULL;
+	char a[256], b[256];
+	size_t index = 0;
+	int ret, differs = 0;
+
+	ret = st_compare(rp->w->log, rp->want, &index, &ra, &rb);
+	if (ret < 0)
+		return fail(rp, NULL, ret, "cannot compare the logs: %s", rgpu_strerror(ret));
+	if (ret) {
+		ret = compare_placed(rp, &copy, &differs, &index, &ra, &rb);
+		if (ret) {
+			st_log_free(copy);
+			return fail(rp, NULL, ret, "cannot compare the logs: %s",
+				    rgpu_strerror(ret));
+		}
+	}
+	if (differs) {
+		/* the rebuilt record itself, not the copy's (a global put back at its address) */
+		if (ra && copy)
+			ra = st_find(rp->w->log, ra->id);
+		st_rec_describe(ra, a, sizeof(a));
+		st_rec_describe(rb, b, sizeof(b));
+		st_log_free(copy);
+		return fail(rp, NULL, RGPU_ECORRUPT,
+			    "the rebuilt state differs from the log at record %zu: rebuilt %s, "
+			    "recorded %s",
+			    index, a, b);
+	}
+	st_log_free(copy);
+	ret = st_foreach(rp->want, collect_map, &c.maps);
+	if (ret) {
+		free(c.maps.v);
+		return fail(rp, NULL, ret, "out of memory checking the mappings");
+	}
+	if (c.maps.n)
+		qsort(c.maps.v, c.maps.n, sizeof(*c.maps.v), map_order);
+	ret = st_foreach(rp->want, check_rec, &c);
+	free(c.maps.v);
+	return ret;
+}
+
+/*
+ * Replay and verify. Returns 0 when the rebuilt state is equal to want but for the globals in
+ * rp->moved (none: equal), or an RGPU_E* code with rp->why filled.
+ */
+static int replay_job(struct replay *rp)
+{
+	int ret;
+
+	if (!rp->w->replaying || !rp->w->log || st_count(rp->w->log))
+		return fail(rp, NULL, RGPU_EINVAL,
+			    "the worker is not ready to replay (replaying unset, or a log that is "
+			    "missing or not empty)");
+	ret = check_journals(rp);
+	if (ret)
+		return ret;
+	ret = st_foreach(rp->want, replay_rec, rp);
+	if (ret)
+		return ret;
+	return verify(rp);
+}
+
+int srv_replay(struct srv_worker *w, struct st_log *want, const uint8_t *journals, size_t jlen,
+	       char *why, size_t whylen)
+{
+	struct replay rp = {w, want, journals, journals ? jlen : 0, 0, why, whylen, NULL, 0, 0};
+	int ret;
+
+	if (!w || !want || !why || !whylen)
+		return RGPU_EINVAL;
+	why[0] = '\0';
+	ret = replay_job(&rp);
+	if (ret == 0 && rp.nmoved) {
+		/* a job whose globals moved cannot go on here: its pointers to them are stale */
+		const struct st_rec *g = rp.moved[0].want;
+		ret =
+		    fail(&rp, g, RGPU_ECORRUPT,
+			 "placed by the driver at 0x%llx instead; %zu module global%s placed "
+			 "elsewhere in all",
+			 (unsigned long long)rp.moved[0].now, rp.nmoved, rp.nmoved == 1 ? "" : "s");
+	}
+	free(rp.moved);
+	return ret;
+}
+
+/* ---- rgpud --replay FILE ------------------------------------------------------------------ */
+
+/* The whole file, malloc'd. Returns 0 or an errno value. */
+static int read_all(const char *path, uint8_t **out, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	struct stat st;
+	uint8_t *buf = NULL;
+	int err = 0;
+
+	*out = NULL;
+	*len = 0;
+	if (!fp)
+		return errno;
+	if (fstat(fileno(fp), &st)) {
+		err = errno;
+	} else if (!S_ISREG(st.st_mode)) {
+		err = EINVAL;
+	} else {
+		buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+		if (!buf)
+			err = ENOMEM;
+		else if (fread(buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size)
+			err = ferror(fp) ? EIO : ENODATA;
+	}
+	fclose(fp);
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*out = buf;
+	*len = (size_t)st.st_size;
+	return 0;
+}
+
+/* A name from the file, as it is but for control characters (printed as '?'). */
+static void print_name(const char *name)
+{
+	for (const unsigned char *p = (const unsigned char *)(name ? name : ""); *p; p++)
+		putchar(*p < 0x20 || *p == 0x7f ? '?' : *p);
+}
+
+static int count_kind(const struct st_rec *rec, void *arg)
+{
+	size_t *n = arg;
+	if (rec->kind <= ST_KIND_MAX)
+		n[rec->kind]++;
+	return 0;
+}
+
+/* "C contexts, A allocations, M mappings, ..." for the kinds the log holds. */
+static void summary(struct st_log *log, char *buf, size_t len)
+{
+	static const char *const plural[ST_KIND_MAX + 1] = {
+	    [ST_KIND_CONTEXT] = "contexts",
+	    [ST_KIND_ALLOC] = "allocations",
+	    [ST_KIND_VMM_MAP] = "mappings",
+	    [ST_KIND_MODULE] = "modules",
+	    [ST_KIND_FUNCTION] = "functions",
+	    [ST_KIND_KERNEL] = "kernels",
+	    [ST_KIND_GLOBAL] = "globals",
+	    [ST_KIND_STREAM] = "streams",
+	    [ST_KIND_EVENT] = "events",
+	    [ST_KIND_MEMPOOL] = "memory pools",
+	    [ST_KIND_GRAPH] = "graphs",
+	    [ST_KIND_GRAPH_EXEC] = "graph execs",
+	    [ST_KIND_HOST_CALLBACK] = "host callbacks",
+	    [ST_KIND_ATTR] = "attributes",
+	};
+	size_t n[ST_KIND_MAX + 1] = {0}, off = 0;
+
+	st_foreach(log, count_kind, n);
+	buf[0] = '\0';
+	for (unsigned k = ST_KIND_CONTEXT; k <= ST_KIND_MAX && off < len; k++) {
+		/* contexts, allocations and mappings always; the others where there are some */
+		if (!n[k] && k > ST_KIND_VMM_MAP)
+			continue;
+		int w =
+		    snprintf(buf + off, len - off, "%s%zu %s", off ? ", " : "", n[k], plural[k]);
+		off += w > 0 ? (size_t)w : 0;
+	}
+}
+
+/*
+ * Exit statuses of rgpud --replay: equal; the rebuild failed or differs (or the file could not
+ * be replayed at all); equal but for module globals the driver placed elsewhere.
+ */
+#define REPLAY_EQUAL 0
+#define REPLAY_FAILED 1
+#define REPLAY_GLOBALS_MOVED 3
+
+int srv_replay_file(const struct srv_config *cfg, const char *path)
+{
+	static struct srv_worker wk;
+	struct srv_worker *w = &wk;
+	struct replay rp = {0};
+	struct st_log *want = NULL;
+	struct st_load_result res = {0};
+	uint8_t *buf = NULL, *journals = NULL;
+	size_t len = 0, jlen = 0, plen = strlen(path);
+	char jpath[4096], why[1024] = "", kinds[512];
+	CUresult r;
+	int ret, status = REPLAY_FAILED;
+
+	ret = read_all(path, &buf, &len);
+	if (ret) {
+		fprintf(stderr, "rgpud: cannot read the state log %s: %s\n", path, strerror(ret));
+		return REPLAY_FAILED;
+	}
+	ret = st_deserialize(buf, len, &want, &res);
+	free(buf);
+	if (ret) {
+		fprintf(stderr, "rgpud: %s cannot be read as a state log: %s\n", path,
+			rgpu_strerror(ret));
+		return REPLAY_FAILED;
+	}
+	if (res.torn) {
+		/* a partial log would rebuild a partial job: all or nothing, as a restore */
+		if (len == 0)
+			fprintf(stderr, "rgpud: %s is empty: not a state log\n", path);
+		else if (res.valid_bytes == len)
+			fprintf(stderr,
+				"rgpud: %s is cut short: it ends after %llu records, before all "
+				"those its header counts; refusing a partial state log\n",
+				path, (unsigned long long)res.records);
+		else
+			fprintf(stderr,
+				"rgpud: %s is cut short or damaged at byte %zu of %zu (after %llu "
+				"whole records); refusing a partial state log\n",
+				path, res.valid_bytes, len, (unsigned long long)res.records);
+		st_log_free(want);
+		return REPLAY_FAILED;
+	}
+	/* the capture journals beside it, if any: NAME.journals for NAME.stlog */
+	if (plen > 6 && strcmp(path + plen - 6, ".stlog") == 0 && plen - 6 + 10 < sizeof(jpath)) {
+		snprintf(jpath, sizeof(jpath), "%.*s.journals", (int)(plen - 6), path);
+		ret = read_all(jpath, &journals, &jlen);
+		if (ret && ret != ENOENT) {
+			fprintf(stderr, "rgpud: cannot read the capture journals %s: %s\n", jpath,
+				strerror(ret));
+			goto out_log;
+		}
+	}
+
+	w->cfg = cfg;
+	w->ctl_fd = -1;
+	w->caps = RGPU_CAPS_SERVER;
+	snprintf(w->job_hex, sizeof(w->job_hex), "replay");
+	snprintf(w->peer, sizeof(w->peer), "%s", path);
+	pthread_mutex_init(&w->send_lock, NULL);
+	pthread_cond_init(&w->out_cond, NULL);
+	pthread_mutex_init(&w->q_lock, NULL);
+	pthread_cond_init(&w->q_cond, NULL);
+	pthread_mutex_init(&w->cb_lock, NULL);
+	pthread_cond_init(&w->cb_cond, NULL);
+	pthread_mutex_init(&w->link_lock, NULL);
+	pthread_cond_init(&w->link_cond, NULL);
+	r = srv_worker_setup(w, why, sizeof(why));
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "rgpud: cannot replay %s: %s\n", path, why);
+		goto out_journals;
+	}
+	if (cfg->state_dir && srv_modcache_open(cfg->state_dir, &w->modcache))
+		pr_warn("module cache unavailable in %s: modules cannot be replayed",
+			cfg->state_dir);
+	if (srv_log_init(w)) {
+		fprintf(stderr, "rgpud: cannot replay %s: out of memory\n", path);
+		goto out_cache;
+	}
+	w->replaying = 1;
+	rp.w = w;
+	rp.want = want;
+	rp.journals = journals;
+	rp.jlen = journals ? jlen : 0;
+	rp.why = why;
+	rp.whylen = sizeof(why);
+	ret = replay_job(&rp);
+	summary(want, kinds, sizeof(kinds));
+	if (ret) {
+		fprintf(stderr, "rgpud: replay of %s failed: %s\n", path, why);
+	} else if (rp.nmoved) {
+		for (size_t i = 0; i < rp.nmoved; i++) {
+			const struct st_rec *g = rp.moved[i].want;
+			printf("global \"");
+			print_name(g->name);
+			printf("\" (id %llu) was at 0x%llx and is now at 0x%llx: placed by the "
+			       "driver\n",
+			       (unsigned long long)g->id, (unsigned long long)g->global.addr,
+			       (unsigned long long)rp.moved[i].now);
+		}
+		printf("replayed %zu records (%s): ids and addresses equal; %zu module global%s "
+		       "placed elsewhere by the driver (a migration of this job would have to "
+		       "abort)\n",
+		       st_count(want), kinds, rp.nmoved, rp.nmoved == 1 ? "" : "s");
+		status = REPLAY_GLOBALS_MOVED;
+	} else {
+		printf("replayed %zu records (%s): ids and addresses equal\n", st_count(want),
+		       kinds);
+		status = REPLAY_EQUAL;
+	}
+	free(rp.moved);
+	/* the worker's objects go with the process, as a worker's do */
+	srv_log_fini(w);
+out_cache:
+	if (w->modcache)
+		srv_modcache_close(w->modcache);
+	w->modcache = NULL;
+out_journals:
+	free(journals);
+out_log:
+	st_log_free(want);
+	return status;
+}
