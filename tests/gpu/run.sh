@@ -167,7 +167,9 @@ row rgpuctl_status "-" "$(grep -q memory_total "$OUT/status.json" && echo ok || 
 if [ -x "$B/tests/e2e/cutproxy" ] && [ -d "$B/tests/cuda" ]; then
 	for p in $(find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -printf "%f\n" | sort); do
 		t0=$(secs)
-		RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system} RGPUD_ARGS="--resume-grace $GRACE" \
+		# (their state logs are compared; the replays on this GPU are the ones below, one per
+		# program, not one per cut run)
+		RGPU_E2E_REPLAY=0 RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system} RGPUD_ARGS="--resume-grace $GRACE" \
 			RGPU_LOG=info RGPU_LOG_FILE="$OUT/cut_$p.ilog" timeout 300 tests/e2e/with_cuts.sh "$B" 10 "$B/tests/cuda/$p" >"$OUT/cut_$p.log" 2>&1
 		rc=$?
 		t1=$(secs)
