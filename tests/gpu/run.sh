@@ -1,6 +1,8 @@
 #!/bin/bash
 # Everything rgpu checks on a real GPU, in one go (testing.md tier 4; gpu-host.md):
 #   tests/gpu/run.sh [OUT_DIR]
+# Environment: RGPU_GPU_CUTS=0 leaves out the connection-cut runs; RGPU_BENCH_ROUNDS (default 2)
+# is how many times the benchmark alternates between this build and the previous one.
 # Starts rgpud on the real driver, runs every test program natively and through rgpu, the
 # hostile-input and killed-client checks, the cuGetProcAddress cross-check against the real
 # driver, and the benchmarks (rgpu and native side by side from this one run). Full logs go to
@@ -106,7 +108,7 @@ PY
 fi
 
 # ---- PyTorch again through a proxy that cuts the link 10 times: the loss must match native
-if [ -x "$B/tests/e2e/cutproxy" ] && [ -f "$OUT/torch_train.native.log" ]; then
+if [ -x "$B/tests/e2e/cutproxy" ] && [ -f "$OUT/torch_train.native.log" ] && [ "${RGPU_GPU_CUTS:-1}" != 0 ]; then
 	"$B/tests/e2e/cutproxy" --listen 127.0.0.1:0 --port-file "$OUT/cut.port" --target "$RGPU_SERVER" \
 		--cuts 10 --max-ms 2500 --max-bytes 400000000 --spread log --seed 7 --stats "$OUT/cut.stats" \
 		2>"$OUT/cutproxy.torch.log" &
@@ -145,26 +147,29 @@ differ=$(grep -c "state log differs" "$OUT/rgpud.log")
 echo "$ends jobs ended; digests equal at $equal synchronising calls; $differ differences" >"$OUT/statelog.txt"
 grep "state log differs" "$OUT/rgpud.log" | head -5 >>"$OUT/statelog.txt"
 row statelog_verify "-" "$([ "$differ" = 0 ] && [ "$equal" -gt 0 ] && echo ok || echo "FAIL:$differ")" "" "" ""
-nrep=0 nok=0
+# exit 0: equal; 3: equal but for module globals the driver placed elsewhere (design.md §3:
+# recorded, and a migration of such a job aborts); 1: the rebuild failed
+nrep=0 nok=0 nmoved=0
 for f in "$OUT"/dump/*.stlog; do
 	[ -e "$f" ] || continue
 	nrep=$((nrep + 1))
-	if timeout 120 "$B/bin/rgpud" --replay "$f" --state-dir "$OUT/state" "${DRIVER_ARG[@]}" \
-		>>"$OUT/replay.txt" 2>&1; then
-		nok=$((nok + 1))
-	else
-		echo "FAILED: $f" >>"$OUT/replay.txt"
-	fi
+	prog=$(grep -h "job $(basename "$f" .stlog): client" "$OUT/rgpud.log" | sed 's/.* program //' | head -1)
+	out=$(timeout 120 "$B/bin/rgpud" --replay "$f" --state-dir "$OUT/state" "${DRIVER_ARG[@]}" 2>&1)
+	case $? in
+	0) nok=$((nok + 1)); echo "ok     $(basename "$prog"): $(echo "$out" | tail -1)" >>"$OUT/replay.txt" ;;
+	3) nmoved=$((nmoved + 1)); echo "moved  $(basename "$prog"): $(echo "$out" | tail -1)" >>"$OUT/replay.txt" ;;
+	*) echo "FAILED $(basename "$prog") ($f): $(echo "$out" | tail -3 | tr '\n' ' ')" >>"$OUT/replay.txt" ;;
+	esac
 done
-echo "$nok of $nrep state logs replayed on a fresh worker with equal ids and addresses" >>"$OUT/statelog.txt"
-row replay "-" "$([ "$nrep" -gt 0 ] && [ "$nok" = "$nrep" ] && echo "ok:$nok" || echo "FAIL:$nok/$nrep")" "" "" ""
+echo "$nrep state logs replayed on a fresh worker: $nok equal, $nmoved equal but for module globals the driver placed elsewhere, $((nrep - nok - nmoved)) failed" >>"$OUT/statelog.txt"
+row replay "-" "$([ "$nrep" -gt 0 ] && [ $((nok + nmoved)) = "$nrep" ] && echo "ok:$nok+$nmoved" || echo "FAIL:$((nrep - nok - nmoved))/$nrep")" "" "" ""
 
 "$B/bin/rgpuctl" status --server "$ADMIN" >"$OUT/status.txt" 2>&1
 "$B/bin/rgpuctl" status --server "$ADMIN" --json >"$OUT/status.json" 2>&1
 row rgpuctl_status "-" "$(grep -q memory_total "$OUT/status.json" && echo ok || echo FAIL)" "" "" ""
 
 # ---- connection cuts: every nvcc program (10 cuts each, own rgpud on this GPU) ----------
-if [ -x "$B/tests/e2e/cutproxy" ] && [ -d "$B/tests/cuda" ]; then
+if [ -x "$B/tests/e2e/cutproxy" ] && [ -d "$B/tests/cuda" ] && [ "${RGPU_GPU_CUTS:-1}" != 0 ]; then
 	for p in $(find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -printf "%f\n" | sort); do
 		t0=$(secs)
 		# (their state logs are compared; the replays on this GPU are the ones below, one per
@@ -198,7 +203,7 @@ if [ -x "$BEFORE/bin/rgpud" ]; then
 	for _ in $(seq 100); do [ -s "$OUT/before.port" ] && break; sleep 0.1; done
 fi
 AFTER_FILES="" BEFORE_FILES=""
-for i in 1 2; do
+for i in $(seq "${RGPU_BENCH_ROUNDS:-2}"); do
 	timeout 300 "$B/bin/rgpuctl" run -- "$P/bench" rtt launch bw >"$OUT/bench.rgpu$i.txt" 2>"$OUT/bench.rgpu$i.err"
 	AFTER_FILES="$AFTER_FILES${AFTER_FILES:+,}$OUT/bench.rgpu$i.txt"
 	if [ -n "${SRVB:-}" ]; then
@@ -227,8 +232,9 @@ echo "== not implemented (calls that returned CUDA_ERROR_NOT_SUPPORTED):"
 if [ -s "$OUT/unimplemented.txt" ]; then cat "$OUT/unimplemented.txt"; else echo "   none"; fi
 echo "== state log"
 cat "$OUT/statelog.txt"
-grep -h "^replayed\|error\|FAILED" "$OUT/replay.txt" 2>/dev/null | sort | uniq -c | sort -rn | head -12
-echo "== benchmarks (rgpu over TCP loopback vs native, same run; best of 2 for rgpu and before)"
+grep -h "^FAILED" "$OUT/replay.txt" 2>/dev/null | head -10
+grep -h "^moved" "$OUT/replay.txt" 2>/dev/null | sort | uniq -c | head -5
+echo "== benchmarks (rgpu over TCP loopback vs native, same run; best of ${RGPU_BENCH_ROUNDS:-2} for rgpu and before)"
 cat "$OUT/bench.table"
 echo "== resume: the delay one resume added, as the client saw it (ms)"
 if [ -s "$OUT/resume_ms.txt" ]; then
