@@ -287,6 +287,26 @@ int rgpu_rec_graph_destroy(const Rgpu__GraphOp *req, struct rgpu_rec_ops *ops)
 
 /* ---- applying and settling ---------------------------------------------------------------- */
 
+/*
+ * What a record takes from the log rather than from its message. An instantiated graph
+ * outlives its graph and is rebuilt from that graph's journal: it carries the journal's hash,
+ * and the stream and mode it was captured with.
+ */
+static void derive(struct st_log *log, struct st_rec *rec)
+{
+	const struct st_rec *g;
+
+	if (rec->kind != ST_KIND_GRAPH_EXEC || !rec->f[1])
+		return;
+	g = st_find(log, rec->f[1]);
+	if (g && g->has_hash) {
+		rec->has_hash = true;
+		memcpy(rec->hash, g->hash, ST_HASH_LEN);
+		rec->f[2] = g->graph.stream;
+		rec->f[3] = g->graph.mode;
+	}
+}
+
 static int apply_one(struct st_log *log, int what, struct st_rec *rec,
 		     const struct rgpu_rec_hooks *hooks, int *existed, uint64_t *prev)
 {
@@ -295,14 +315,7 @@ static int apply_one(struct st_log *log, int what, struct st_rec *rec,
 	if (what == RGPU_REC_REMOVE)
 		return st_remove_each(log, rec->id, hooks ? hooks->removed : NULL,
 				      hooks ? hooks->arg : NULL);
-	if (rec->kind == ST_KIND_GRAPH_EXEC && rec->f[1]) {
-		/* an instantiated graph is rebuilt from its graph's journal: carry its hash */
-		const struct st_rec *g = st_find(log, rec->f[1]);
-		if (g && g->has_hash) {
-			rec->has_hash = true;
-			memcpy(rec->hash, g->hash, ST_HASH_LEN);
-		}
-	}
+	derive(log, rec);
 	if (what == RGPU_REC_SET && (old = st_find(log, rec->id)) != NULL) {
 		*existed = 1;
 		memcpy(prev, old->f, sizeof(old->f));
@@ -356,6 +369,7 @@ int rgpu_rec_settle(struct st_log *log, const struct rgpu_rec_ops *sent, struct 
 			 * A captured graph's journal was hashed when the end was sent, and a graph
 			 * exec took its graph's hash then: the reply changes neither.
 			 */
+			derive(log, &final->v[j].rec);
 			if (!final->v[j].rec.has_hash && s->has_hash) {
 				final->v[j].rec.has_hash = true;
 				memcpy(final->v[j].rec.hash, s->hash, ST_HASH_LEN);

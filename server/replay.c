@@ -422,20 +422,39 @@ static int replay_rec(const struct st_rec *rec, void *arg)
 		break;
 	case ST_KIND_GRAPH_EXEC: {
 		Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
-		if (!st_find(rp->want, rec->f[1])) {
-			ret =
-			    fail(rp, rec, RGPU_EUNSUPPORTED,
-				 "it was instantiated from graph %llu, which no longer exists: "
-				 "replaying an executable graph without its graph is not supported "
-				 "yet",
-				 (unsigned long long)rec->f[1]);
-			break;
+		/*
+		 * Its graph is gone (PyTorch destroys a captured graph once instantiated): capture
+		 * the graph again from its journal, under its old id, for the instantiation only.
+		 */
+		int orphan = !st_find(rp->want, rec->f[1]);
+		if (orphan) {
+			struct st_rec g = {.kind = ST_KIND_GRAPH, .id = rec->f[1], .ctx = rec->ctx};
+			if (!rec->has_hash) {
+				ret = fail(rp, rec, RGPU_EUNSUPPORTED,
+					   "it was instantiated from graph %llu, which no longer "
+					   "exists and was not captured: it cannot be rebuilt",
+					   (unsigned long long)rec->f[1]);
+				break;
+			}
+			g.has_hash = true;
+			memcpy(g.hash, rec->hash, ST_HASH_LEN);
+			g.graph.stream = rec->f[2];
+			g.graph.mode = rec->f[3];
+			ret = replay_captured(rp, &g);
+			if (ret)
+				break;
 		}
 		m.exec = rec->id;
 		m.graph = rec->f[1];
 		m.ctx = rec->ctx;
 		m.flags = rec->graph_exec.flags;
 		ret = run_msg(rp, rec, RGPU_MSG_GRAPH_INSTANTIATE, &m.base);
+		if (ret == 0 && orphan) {
+			Rgpu__GraphOp d = RGPU__GRAPH_OP__INIT;
+			d.graph = rec->f[1];
+			d.ctx = rec->ctx;
+			ret = run_msg(rp, rec, RGPU_MSG_GRAPH_DESTROY, &d.base);
+		}
 		break;
 	}
 	default:

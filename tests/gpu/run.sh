@@ -202,17 +202,29 @@ if [ -x "$BEFORE/bin/rgpud" ]; then
 	SRVB=$!
 	for _ in $(seq 100); do [ -s "$OUT/before.port" ] && break; sleep 0.1; done
 fi
+# this build's benchmark runs on a fresh rgpud started exactly as the previous build's (no
+# state dump, log level warn), and the two take turns going first
+"$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/after.port" --state-dir "$OUT/after-state" \
+	"${DRIVER_ARG[@]}" --log-level warn 2>"$OUT/rgpud.after.log" &
+SRVA=$!
+for _ in $(seq 100); do [ -s "$OUT/after.port" ] && break; sleep 0.1; done
+bench_after() {
+	timeout 300 "$B/bin/rgpuctl" run --server 127.0.0.1:$(cat "$OUT/after.port") -- \
+		"$P/bench" rtt launch bw >"$OUT/bench.rgpu$1.txt" 2>"$OUT/bench.rgpu$1.err"
+	AFTER_FILES="$AFTER_FILES${AFTER_FILES:+,}$OUT/bench.rgpu$1.txt"
+}
+bench_before() {
+	[ -n "${SRVB:-}" ] || return 0
+	RGPU_INTERPOSER_DIR=$(realpath "$BEFORE/lib/interposer") timeout 300 "$B/bin/rgpuctl" run \
+		--server 127.0.0.1:$(cat "$OUT/before.port") -- "$P/bench" rtt launch bw \
+		>"$OUT/bench.before$1.txt" 2>"$OUT/bench.before$1.err"
+	BEFORE_FILES="$BEFORE_FILES${BEFORE_FILES:+,}$OUT/bench.before$1.txt"
+}
 AFTER_FILES="" BEFORE_FILES=""
 for i in $(seq "${RGPU_BENCH_ROUNDS:-2}"); do
-	timeout 300 "$B/bin/rgpuctl" run -- "$P/bench" rtt launch bw >"$OUT/bench.rgpu$i.txt" 2>"$OUT/bench.rgpu$i.err"
-	AFTER_FILES="$AFTER_FILES${AFTER_FILES:+,}$OUT/bench.rgpu$i.txt"
-	if [ -n "${SRVB:-}" ]; then
-		RGPU_INTERPOSER_DIR=$(realpath "$BEFORE/lib/interposer") timeout 300 "$B/bin/rgpuctl" run \
-			--server 127.0.0.1:$(cat "$OUT/before.port") -- "$P/bench" rtt launch bw \
-			>"$OUT/bench.before$i.txt" 2>"$OUT/bench.before$i.err"
-		BEFORE_FILES="$BEFORE_FILES${BEFORE_FILES:+,}$OUT/bench.before$i.txt"
-	fi
+	if [ $((i % 2)) = 1 ]; then bench_after "$i"; bench_before "$i"; else bench_before "$i"; bench_after "$i"; fi
 done
+kill $SRVA 2>/dev/null; wait $SRVA 2>/dev/null
 [ -n "${SRVB:-}" ] && { kill $SRVB 2>/dev/null; wait $SRVB 2>/dev/null; }
 cp "$OUT/bench.rgpu1.txt" "$OUT/bench.rgpu.txt" 2>/dev/null
 python3 tests/gpu/report.py "$OUT/bench.native.txt" "$AFTER_FILES" $BEFORE_FILES >"$OUT/bench.table" 2>&1

@@ -34,7 +34,7 @@
  *   9  event          -               ctx   flags     -          -        -      -    -
  *   10 memory pool    -               opt.  device    -          -        -      -    -
  *   11 graph          -               opt.  flags     stream     mode     -      -    opt.
- *   12 graph exec     -               opt.  flags     graph      -        -      -    opt.
+ *   12 graph exec     -               opt.  flags     graph      stream   mode   -    opt.
  *   13 host callback  any (stream)    opt.  fn        user       -        -      -    -
  *   14 attribute      any (required)  opt.  key       value      -        -      -    -
  *
@@ -44,7 +44,8 @@
  * belong to the device rather than to a context: they are recorded with ctx 0. A function's or
  * kernel's "how" is the protocol's FuncKind (looked up in a module, a library's kernel, a
  * kernel's function in a context); a graph exec's "graph" is the graph it was instantiated
- * from (which it outlives: not its parent), whose hash it carries.
+ * from (which it outlives: not its parent), whose hash, capture stream and mode it carries so
+ * that it can be rebuilt after its graph is gone.
  *
  * "module" covers libraries too (library = 1; cuLibraryLoad*), since both are an image named
  * by its SHA-256. A module must carry its hash; a function, kernel or global must carry a name

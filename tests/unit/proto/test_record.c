@@ -50,13 +50,13 @@
 #define GLOBAL_SIZE 0x400ull
 
 /* Ids and keys written out (record.h: RGPU_REC_VMM_ID, RGPU_ATTR_KEY, RGPU_REC_ATTR_ID). */
-#define VMM_ID 0x40007f0000200000ull	   /* 1 << 62 | MAP_ADDR */
-#define LIMIT_KEY 0x200000005ull	   /* space 2 (limit), device 0, limit 5 */
-#define LIMIT_ID 0x8000000000086005ull	   /* 1 << 63 | CTX << 14 | 2 << 12 | 5 */
-#define FATTR_KEY 0x100010008ull	   /* space 1 (func), device 1, attribute 8 */
-#define FATTR_ID 0x8000000000105108ull	   /* 1 << 63 | FUNC << 14 | 1 << 12 | 1 << 8 | 8 */
-#define CAPTURE_KEY 0x300000000ull	   /* space 3 (capture) */
-#define CAPTURE_ID 0x8000000000187000ull   /* 1 << 63 | STREAM << 14 | 3 << 12 */
+#define VMM_ID 0x40007f0000200000ull	 /* 1 << 62 | MAP_ADDR */
+#define LIMIT_KEY 0x200000005ull	 /* space 2 (limit), device 0, limit 5 */
+#define LIMIT_ID 0x8000000000086005ull	 /* 1 << 63 | CTX << 14 | 2 << 12 | 5 */
+#define FATTR_KEY 0x100010008ull	 /* space 1 (func), device 1, attribute 8 */
+#define FATTR_ID 0x8000000000105108ull	 /* 1 << 63 | FUNC << 14 | 1 << 12 | 1 << 8 | 8 */
+#define CAPTURE_KEY 0x300000000ull	 /* space 3 (capture) */
+#define CAPTURE_ID 0x8000000000187000ull /* 1 << 63 | STREAM << 14 | 3 << 12 */
 
 static const uint8_t mod_hash[ST_HASH_LEN] = {
     0x3f, 0xa1, 0xc2, 0xd4, 0xe5, 0xf6, 0x07, 0x18, 0x29, 0x3a, 0x4b, 0x5c, 0x6d, 0x7e, 0x8f, 0x90,
@@ -258,8 +258,8 @@ static Rgpu__GlobalReply r_global(int32_t result)
 
 /* ---- checking ---------------------------------------------------------------------------- */
 
-#define EQ(line, a, b)                                                                         \
-	_assert_int_equal(cast_to_largest_integral_type(a), cast_to_largest_integral_type(b),  \
+#define EQ(line, a, b)                                                                             \
+	_assert_int_equal(cast_to_largest_integral_type(a), cast_to_largest_integral_type(b),      \
 			  __FILE__, line)
 #define F(...) ((const uint64_t[ST_NFIELDS]){__VA_ARGS__})
 #define NOF F(0)
@@ -301,7 +301,7 @@ static void expect_op(int line, const struct rgpu_rec_ops *ops, int i, int op, u
 	_assert_memory_equal(r->hash, hash ? hash : zero_hash, ST_HASH_LEN, __FILE__, line);
 	EQ(line, ops->v[i].journal, journal);
 }
-#define EXPECT(ops, i, op, kind, id, parent, ctx, f, name, hash, journal)                      \
+#define EXPECT(ops, i, op, kind, id, parent, ctx, f, name, hash, journal)                          \
 	expect_op(__LINE__, ops, i, op, kind, id, parent, ctx, f, name, hash, journal)
 
 /* The same check on a record the log holds. */
@@ -323,7 +323,7 @@ static void expect_rec(int line, const struct st_rec *r, uint32_t kind, uint64_t
 	EQ(line, r->has_hash, hash != NULL);
 	_assert_memory_equal(r->hash, hash ? hash : zero_hash, ST_HASH_LEN, __FILE__, line);
 }
-#define EXPECT_REC(r, kind, id, parent, ctx, f, name, hash)                                   \
+#define EXPECT_REC(r, kind, id, parent, ctx, f, name, hash)                                        \
 	expect_rec(__LINE__, r, kind, id, parent, ctx, f, name, hash)
 
 /* Build and apply one message as the worker does (reply known); returns ops.n. */
@@ -521,7 +521,8 @@ static void case_func_get(void)
 	EXPECT(&ops, 0, RGPU_REC_ADD, ST_KIND_KERNEL, KERNEL, MOD, CTX, F(1), "_Z6reducePfi", NULL,
 	       0);
 
-	q = q_func_get(KFUNC, KERNEL, RGPU__FUNC_KIND__FUNC_KERNEL_FUNCTION, (char *)"_Z6reducePfi");
+	q = q_func_get(KFUNC, KERNEL, RGPU__FUNC_KIND__FUNC_KERNEL_FUNCTION,
+		       (char *)"_Z6reducePfi");
 	assert_int_equal(build(RGPU_MSG_FUNC_GET, &q, NULL, &ops), 0);
 	assert_int_equal(ops.n, 1);
 	EXPECT(&ops, 0, RGPU_REC_ADD, ST_KIND_FUNCTION, KFUNC, KERNEL, CTX, F(2), "_Z6reducePfi",
@@ -577,8 +578,8 @@ static void case_stream_create(void)
 
 	assert_int_equal(build(RGPU_MSG_STREAM_CREATE, &q, NULL, &ops), 0);
 	assert_int_equal(ops.n, 1);
-	EXPECT(&ops, 0, RGPU_REC_ADD, ST_KIND_STREAM, STREAM, 0, CTX,
-	       F(0x1, 0xfffffffffffffffeull), NULL, NULL, 0);
+	EXPECT(&ops, 0, RGPU_REC_ADD, ST_KIND_STREAM, STREAM, 0, CTX, F(0x1, 0xfffffffffffffffeull),
+	       NULL, NULL, 0);
 	assert_int_equal(ops.v[0].rec.stream.priority, -2);
 }
 
@@ -615,7 +616,8 @@ static void case_event_destroy(void)
 static void case_capture_begin(void)
 {
 	Rgpu__CaptureOp q = q_capture(0);
-	Rgpu__Status ok = r_status(0), bad = r_status(900); /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
+	Rgpu__Status ok = r_status(0),
+		     bad = r_status(900); /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
 	struct rgpu_rec_ops ops;
 
 	assert_int_equal(build(RGPU_MSG_CAPTURE_BEGIN, &q, NULL, &ops), 0);
@@ -633,7 +635,8 @@ static void case_capture_begin(void)
 static void case_capture_end(void)
 {
 	Rgpu__CaptureOp q = q_capture(GRAPH_CAP);
-	Rgpu__Status ok = r_status(0), bad = r_status(901); /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
+	Rgpu__Status ok = r_status(0),
+		     bad = r_status(901); /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
 	struct rgpu_rec_ops ops;
 
 	/* the capture attribute goes, the graph comes, hashed from its journal */
@@ -669,7 +672,7 @@ static void case_graph_create(void)
 
 static void case_graph_instantiate(void)
 {
-	Rgpu__GraphOp q = q_graph(GRAPH_CAP, EXEC, 0x1); /* ..._AUTO_FREE_ON_LAUNCH */
+	Rgpu__GraphOp q = q_graph(GRAPH_CAP, EXEC, 0x1);    /* ..._AUTO_FREE_ON_LAUNCH */
 	Rgpu__Status ok = r_status(0), bad = r_status(910); /* CUDA_ERROR_..._NOT_PERMITTED */
 	struct rgpu_rec_ops ops;
 
@@ -730,10 +733,9 @@ static struct rec_case {
     {RGPU_MSG_CAPTURE_BEGIN, RGPU_EFFECT_ATTR, ST_KIND_STREAM, case_capture_begin, 0},
     {RGPU_MSG_CAPTURE_END, RGPU_EFFECT_CREATE, ST_KIND_GRAPH, case_capture_end, 0},
     {RGPU_MSG_GRAPH_CREATE, RGPU_EFFECT_CREATE, ST_KIND_GRAPH, case_graph_create, 0},
-    {RGPU_MSG_GRAPH_INSTANTIATE, RGPU_EFFECT_CREATE, ST_KIND_GRAPH_EXEC, case_graph_instantiate,
+    {RGPU_MSG_GRAPH_INSTANTIATE, RGPU_EFFECT_CREATE, ST_KIND_GRAPH_EXEC, case_graph_instantiate, 0},
+    {RGPU_MSG_GRAPH_EXEC_DESTROY, RGPU_EFFECT_DESTROY, ST_KIND_GRAPH_EXEC, case_graph_exec_destroy,
      0},
-    {RGPU_MSG_GRAPH_EXEC_DESTROY, RGPU_EFFECT_DESTROY, ST_KIND_GRAPH_EXEC,
-     case_graph_exec_destroy, 0},
     {RGPU_MSG_GRAPH_DESTROY, RGPU_EFFECT_DESTROY, ST_KIND_GRAPH, case_graph_destroy, 0},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
@@ -898,7 +900,8 @@ static void test_apply_ctx_destroy_cascade(void **state)
 	Rgpu__CtxCreate cc = q_ctx_create();
 	Rgpu__ModuleLoad ml = q_module_load();
 	Rgpu__ModuleLoadReply mok = r_module(0, 0);
-	Rgpu__FuncGet fg = q_func_get(FUNC, MOD, RGPU__FUNC_KIND__FUNC_MODULE, (char *)"vecAdd_f32");
+	Rgpu__FuncGet fg =
+	    q_func_get(FUNC, MOD, RGPU__FUNC_KIND__FUNC_MODULE, (char *)"vecAdd_f32");
 	Rgpu__StreamCreate sc = q_stream_create();
 	Rgpu__FuncAttr fa = q_func_attr(0x18000);
 	Rgpu__CtxRef cd = q_ctx_ref();
@@ -974,8 +977,8 @@ static void test_apply_graph_exec_hash(void **state)
 	apply_msg(log, RGPU_MSG_CTX_CREATE, &cc, NULL);
 	apply_msg(log, RGPU_MSG_STREAM_CREATE, &sc, NULL);
 	assert_int_equal(apply_msg(log, RGPU_MSG_CAPTURE_BEGIN, &cb, &ok), 1);
-	EXPECT_REC(st_find(log, CAPTURE_ID), ST_KIND_ATTR, CAPTURE_ID, STREAM, 0,
-		   F(CAPTURE_KEY, 1), NULL, NULL);
+	EXPECT_REC(st_find(log, CAPTURE_ID), ST_KIND_ATTR, CAPTURE_ID, STREAM, 0, F(CAPTURE_KEY, 1),
+		   NULL, NULL);
 
 	/* the end of the capture: the side puts the journal's digest into the graph */
 	assert_int_equal(build(RGPU_MSG_CAPTURE_END, &ce, &ok, &ops), 0);
@@ -995,8 +998,8 @@ static void test_apply_graph_exec_hash(void **state)
 	assert_int_equal(rgpu_rec_apply(log, &ops, NULL, NULL), 0);
 	assert_true(ops.v[0].rec.has_hash);
 	assert_memory_equal(ops.v[0].rec.hash, journal_hash, ST_HASH_LEN);
-	EXPECT_REC(st_find(log, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX, F(0x1, GRAPH_CAP), NULL,
-		   journal_hash);
+	EXPECT_REC(st_find(log, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX,
+		   F(0x1, GRAPH_CAP, STREAM, 1), NULL, journal_hash);
 
 	/* a graph made by cuGraphCreate has no journal: its exec has no hash */
 	assert_int_equal(apply_msg(log, RGPU_MSG_GRAPH_CREATE, &gc, NULL), 1);
@@ -1007,8 +1010,8 @@ static void test_apply_graph_exec_hash(void **state)
 	/* the exec outlives its graph */
 	assert_int_equal(apply_msg(log, RGPU_MSG_GRAPH_DESTROY, &gd, NULL), 1);
 	assert_null(st_find(log, GRAPH_CAP));
-	EXPECT_REC(st_find(log, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX, F(0x1, GRAPH_CAP), NULL,
-		   journal_hash);
+	EXPECT_REC(st_find(log, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX,
+		   F(0x1, GRAPH_CAP, STREAM, 1), NULL, journal_hash);
 	EXPECT_ORDER(log, 5, CTX, STREAM, EXEC, GRAPH_MADE, EXEC2);
 	st_log_free(log);
 }
@@ -1267,8 +1270,8 @@ static void test_settle_keeps_journal_hash(void **state)
 	assert_int_equal(rgpu_rec_apply(client, &sent, NULL, NULL), 0);
 	assert_int_equal(build(RGPU_MSG_GRAPH_INSTANTIATE, &gi, &ok, &final), 0);
 	assert_int_equal(rgpu_rec_settle(client, &sent, &final), 0);
-	EXPECT_REC(st_find(client, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX, F(0x1, GRAPH_CAP), NULL,
-		   journal_hash);
+	EXPECT_REC(st_find(client, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX,
+		   F(0x1, GRAPH_CAP, STREAM, 1), NULL, journal_hash);
 
 	/* the worker, recording once with its own journal digest, agrees */
 	apply_msg(server, RGPU_MSG_CTX_CREATE, &cc, NULL);
@@ -1322,15 +1325,15 @@ static const uint8_t body2[7] = {0x09, 0x00, 0x10, 0x20, 0x00, 0x7f, 0x15};
 
 /* record.h's layout of those two frames: type u16, body length u32, payload length u64 (LE) */
 static const uint8_t two_frames[52] = {
-    0x28, 0x00,				    /* MSG_LAUNCH (40) */
-    0x05, 0x00, 0x00, 0x00,			    /* body: 5 bytes */
-    0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* payload: 12 bytes */
-    0x09, 0x41, 0x00, 0x00, 0x00,		    /* body1 */
+    0x28, 0x00,								    /* MSG_LAUNCH (40) */
+    0x05, 0x00, 0x00, 0x00,						    /* body: 5 bytes */
+    0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,			    /* payload: 12 bytes */
+    0x09, 0x41, 0x00, 0x00, 0x00,					    /* body1 */
     0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04, 0xa5, 0x5a, 0xc3, 0x3c, /* payload1 */
-    0x1a, 0x00,				    /* MSG_MEMSET (26) */
-    0x07, 0x00, 0x00, 0x00,			    /* body: 7 bytes */
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* no payload */
-    0x09, 0x00, 0x10, 0x20, 0x00, 0x7f, 0x15,	    /* body2 */
+    0x1a, 0x00,								    /* MSG_MEMSET (26) */
+    0x07, 0x00, 0x00, 0x00,						    /* body: 7 bytes */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,			    /* no payload */
+    0x09, 0x00, 0x10, 0x20, 0x00, 0x7f, 0x15,				    /* body2 */
 };
 
 /* SHA-256 of nothing */
@@ -1472,7 +1475,8 @@ static void session(struct st_log *log, int global_fails, int churn)
 	Rgpu__CtxCreate cc = q_ctx_create();
 	Rgpu__MemAlloc ma = q_mem_alloc(1);
 	Rgpu__ModuleLoad ml = q_module_load();
-	Rgpu__FuncGet fg = q_func_get(FUNC, MOD, RGPU__FUNC_KIND__FUNC_MODULE, (char *)"vecAdd_f32");
+	Rgpu__FuncGet fg =
+	    q_func_get(FUNC, MOD, RGPU__FUNC_KIND__FUNC_MODULE, (char *)"vecAdd_f32");
 	Rgpu__GlobalGet gg = q_global_get();
 	Rgpu__StreamCreate sc = q_stream_create();
 	Rgpu__EventCreate ec = q_event_create(EVENT), ec2 = q_event_create(0x72);
@@ -1513,8 +1517,8 @@ static void test_same_messages_same_digest(void **state)
 	session(d, 0, 1);
 	EXPECT_ORDER(a, 10, CTX, VMM_ID, ALLOC_ADDR, MOD, FUNC, GLOBAL, STREAM, EVENT, FATTR_ID,
 		     LIMIT_ID);
-	EXPECT_REC(st_find(a, LIMIT_ID), ST_KIND_ATTR, LIMIT_ID, CTX, 0, F(LIMIT_KEY, 0x10000), NULL,
-		   NULL);
+	EXPECT_REC(st_find(a, LIMIT_ID), ST_KIND_ATTR, LIMIT_ID, CTX, 0, F(LIMIT_KEY, 0x10000),
+		   NULL, NULL);
 
 	st_digest(a, da);
 	st_digest(b, db);
