@@ -1,33 +1,44 @@
 #!/usr/bin/env python3
 """Generate the interposer's driver entry-point tables from the CUDA headers.
 
-This generator owns everything in the interposer that is derived from cuda.h and cudaTypedefs.h:
-the list of exported driver symbols, their weak default stubs, the linker version script, the
-version table behind cuGetProcAddress, the CUresult names and strings, and the list of queries
-the GPU-host cross-check asks the real driver. It never guesses: an API version from
-cudaTypedefs.h that cannot be matched to exactly one exported symbol stops the build (exit 1),
-so a new CUDA header is either understood or refused, never half-served.
+This generator owns everything in the interposer that is derived from the driver's headers (the
+pairs in DRIVER_HEADERS: cuda.h with cudaTypedefs.h, cudaProfiler.h with
+cudaProfilerTypedefs.h): the list of exported driver symbols, their weak default stubs, the
+linker version script, the version table behind cuGetProcAddress, the CUresult names and
+strings, and the list of queries the GPU-host cross-check asks the real driver. It never
+guesses: an API version from a typedefs header that cannot be matched to exactly one exported
+symbol stops the build (exit 1), so a new CUDA header is either understood or refused, never
+half-served.
 
-Inputs (both run through the C preprocessor with -D__CUDA_API_VERSION_INTERNAL, which makes
-cuda.h declare every exported symbol: legacy _v1-era names and the _ptsz/_ptds variants too):
-  cuda.h          -> the exported symbols and their parameter types; the CUresult enum (read
-                     from the raw text as well, for the doc comments)
-  cudaTypedefs.h  -> PFN_<api>_v<version>[_ptsz|_ptds]: every (API name, version) that
+Inputs (each group run through the C preprocessor at once, with -D__CUDA_API_VERSION_INTERNAL,
+which makes the headers declare every exported symbol: legacy _v1-era names and the
+_ptsz/_ptds variants too):
+  declaring headers (cuda.h, cudaProfiler.h)
+                  -> the exported symbols and their parameter types; from cuda.h also the
+                     CUresult enum (read from the raw text as well, for the doc comments) and
+                     the #define block that names what each API means today
+  typedefs headers (cudaTypedefs.h, cudaProfilerTypedefs.h)
+                  -> PFN_<api>_v<version>[_ptsz|_ptds]: every (API name, version) that
                      cuGetProcAddress answers, with the parameter types of that version
+The export list must equal the exports of the toolkit's stub libcuda.so (check_exports.py
+--stub compares them after every link). NOT_DRIVER_HEADERS lists the driver headers of the
+toolkit that are deliberately not read, and why.
 
 Mapping rule, for each API name N and each version V of N (ascending):
   candidates = exported symbols N, N_v2, N_v3, ... (with _ptsz/_ptds appended for the
   per-thread typedefs) whose canonical parameter types equal those of PFN_N_vV; typedef chains
-  are resolved through cuda.h, so CUdeviceptr_v2 == CUdeviceptr == unsigned long long, while
-  CUdeviceptr_v1 (unsigned int) stays different. If several match (the signature did not change
-  between two versions, only the semantics), the k-th version takes N_vk (the first takes N).
-  OVERRIDES below adds the few (name, version) pairs whose symbol is not of N's family.
+  are resolved through the headers, so CUdeviceptr_v2 == CUdeviceptr == unsigned long long,
+  while CUdeviceptr_v1 (unsigned int) stays different. If several match (the signature did not
+  change between two versions, only the semantics), the k-th version takes N_vk (the first
+  takes N). OVERRIDES below adds the few (name, version) pairs whose symbol is not of N's
+  family.
 Checks that fail the build: an unmappable (name, version); a symbol used by two versions of a
 name; an override naming an unknown symbol; the #define block at the top of cuda.h (which says
 what N means for code compiled against this header) disagreeing with our mapping at
 CUDA_VERSION; a hand-written error string naming an unknown CUresult.
 
 Usage: gen_entries.py --cc CC --include CUDA_INCLUDE_DIR --outdir DIR
+       gen_entries.py --list-inputs     (the header names it reads, one a line, for the build)
 Writes DIR/{entries_gen.c, procaddr_gen.c, errors_gen.c, exports.map, procaddr_queries.txt}
 and prints the counts. Python 3 standard library only.
 """
@@ -38,6 +49,24 @@ import re
 import shlex
 import subprocess
 import sys
+
+# The headers the driver library's exports come from: (declaring header, its typedefs header).
+# Every function a declaring header declares is exported; every PFN_ typedef of its typedefs
+# header is served by cuGetProcAddress.
+DRIVER_HEADERS = (
+    ("cuda.h", "cudaTypedefs.h"),
+    ("cudaProfiler.h", "cudaProfilerTypedefs.h"),     # cuProfilerInitialize/Start/Stop
+)
+
+# Driver headers of the toolkit that are not read: the CUDA 13.0 stub libcuda.so exports none
+# of their functions (driver 580.159.04 itself does export them), and each needs the headers
+# of a graphics stack (GL, VDPAU, EGL) to be preprocessed at all. rgpu serves no graphics
+# interop, so leaving them out keeps the export list equal to the stub's.
+NOT_DRIVER_HEADERS = {
+    "cudaGL.h": "OpenGL interop (cuGL*, cuGraphicsGL*, cuWGLGetDevice); needs GL/gl.h",
+    "cudaVDPAU.h": "VDPAU interop (cuVDPAU*, cuGraphicsVDPAU*); needs vdpau/vdpau.h",
+    "cudaEGL.h": "EGL interop (cuEGL*, cuGraphicsEGL*, cuEventCreateFromEGLSync); needs EGL",
+}
 
 # (API name, version) -> symbol, for the names whose symbol at some version is not one of
 # N, N_v2, N_v3, ... Each entry needs a reason.
@@ -206,16 +235,21 @@ def die(msg):
     sys.exit(1)
 
 
-def preprocess(cc, incdir, header):
+def preprocess(cc, incdir, headers):
+    """The headers, included in this order into one translation unit, preprocessed."""
+    for h in headers:
+        if not os.path.isfile(os.path.join(incdir, h)):
+            die("%s not found in %s" % (h, incdir))
     cmd = shlex.split(cc) + ["-E", "-P", "-D__CUDA_API_VERSION_INTERNAL", "-I", incdir,
-                             "-x", "c", os.path.join(incdir, header)]
+                             "-x", "c", "-"]
+    source = "".join('#include "%s"\n' % h for h in headers)
     try:
-        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        res = subprocess.run(cmd, input=source, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              universal_newlines=True, check=False)
     except OSError as e:
         die("cannot run %s: %s" % (cmd[0], e))
     if res.returncode != 0:
-        die("preprocessing %s failed:\n%s" % (header, res.stderr))
+        die("preprocessing %s failed:\n%s" % (", ".join(headers), res.stderr))
     return res.stdout
 
 
@@ -249,7 +283,7 @@ def split_top(s, sep=","):
 
 
 class Types:
-    """Resolves typedef chains of the preprocessed cuda.h to canonical token lists."""
+    """Resolves typedef chains of the preprocessed driver headers to canonical token lists."""
 
     def __init__(self, stmts):
         self.alias = {}
@@ -467,25 +501,59 @@ def write(path, text):
     os.replace(tmp, path)
 
 
+def by_header(cc, incdir, headers, parse):
+    """parse() of the headers included together, and what each one adds to those before it:
+    [(header, set of new names)]. A header that adds nothing stops the build: it is listed to
+    be read, so finding nothing in it means it is no longer understood."""
+    seen, per = set(), []
+    for i, h in enumerate(headers):
+        got = set(parse(statements(preprocess(cc, incdir, headers[:i + 1]))))
+        new = got - seen
+        if not new:
+            die("%s: nothing found in it (parsed together with %s)"
+                % (h, ", ".join(headers[:i]) or "nothing else"))
+        per.append((h, new))
+        seen |= got
+    return per
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
-    ap.add_argument("--include", required=True, help="CUDA include directory")
-    ap.add_argument("--outdir", required=True)
+    ap.add_argument("--include", help="CUDA include directory")
+    ap.add_argument("--outdir")
+    ap.add_argument("--list-inputs", action="store_true",
+                    help="print the headers read (names relative to --include) and exit")
     args = ap.parse_args()
+    decl_headers = [d for d, _ in DRIVER_HEADERS]
+    td_headers = [t for _, t in DRIVER_HEADERS]
+    if args.list_inputs:
+        print("\n".join(decl_headers + td_headers))
+        return 0
+    if not args.include or not args.outdir:
+        ap.error("--include and --outdir are required")
 
     with open(os.path.join(args.include, "cuda.h")) as f:
         raw = f.read()
+    raw_decl = raw
+    for h in decl_headers[1:]:
+        with open(os.path.join(args.include, h)) as f:
+            raw_decl += "\n" + f.read()
     cuda_version = parse_cuda_version(raw)
-    cuda_stmts = statements(preprocess(args.cc, args.include, "cuda.h"))
+    cuda_stmts = statements(preprocess(args.cc, args.include, decl_headers))
     types = Types(cuda_stmts)
     funcs = parse_functions(cuda_stmts, types)
     if not funcs:
-        die("no driver functions found in cuda.h")
-    td_stmts = statements(preprocess(args.cc, args.include, "cudaTypedefs.h"))
+        die("no driver functions found in %s" % ", ".join(decl_headers))
+    decl_per = by_header(args.cc, args.include, decl_headers,
+                         lambda st: parse_functions(st, types))
+    td_stmts = statements(preprocess(args.cc, args.include, td_headers))
     pfns = parse_pfns(td_stmts, types)
+    td_per = by_header(args.cc, args.include, td_headers,
+                       lambda st: set(p[0] for p in parse_pfns(st, types)))
     errors = parse_cuerrors(raw, cuda_stmts)
-    defines = parse_defines(raw)
+    defines = parse_defines(raw_decl)
+    sources = ", ".join(decl_headers + td_headers)
 
     # ---- (name, version) -> symbol -------------------------------------------------------
     by_name = {}
@@ -508,11 +576,12 @@ def main():
         table[name] = rows
     for (name, ver), sym in sorted(OVERRIDES.items()):
         if sym not in funcs:
-            die("override (%s, %d) names %s, which cuda.h does not declare" % (name, ver, sym))
+            die("override (%s, %d) names %s, which no driver header declares" % (name, ver, sym))
         if name not in table:
-            die("override (%s, %d): no such API name in cudaTypedefs.h" % (name, ver))
+            die("override (%s, %d): no such API name in %s" % (name, ver, ", ".join(td_headers)))
         if any(v == ver and not p for v, _, p in table[name]):
-            die("override (%s, %d) shadows a version cudaTypedefs.h defines" % (name, ver))
+            die("override (%s, %d) shadows a version the typedefs headers define"
+                % (name, ver))
         table[name].append((ver, sym, 0))
     for name in table:
         # Ascending version; at equal versions the plain symbol comes before the per-thread.
@@ -558,14 +627,14 @@ def main():
     os.makedirs(args.outdir, exist_ok=True)
 
     # ---- entries_gen.c -------------------------------------------------------------------
-    o = [banner("One weak default stub per driver symbol cuda.h declares (with\n"
+    o = [banner("One weak default stub per driver symbol the driver headers declare (with\n"
                 " * -D__CUDA_API_VERSION_INTERNAL), and ip_entries[], sorted by name. A stub logs\n"
                 " * the name once (ip_unimplemented) and returns CUDA_ERROR_NOT_SUPPORTED; a strong\n"
                 " * definition anywhere in the interposer replaces it at link time, and ip_entries[]\n"
                 " * then points at that definition. The stubs take no arguments: on x86-64 SysV a\n"
                 " * callee that ignores its arguments is safe to call with any, and every driver\n"
                 " * function returns CUresult (an int). cuda.h is not included: its prototypes would\n"
-                " * clash with these.", "cuda.h"),
+                " * clash with these.", ", ".join(decl_headers)),
          "#define IP_ENTRIES_NO_CUDA_H\n#include \"ip_entries.h\"\n\n",
          "#define IP_CUDA_ERROR_NOT_SUPPORTED %d\n\n" % dict(
              (e[0], e[1]) for e in errors)["CUDA_ERROR_NOT_SUPPORTED"],
@@ -586,11 +655,11 @@ def main():
 
     # ---- procaddr_gen.c ------------------------------------------------------------------
     o = [banner("The version table behind cuGetProcAddress: for every API name in\n"
-                " * cudaTypedefs.h, each version (1000*major + 10*minor) at which a new symbol took\n"
+                " * the typedefs headers, each version (1000*major + 10*minor) at which a new symbol took\n"
                 " * over, and that symbol as an index into ip_entries[]. Rows with ptds = 1 are the\n"
                 " * per-thread-default-stream variants (_ptsz/_ptds). See gen_entries.py for the\n"
                 " * mapping rule and procaddr.c for how it is searched.",
-                "cuda.h and cudaTypedefs.h"),
+                sources),
          "#define IP_ENTRIES_NO_CUDA_H\n#include \"ip_entries.h\"\n\n",
          "const int ip_proc_header_version = %d;\n\n" % cuda_version,
          "const struct ip_proc_ver ip_proc_vers[] = {\n"]
@@ -609,8 +678,9 @@ def main():
     write(os.path.join(args.outdir, "procaddr_gen.c"), "".join(o))
 
     # ---- exports.map ---------------------------------------------------------------------
-    o = ["/* GENERATED by interposer/gen/gen_entries.py from cuda.h -- do not edit.\n"
-         " * Exactly the driver symbols cuda.h declares; everything else stays local. */\n",
+    o = ["/* GENERATED by interposer/gen/gen_entries.py from %s -- do not edit.\n"
+         " * Exactly the driver symbols they declare; everything else stays local. */\n"
+         % ", ".join(decl_headers),
          "{\n\tglobal:\n"]
     for n in names:
         o.append("\t\t%s;\n" % n)
@@ -646,7 +716,8 @@ def main():
     write(os.path.join(args.outdir, "errors_gen.c"), "".join(o))
 
     # ---- procaddr_queries.txt ------------------------------------------------------------
-    o = ["# GENERATED by interposer/gen/gen_entries.py from cudaTypedefs.h -- do not edit.\n",
+    o = ["# GENERATED by interposer/gen/gen_entries.py from %s -- do not edit.\n"
+         % ", ".join(td_headers),
          "# name version flags, one query per line, for tests/gpu/procaddr_dump.c and\n",
          "# procaddr_selfdump; '\"\"' is the empty name; a fourth field v1 asks the\n",
          "# 4-argument cuGetProcAddress instead of cuGetProcAddress_v2.\n"]
@@ -669,6 +740,9 @@ def main():
           "(%d plain, %d per-thread), %d override(s), %d CUresult codes; CUDA_VERSION %d"
           % (len(names), len(table), n_pairs, n_plain, n_pairs - n_plain, len(OVERRIDES),
              len(uniq), cuda_version))
+    print("gen_entries: symbols by header: %s; API names by header: %s"
+          % (", ".join("%s %d" % (h, len(n)) for h, n in decl_per),
+             ", ".join("%s %d" % (h, len(n)) for h, n in td_per)))
     if unserved:
         print("gen_entries: exported but served by no (name, version): %s"
               % ", ".join(unserved))

@@ -29,9 +29,9 @@
 CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
 				  cuuint64_t flags);
 
-#define EXPECTED_SYMBOLS 634  /* functions cuda.h 13.0 declares with __CUDA_API_VERSION_INTERNAL */
-#define EXPECTED_APIS 447     /* API names in cudaTypedefs.h 13.0 */
-#define EXPECTED_VERSIONS 634 /* (name, version) rows: 537 plain + 97 per-thread; no override */
+#define EXPECTED_SYMBOLS 637  /* functions cuda.h and cudaProfiler.h 13.0 declare with __CUDA_API_VERSION_INTERNAL */
+#define EXPECTED_APIS 450     /* API names in cudaTypedefs.h and cudaProfilerTypedefs.h 13.0 */
+#define EXPECTED_VERSIONS 637 /* (name, version) rows: 540 plain + 97 per-thread; no override */
 
 #define PTDS CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 #define LEGACY CU_GET_PROC_ADDRESS_LEGACY_STREAM
