@@ -375,9 +375,13 @@ int ip_link_release(uint64_t first, uint64_t last)
 		if (pthread_cond_timedwait(&S.ack_cond, &S.q_lock, &ts))
 			break;
 	pthread_mutex_unlock(&S.q_lock);
-	/* what is still not executed is copied, with no writer reading the caller's memory */
+	/*
+	 * What is still not executed is copied, with no writer reading the caller's memory: every
+	 * frame of the range past the worker's acknowledgement, also when it executed the first
+	 * ones (frames it executed are no longer in the list, and ip_link_keep_copy checks again).
+	 */
 	pthread_mutex_lock(&S.send_lock);
-	while (!ret && from <= last && from > S.acked) {
+	while (!ret && from <= last && last > __atomic_load_n(&S.acked, __ATOMIC_ACQUIRE)) {
 		struct ofr *f;
 		int n = 0;
 		pthread_mutex_lock(&S.q_lock);
