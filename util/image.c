@@ -2,13 +2,54 @@
  * Locating and checking module images (dark-api.md §6.2-6.5). The client side trusts the
  * application's pointer as the real driver does; the server side (rgpu_image_check) trusts
  * nothing and checks every offset against the bytes received.
+ *
+ * A __fatBinC_Wrapper_t comes in two versions (CUDA's fatbinary_section.h). Version 1 is what
+ * a whole-program nvcc build registers per translation unit: `data` is the TU's container.
+ * Version 2 (FATBINC_LINK_VERSION) is what a program with relocatable device code registers,
+ * once per device link (`nvcc -rdc=true` + `-dlink`, CMake's CUDA_SEPARABLE_COMPILATION):
+ * crt/link.stub builds it as { magic, 2, the device-linked container, a NULL-terminated array
+ * of the TUs' relocatable containers (section __nv_relfatbin) }, and the 13.0 runtime hands
+ * that wrapper itself to cuLibraryLoadData. The device-linked container holds the linked
+ * executable cubin of each real architecture named at link time: every kernel, every
+ * __device__ / __constant__ variable and every parameter layout of the program, with all its
+ * cross-TU calls resolved. That container is what rgpu ships for it. It is empty when no real
+ * architecture was linked (a PTX-only `-rdc` build): the driver would then have to JIT-link
+ * the relocatable PTX of the other containers, which no single image can carry; that case is
+ * refused (RGPU_EUNSUPPORTED) and said once at warn, as is every other refused image kind and
+ * every wrapper or container whose headers cannot be true (RGPU_EINVAL).
  */
 #include <elf.h>
+#include <stdbool.h>
 #include <string.h>
 
+#define LOG_PREFIX "image: "
 #include "rgpu/err.h"
 #include "rgpu/image.h"
+#include "rgpu/log.h"
 #include "rgpu/util.h"
+
+#define FATBIN_OLD_MAGIC 0x1EE55A01u /* containers of CUDA before 4.0 */
+#define FATBIN_HEADER_MIN 16u
+#define FATBIN_MAX_SIZE (1ull << 40)
+#define PRELINKED_MAX 65536u /* far beyond any program's translation units */
+
+/* One warning per reason per process: a refusal repeats for every load of the same kind. */
+enum refusal {
+	REFUSE_WRAPPER_VERSION = 0,
+	REFUSE_RDC_UNLINKED = 1,
+	REFUSE_OLD_CONTAINER = 2,
+	REFUSE_BAD_WRAPPER = 3,
+	REFUSE_BAD_CONTAINER = 4,
+	REFUSE_BAD_PRELINKED = 5,
+	REFUSE_COUNT
+};
+
+static bool first_refusal(enum refusal r)
+{
+	static unsigned char said[REFUSE_COUNT];
+
+	return !__atomic_exchange_n(&said[r], 1, __ATOMIC_RELAXED);
+}
 
 /* Extent of a 64-bit ELF: the furthest byte any header or non-NOBITS section reaches. */
 static size_t elf_extent(const uint8_t *p)
@@ -37,34 +78,138 @@ static int is_elf64(const uint8_t *p)
 	return p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == ELFCLASS64;
 }
 
+/* The container at p: its extent from its header (dark-api.md §6.3). */
+static int container_at(const uint8_t *p, struct rgpu_image *out)
+{
+	uint16_t hsize;
+	uint64_t fat;
+
+	if (!p || rd_le32(p) != RGPU_FATBIN_MAGIC)
+		return RGPU_EINVAL;
+	hsize = rd_le16(p + 6);
+	fat = rd_le64(p + 8);
+	if (hsize < FATBIN_HEADER_MIN || fat > FATBIN_MAX_SIZE)
+		return RGPU_EINVAL;
+	out->data = p;
+	out->size = hsize + fat;
+	out->kind = RGPU_IMAGE_FATBIN;
+	return 0;
+}
+
+static const void *wrapper_ptr(const uint8_t *w, size_t off)
+{
+	const void *v;
+
+	memcpy(&v, w + off, sizeof(v));
+	return v;
+}
+
+int rgpu_image_prelinked(const void *wrapper, struct rgpu_image *parts, size_t max, size_t *n)
+{
+	const uint8_t *w = wrapper;
+	const void *const *list;
+	size_t i;
+
+	if (!w || !n || (max && !parts))
+		return RGPU_EINVAL;
+	if (rd_le32(w) != RGPU_FATBIN_WRAPPER_MAGIC || rd_le32(w + 4) != RGPU_FATBIN_WRAPPER_LINKED)
+		return RGPU_EINVAL;
+	list = wrapper_ptr(w, RGPU_FATBIN_WRAPPER_FATBINS_OFF);
+	for (i = 0; list && list[i]; i++) {
+		struct rgpu_image part = {0};
+		if (i == PRELINKED_MAX || container_at(list[i], &part))
+			return RGPU_EINVAL;
+		if (i < max)
+			parts[i] = part;
+	}
+	*n = i;
+	return 0;
+}
+
+/* A wrapper's container, or RGPU_EINVAL, said once, when it points to something else. */
+static int wrapper_container(const uint8_t *w, struct rgpu_image *out)
+{
+	const void *data = wrapper_ptr(w, RGPU_FATBIN_WRAPPER_DATA_OFF);
+	int ret = container_at(data, out);
+
+	if (ret && first_refusal(REFUSE_BAD_WRAPPER))
+		pr_warn("refused: a fatbin wrapper (version %u) whose container pointer %p is NULL "
+			"or not a container",
+			rd_le32(w + 4), data);
+	return ret;
+}
+
+/* A version-2 wrapper: its device-linked container, or a refusal when that holds no code. */
+static int locate_linked(const uint8_t *w, struct rgpu_image *out)
+{
+	size_t nrel = 0;
+	int ret;
+
+	ret = wrapper_container(w, out);
+	if (ret)
+		return ret;
+	ret = rgpu_image_prelinked(w, NULL, 0, &nrel);
+	if (ret) {
+		if (first_refusal(REFUSE_BAD_PRELINKED))
+			pr_warn("refused: a -rdc fatbin wrapper whose list of relocatable "
+				"containers holds something else");
+		return ret;
+	}
+	if (out->size > rd_le16((const uint8_t *)out->data + 6)) {
+		out->wrapper = RGPU_FATBIN_WRAPPER_LINKED;
+		out->prelinked = nrel;
+		return 0;
+	}
+	if (first_refusal(REFUSE_RDC_UNLINKED))
+		pr_warn(
+		    "refused: a -rdc (relocatable device code) image whose device link produced "
+		    "no code, as a PTX-only -rdc build does; the driver would have to JIT-link "
+		    "its %zu relocatable containers, which rgpu does not ship (build with a real "
+		    "architecture, e.g. -arch=sm_90)",
+		    nrel);
+	return RGPU_EUNSUPPORTED;
+}
+
 int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
 {
 	const uint8_t *p = ptr;
 
-	if (!p)
+	if (!p || !out)
 		return RGPU_EINVAL;
+	out->wrapper = 0;
+	out->prelinked = 0;
 	if (rd_le32(p) == RGPU_FATBIN_WRAPPER_MAGIC) {
-		int version = (int)rd_le32(p + 4);
-		const void *data;
-		if (version != 1)
+		uint32_t version = rd_le32(p + 4);
+		int ret;
+		if (version == RGPU_FATBIN_WRAPPER_LINKED)
+			return locate_linked(p, out);
+		if (version != RGPU_FATBIN_WRAPPER_PLAIN) {
+			if (first_refusal(REFUSE_WRAPPER_VERSION))
+				pr_warn("refused: a fatbin wrapper of version %u (known: 1, one "
+					"container; 2, -rdc device link)",
+					version);
 			return RGPU_EUNSUPPORTED;
-		memcpy(&data, p + 8, sizeof(data));
-		if (!data || rd_le32(data) != RGPU_FATBIN_MAGIC)
-			return RGPU_EINVAL;
-		p = data;
+		}
+		ret = wrapper_container(p, out);
+		if (!ret)
+			out->wrapper = RGPU_FATBIN_WRAPPER_PLAIN;
+		return ret;
 	}
 	if (rd_le32(p) == RGPU_FATBIN_MAGIC) {
-		uint16_t hsize = rd_le16(p + 6);
-		uint64_t fat = rd_le64(p + 8);
-		if (hsize < 16 || fat > (1ull << 40))
-			return RGPU_EINVAL;
-		out->data = p;
-		out->size = hsize + fat;
-		out->kind = RGPU_IMAGE_FATBIN;
-		return 0;
+		int ret = container_at(p, out);
+		if (ret && first_refusal(REFUSE_BAD_CONTAINER))
+			pr_warn(
+			    "refused: a fatbin container with impossible headers (header size %u, "
+			    "%llu bytes of entries)",
+			    rd_le16(p + 6), (unsigned long long)rd_le64(p + 8));
+		return ret;
 	}
-	if (rd_le32(p) == 0x1EE55A01u)
+	if (rd_le32(p) == FATBIN_OLD_MAGIC) {
+		if (first_refusal(REFUSE_OLD_CONTAINER))
+			pr_warn("refused: an old-style fatbin container (magic 0x1ee55a01, CUDA "
+				"before 4.0)");
 		return RGPU_EUNSUPPORTED;
+	}
 	if (is_elf64(p)) {
 		out->data = p;
 		out->size = elf_extent(p);

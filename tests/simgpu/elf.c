@@ -2,15 +2,19 @@
  * Reading module images for what a host-memory driver needs from them: kernel names, each
  * kernel's parameter layout and register count, and the __device__ / __constant__ variables
  * with their sizes and initial bytes. Accepts every image kind the driver API receives
- * (dark-api.md §6): a __fatBinC_Wrapper_t, a fatbin container (one ELF entry for sm_90, or
+ * (dark-api.md §6): a __fatBinC_Wrapper_t (version 1, or version 2 of an -rdc device link:
+ * its device-linked container), a fatbin container (one ELF entry for sm_90, or
  * failing that a PTX entry, Zstd-decompressed when flagged), a 64-bit ELF cubin, or PTX text.
  *
  * From a cubin: kernels are STT_FUNC symbols whose section is ".text.<name>"; parameters
- * come from the EIATTR_KPARAM_INFO records of ".nv.info.<name>"; registers and frame size
- * from the REGCOUNT / FRAME_SIZE records of ".nv.info"; variables are STT_OBJECT symbols in
- * ".nv.global*" (zero-filled or initialised) and ".nv.constant<bank>" sections.
- * From PTX: ".entry NAME(.param ...)" lists laid out with natural alignment (or .align), and
- * top-level ".global" / ".const" declarations (initialisers are not parsed: zero-filled).
+ * come from the EIATTR_KPARAM_INFO records of ".nv.info.<name>"; static shared memory is the
+ * size of ".nv.shared.<name>" less the block's reserved part (ELF_RESERVED_SMEM); registers
+ * and frame size from the REGCOUNT / FRAME_SIZE records of ".nv.info"; variables are
+ * STT_OBJECT symbols in ".nv.global*" (zero-filled or initialised) and ".nv.constant<bank>"
+ * sections.
+ * From PTX: ".entry NAME(.param ...)" lists laid out with natural alignment (or .align), each
+ * kernel's static shared memory from the ".shared" declarations of its body, and top-level
+ * ".global" / ".const" declarations with their numeric initialisers (others zero-filled).
  *
  * The image is trusted as far as the real driver trusts it (its own headers give its
  * extent), but every offset read inside it is checked against that extent: a malformed image
@@ -46,6 +50,17 @@
 #define FATBIN_ENTRY_MIN 64
 
 #define MAX_ELF (1ull << 32) /* cuBLAS's largest cubins are a few MiB */
+
+/*
+ * Executable sm_90 cubins whose code uses the reserved shared memory (a symbol named
+ * ".nv.reservedSmem.offset0": nvcc's plain, -G and device-linked output alike) start every
+ * kernel's .nv.shared.<kernel> section with the 1 KiB the hardware reserves in each block
+ * (CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK): a 2048-byte __shared__ array makes a
+ * 3072-byte section, a kernel with only dynamic shared memory a 1024-byte one. The driver's
+ * static size leaves the reserved part out (2048 on an H100, driver 580; ptxas -v says the same).
+ * sm_80 cubins and relocatable ones have no such symbol or no such padding.
+ */
+#define ELF_RESERVED_SMEM 1024u
 
 /* sim_image_free() - drop a reference to img; the last one frees it. NULL is ignored. */
 void sim_image_free(struct sim_image *img)
@@ -239,6 +254,7 @@ static CUresult parse_elf(const uint8_t *p, size_t n, struct sim_image **out)
 	unsigned *kernel_sym = NULL;
 	const uint8_t *d;
 	int symsec = -1;
+	uint64_t reserved_smem = 0;
 
 	/* the extent comes from the headers: an absurd one means they are lying */
 	if (n < sizeof(*eh) || n > MAX_ELF || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -274,6 +290,11 @@ static CUresult parse_elf(const uint8_t *p, size_t n, struct sim_image **out)
 		syms = (const Elf64_Sym *)d;
 		nsyms = len / sizeof(Elf64_Sym);
 	}
+	for (size_t i = 0; i < nsyms && eh->e_type == ET_EXEC; i++) {
+		const char *name = str_at(strtab, strtab_n, syms[i].st_name);
+		if (name && !strcmp(name, ".nv.reservedSmem.offset0"))
+			reserved_smem = ELF_RESERVED_SMEM;
+	}
 	kernel_sym = calloc(nsyms ? nsyms : 1, sizeof(*kernel_sym));
 	if (!kernel_sym)
 		goto oom;
@@ -300,7 +321,8 @@ static CUresult parse_elf(const uint8_t *p, size_t n, struct sim_image **out)
 			}
 			shared = find_sec(&e, ".nv.shared.", name);
 			if (shared >= 0)
-				k->shared_bytes = (int)e.sh[shared].sh_size;
+				k->shared_bytes = (int)(e.sh[shared].sh_size -
+							MIN(e.sh[shared].sh_size, reserved_smem));
 		} else if (type == STT_OBJECT && is_var_section(sn)) {
 			const void *init = NULL;
 			if (e.sh[s->st_shndx].sh_type != SHT_NOBITS) {
@@ -408,24 +430,85 @@ static unsigned type_size(const struct lexer *lx)
 	return 0;
 }
 
-/*
- * One declaration after .param/.global/.const: [.align N] [.vN] TYPE name[N]...; stops at
- * `stop` (',' or ')' for parameters, ';' for variables) at bracket depth 0, which it consumes.
- * Returns the size (0 if unknown) and the name.
- */
-static size_t decl(struct lexer *lx, char stop, size_t *align, const char **name, size_t *nlen)
+/* Bits of one initialiser token: decimal, 0x hex, or a 0f / 0d float bit pattern. */
+static bool init_value(const struct lexer *lx, bool neg, uint64_t *v)
 {
-	size_t esize = 0, count = 1, vec = 1;
-	bool in_init = false, ptr = false;
+	char buf[32], *end;
+	const char *t = lx->tok;
+	size_t n = lx->len;
+
+	if (n >= sizeof(buf) || !isdigit((unsigned char)*t))
+		return false;
+	if (n > 2 && t[0] == '0' && (t[1] == 'f' || t[1] == 'F' || t[1] == 'd' || t[1] == 'D')) {
+		t += 2; /* the hexadecimal bits of an IEEE value */
+		n -= 2;
+		memcpy(buf, "0x", 2);
+		memcpy(buf + 2, t, n);
+		buf[n + 2] = '\0';
+	} else {
+		memcpy(buf, t, n);
+		buf[n] = '\0';
+	}
+	if (strchr(buf, '.'))
+		return false; /* a decimal float literal: left zero-filled */
+	*v = strtoull(buf, &end, 0);
+	if (*end == 'U' || *end == 'u')
+		end++;
+	if (*end)
+		return false;
+	if (neg)
+		*v = -*v;
+	return true;
+}
+
+/*
+ * One declaration after .param/.global/.const/.shared:
+ * [.align N] [.vN] TYPE name[N]... [= init];
+ * stops at `stop` (',' or ')' for parameters, ';' for variables) at bracket depth 0, which it
+ * consumes. Returns the size (0 if unknown) and the name. With init non-NULL, an initialiser of
+ * numbers ("= 5", "= {1, 2, 3}", "= 0f3F800000") is returned there as the variable's bytes
+ * (malloc'd, the size returned); one naming an address (generic(sym)) or a decimal float
+ * leaves *init NULL, and the variable zero-filled.
+ */
+static size_t decl(struct lexer *lx, char stop, size_t *align, const char **name, size_t *nlen,
+		   uint8_t **init)
+{
+	size_t esize = 0, count = 1, vec = 1, size, nvals = 0, cap = 0;
+	bool in_init = false, ptr = false, init_ok = true, neg = false;
+	uint64_t *vals = NULL;
 
 	*align = 0;
 	*name = NULL;
 	*nlen = 0;
+	if (init)
+		*init = NULL;
 	while (next(lx)) {
 		if (lx->len == 1 && (*lx->tok == stop || (stop == ',' && *lx->tok == ')')))
 			break;
-		if (in_init)
+		if (in_init) {
+			uint64_t v;
+			if (!init || !init_ok || (lx->len == 1 && strchr("{},", *lx->tok)))
+				continue;
+			if (lx->len == 1 && *lx->tok == '-') {
+				neg = true;
+				continue;
+			}
+			if (nvals == cap) {
+				uint64_t *nv = realloc(vals, (cap ? cap * 2 : 16) * sizeof(*vals));
+				if (!nv) {
+					init_ok = false;
+					continue;
+				}
+				vals = nv;
+				cap = cap ? cap * 2 : 16;
+			}
+			if (init_value(lx, neg, &v))
+				vals[nvals++] = v;
+			else
+				init_ok = false;
+			neg = false;
 			continue;
+		}
 		if (is(lx, ".ptr")) {
 			ptr = true; /* a .align after it is the pointee's, not the parameter's */
 		} else if (is(lx, ".align")) {
@@ -451,17 +534,24 @@ static size_t decl(struct lexer *lx, char stop, size_t *align, const char **name
 			*nlen = lx->len;
 		}
 	}
-	esize *= vec;
+	size = esize * vec * count;
 	if (!*align)
 		*align = esize ? esize : 1;
-	return esize * count;
+	if (init && init_ok && nvals && esize && nvals <= vec * count &&
+	    (*init = calloc(1, size))) {
+		for (size_t i = 0; i < nvals; i++) /* little-endian, as the device stores them */
+			for (size_t b = 0; b < esize; b++)
+				(*init)[i * esize + b] = (uint8_t)(vals[i] >> (8 * b));
+	}
+	free(vals);
+	return size;
 }
 
 static CUresult parse_ptx(const char *text, size_t n, struct sim_image **out)
 {
 	struct lexer lx = {text, text + strnlen(text, n), NULL, 0};
 	struct sim_image *img;
-	int depth = 0, parens = 0;
+	int depth = 0, parens = 0, body = -1, pending = -1; /* the kernel whose body is open */
 	bool seen_version = false, extern_decl = false;
 
 	img = calloc(1, sizeof(*img));
@@ -470,15 +560,26 @@ static CUresult parse_ptx(const char *text, size_t n, struct sim_image **out)
 	img->refs = 1;
 	while (next(&lx)) {
 		if (*lx.tok == '{') {
-			depth++;
+			if (!depth++)
+				body = pending;
+			pending = -1;
 		} else if (*lx.tok == '}') {
-			depth--;
+			if (!--depth)
+				body = -1;
 		} else if (*lx.tok == '(') {
 			parens++;
 		} else if (*lx.tok == ')') {
 			parens--;
+		} else if (depth == 1 && !parens && body >= 0 && is(&lx, ".shared")) {
+			/* a kernel's static shared memory: its body's .shared declarations */
+			const char *name;
+			size_t align, nlen, size = decl(&lx, ';', &align, &name, &nlen, NULL);
+			struct sim_kernel_info *k = &img->kernels[body];
+			k->shared_bytes = (int)(ALIGN_UP((size_t)k->shared_bytes, align) + size);
 		} else if (depth || parens) {
 			continue;
+		} else if (is(&lx, ".func")) {
+			pending = -1;
 		} else if (is(&lx, ".version")) {
 			seen_version = true;
 			if (next(&lx)) {
@@ -494,6 +595,7 @@ static CUresult parse_ptx(const char *text, size_t n, struct sim_image **out)
 			uint32_t off = 0;
 			if (!next(&lx) || !(k = add_kernel(img, lx.tok, lx.len)))
 				goto bad;
+			pending = (int)img->nkernels - 1;
 			if (!next(&lx))
 				goto bad;
 			if (*lx.tok == '(') {
@@ -509,7 +611,7 @@ static CUresult parse_ptx(const char *text, size_t n, struct sim_image **out)
 						lx.p = save;
 						goto bad;
 					}
-					size = decl(&lx, ',', &align, &name, &nlen);
+					size = decl(&lx, ',', &align, &name, &nlen, NULL);
 					off = (uint32_t)ALIGN_UP(off, align);
 					if (add_param(k, k->nparams, off, (uint32_t)size))
 						goto oom;
@@ -519,11 +621,17 @@ static CUresult parse_ptx(const char *text, size_t n, struct sim_image **out)
 				}
 			} else if (*lx.tok == '{') {
 				depth++;
+				body = pending;
+				pending = -1;
 			}
 		} else if (is(&lx, ".global") || is(&lx, ".const")) {
 			const char *name;
-			size_t align, nlen, size = decl(&lx, ';', &align, &name, &nlen);
-			if (name && !extern_decl && add_global(img, name, nlen, size, NULL))
+			uint8_t *init;
+			size_t align, nlen, size = decl(&lx, ';', &align, &name, &nlen, &init);
+			int bad_add =
+			    name && !extern_decl && add_global(img, name, nlen, size, init);
+			free(init);
+			if (bad_add)
 				goto oom;
 		}
 		extern_decl = false;
@@ -581,8 +689,12 @@ static CUresult parse_fatbin(const uint8_t *p, size_t n, struct sim_image **out)
 	payload = ent + rd_le32(ent + 4);
 	len = rd_le32(ent + 8);
 	flags = rd_le64(ent + 40);
-	if (flags & FATBIN_FLAG_LZ4)
+	if (flags & FATBIN_FLAG_LZ4) {
+		sim_log(
+		    "module image refused: its sm_%u entry is LZ4-compressed (only Zstd is read)",
+		    elf ? elf_arch : ptx_arch);
 		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	if (flags & FATBIN_FLAG_ZSTD) {
 		size_t csize = rd_le32(ent + 16), got;
 		usize = rd_le64(ent + 56);
@@ -610,8 +722,10 @@ static CUresult parse_fatbin(const uint8_t *p, size_t n, struct sim_image **out)
 /*
  * sim_image_load() - read the kernels and variables of the image at p.
  * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (NULL), CUDA_ERROR_INVALID_IMAGE,
- * CUDA_ERROR_INVALID_PTX, CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_NOT_SUPPORTED (LZ4,
- * -rdc wrappers) or CUDA_ERROR_OUT_OF_MEMORY.
+ * CUDA_ERROR_INVALID_PTX, CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_NOT_SUPPORTED (LZ4, and
+ * what rgpu_image_locate refuses: a PTX-only -rdc wrapper, an old-style container) or
+ * CUDA_ERROR_OUT_OF_MEMORY. A version-2 (-rdc) wrapper is read through its device-linked
+ * container, as the driver reads it.
  */
 CUresult sim_image_load(const void *p, struct sim_image **out)
 {

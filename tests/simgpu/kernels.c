@@ -1,5 +1,6 @@
 /*
- * C twins of the kernels in tests/progs/kernels.cu and tests/cuda/rt_*.cu, registered when
+ * C twins of the kernels in tests/progs/kernels.cu, tests/cuda/rt_*.cu and tests/conformance/
+ * (the programs whose kernels are their own, not a library's), registered when
  * libcuda.so.1 (simgpu) is loaded; the runtime-API programs' kernels are C++, registered under
  * their mangled names (`nm` on `nvcc -cubin` output lists them). Each computes bit for bit what
  * the device code computes (scale_add uses fmaf because nvcc contracts x*s+t into one fused
@@ -498,6 +499,77 @@ static void rt_big_checksum(const struct sim_launch *l)
 	out[259] = 4000;
 }
 
+/* --- tests/conformance/ ------------------------------------------------------------------ */
+
+/*
+ * conf_kernels.cu: conf_saxpy(int n, float a, const float *x, float *y), a grid-stride loop
+ * of y[i] = __fmaf_rn(a, x[i], y[i]) (conf_axpy in conf_device.cu): every i < n whatever the
+ * grid. The same kernel in every build of the program (plain, -rdc, -G, PTX only, ...).
+ */
+static void conf_saxpy(const struct sim_launch *l)
+{
+	int n = P(l, 0, int);
+	float a = P(l, 1, float);
+	const float *x = P(l, 2, const float *);
+	float *y = P(l, 3, float *);
+	size_t count = n > 0 && threads_all(l) ? (size_t)n : 0;
+
+	if (count && (!sim_device_ok(x, count * 4, 0) || !sim_device_ok(y, count * 4, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		y[i] = fmaf(a, x[i], y[i]);
+}
+
+/*
+ * conf_kernels.cu: conf_reduce(const unsigned *v, int n) adds v[i] * conf_scale over every
+ * i < n (grid-stride) into the __device__ conf_total, modulo 2^64 as the device does. The
+ * device's shared-memory tree is written for 256 threads per block: another block size would
+ * read outside its tree on a GPU, and faults here.
+ */
+static void conf_reduce(const struct sim_launch *l)
+{
+	const unsigned *v = P(l, 0, const unsigned *);
+	int n = P(l, 1, int);
+	size_t ssz = 0, tsz = 0, count = n > 0 && threads_all(l) ? (size_t)n : 0;
+	const unsigned *scale = sim_global(l->module, "conf_scale", &ssz);
+	unsigned long long *total = sim_global(l->module, "conf_total", &tsz), sum = 0;
+
+	if (!scale || !total || ssz != 4 || tsz != 8 || l->block[0] != 256 || l->block[1] != 1 ||
+	    l->block[2] != 1 || (count && !sim_device_ok(v, count * 4, 0))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		sum += (unsigned long long)v[i] * *scale;
+	*total += sum;
+}
+
+/*
+ * conf_nvrtc.cpp: conf_nvrtc_saxpy(int n, float a, const float *x, float *y), compiled at run
+ * time with -DCONF_MUL=3: y[i] = __fmaf_rn(a, x[i], y[i]) * 3.0f for i < n, one thread per
+ * element, and each such thread adds 1 to the __device__ conf_nvrtc_count.
+ */
+static void conf_nvrtc_saxpy(const struct sim_launch *l)
+{
+	int n = P(l, 0, int);
+	float a = P(l, 1, float);
+	const float *x = P(l, 2, const float *);
+	float *y = P(l, 3, float *);
+	size_t csz = 0, count = (size_t)upto_n(l, n);
+	unsigned *calls = sim_global(l->module, "conf_nvrtc_count", &csz);
+
+	if (!calls || csz != 4 ||
+	    (count && (!sim_device_ok(x, count * 4, 0) || !sim_device_ok(y, count * 4, 1)))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		y[i] = fmaf(a, x[i], y[i]) * 3.0f;
+	*calls += (unsigned)count;
+}
+
 __attribute__((constructor)) static void register_kernels(void)
 {
 	sim_register_kernel("vec_add", vec_add);
@@ -527,4 +599,9 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z9add_indexPji", rt_add_index);
 	sim_register_kernel("_Z10accumulatePjPKji", rt_accumulate);
 	sim_register_kernel("_Z12big_checksum3BigixfPy", rt_big_checksum);
+
+	/* tests/conformance/ */
+	sim_register_kernel("_Z10conf_saxpyifPKfPf", conf_saxpy);
+	sim_register_kernel("_Z11conf_reducePKji", conf_reduce);
+	sim_register_kernel("conf_nvrtc_saxpy", conf_nvrtc_saxpy); /* extern "C" */
 }
