@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ip.h"
+#include "ip_entries.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/log.h"
 
@@ -93,16 +94,22 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 IP_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
 				       unsigned int flags, CUdevice dev)
 {
-	if (params && (params->numExecAffinityParams || params->cigParams))
+	if (params && (params->numExecAffinityParams || params->cigParams)) {
+		ip_refused("cuCtxCreate_v4 with execution affinity or CIG parameters",
+			   "the server's contexts are plain ones");
 		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	return ctx_create(pctx, flags, dev);
 }
 
 IP_API CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
 				       unsigned int flags, CUdevice dev)
 {
-	if (params && n > 0)
+	if (params && n > 0) {
+		ip_refused("cuCtxCreate_v3 with execution affinity parameters",
+			   "the server's contexts are plain ones");
 		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	return ctx_create(pctx, flags, dev);
 }
 

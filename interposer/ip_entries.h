@@ -46,6 +46,14 @@ void *ip_lookup_symbol(const char *exact_name);
 void ip_unimplemented(const char *name);
 
 /*
+ * ip_refused() - report that an implemented function refuses what it was asked (a flag, a
+ * parameter, a kind of memory rgpu cannot serve): logs "refused: WHAT: WHY" at warn level the
+ * first time for each WHAT, as ip_unimplemented does for names. The caller then returns
+ * CUDA_ERROR_NOT_SUPPORTED: no such refusal goes unsaid (issue 7, item 9).
+ */
+void ip_refused(const char *what, const char *why);
+
+/*
  * The cuGetProcAddress version table (procaddr_gen.c), for procaddr.c and its tests.
  * ip_proc_apis[] is sorted by strcmp() of name; each API owns the slice
  * ip_proc_vers[first .. first + count), sorted by version, the plain symbol before the

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ip.h"
+#include "ip_entries.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/frame.h"
 #include "rgpu/log.h"
@@ -664,8 +665,11 @@ IP_API CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t size, unsigned int 
 	    flags & ~(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
 		      CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (flags & CU_MEMHOSTREGISTER_IOMEMORY)
+	if (flags & CU_MEMHOSTREGISTER_IOMEMORY) {
+		ip_refused("cuMemHostRegister with CU_MEMHOSTREGISTER_IOMEMORY",
+			   "I/O memory of this machine cannot be mapped for a remote GPU");
 		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	return host_add(p, size, flags, 0);
 }
 

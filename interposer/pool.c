@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ip.h"
+#include "ip_entries.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 
@@ -286,8 +287,11 @@ IP_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps 
 	if (!out || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
 	    props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE)
-		return CUDA_ERROR_NOT_SUPPORTED; /* exportable pools need the server's handles */
+	if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+		ip_refused("cuMemPoolCreate of an exportable pool",
+			   "its shareable handles would belong to the server");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	if (props->location.id < 0 || props->location.id >= ip.ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	if (!(p = pool_new(props->location.id)))
@@ -372,8 +376,11 @@ IP_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool h, const CUmemAccessDesc
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < n; i++)
 		if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-		    map[i].location.id != p->device)
-			return CUDA_ERROR_NOT_SUPPORTED; /* peer access is not forwarded */
+		    map[i].location.id != p->device) {
+			ip_refused("cuMemPoolSetAccess for another device or the host",
+				   "peer access to a pool is not forwarded");
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
 	return CUDA_SUCCESS;
 }
 

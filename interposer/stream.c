@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "ip.h"
+#include "ip_entries.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/log.h"
 
@@ -302,8 +303,11 @@ IP_API CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
 		return r;
 	if (flags & ~(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (flags & CU_EVENT_INTERPROCESS)
+	if (flags & CU_EVENT_INTERPROCESS) {
+		ip_refused("cuEventCreate with CU_EVENT_INTERPROCESS",
+			   "interprocess events are not forwarded");
 		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	e = ip_obj_new(sizeof(*e), ST_KIND_EVENT, c);
 	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -67,6 +67,12 @@ static int first_time_other(const char *name)
 	return first;
 }
 
+void ip_refused(const char *what, const char *why)
+{
+	if (first_time_other(what))
+		pr_warn("refused: %s: %s", what, why);
+}
+
 void ip_unimplemented(const char *name)
 {
 	const struct ip_entry *e;
