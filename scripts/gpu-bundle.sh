@@ -13,6 +13,9 @@ cp -a "$B"/tests/progs/* gpubundle/tests/progs/ 2>/dev/null || true
 rm -rf gpubundle/tests/progs/CMakeFiles gpubundle/tests/progs/Makefile gpubundle/tests/progs/*.cmake
 cp -a "$B"/tests/e2e/hostile "$B"/tests/e2e/cutproxy "$B"/tests/e2e/resume gpubundle/tests/e2e/
 cp -a "$B"/tests/procaddr_expected.txt "$B"/tests/procaddr_queries.txt gpubundle/tests/ 2>/dev/null || true
+# the conformance programs (tests/conformance: build modes and the math libraries)
+[ -d "$B/tests/conformance/bin" ] && mkdir -p gpubundle/tests/conformance &&
+	cp -a "$B/tests/conformance/bin" gpubundle/tests/conformance/
 [ -d "$B/tests/cuda" ] && mkdir -p gpubundle/tests/cuda && find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -exec cp -a {} gpubundle/tests/cuda/ \;
 # BEFORE=DIR: the build of the previous commit, so that run.sh benchmarks both from one run
 if [ -n "${BEFORE:-}" ]; then

@@ -131,6 +131,15 @@ except Exception:
 		>"$OUT/torch_cut.txt"
 fi
 
+# ---- the conformance suite (tests/conformance): every program natively and through rgpu, with
+# its result line compared -----------------------------------------------------------------
+if [ -d "$B/tests/conformance/bin" ]; then
+	RGPU_VERIFY_LOG=1 tests/conformance/compare.sh "$B" "$OUT/conformance" >"$OUT/conformance.txt" 2>&1
+	awk 'NR > 1 && NF >= 4 { same = ($4 == "yes" || $4 == "same") ? "ok" : $4;
+		printf "%-22s %-8s %-8s %10s %10s %8s\n", "conf_" $1, ($2 == "PASS" ? "ok" : $2), ($3 == "PASS" ? "ok" : $3), "", "", same }' \
+		"$OUT/conformance.txt" >>"$TABLE"
+fi
+
 # ---- rgpu only: hostile input, a client killed mid-copy ---------------------------------
 "$B/tests/e2e/hostile" "$(cat "$OUT/port")" >"$OUT/hostile.log" 2>&1
 row hostile "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
