@@ -135,8 +135,8 @@ fi
 # its result line compared -----------------------------------------------------------------
 if [ -d "$B/tests/conformance/bin" ]; then
 	RGPU_VERIFY_LOG=1 tests/conformance/compare.sh "$B" "$OUT/conformance" >"$OUT/conformance.txt" 2>&1
-	awk 'NR > 1 && NF >= 4 { same = ($4 == "yes" || $4 == "same") ? "ok" : $4;
-		printf "%-22s %-8s %-8s %10s %10s %8s\n", "conf_" $1, ($2 == "PASS" ? "ok" : $2), ($3 == "PASS" ? "ok" : $3), "", "", same }' \
+	awk '$1 ~ /^conf_/ && NF == 4 { same = ($4 == "yes") ? "ok" : "DIFF";
+		printf "%-22s %-8s %-8s %10s %10s %8s\n", $1, ($2 == "PASS" ? "ok" : $2), ($3 == "PASS" ? "ok" : $3), "", "", same }' \
 		"$OUT/conformance.txt" >>"$TABLE"
 fi
 
