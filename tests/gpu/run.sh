@@ -63,8 +63,8 @@ run_pair() {
 
 row "test" "native" "rgpu" "native s" "rgpu s" "ratio"
 P="$B/tests/progs"
-for p in vecadd streams globals bigcopy callbacks params; do
-	run_pair "$p" "$P/$p"
+for p in vecadd streams globals bigcopy callbacks params vmm; do
+	[ -x "$P/$p" ] && run_pair "$p" "$P/$p"
 done
 # errors: the native run's codes are the reference the rgpu run must reproduce
 t0=$(secs)
@@ -82,6 +82,9 @@ done
 # ---- PyTorch: a small CNN, 50 steps, and a CUDA graph; loss must match native ----------
 if python3 -c "import torch" 2>/dev/null && [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
 	run_pair torch_train python3 tests/gpu/torch_train.py
+	# PyTorch's allocator on the virtual memory API (cuMemCreate, cuMemMap, ...)
+	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True run_pair torch_expandable \
+		python3 tests/gpu/torch_train.py
 	# a second run through rgpu: every module image must now come from the server's cache
 	mark=$(wc -l <"$OUT/rgpud.log")
 	RGPU_LOG=warn RGPU_LOG_FILE="$OUT/torch_train2.rgpu.ilog" timeout 300 \
@@ -95,15 +98,17 @@ def last(p):
         return json.loads(open(p).read().strip().splitlines()[-1])
     except Exception as e:
         return None
-n, r = last(f"{out}/torch_train.native.log"), last(f"{out}/torch_train.rgpu.log")
-if n and r:
-    rel = abs(r["final_loss"] - n["final_loss"]) / abs(n["final_loss"])
-    print(f"final loss native {n['final_loss']:.6f} rgpu {r['final_loss']:.6f} rel diff {rel:.2e} "
-          f"({'ok' if rel <= 1e-3 else 'MISMATCH'}); step ms native {n['step_ms_median']:.3f} "
-          f"rgpu {r['step_ms_median']:.3f} ratio {r['step_ms_median'] / n['step_ms_median']:.2f}; "
-          f"graph ok native {n['graph_ok']} rgpu {r['graph_ok']}")
-else:
-    print("torch: a side produced no result")
+for name in ("torch_train", "torch_expandable"):
+    n, r = last(f"{out}/{name}.native.log"), last(f"{out}/{name}.rgpu.log")
+    if n and r:
+        rel = abs(r["final_loss"] - n["final_loss"]) / abs(n["final_loss"])
+        print(f"{name}: final loss native {n['final_loss']:.6f} rgpu {r['final_loss']:.6f} "
+              f"rel diff {rel:.2e} ({'ok' if rel <= 1e-3 else 'MISMATCH'}); step ms native "
+              f"{n['step_ms_median']:.3f} rgpu {r['step_ms_median']:.3f} ratio "
+              f"{r['step_ms_median'] / n['step_ms_median']:.2f}; graph ok native "
+              f"{n['graph_ok']} rgpu {r['graph_ok']}")
+    else:
+        print(f"{name}: a side produced no result")
 PY
 fi
 
@@ -130,6 +135,12 @@ except Exception:
 	{ echo "torch with cuts: $(cat "$OUT/cut.stats" 2>/dev/null)"; echo "  native: $n"; echo "  cut:    $r"; } \
 		>"$OUT/torch_cut.txt"
 fi
+
+# ---- device printf and assert: the program's whole output through rgpu equals the native one
+for p in rt_printf_static rt_printf_shared; do
+	[ -f "$OUT/cuda_$p.native.log" ] || continue
+	row "${p}_output" "-" "$(cmp -s "$OUT/cuda_$p.native.log" "$OUT/cuda_$p.rgpu.log" && echo same || echo DIFF)" "" "" ""
+done
 
 # ---- the conformance suite (tests/conformance): every program natively and through rgpu, with
 # its result line compared -----------------------------------------------------------------
