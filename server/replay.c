@@ -888,19 +888,8 @@ int srv_replay_file(const struct srv_config *cfg, const char *path)
 		}
 	}
 
-	w->cfg = cfg;
-	w->ctl_fd = -1;
-	w->caps = RGPU_CAPS_SERVER;
+	srv_worker_init(w, cfg, -1, path);
 	snprintf(w->job_hex, sizeof(w->job_hex), "replay");
-	snprintf(w->peer, sizeof(w->peer), "%s", path);
-	pthread_mutex_init(&w->send_lock, NULL);
-	pthread_cond_init(&w->out_cond, NULL);
-	pthread_mutex_init(&w->q_lock, NULL);
-	pthread_cond_init(&w->q_cond, NULL);
-	pthread_mutex_init(&w->cb_lock, NULL);
-	pthread_cond_init(&w->cb_cond, NULL);
-	pthread_mutex_init(&w->link_lock, NULL);
-	pthread_cond_init(&w->link_cond, NULL);
 	r = srv_worker_setup(w, why, sizeof(why));
 	if (r != CUDA_SUCCESS) {
 		fprintf(stderr, "rgpud: cannot replay %s: %s\n", path, why);

@@ -199,6 +199,12 @@ const char *srv_job_state_name(int state);
 void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd)
 	__attribute__((noreturn));
 /*
+ * srv_worker_init() - what every worker starts with, a job's or a replay's: its configuration,
+ * control channel (-1: none), peer name for logs, capabilities, locks and condition variables.
+ */
+void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl_fd,
+		     const char *peer);
+/*
  * srv_worker_setup() - the driver, device 0's primary context, the device window at its fixed
  * base and the staging buffers, as a worker sets them up before serving (worker.c). On failure
  * *why says what. Returns CUDA_SUCCESS or the CUDA error.

@@ -798,6 +798,24 @@ const char *srv_job_state_name(int state)
 	return "?";
 }
 
+void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl_fd,
+		     const char *peer)
+{
+	w->cfg = cfg;
+	w->ctl_fd = ctl_fd;
+	w->caps = RGPU_CAPS_SERVER;
+	snprintf(w->peer, sizeof(w->peer), "%s", peer);
+	snprintf(w->job_hex, sizeof(w->job_hex), "?");
+	pthread_mutex_init(&w->send_lock, NULL);
+	pthread_cond_init(&w->out_cond, NULL);
+	pthread_mutex_init(&w->q_lock, NULL);
+	pthread_cond_init(&w->q_cond, NULL);
+	pthread_mutex_init(&w->cb_lock, NULL);
+	pthread_cond_init(&w->cb_cond, NULL);
+	pthread_mutex_init(&w->link_lock, NULL);
+	pthread_cond_init(&w->link_cond, NULL);
+}
+
 void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd)
 {
 	static struct srv_worker wk;
@@ -807,23 +825,11 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	struct timespec now;
 	int ret;
 
-	w->cfg = cfg;
+	srv_worker_init(w, cfg, ctl_fd, rgpu_conn_peer(conn));
 	w->conn = conn;
-	w->ctl_fd = ctl_fd;
-	w->caps = RGPU_CAPS_SERVER;
 	rgpu_conn_set_msgs(conn, &rgpu_job_msgs);
-	snprintf(w->peer, sizeof(w->peer), "%s", rgpu_conn_peer(conn));
-	snprintf(w->job_hex, sizeof(w->job_hex), "?");
 	clock_gettime(CLOCK_REALTIME, &now);
 	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	pthread_mutex_init(&w->send_lock, NULL);
-	pthread_cond_init(&w->out_cond, NULL);
-	pthread_mutex_init(&w->q_lock, NULL);
-	pthread_cond_init(&w->q_cond, NULL);
-	pthread_mutex_init(&w->cb_lock, NULL);
-	pthread_cond_init(&w->cb_cond, NULL);
-	pthread_mutex_init(&w->link_lock, NULL);
-	pthread_cond_init(&w->link_cond, NULL);
 
 	if (handshake(w))
 		goto out;
