@@ -48,9 +48,9 @@ int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage 
 		own = (CUresult)*(const int32_t *)((const char *)rep + fr->offset);
 	if (own != CUDA_SUCCESS)
 		w->exec_result = own;
-	if (!w->exec_recorded) {
+	if (!w->exec_recorded && w->on_reply) {
 		/* what a call made is recorded with its reply, before the client can see it */
-		srv_log_record(w, f, rep);
+		w->on_reply(w, f, rep);
 		w->exec_recorded = 1;
 	}
 	if (w->replaying) {

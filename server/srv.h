@@ -158,6 +158,12 @@ struct srv_worker {
 	struct rgpu_journal *capturing;   /* journals of the captures in progress */
 	struct rgpu_journal *graph_journals; /* kept for each captured graph (stream = graph id) */
 	CUresult exec_result;    /* the frame being executed failed (srv_async_error, a reply) */
+	/*
+	 * Called by srv_reply with each reply before it is sent: the state log records a call
+	 * there (statelog.c sets it; reply.c stays below the log and names nothing of it).
+	 */
+	void (*on_reply)(struct srv_worker *w, const struct srv_frame *f,
+			 const ProtobufCMessage *rep);
 	int exec_recorded;       /* its reply already recorded it */
 	unsigned verified, mismatches; /* RGPU_VERIFY_LOG comparisons */
 	size_t dump_max;         /* RGPU_STATE_DUMP: records in the largest log written */

@@ -28,6 +28,7 @@
 
 int srv_log_init(struct srv_worker *w)
 {
+	w->on_reply = srv_log_record;
 	return st_log_new(&w->log);
 }
 
