@@ -37,41 +37,12 @@ void ip_statelog_init(void)
 	}
 }
 
-static struct rgpu_journal *take_journal(uint64_t stream)
-{
-	for (struct rgpu_journal **pp = &S.capturing; *pp; pp = &(*pp)->next)
-		if ((*pp)->stream == stream) {
-			struct rgpu_journal *j = *pp;
-			*pp = j->next;
-			return j;
-		}
-	return NULL;
-}
-
-/* The same steps as the worker's (server/statelog.c), over the frames as they are sent. */
+/* The same steps as the worker's (rgpu_journals_step), over the frames as they are sent. */
 static void journal_step(uint16_t type, const ProtobufCMessage *req, const uint8_t *body,
 			 size_t blen, const void *payload, uint64_t plen, struct rgpu_rec_ops *ops)
 {
-	if (type == RGPU_MSG_CAPTURE_BEGIN && ops->n) {
-		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
-		struct rgpu_journal *j = rgpu_journal_new(c->stream, 0);
-		rgpu_journal_free(take_journal(c->stream));
-		if (j) {
-			j->next = S.capturing;
-			S.capturing = j;
-		}
-	} else if (type == RGPU_MSG_CAPTURE_END) {
-		struct rgpu_journal *j = take_journal(((const Rgpu__CaptureOp *)req)->stream);
-		for (int i = 0; j && i < ops->n; i++)
-			if (ops->v[i].journal) {
-				rgpu_journal_digest(j, ops->v[i].rec.hash);
-				ops->v[i].rec.has_hash = true;
-			}
-		rgpu_journal_free(j);
-	} else if (S.capturing && rgpu_journal_wants(type)) {
-		for (struct rgpu_journal *j = S.capturing; j; j = j->next)
-			rgpu_journal_add(j, type, body, blen, payload, plen);
-	}
+	if (rgpu_journals_step(&S.capturing, NULL, type, req, body, blen, payload, plen, ops))
+		pr_warn("out of memory: a capture journal misses a %s", rgpu_msg_name(type));
 }
 
 static void refused(const char *what, const struct rgpu_rec_ops *ops, int i, int ret)

@@ -112,6 +112,69 @@ int rgpu_rec_mem_free(const Rgpu__MemFree *req, struct rgpu_rec_ops *ops)
 	return 0;
 }
 
+/* ---- the application's virtual memory ---------------------------------------------------- */
+
+int rgpu_rec_vmm_create(const Rgpu__VmmCreate *req, const Rgpu__Status *rep,
+			struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep))
+		return 0;
+	r = op(ops, RGPU_REC_ADD, ST_KIND_PHYSMEM, req->handle);
+	r->physmem.size = req->size;
+	r->physmem.device = (uint64_t)(int64_t)req->device;
+	return 0;
+}
+
+int rgpu_rec_vmm_release(const Rgpu__VmmRelease *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_PHYSMEM, req->handle);
+	return 0;
+}
+
+/* An application's mapping: parent the physical memory it maps (statetrack.h). */
+static struct st_rec *app_map(struct rgpu_rec_ops *ops, int what, uint64_t addr, uint64_t size,
+			      uint64_t handle, uint64_t offset, int32_t device)
+{
+	struct st_rec *r = op(ops, what, ST_KIND_VMM_MAP, RGPU_REC_VMM_ID(addr));
+
+	r->parent = handle;
+	r->vmm.addr = addr;
+	r->vmm.size = size;
+	r->vmm.device = (uint64_t)(int64_t)device;
+	r->vmm.offset = offset;
+	return r;
+}
+
+int rgpu_rec_vmm_map(const Rgpu__VmmMap *req, struct rgpu_rec_ops *ops)
+{
+	app_map(ops, RGPU_REC_ADD, req->addr, req->size, req->handle, req->offset, req->device);
+	return 0;
+}
+
+int rgpu_rec_vmm_unmap(const Rgpu__VmmUnmap *req, struct rgpu_rec_ops *ops)
+{
+	/* the range too, for a worker that must unmap a mapping its log does not hold */
+	struct st_rec *r = op(ops, RGPU_REC_REMOVE, ST_KIND_VMM_MAP, RGPU_REC_VMM_ID(req->addr));
+
+	r->vmm.addr = req->addr;
+	r->vmm.size = req->size;
+	/* after the mapping: its physical memory, released while it was still mapped */
+	if (req->release)
+		op(ops, RGPU_REC_REMOVE, ST_KIND_PHYSMEM, req->release);
+	return 0;
+}
+
+int rgpu_rec_vmm_access(const Rgpu__VmmAccess *req, struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r = app_map(ops, RGPU_REC_SET, req->addr, req->size, req->handle,
+				   req->offset, req->device);
+
+	r->vmm.access = req->access;
+	return 0;
+}
+
 /* ---- modules, functions, globals ---------------------------------------------------------- */
 
 int rgpu_rec_module_load(const Rgpu__ModuleLoad *req, const Rgpu__ModuleLoadReply *rep,
@@ -456,6 +519,57 @@ void rgpu_journal_free(struct rgpu_journal *j)
 	free(j->buf);
 	free(j->hash_ctx);
 	free(j);
+}
+
+static struct rgpu_journal *take_journal(struct rgpu_journal **list, uint64_t stream)
+{
+	for (struct rgpu_journal **pp = list; *pp; pp = &(*pp)->next)
+		if ((*pp)->stream == stream) {
+			struct rgpu_journal *j = *pp;
+			*pp = j->next;
+			j->next = NULL;
+			return j;
+		}
+	return NULL;
+}
+
+int rgpu_journals_step(struct rgpu_journal **capturing, struct rgpu_journal **kept,
+		       unsigned type, const ProtobufCMessage *req, const void *body, size_t blen,
+		       const void *payload, size_t plen, struct rgpu_rec_ops *ops)
+{
+	int ret = 0;
+
+	if (type == RGPU_MSG_CAPTURE_BEGIN && ops->n) {
+		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
+		struct rgpu_journal *j = rgpu_journal_new(c->stream, kept != NULL);
+		/* a capture begun again on the same stream starts a new journal */
+		rgpu_journal_free(take_journal(capturing, c->stream));
+		if (!j)
+			return RGPU_ENOMEM;
+		j->next = *capturing;
+		*capturing = j;
+	} else if (type == RGPU_MSG_CAPTURE_END) {
+		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
+		struct rgpu_journal *j = take_journal(capturing, c->stream);
+		for (int i = 0; j && i < ops->n; i++) {
+			if (!ops->v[i].journal)
+				continue;
+			rgpu_journal_digest(j, ops->v[i].rec.hash);
+			ops->v[i].rec.has_hash = true;
+			if (kept) {
+				j->stream = ops->v[i].rec.id;
+				j->next = *kept;
+				*kept = j;
+				j = NULL;
+			}
+		}
+		rgpu_journal_free(j);
+	} else if (*capturing && rgpu_journal_wants(type)) {
+		for (struct rgpu_journal *j = *capturing; j; j = j->next)
+			if (rgpu_journal_add(j, (uint16_t)type, body, blen, payload, plen))
+				ret = RGPU_ENOMEM;
+	}
+	return ret;
 }
 
 int rgpu_journal_wants(unsigned type)

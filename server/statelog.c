@@ -69,55 +69,13 @@ static void removed(const struct st_rec *rec, void *arg)
 	}
 }
 
-static struct rgpu_journal *take_journal(struct rgpu_journal **list, uint64_t stream)
-{
-	for (struct rgpu_journal **pp = list; *pp; pp = &(*pp)->next)
-		if ((*pp)->stream == stream) {
-			struct rgpu_journal *j = *pp;
-			*pp = j->next;
-			j->next = NULL;
-			return j;
-		}
-	return NULL;
-}
-
-/* Begin and end of a capture open and close its journal; work in between goes into it. */
 static void journal_step(struct srv_worker *w, const struct srv_frame *f,
 			 const ProtobufCMessage *req, struct rgpu_rec_ops *ops)
 {
-	unsigned t = f->hdr.type;
-
-	if (t == RGPU_MSG_CAPTURE_BEGIN && ops->n) {
-		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
-		struct rgpu_journal *j = rgpu_journal_new(c->stream, 1);
-		rgpu_journal_free(take_journal(&w->capturing, c->stream));
-		if (!j) {
-			pr_warn("out of memory: the capture on stream %llu has no journal",
-				(unsigned long long)c->stream);
-			return;
-		}
-		j->next = w->capturing;
-		w->capturing = j;
-	} else if (t == RGPU_MSG_CAPTURE_END) {
-		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
-		struct rgpu_journal *j = take_journal(&w->capturing, c->stream);
-		for (int i = 0; j && i < ops->n; i++) {
-			if (!ops->v[i].journal)
-				continue;
-			rgpu_journal_digest(j, ops->v[i].rec.hash);
-			ops->v[i].rec.has_hash = true;
-			j->stream = ops->v[i].rec.id;
-			j->next = w->graph_journals;
-			w->graph_journals = j;
-			j = NULL;
-		}
-		rgpu_journal_free(j);
-	} else if (w->capturing && rgpu_journal_wants(t)) {
-		for (struct rgpu_journal *j = w->capturing; j; j = j->next)
-			if (rgpu_journal_add(j, (uint16_t)t, f->body, f->hdr.body_len, f->payload,
-					     f->hdr.payload_len))
-				pr_warn("out of memory: a capture journal misses a frame");
-	}
+	if (rgpu_journals_step(&w->capturing, &w->graph_journals, f->hdr.type, req, f->body,
+			       f->hdr.body_len, f->payload, f->hdr.payload_len, ops))
+		pr_warn("out of memory: a capture journal misses %s seq %llu",
+			rgpu_msg_name(f->hdr.type), (unsigned long long)f->hdr.seq);
 }
 
 /*

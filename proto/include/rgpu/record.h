@@ -125,6 +125,21 @@ void rgpu_journal_digest(struct rgpu_journal *j, uint8_t out[32]);
 void rgpu_journal_free(struct rgpu_journal *j);
 
 /*
+ * rgpu_journals_step() - keep the capture journals in step with one frame, the same way on
+ * both sides: a capture's begin (when ops, its records, made one) opens a journal for its
+ * stream; its end closes it and puts its hash in the captured graph's record (the op marked
+ * `journal`), moving it to *kept under the graph's id when kept is not NULL (the worker: the
+ * bytes rebuild the graph) or freeing it (the client: only the hash is compared); a frame of
+ * work goes into every open journal.
+ * @capturing: the open journals; @req: the decoded request (capture begin and end); @body,
+ * @blen, @payload, @plen: the frame as sent. Returns 0, or RGPU_ENOMEM when a journal could
+ * not be opened or misses this frame (the caller logs it).
+ */
+int rgpu_journals_step(struct rgpu_journal **capturing, struct rgpu_journal **kept,
+		       unsigned type, const ProtobufCMessage *req, const void *body, size_t blen,
+		       const void *payload, size_t plen, struct rgpu_rec_ops *ops);
+
+/*
  * rgpu_journal_wants() - is a frame of this type part of a capture: fire-and-forget work that
  * changes no record (launches, copies, memsets, host functions, event records and waits).
  */
