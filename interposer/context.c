@@ -52,6 +52,16 @@ static CUresult ctx_teardown(struct ip_ctx *c)
 {
 	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
 
+	/*
+	 * Natively a destroy waits for the context's work and flushes its device printf buffer
+	 * before it returns; the destroy itself is fire-and-forget here, so synchronise first:
+	 * the output reaches the program's stdout before cudaDeviceReset or cuCtxDestroy returns
+	 * (server/stdio.c). Its error goes with the context, as natively.
+	 */
+	if (ip.server_caps & RGPU_CAP_OUTPUT) {
+		m.ctx = c->o.id;
+		(void)ip_call_status(RGPU_MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	}
 	ip_cls_teardown((CUcontext)c);
 	ip_stream_ctx_teardown(c);
 	ip_module_ctx_teardown(c);

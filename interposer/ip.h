@@ -162,6 +162,7 @@ struct ip_state {
 	int ndev;
 	struct ip_device dev[IP_MAX_DEVICES];
 	int driver_version;
+	uint64_t server_caps;      /* the capability bits of the server's HelloReply */
 	struct ip_vaw vaw;
 	pthread_mutex_t lock;      /* contexts and host registrations */
 	pthread_mutex_t mem_lock;  /* the window allocator, held across a mapping's round trip */
@@ -304,12 +305,21 @@ struct ip_ptrinfo {
 	int device;
 	struct ip_ctx *ctx;
 	unsigned long long buffer_id;
+	const void *physmem;      /* device memory the application mapped (cuMemMap): its physical
+				     memory (vmm.c); base and size are then the mapping's */
+	uint32_t access;          /* ...and the mapping's access, 2 bits per device */
 };
 /*
- * ip_ptr_classify() - what p points into: a device allocation, a module global, pinned or
- * registered host memory, or nothing known (kind 0).
+ * ip_ptr_classify() - what p points into: a device allocation, a module global, a mapping the
+ * application made of its physical memory, pinned or registered host memory, or nothing known
+ * (kind 0).
  */
 void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi);
+
+/* ---- the application's virtual memory (vmm.c) ------------------------------------------------ */
+
+/* ip_vmm_handle_types() - the export handle types physical memory was created with */
+unsigned long long ip_vmm_handle_types(const void *physmem);
 
 /* ---- stream-ordered allocation (pool.c) ----------------------------------------------------- */
 

@@ -1,6 +1,8 @@
 /*
  * Device memory, copies and sets, pinned host memory, and what an address is (device
- * allocation, module global, pinned or registered host memory) for the pointer attributes.
+ * allocation, module global, a mapping the application made of its own physical memory, pinned
+ * or registered host memory) for the pointer attributes. The application's mappings are
+ * vmm.c's; here they are only device memory like any other, found in the window allocator.
  *
  * Device addresses are chosen here, in the window (vawindow.c); the server only maps whole
  * granules when told to. An allocation that needs new backing waits for the server (an
@@ -221,10 +223,17 @@ IP_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 	return mem_free(dptr, NULL);
 }
 
+/*
+ * In memory the application mapped itself (cuMemMap), the range is the mapping's: each mapping
+ * is one allocation, as NCCL relies on when it frees with cuMemGetAddressRange, cuMemUnmap and
+ * cuMemAddressFree.
+ */
 IP_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
 	const struct ip_vaw_alloc *a;
+	const struct ip_vaw_map *m;
 	const struct range *g;
+	int mapped = 0;
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -235,9 +244,15 @@ IP_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
 			*base = a->addr;
 		if (size)
 			*size = a->size;
+	} else if ((m = ip_vaw_map_find(&ip.vaw, p)) && m->handle) {
+		mapped = 1;
+		if (base)
+			*base = m->addr;
+		if (size)
+			*size = m->size;
 	}
 	pthread_mutex_unlock(&ip.mem_lock);
-	if (a)
+	if (a || mapped)
 		return CUDA_SUCCESS;
 	if ((g = global_find(p))) {
 		if (base)
@@ -723,6 +738,7 @@ IP_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p,
 
 void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 {
+	const struct ip_vaw_map *m;
 	const struct ip_vaw_alloc *a;
 	const struct range *r;
 
@@ -736,6 +752,15 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->device = a->device;
 		pi->ctx = a->owner;
 		pi->buffer_id = a->addr;
+	} else if ((m = ip_vaw_map_find(&ip.vaw, p)) && m->handle) {
+		/* the application's mapping: device memory of no context */
+		pi->kind = 1;
+		pi->base = m->addr;
+		pi->size = m->size;
+		pi->device = m->device;
+		pi->buffer_id = m->addr;
+		pi->physmem = m->handle;
+		pi->access = m->access;
 	}
 	pthread_mutex_unlock(&ip.mem_lock);
 	if (pi->kind)

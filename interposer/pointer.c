@@ -1,9 +1,16 @@
 /*
  * Pointer attributes (cuPointerGetAttribute, cuPointerGetAttributes), answered on the client:
- * what memory.c knows of an address (a device allocation, a module global, pinned or
- * registered host memory), the window mapping a device block lies in (vawindow.c) and, for a
- * device block, the pool it came from (pool.c). It stands above them, owns no state and never
- * sends a request.
+ * what memory.c knows of an address (a device allocation, a module global, a mapping the
+ * application made of its own physical memory, pinned or registered host memory), the window
+ * mapping a device block lies in (vawindow.c), for a device block the pool it came from
+ * (pool.c) and, for the application's mapping, its physical memory (vmm.c). It stands above
+ * them, owns no state and never sends a request.
+ *
+ * Memory the application mapped itself (cuMemCreate, cuMemMap) belongs to no context (CONTEXT
+ * is NULL); its range, mapping and memory block are the mapping's; its access flags are those
+ * cuMemSetAccess gave the current context's device; its allowed handle types are those it was
+ * created with. These follow the driver's documentation: they have not been compared with the
+ * driver's own answers on a GPU yet.
  *
  * The answers are those of driver 580.159.04 on an H100 for cuMemAlloc, cuMemAllocHost and
  * cuMemHostRegister memory and for unknown host memory (tests/cuda/rt_pointer_attrs.cu prints
@@ -26,6 +33,7 @@ struct ptr_view {
 	uint64_t p;
 	uint64_t map_base, map_size; /* the mapping p lies in (known pointers only) */
 	int has_ctx;		     /* a live context is current on the calling thread */
+	int cur_device;		     /* ...and its device (0 without one) */
 };
 
 /*
@@ -65,6 +73,7 @@ static void ptr_view(uint64_t p, struct ptr_view *v)
 		v->map_size = v->pi.size;
 	}
 	v->has_ctx = ip_ctx_require(&c) == CUDA_SUCCESS;
+	v->cur_device = v->has_ctx && c->device >= 0 && c->device < 16 ? c->device : 0;
 }
 
 /*
@@ -145,11 +154,15 @@ static CUresult ptr_attr(const struct ptr_view *v, CUpointer_attribute a, void *
 		*(unsigned *)data = known;
 		break;
 	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
-		*(unsigned long long *)data = 0;
+		*(unsigned long long *)data = pi->physmem ? ip_vmm_handle_types(pi->physmem) : 0;
 		break;
 	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-		*(unsigned *)data = known ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
-					  : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+		/* an application's mapping: what cuMemSetAccess gave the current device */
+		if (pi->physmem)
+			*(unsigned *)data = pi->access >> (2 * v->cur_device) & 3;
+		else
+			*(unsigned *)data = known ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+						  : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
 		break;
 	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
 		*(CUmemoryPool *)data = dev ? ip_pool_of(pi->base) : NULL;

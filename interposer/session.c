@@ -15,8 +15,9 @@
  * from the caller's memory, and copied before the call returns only if the worker has not yet
  * executed them (the caller may reuse its buffer, and a resend needs the bytes). A receiver
  * thread reads replies, device-to-host data (written straight into the destination),
- * host-function triggers and acknowledgements. Host functions run on a callback thread, never
- * the receiver, so a slow callback cannot stall data.
+ * host-function triggers, the program's device output (written to its stdout and stderr) and
+ * acknowledgements. Host functions run on a callback thread, never the receiver, so a slow
+ * callback cannot stall data.
  *
  * When the job cannot be resumed (its grace period passed, the server refused, or no server
  * answered in time) the session is dead: one log line says why, every later call returns
@@ -32,6 +33,7 @@
  */
 #define LOG_PREFIX "rgpu: "
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,85 @@ static void on_error(const struct rgpu_frame_hdr *h, const uint8_t *body)
 }
 
 static int resume(const char *why);
+
+/*
+ * Write all of p to fd, as the program's own output: through EINTR and short writes, and
+ * waiting while a non-blocking descriptor is full. Errors end it quietly: a closed stdout
+ * loses the device's lines as it would the program's own.
+ */
+static void write_fully(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pf = {.fd = fd, .events = POLLOUT};
+			poll(&pf, 1, 100);
+			continue;
+		}
+		if (k <= 0)
+			return;
+		p += k;
+		n -= (size_t)k;
+	}
+}
+
+/* Lock f for a flush, waiting at most 100 ms: a thread may hold it across a CUDA call. */
+static int lock_stdio(FILE *f)
+{
+	for (int i = 0; i < 100; i++) {
+		if (ftrylockfile(f) == 0)
+			return 1;
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+/*
+ * MSG_OUTPUT: what the program's kernels printed (fd 1) or a device assert's message (fd 2),
+ * which the server's driver flushed at a synchronisation (server/stdio.c). The interposer never
+ * writes to the program's stdout on its own behalf; these bytes are the program's own output,
+ * which NVIDIA's driver writes into this very process's stdout and stderr, so writing them
+ * there is correct. What the program's stdio still buffers goes out first, under the stream's
+ * lock, so the device's lines keep their place among the program's host output, as when the
+ * driver writes them through the same stream. The frame arrives before the reply of the call
+ * that flushed, so the lines are out before that call returns.
+ */
+static int on_output(const struct rgpu_frame_hdr *h, const uint8_t *body)
+{
+	static uint8_t buf[RGPU_MAX_OUTPUT]; /* receiver thread only; the frame check bounds it */
+	Rgpu__Output *m = rgpu__output__unpack(NULL, h->body_len, body);
+	int ret, fd;
+
+	if (!m) {
+		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable device output");
+		return 0;
+	}
+	fd = (int)m->fd;
+	rgpu__output__free_unpacked(m, NULL);
+	if (fd != 1 && fd != 2) {
+		pr_warn("device output for descriptor %d: dropped", fd);
+		return rgpu_conn_discard(S.conn, h->payload_len);
+	}
+	/* all of it first: a link that breaks inside brings the frame again, never half twice */
+	ret = rgpu_conn_recv(S.conn, buf, h->payload_len);
+	if (ret)
+		return ret;
+	FILE *f = fd == 1 ? stdout : stderr;
+	int locked = lock_stdio(f);
+	if (locked) {
+		fflush_unlocked(f);
+		/* where the stream writes now, should the program have reopened it */
+		int sfd = fileno_unlocked(f);
+		fd = sfd >= 0 ? sfd : fd;
+	}
+	write_fully(fd, buf, h->payload_len);
+	if (locked)
+		funlockfile(f);
+	return 0;
+}
 
 static void *receiver_main(void *arg)
 {
@@ -113,6 +194,8 @@ static void *receiver_main(void *arg)
 				ret = rgpu_conn_discard(S.conn, h.payload_len);
 		} else if (h.type == RGPU_MSG_DATA) {
 			ret = ip_call_on_data(&h, body);
+		} else if (h.type == RGPU_MSG_OUTPUT) {
+			ret = on_output(&h, body);
 		} else if (h.type == RGPU_MSG_CALLBACK) {
 			Rgpu__Callback *cb = rgpu__callback__unpack(NULL, h.body_len, body);
 			if (cb) {
@@ -174,7 +257,8 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	n = readlink("/proc/self/exe", prog, sizeof(prog) - 1);
 	prog[n > 0 ? n : 0] = '\0';
 	hm.protocol_version = RGPU_PROTO_VERSION;
-	hm.capabilities = RGPU_CAPS_CLIENT;
+	/* and the one push a client may decline: device output (an older client never gets it) */
+	hm.capabilities = RGPU_CAPS_CLIENT | RGPU_CAP_OUTPUT;
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
@@ -275,6 +359,7 @@ lost:
 	hex(S.job_id, IP_JOB_ID_LEN, S.job_hex);
 	S.grace_s = (int)rep->resume_grace_s;
 	ip.driver_version = rep->driver_version;
+	ip.server_caps = rep->capabilities;
 	ip.ndev = (int)MIN(rep->n_devices, (size_t)IP_MAX_DEVICES);
 	for (int i = 0; i < ip.ndev; i++) {
 		Rgpu__DeviceInfo *d = rep->devices[i];
@@ -460,6 +545,26 @@ __attribute__((destructor)) static void session_close(void)
 	if (!S.conn || atomic_load(&S.dead) || getpid() != S.pid)
 		return;
 	S.closing = 1;
-	if (!ip_link_enqueue(RGPU_MSG_GOODBYE, NULL, NULL, 0, 1, NULL, NULL))
-		ip_link_flush();
+	if (ip_link_enqueue(RGPU_MSG_GOODBYE, NULL, NULL, 0, 1, NULL, NULL))
+		return;
+	ip_link_flush();
+	if (!(ip.server_caps & RGPU_CAP_OUTPUT))
+		return;
+	/*
+	 * Device output the server's driver flushed while it ran the last requests (a module
+	 * unloaded at exit, say) may still be on its way. The worker ends the job right after
+	 * the goodbye and closes the link, which ends the session here: wait for that, at most
+	 * IP_GOODBYE_WAIT_MS, so those lines reach the program's stdout before it exits.
+	 */
+	uint64_t until = rgpu_now_ns() + IP_GOODBYE_WAIT_MS * 1000000ull;
+	pthread_mutex_lock(&S.q_lock);
+	while (!atomic_load(&S.dead)) {
+		struct timespec ts;
+		uint64_t now = rgpu_now_ns();
+		if (now >= until)
+			break;
+		rgpu_deadline(&ts, MIN(until - now, 10000000ull));
+		pthread_cond_timedwait(&S.q_cond, &S.q_lock, &ts);
+	}
+	pthread_mutex_unlock(&S.q_lock);
 }

@@ -24,6 +24,7 @@
 #define IP_INLINE_MAX (64u << 10)
 #define IP_HELLO_TIMEOUT_MS 60000
 #define IP_RESUME_HELLO_TIMEOUT_MS 10000
+#define IP_GOODBYE_WAIT_MS 5000     /* at exit, for the worker to close (device output) */
 #define IP_SPIN_NS 20000
 #define IP_UNACKED_MAX (64ull << 20)
 #define IP_ACK_EVERY (1ull << 20)   /* tell the server every MiB received */

@@ -4,7 +4,9 @@
  *  - slabs: 2 MiB mapped ranges carved into 256-byte units with a bitmap;
  *  - trees (glibc tsearch, a red-black tree) of allocations and of mapped ranges, keyed by
  *    address range so a lookup of any address inside finds its owner.
- * It never talks to the server: it only says what must be mapped or may be unmapped.
+ * It never talks to the server: it only says what must be mapped or may be unmapped. The
+ * application's reservations are a fourth tree, cut from the same free list, and its mappings
+ * share the tree of mapped ranges with the allocator's own.
  */
 #include <search.h>
 #include <stdlib.h>
@@ -29,13 +31,10 @@ struct ip_vaw_slab {
 	struct ip_vaw_slab *next;
 };
 
-struct map_node {
-	uint64_t addr, size;
-};
-
 static int range_cmp(const void *a, const void *b)
 {
-	const struct map_node *x = a, *y = b; /* ip_vaw_alloc starts with the same two fields */
+	/* ip_vaw_alloc and ip_vaw_resv start with the same two fields */
+	const struct ip_vaw_map *x = a, *y = b;
 	if (x->addr + x->size <= y->addr)
 		return -1;
 	if (y->addr + y->size <= x->addr)
@@ -81,7 +80,8 @@ void ip_vaw_fini(struct ip_vaw *w)
 	}
 	tdestroy(w->allocs, free_node);
 	tdestroy(w->maps, free_node);
-	w->allocs = w->maps = NULL;
+	tdestroy(w->resvs, free_node);
+	w->allocs = w->maps = w->resvs = NULL;
 }
 
 /* First fit from the free list. */
@@ -137,7 +137,7 @@ static void va_give(struct ip_vaw *w, uint64_t start, uint64_t len)
 
 static int map_add(struct ip_vaw *w, uint64_t addr, uint64_t size)
 {
-	struct map_node *m = malloc(sizeof(*m));
+	struct ip_vaw_map *m = calloc(1, sizeof(*m));
 	if (!m)
 		return RGPU_ENOMEM;
 	m->addr = addr;
@@ -152,11 +152,11 @@ static int map_add(struct ip_vaw *w, uint64_t addr, uint64_t size)
 
 static void map_del(struct ip_vaw *w, uint64_t addr)
 {
-	struct map_node key = {.addr = addr, .size = 1}, **p;
+	struct ip_vaw_map key = {.addr = addr, .size = 1}, **p;
 	p = tfind(&key, &w->maps, range_cmp);
 	if (!p)
 		return;
-	struct map_node *m = *p;
+	struct ip_vaw_map *m = *p;
 	w->mapped_bytes -= m->size;
 	tdelete(m, &w->maps, range_cmp);
 	free(m);
@@ -358,9 +358,9 @@ int ip_vaw_mapped(struct ip_vaw *w, uint64_t p, uint64_t n)
 	if (n == 0 || end < p)
 		return 0;
 	while (p < end) {
-		struct map_node key = {.addr = p, .size = 1}, **m;
+		struct ip_vaw_map key = {.addr = p, .size = 1}, **m;
 		m = tfind(&key, &w->maps, range_cmp);
-		if (!m)
+		if (!m || ((*m)->handle && !(*m)->access))
 			return 0;
 		p = (*m)->addr + (*m)->size; /* contiguous mappings continue the range */
 	}
@@ -406,4 +406,192 @@ int ip_vaw_collect(struct ip_vaw *w, void *owner, uint64_t **addrs, size_t *n)
 	*addrs = collect.v;
 	*n = collect.n;
 	return collect.err;
+}
+
+/* ---- the application's reservations and mappings ------------------------------------------ */
+
+/* Take [start, start+len) out of the free range *pp, which holds it. */
+static int carve(struct ip_vaw_range **pp, uint64_t start, uint64_t len)
+{
+	struct ip_vaw_range *r = *pp, *tail;
+
+	if (start == r->start) {
+		r->start += len;
+		if (r->start == r->end) {
+			*pp = r->next;
+			free(r);
+		}
+		return 0;
+	}
+	if (start + len == r->end) {
+		r->end = start;
+		return 0;
+	}
+	tail = malloc(sizeof(*tail));
+	if (!tail)
+		return RGPU_ENOMEM;
+	tail->start = start + len;
+	tail->end = r->end;
+	tail->next = r->next;
+	r->end = start;
+	r->next = tail;
+	return 0;
+}
+
+/* [start, start+len) if it is free, else the first free range so aligned: RGPU_ENOSPC if none. */
+static int va_take_aligned(struct ip_vaw *w, uint64_t len, uint64_t align, uint64_t hint,
+			   uint64_t *out)
+{
+	struct ip_vaw_range **pp;
+
+	if (hint && hint % align == 0 && ip_vaw_in_window(w, hint) &&
+	    len <= w->base + w->size - hint)
+		for (pp = &w->free; *pp; pp = &(*pp)->next)
+			if ((*pp)->start <= hint && hint + len <= (*pp)->end) {
+				*out = hint;
+				return carve(pp, hint, len);
+			}
+	for (pp = &w->free; *pp; pp = &(*pp)->next) {
+		uint64_t a = ALIGN_UP((*pp)->start, align);
+		if (a >= (*pp)->start && a < (*pp)->end && len <= (*pp)->end - a) {
+			*out = a;
+			return carve(pp, a, len);
+		}
+	}
+	return RGPU_ENOSPC;
+}
+
+int ip_vaw_reserve(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint,
+		   uint64_t *addr)
+{
+	struct ip_vaw_resv *r;
+	uint64_t len = ALIGN_UP(size, w->granule), at;
+	int ret;
+
+	if (!size || (align & (align - 1)))
+		return RGPU_EINVAL;
+	if (size > w->size || len < size)
+		return RGPU_ENOSPC;
+	if (align < w->granule)
+		align = w->granule;
+	r = malloc(sizeof(*r));
+	if (!r)
+		return RGPU_ENOMEM;
+	ret = va_take_aligned(w, len, align, hint, &at);
+	if (ret) {
+		free(r);
+		return ret;
+	}
+	r->addr = at;
+	r->len = len;
+	r->size = size;
+	if (!tsearch(r, &w->resvs, range_cmp)) {
+		va_give(w, at, len);
+		free(r);
+		return RGPU_ENOMEM;
+	}
+	*addr = at;
+	return 0;
+}
+
+int ip_vaw_unreserve(struct ip_vaw *w, uint64_t addr, uint64_t size)
+{
+	struct ip_vaw_resv key = {.addr = addr, .len = 1}, **p, *r;
+	struct ip_vaw_map mkey;
+
+	p = tfind(&key, &w->resvs, range_cmp);
+	if (!p || (*p)->addr != addr || (*p)->size != size)
+		return RGPU_ENOTFOUND;
+	r = *p;
+	mkey = (struct ip_vaw_map){.addr = r->addr, .size = r->len};
+	if (tfind(&mkey, &w->maps, range_cmp))
+		return RGPU_EBUSY;
+	tdelete(r, &w->resvs, range_cmp);
+	va_give(w, r->addr, r->len);
+	free(r);
+	return 0;
+}
+
+const struct ip_vaw_resv *ip_vaw_resv_find(struct ip_vaw *w, uint64_t p)
+{
+	struct ip_vaw_resv key = {.addr = p, .len = 1}, **r;
+	r = tfind(&key, &w->resvs, range_cmp);
+	return r ? *r : NULL;
+}
+
+int ip_vaw_map_app(struct ip_vaw *w, uint64_t addr, uint64_t size, void *handle, uint64_t offset,
+		   int device)
+{
+	const struct ip_vaw_resv *r = ip_vaw_resv_find(w, addr);
+	struct ip_vaw_map key = {.addr = addr, .size = size}, *m;
+
+	if (!size || !r || size > r->addr + r->len - addr)
+		return RGPU_EINVAL;
+	if (tfind(&key, &w->maps, range_cmp))
+		return RGPU_EEXIST;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return RGPU_ENOMEM;
+	*m = (struct ip_vaw_map){addr, size, handle, offset, device, 0};
+	if (!tsearch(m, &w->maps, range_cmp)) {
+		free(m);
+		return RGPU_ENOMEM;
+	}
+	return 0;
+}
+
+int ip_vaw_app_maps(struct ip_vaw *w, uint64_t addr, uint64_t size, struct ip_vaw_map ***out,
+		    size_t *n)
+{
+	struct ip_vaw_map **v = NULL, **m;
+	size_t cnt = 0, cap = 0;
+	uint64_t p = addr, end = addr + size;
+
+	*out = NULL;
+	*n = 0;
+	if (!size || end < addr)
+		return RGPU_EINVAL;
+	while (p < end) {
+		struct ip_vaw_map key = {.addr = p, .size = 1};
+		m = tfind(&key, &w->maps, range_cmp);
+		/* each mapping starts where the last ended, belongs to the application, fits */
+		if (!m || (*m)->addr != p || !(*m)->handle || (*m)->size > end - p) {
+			free(v);
+			return RGPU_EINVAL;
+		}
+		if (cnt == cap) {
+			struct ip_vaw_map **nv;
+			cap = cap ? 2 * cap : 8;
+			nv = realloc(v, cap * sizeof(*nv));
+			if (!nv) {
+				free(v);
+				return RGPU_ENOMEM;
+			}
+			v = nv;
+		}
+		v[cnt++] = *m;
+		p += (*m)->size;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+void ip_vaw_unmap_app(struct ip_vaw *w, uint64_t addr)
+{
+	struct ip_vaw_map key = {.addr = addr, .size = 1}, **p, *m;
+
+	p = tfind(&key, &w->maps, range_cmp);
+	if (!p || (*p)->addr != addr || !(*p)->handle)
+		return;
+	m = *p;
+	tdelete(m, &w->maps, range_cmp);
+	free(m);
+}
+
+struct ip_vaw_map *ip_vaw_map_find(struct ip_vaw *w, uint64_t p)
+{
+	struct ip_vaw_map key = {.addr = p, .size = 1}, **m;
+	m = tfind(&key, &w->maps, range_cmp);
+	return m ? *m : NULL;
 }

@@ -4,7 +4,10 @@
  * aligned, out of 2 MiB slabs; larger ones get their own granule-aligned range. The allocator
  * says when a range must first be backed by device memory (a new slab or a large allocation)
  * and when a range is no longer used and may be released, so the server maps and unmaps in
- * whole granules. Not thread-safe: callers lock.
+ * whole granules. The application's own reservations (cuMemAddressReserve) are granule-aligned
+ * ranges of the same window, and its mappings in them (cuMemMap) are kept beside the
+ * allocator's, so that every device address, whoever placed it, is the same on every server.
+ * Not thread-safe: callers lock.
  */
 #ifndef IP_VAWINDOW_H
 #define IP_VAWINDOW_H
@@ -25,14 +28,36 @@ struct ip_vaw_alloc {
 	uint64_t map_size;        /* large: bytes mapped at addr */
 };
 
+/*
+ * A mapped range of the window: one the allocator backs for its own allocations (handle NULL),
+ * or one the application mapped into a range it reserved (cuMemMap: handle is its physical
+ * memory, which the allocator never looks into).
+ */
+struct ip_vaw_map {
+	uint64_t addr, size;
+	void *handle;             /* the application's physical memory; NULL: the allocator's */
+	uint64_t offset;          /* the application's: where in that memory the mapping starts */
+	int device;               /* the application's: where that memory lives */
+	uint32_t access;          /* the application's: 2 bits per device (bits 2d..2d+1), the
+				     CUmemAccess_flags it was given; 0 until cuMemSetAccess */
+};
+
+/* An address range the application reserved (cuMemAddressReserve). */
+struct ip_vaw_resv {
+	uint64_t addr, len;       /* what it takes of the window: granule-aligned (first: the
+				     tree's key, as in every node here) */
+	uint64_t size;            /* what the application asked for (cuMemAddressFree names it) */
+};
+
 struct ip_vaw {
 	uint64_t base, size, granule;
 	struct ip_vaw_range *free;  /* unused address ranges, sorted */
 	struct ip_vaw_slab *slabs;
 	void *allocs;               /* tsearch tree of struct ip_vaw_alloc by range */
-	void *maps;                 /* tsearch tree of mapped ranges */
+	void *maps;                 /* tsearch tree of struct ip_vaw_map by range */
+	void *resvs;                /* tsearch tree of struct ip_vaw_resv by range */
 	uint64_t nallocs;
-	uint64_t mapped_bytes;
+	uint64_t mapped_bytes;      /* the allocator's own mappings */
 };
 
 /* The result of an allocation: the address, and the range to back first (size 0: none). */
@@ -63,7 +88,10 @@ int ip_vaw_free(struct ip_vaw *w, uint64_t addr, uint64_t *unmap_addr, uint64_t 
 /* ip_vaw_find() - the allocation containing p, or NULL. */
 const struct ip_vaw_alloc *ip_vaw_find(struct ip_vaw *w, uint64_t p);
 
-/* ip_vaw_mapped() - every byte of [p, p+n) lies in mapped memory. */
+/*
+ * ip_vaw_mapped() - every byte of [p, p+n) lies in mapped memory (an application's mapping
+ * counts once some device has access to it).
+ */
 int ip_vaw_mapped(struct ip_vaw *w, uint64_t p, uint64_t n);
 
 /* ip_vaw_in_window() - p lies inside the window (mapped or not). */
@@ -71,5 +99,54 @@ int ip_vaw_in_window(const struct ip_vaw *w, uint64_t p);
 
 /* ip_vaw_collect() - addresses of the allocations owned by owner (malloc'd array). */
 int ip_vaw_collect(struct ip_vaw *w, void *owner, uint64_t **addrs, size_t *n);
+
+/* ---- the application's own reservations and mappings (cuMemAddressReserve, cuMemMap) ------- */
+
+/*
+ * ip_vaw_reserve() - reserve size bytes for the application: a granule-aligned range of the
+ * window, aligned to align (a power of two; 0 or less than a granule: the granule), at hint
+ * when hint is so aligned and [hint, hint+size) is free, else first fit (a hint is only a
+ * hint, as the driver treats it). The range is taken from the window whole, rounded up to
+ * granules, so no allocation or other reservation can share a granule with it.
+ * Returns 0 with *addr set, RGPU_EINVAL (size 0, align not a power of two), RGPU_ENOSPC (no
+ * room) or RGPU_ENOMEM.
+ */
+int ip_vaw_reserve(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint,
+		   uint64_t *addr);
+
+/*
+ * ip_vaw_unreserve() - give back the reservation that starts at addr and was size bytes.
+ * Returns 0, RGPU_ENOTFOUND (no such reservation, or another size) or RGPU_EBUSY (something is
+ * still mapped in it; nothing changes).
+ */
+int ip_vaw_unreserve(struct ip_vaw *w, uint64_t addr, uint64_t size);
+
+/* ip_vaw_resv_find() - the application's reservation holding p, or NULL. */
+const struct ip_vaw_resv *ip_vaw_resv_find(struct ip_vaw *w, uint64_t p);
+
+/*
+ * ip_vaw_map_app() - the application maps [addr, addr+size), inside one of its reservations
+ * and overlapping no mapping, with no access yet.
+ * Returns 0, RGPU_EINVAL (size 0, or not wholly inside one reservation), RGPU_EEXIST
+ * (overlaps a mapping) or RGPU_ENOMEM.
+ */
+int ip_vaw_map_app(struct ip_vaw *w, uint64_t addr, uint64_t size, void *handle, uint64_t offset,
+		   int device);
+
+/*
+ * ip_vaw_app_maps() - the application's mappings that exactly tile [addr, addr+size), in
+ * address order: none sticks out, no byte is unmapped.
+ * @out: receives a malloc'd array (the caller frees it) of the mappings, valid until the window
+ *       changes; @n: their number.
+ * Returns 0, RGPU_EINVAL (not such a tiling, size 0) or RGPU_ENOMEM.
+ */
+int ip_vaw_app_maps(struct ip_vaw *w, uint64_t addr, uint64_t size, struct ip_vaw_map ***out,
+		    size_t *n);
+
+/* ip_vaw_unmap_app() - forget the application's mapping that starts at addr (if any). */
+void ip_vaw_unmap_app(struct ip_vaw *w, uint64_t addr);
+
+/* ip_vaw_map_find() - the mapping (the allocator's or the application's) holding p, or NULL. */
+struct ip_vaw_map *ip_vaw_map_find(struct ip_vaw *w, uint64_t p);
 
 #endif

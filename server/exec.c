@@ -105,6 +105,8 @@ int h_goodbye(struct srv_worker *w, struct srv_frame *f)
 {
 	(void)f;
 	pr_debug("client said goodbye");
+	/* what a driver thread wrote since the last flush; the client waits for it (session.c) */
+	srv_stdio_flush(w);
 	return RGPU_ECLOSED;
 }
 
@@ -155,6 +157,14 @@ int srv_exec(struct srv_worker *w, struct srv_frame *f)
 	ret = srv_handlers[t](w, f);
 	if (ret == 0 && !w->exec_recorded)
 		srv_log_record(w, f, NULL);
+	/*
+	 * A module unloaded or a context destroyed (by the log's removal, just now): the driver
+	 * flushed the device printf buffer. Calls that flush send the output before their reply
+	 * (reply.c).
+	 */
+	if (ret == 0 && !w->replaying && srv_stdio_flush_point(t) &&
+	    rgpu_msg_info(t)->call_class == RGPU_CLASS_POST)
+		srv_stdio_flush(w);
 	if (ret == 0 && !w->replaying)
 		srv_log_dump(w);
 	return ret;

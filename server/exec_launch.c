@@ -115,6 +115,11 @@ static void CUDA_CB host_trigger_cb(void *arg)
 	struct host_trigger *t = arg;
 	Rgpu__Callback cb = RGPU__CALLBACK__INIT;
 	cb.callback = t->id;
+	/*
+	 * The driver flushes its device printf buffer before a stream callback: that output
+	 * reaches the program before its callback runs.
+	 */
+	srv_stdio_flush(t->w);
 	/* the stream waits here until the client's function has returned */
 	if (!atomic_load(&t->w->dead) &&
 	    srv_send(t->w, RGPU_MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)

@@ -1,10 +1,12 @@
 /*
  * Handlers for device memory: backing and releasing ranges of the window (MSG_MEM_ALLOC and
- * MSG_MEM_FREE, through window_map.c), memory information, copies and memsets. Bulk bytes move
- * through the worker's pinned staging buffers: a host-to-device chunk arrives in one, a
- * device-to-host chunk is copied into one in stream order and sent from it, so the data reaches
- * the client before any later reply that depends on the stream. Every device address the
- * client names passes srv_dev_range_ok() before it reaches the driver.
+ * MSG_MEM_FREE, through window_map.c), memory information, copies and memsets, and the
+ * application's own virtual memory (MSG_VMM_*: its physical memory, its mappings inside the
+ * window, their access). Bulk bytes move through the worker's pinned staging buffers: a
+ * host-to-device chunk arrives in one, a device-to-host chunk is copied into one in stream
+ * order and sent from it, so the data reaches the client before any later reply that depends
+ * on the stream. Every device address the client names passes srv_dev_range_ok() before it
+ * reaches the driver (the application's mappings are checked against the window's mappings).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/util.h"
+#include "rgpu/window.h"
 #include "srv.h"
 #include "srv_handlers.h"
 
@@ -298,5 +301,112 @@ int h_memset(struct srv_worker *w, struct srv_frame *f)
 	}
 	srv_async_error(w, r, "memset");
 	rgpu__memset__free_unpacked(m, NULL);
+	return 0;
+}
+
+/* ---- the application's virtual memory --------------------------------------------------- */
+
+/*
+ * The application's physical memory (cuMemCreate): pinned memory of the device, made for the
+ * worker's own use only (no export handle types: a descriptor of this machine would mean
+ * nothing to the client), kept in the object map under the client's id.
+ */
+int h_vmm_create(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, VmmCreate, vmm_create, w, f);
+	struct srv_obj o = {.id = m->handle, .kind = ST_KIND_PHYSMEM, .device = m->device,
+			    .size = m->size};
+	CUmemAllocationProp prop = {0};
+	CUmemGenericAllocationHandle h = 0;
+	CUresult r = CUDA_SUCCESS;
+
+	if (m->device < 0 || m->device >= w->ndev)
+		r = CUDA_ERROR_INVALID_DEVICE;
+	else if (!m->size || m->size % RGPU_GRANULE)
+		r = CUDA_ERROR_INVALID_VALUE;
+	else if (srv_obj_find(w, m->handle, 0))
+		r = CUDA_ERROR_INVALID_HANDLE;
+	if (r == CUDA_SUCCESS) {
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		prop.location.id = w->dev[m->device];
+		r = w->drv.cuMemCreate(&h, m->size, &prop, 0);
+	}
+	if (r == CUDA_SUCCESS) {
+		/* counted before it is registered: a refused registration releases and uncounts */
+		atomic_fetch_add(&w->dev_bytes, m->size);
+		atomic_fetch_add(&w->dev_bytes_by[m->device], m->size);
+		o.h = (void *)(uintptr_t)h;
+		r = srv_obj_create(w, &o);
+	}
+	rgpu__vmm_create__free_unpacked(m, NULL);
+	return srv_reply_status(w, f, r);
+}
+
+/* The physical memory is released by the state log's removal of its record (objects.c). */
+int h_vmm_release(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, VmmRelease, vmm_release, w, f);
+	if (!srv_obj_find(w, m->handle, ST_KIND_PHYSMEM))
+		srv_async_error(w, CUDA_ERROR_INVALID_VALUE, "physical memory release");
+	rgpu__vmm_release__free_unpacked(m, NULL);
+	return 0;
+}
+
+int h_vmm_map(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, VmmMap, vmm_map, w, f);
+	const struct srv_obj *pm = srv_obj_find(w, m->handle, ST_KIND_PHYSMEM);
+	CUresult r = CUDA_ERROR_INVALID_VALUE;
+
+	/* the device the record names must be the memory's own */
+	if (pm && pm->device == m->device)
+		r = srv_map_app(w, m->addr, m->size, m->offset, pm);
+	srv_async_error(w, r, "map");
+	rgpu__vmm_map__free_unpacked(m, NULL);
+	return 0;
+}
+
+/* The mapping (and the physical memory it names) go with their records (statelog.c). */
+int h_vmm_unmap(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, VmmUnmap, vmm_unmap, w, f);
+	const struct srv_map *map = srv_map_find(w, m->addr, m->size);
+
+	if (!map || !map->owner || (m->release && m->release != map->owner))
+		srv_async_error(w, CUDA_ERROR_INVALID_VALUE, "unmap");
+	rgpu__vmm_unmap__free_unpacked(m, NULL);
+	return 0;
+}
+
+int h_vmm_access(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, VmmAccess, vmm_access, w, f);
+	const struct srv_map *map = srv_map_find(w, m->addr, m->size);
+	CUmemAccessDesc desc[16];
+	size_t n = 0;
+	CUresult r = CUDA_SUCCESS;
+
+	if (!map || !map->owner || map->owner != m->handle || map->offset != m->offset ||
+	    map->device != m->device || m->devices >> 16)
+		r = CUDA_ERROR_INVALID_VALUE;
+	for (int d = 0; r == CUDA_SUCCESS && d < 16; d++) {
+		if (!(m->devices >> d & 1))
+			continue;
+		if (d >= w->ndev) {
+			r = CUDA_ERROR_INVALID_DEVICE;
+			break;
+		}
+		desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		desc[n].location.id = w->dev[d];
+		desc[n].flags = (CUmemAccess_flags)(m->access >> (2 * d) & 3);
+		n++;
+	}
+	if (r == CUDA_SUCCESS && n)
+		r = w->drv.cuMemSetAccess(m->addr, m->size, desc, n);
+	else if (r == CUDA_SUCCESS)
+		r = CUDA_ERROR_INVALID_VALUE; /* names no device */
+	srv_async_error(w, r, "set access");
+	rgpu__vmm_access__free_unpacked(m, NULL);
 	return 0;
 }

@@ -1,9 +1,10 @@
 /*
  * The job's object map: every client id of a context, stream, event, module, library, function,
- * kernel or graph, mapped to the driver handle behind it (a tsearch tree keyed by id). The
- * client chooses the ids, so a handler looks each one up here, with the kind it expects, before a
- * handle reaches the driver; an id the map does not hold is a CUDA error, never a guess. Only the
- * executor thread touches the map; other threads read only the object count (nobjs).
+ * kernel, graph or physical memory, mapped to the driver handle behind it (a tsearch tree keyed
+ * by id). The client chooses the ids, so a handler looks each one up here, with the kind it
+ * expects, before a handle reaches the driver; an id the map does not hold is a CUDA error, never
+ * a guess. Only the executor thread touches the map; other threads read only the object count
+ * (nobjs).
  */
 #include <search.h>
 #include <stdlib.h>
@@ -37,9 +38,18 @@ static void release_handle(struct srv_worker *w, const struct srv_obj *o)
 		 * The worker keeps its own reference on device 0's primary context (the staging
 		 * buffers live in it), so a release never tears it down under us.
 		 */
-		if (o->primary)
+		if (o->primary) {
+			/*
+			 * A release the worker's own reference outlives is no teardown, so the
+			 * driver would neither finish the context's work nor flush its device
+			 * printf buffer, as the application's destroy does natively: synchronise.
+			 */
+			if (d->cuCtxSetCurrent(o->h) == CUDA_SUCCESS) {
+				w->cur_ctx_id = o->id;
+				d->cuCtxSynchronize();
+			}
 			r = d->cuDevicePrimaryCtxRelease(w->dev[o->device]);
-		else
+		} else
 			r = d->cuCtxDestroy(o->h);
 		if (w->cur_ctx_id == o->id || !o->primary) {
 			w->cur_ctx_id = 0;
@@ -53,6 +63,13 @@ static void release_handle(struct srv_worker *w, const struct srv_obj *o)
 		break;
 	case ST_KIND_GRAPH_EXEC: r = d->cuGraphExecDestroy(o->h); break;
 	case ST_KIND_GRAPH: r = d->cuGraphDestroy(o->h); break;
+	case ST_KIND_PHYSMEM:
+		/* the application's physical memory: its mappings went first (the state log) */
+		r = d->cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)o->h);
+		atomic_fetch_sub(&w->dev_bytes, o->size);
+		if (o->device >= 0 && o->device < 16)
+			atomic_fetch_sub(&w->dev_bytes_by[o->device], o->size);
+		break;
 	default: break; /* functions and kernels go with their module */
 	}
 	srv_async_error(w, r, st_kind_name((uint32_t)o->kind));

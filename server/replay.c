@@ -314,6 +314,33 @@ static int replay_attr(struct replay *rp, const struct st_rec *rec)
 		    (unsigned long long)(key >> 32));
 }
 
+/*
+ * An application's mapping: map its physical memory again (the record before it in creation
+ * order), then give each device the access the record keeps, in one call.
+ */
+static int replay_app_map(struct replay *rp, const struct st_rec *rec)
+{
+	Rgpu__VmmMap m = RGPU__VMM_MAP__INIT;
+	Rgpu__VmmAccess a = RGPU__VMM_ACCESS__INIT;
+	int ret;
+
+	m.addr = a.addr = rec->vmm.addr;
+	m.size = a.size = rec->vmm.size;
+	m.offset = a.offset = rec->vmm.offset;
+	m.handle = a.handle = rec->parent;
+	m.device = a.device = (int32_t)rec->vmm.device;
+	ret = run_msg(rp, rec, RGPU_MSG_VMM_MAP, &m.base);
+	if (ret || !rec->vmm.access)
+		return ret;
+	if (rec->vmm.access >> 32)
+		return fail(rp, rec, RGPU_ECORRUPT, "its access names a device beyond 15");
+	a.access = (uint32_t)rec->vmm.access;
+	for (int d = 0; d < 16; d++)
+		if (a.access >> (2 * d) & 3)
+			a.devices |= 1u << d;
+	return run_msg(rp, rec, RGPU_MSG_VMM_ACCESS, &a.base);
+}
+
 static int replay_rec(const struct st_rec *rec, void *arg)
 {
 	struct replay *rp = arg;
@@ -331,10 +358,22 @@ static int replay_rec(const struct st_rec *rec, void *arg)
 	}
 	case ST_KIND_VMM_MAP: {
 		Rgpu__MemAlloc m = RGPU__MEM_ALLOC__INIT;
+		if (rec->parent) {
+			ret = replay_app_map(rp, rec);
+			break;
+		}
 		m.map_addr = rec->vmm.addr;
 		m.map_size = rec->vmm.size;
 		m.device = (int32_t)rec->vmm.device;
 		ret = run_msg(rp, rec, RGPU_MSG_MEM_ALLOC, &m.base);
+		break;
+	}
+	case ST_KIND_PHYSMEM: {
+		Rgpu__VmmCreate m = RGPU__VMM_CREATE__INIT;
+		m.handle = rec->id;
+		m.size = rec->physmem.size;
+		m.device = (int32_t)rec->physmem.device;
+		ret = run_msg(rp, rec, RGPU_MSG_VMM_CREATE, &m.base);
 		break;
 	}
 	case ST_KIND_ALLOC: {
@@ -542,6 +581,7 @@ static int check_rec(const struct st_rec *rec, void *arg)
 	case ST_KIND_KERNEL:
 	case ST_KIND_GRAPH:
 	case ST_KIND_GRAPH_EXEC:
+	case ST_KIND_PHYSMEM:
 		if (!srv_obj_find(w, rec->id, (int)rec->kind))
 			return fail(rp, rec, RGPU_ECORRUPT,
 				    "recorded, but the worker holds no %s with this id",
@@ -812,6 +852,7 @@ static void summary(struct st_log *log, char *buf, size_t len)
 	    [ST_KIND_GRAPH_EXEC] = "graph execs",
 	    [ST_KIND_HOST_CALLBACK] = "host callbacks",
 	    [ST_KIND_ATTR] = "attributes",
+	    [ST_KIND_PHYSMEM] = "physical allocations",
 	};
 	size_t n[ST_KIND_MAX + 1] = {0}, off = 0;
 

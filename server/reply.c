@@ -57,6 +57,13 @@ int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage 
 		w->replay_result = own;
 		return 0;
 	}
+	/*
+	 * A call at which the driver flushes its device printf buffer (a synchronisation, a
+	 * blocking copy, a module load): the output goes first, so the client writes it before
+	 * the call returns, as the driver does natively.
+	 */
+	if (srv_stdio_flush_point(f->hdr.type))
+		srv_stdio_flush(w);
 	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, NULL, 0);
 }
 

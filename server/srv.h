@@ -57,14 +57,21 @@ struct srv_obj {
 	int device;
 	int primary;        /* contexts: a retained primary context */
 	int library;        /* modules: a CUlibrary */
+	uint64_t size;      /* physical memory (ST_KIND_PHYSMEM, h its handle): bytes */
 };
 
-/* A range of the window backed by device memory. */
+/*
+ * A range of the window backed by device memory: one the window allocator asked for, which owns
+ * its physical memory h, or one the application mapped (cuMemMap), which maps physical memory
+ * that is an object of its own (owner: its client id).
+ */
 struct srv_map {
 	uint64_t addr;
 	uint64_t size;
 	CUmemGenericAllocationHandle h;
 	int device;
+	uint64_t owner;  /* the application's mapping: the physical memory's id; 0: owns h */
+	uint64_t offset; /* the application's mapping: where in that memory it starts */
 };
 
 /* A frame taken off the connection, waiting for the executor. */
@@ -111,6 +118,7 @@ struct srv_worker {
 	atomic_uint_fast64_t ack_told; /* last `executed` value sent to the client */
 	uint64_t ack_ns;             /* when the executor last sent an acknowledgement */
 	uint64_t caps;               /* capability bits this worker serves */
+	uint64_t client_caps;        /* the bits the client announced (its MSG_HELLO) */
 	uint64_t bytes_in, bytes_out;
 	uint8_t job_id[SRV_JOB_ID_LEN];
 	uint8_t token[SRV_TOKEN_LEN];
@@ -187,6 +195,7 @@ struct srv_worker {
 
 	struct srv_staging *staging;
 	struct srv_modcache *modcache;
+	struct srv_stdio *stdio; /* the driver's stdout and stderr, for the client (stdio.c) */
 };
 
 enum srv_job_state {
@@ -371,11 +380,45 @@ void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size);
 CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device);
 /* srv_mapped() - is [addr, addr+size) exactly one live mapping? */
 int srv_mapped(struct srv_worker *w, uint64_t addr, uint64_t size);
+/* srv_map_find() - the live mapping that is exactly [addr, addr+size), or NULL */
+const struct srv_map *srv_map_find(struct srv_worker *w, uint64_t addr, uint64_t size);
+/*
+ * srv_map_app() - the application's cuMemMap: map [offset, offset+size) of the physical memory
+ * pm (an ST_KIND_PHYSMEM object) at [addr, addr+size) of the window, with no access yet. All
+ * three granule aligned, inside the window and the memory, not overlapping a live mapping:
+ * else CUDA_ERROR_INVALID_VALUE; or the driver's error.
+ */
+CUresult srv_map_app(struct srv_worker *w, uint64_t addr, uint64_t size, uint64_t offset,
+		     const struct srv_obj *pm);
 /*
  * srv_unmap_range() - release the mapping that is exactly [addr, addr+size), after the current
- * context's pending work; CUDA_ERROR_INVALID_VALUE when there is no such mapping.
+ * context's pending work, and the physical memory it owns (an application's mapping owns none:
+ * its memory goes with its own record); CUDA_ERROR_INVALID_VALUE when there is no such mapping.
  */
 CUresult srv_unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size);
+
+/* ---- the driver's output, for the program (stdio.c) ----------------------------------- */
+
+/*
+ * srv_stdio_init() - when the job starts (the driver loaded): fd 1 and fd 2 become pipes that
+ * the worker empties, the log keeps the original stderr. Returns 0, or RGPU_ESYS (nothing changed: the driver's output
+ * stays on the server's stdout and stderr).
+ */
+int srv_stdio_init(struct srv_worker *w);
+/*
+ * srv_stdio_flush_point() - can executing a frame of this type make the driver flush its
+ * device printf buffer? The synchronising requests (effect sync), MSG_MEMCPY_DTOH (a
+ * synchronous one: the only kind answered), module load and unload, a context's destroy and
+ * goodbye.
+ */
+int srv_stdio_flush_point(unsigned type);
+/*
+ * srv_stdio_flush() - send what the driver has written to stdout and stderr so far to the
+ * client as MSG_OUTPUT (to the original stdout and stderr for a client without
+ * RGPU_CAP_OUTPUT). Any thread; the executor calls it before the reply of a flush point. Does
+ * nothing when srv_stdio_init() did not succeed.
+ */
+void srv_stdio_flush(struct srv_worker *w);
 
 /* ---- control channel (ctl.c): supervisor <-> worker datagrams, rgpu.Ctl ---------------- */
 struct Rgpu__Ctl;

@@ -1,11 +1,12 @@
 /*
  * The job's device address window (design.md §3) and what is mapped in it. worker.c reserves
  * the window at start-up; here ranges of it are backed with device memory when the client asks
- * (cuMemCreate, cuMemMap, cuMemSetAccess) and released again, tracked in a tree of srv_map
- * ranges so that an overlapping map or a partial unmap is refused. It also remembers the module
- * globals the client has looked up, the only device memory outside the window a client may
- * name. A handler must pass every device address it takes from the client through
- * srv_dev_range_ok() (or map it here) before the driver sees it.
+ * (cuMemCreate, cuMemMap, cuMemSetAccess) and released again, and the application's own
+ * mappings of its physical memory (its cuMemMap) are made and undone, all tracked in one tree
+ * of srv_map ranges so that an overlapping map or a partial unmap is refused. It also
+ * remembers the module globals the client has looked up, the only device memory outside the
+ * window a client may name. A handler must pass every device address it takes from the client
+ * through srv_dev_range_ok() (or map it here) before the driver sees it.
  */
 #include <search.h>
 #include <stdlib.h>
@@ -105,11 +106,57 @@ out_free:
 	return r;
 }
 
-int srv_mapped(struct srv_worker *w, uint64_t addr, uint64_t size)
+const struct srv_map *srv_map_find(struct srv_worker *w, uint64_t addr, uint64_t size)
 {
 	struct srv_map key = {.addr = addr, .size = 1}, **p;
 	p = tfind(&key, &w->maps, map_cmp);
-	return p && (*p)->addr == addr && (*p)->size == size;
+	return p && (*p)->addr == addr && (*p)->size == size ? *p : NULL;
+}
+
+int srv_mapped(struct srv_worker *w, uint64_t addr, uint64_t size)
+{
+	return srv_map_find(w, addr, size) != NULL;
+}
+
+/*
+ * The application's own mapping: its physical memory is an object of its own (exec_memory.c
+ * made it, the state log releases it), so this maps and unmaps only. Access is set apart, as the
+ * application asks for it (cuMemSetAccess): a new mapping has none, as with the driver.
+ */
+CUresult srv_map_app(struct srv_worker *w, uint64_t addr, uint64_t size, uint64_t offset,
+		     const struct srv_obj *pm)
+{
+	struct srv_map key = {.addr = addr, .size = size}, *m;
+	CUmemGenericAllocationHandle h = (CUmemGenericAllocationHandle)(uintptr_t)pm->h;
+	CUresult r;
+
+	if (!srv_in_window(w, addr, size) || addr % RGPU_GRANULE || size % RGPU_GRANULE ||
+	    offset % RGPU_GRANULE || offset > pm->size || size > pm->size - offset)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (tfind(&key, &w->maps, map_cmp))
+		return CUDA_ERROR_INVALID_VALUE; /* overlaps a live mapping */
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = w->drv.cuMemMap(addr, size, offset, h, 0);
+	if (r != CUDA_SUCCESS)
+		goto out_free;
+	m->addr = addr;
+	m->size = size;
+	m->h = h;
+	m->device = pm->device;
+	m->owner = pm->id;
+	m->offset = offset;
+	if (!tsearch(m, &w->maps, map_cmp)) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out_unmap;
+	}
+	return CUDA_SUCCESS;
+out_unmap:
+	w->drv.cuMemUnmap(addr, size);
+out_free:
+	free(m);
+	return r;
 }
 
 CUresult srv_unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
@@ -122,10 +169,12 @@ CUresult srv_unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
 	/* like cudaFree: pending work that may touch the range finishes first */
 	w->drv.cuCtxSynchronize();
 	w->drv.cuMemUnmap(m->addr, m->size);
-	w->drv.cuMemRelease(m->h);
+	if (!m->owner) {
+		w->drv.cuMemRelease(m->h);
+		atomic_fetch_sub(&w->dev_bytes, m->size);
+		atomic_fetch_sub(&w->dev_bytes_by[m->device], m->size);
+	}
 	tdelete(m, &w->maps, map_cmp);
-	atomic_fetch_sub(&w->dev_bytes, m->size);
-	atomic_fetch_sub(&w->dev_bytes_by[m->device], m->size);
 	free(m);
 	return CUDA_SUCCESS;
 }

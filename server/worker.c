@@ -257,6 +257,15 @@ static void *reader_main(void *arg)
 
 		if (!f)
 			break;
+		if (!c) {
+			/*
+			 * A resume (the control thread) took the first link down before this
+			 * thread looked at it: wait for the resume's connection, as for any break.
+			 */
+			free(f);
+			why = "taken over by a resume";
+			goto lost;
+		}
 		ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &f->hdr, &f->body);
 		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
 		    ret == RGPU_ETIMEDOUT) {
@@ -729,6 +738,7 @@ static int handshake(struct srv_worker *w)
 	snprintf(w->client_host, sizeof(w->client_host), "%s", hello->client_host);
 	snprintf(w->client_program, sizeof(w->client_program), "%s", hello->client_program);
 	w->client_pid = hello->client_pid;
+	w->client_caps = hello->capabilities;
 	rgpu__hello__free_unpacked(hello, NULL);
 
 	CUresult r = srv_worker_setup(w, why, sizeof(why));
@@ -830,9 +840,13 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	rgpu_conn_set_msgs(conn, &rgpu_job_msgs);
 	clock_gettime(CLOCK_REALTIME, &now);
 	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-
 	if (handshake(w))
 		goto out;
+	/*
+	 * The job starts: whatever the driver writes to stdout and stderr from now on is the
+	 * program's (device printf, assert messages) and goes to the client (stdio.c).
+	 */
+	srv_stdio_init(w);
 	if (srv_log_init(w))
 		pr_warn("job %s: out of memory for the state log: nothing is recorded", w->job_hex);
 	if (cfg->state_dir && srv_modcache_open(cfg->state_dir, &w->modcache))

@@ -18,6 +18,7 @@
 enum fmt {
 	F_NONE = 0, /* a slot the kind does not use: shown as f[i]=0x... when non-zero */
 	F_DEC,	    /* unsigned decimal */
+	F_DEC_SET,  /* unsigned decimal, only when non-zero */
 	F_SDEC,	    /* signed decimal */
 	F_HEX,	    /* 0x..., always */
 	F_FLAGS,    /* 0x..., only when non-zero */
@@ -40,7 +41,8 @@ static const struct kind_desc kinds[] = {
 	[ST_KIND_CONTEXT] = {"context", {{"device", F_DEC}, {"flags", F_FLAGS}, {"primary", F_DEC}}},
 	[ST_KIND_ALLOC] = {"allocation", {{"addr", F_HEX}, {"size", F_DEC}, {"device", F_DEC},
 					  {"flags", F_FLAGS}}},
-	[ST_KIND_VMM_MAP] = {"VMM mapping", {{"addr", F_HEX}, {"size", F_DEC}, {"device", F_DEC}}},
+	[ST_KIND_VMM_MAP] = {"VMM mapping", {{"addr", F_HEX}, {"size", F_DEC}, {"device", F_DEC},
+					     {"offset", F_DEC_SET}, {"access", F_FLAGS}}},
 	[ST_KIND_MODULE] = {"module", {{"size", F_DEC}, {"library", F_DEC}}},
 	[ST_KIND_FUNCTION] = {"function", {{0}}},
 	[ST_KIND_KERNEL] = {"kernel", {{0}}},
@@ -52,6 +54,7 @@ static const struct kind_desc kinds[] = {
 	[ST_KIND_GRAPH_EXEC] = {"graph exec", {{"flags", F_FLAGS}}},
 	[ST_KIND_HOST_CALLBACK] = {"host callback", {{"fn", F_HEX}, {"user", F_HEX}}},
 	[ST_KIND_ATTR] = {"attribute", {{"key", F_DEC}, {"value", F_DEC}}},
+	[ST_KIND_PHYSMEM] = {"physical memory", {{"size", F_DEC}, {"device", F_DEC}}},
 };
 /* clang-format on */
 _Static_assert(ARRAY_SIZE(kinds) == ST_KIND_MAX + 1, "every kind has a row in kinds[]");
@@ -97,6 +100,10 @@ static void put_field(struct out *o, const struct field *fd, int i, uint64_t v)
 		if (v)
 			put(o, " f[%d]=0x%" PRIx64, i, v);
 		break;
+	case F_DEC_SET:
+		if (!v)
+			break;
+		/* fall through */
 	case F_DEC:
 		put(o, " %s=%" PRIu64, fd->name, v);
 		break;

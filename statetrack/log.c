@@ -142,6 +142,8 @@ static bool parent_kind_ok(uint32_t kind, uint32_t parent_kind)
 	case ST_KIND_KERNEL:
 	case ST_KIND_GLOBAL:
 		return parent_kind == ST_KIND_MODULE;
+	case ST_KIND_VMM_MAP: /* an application's mapping: the physical memory it maps */
+		return parent_kind == ST_KIND_PHYSMEM;
 	default:
 		return true;
 	}

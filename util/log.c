@@ -51,6 +51,16 @@ int rgpu_log_open(const char *path)
 	return 0;
 }
 
+int rgpu_log_fd(void)
+{
+	return log_fd;
+}
+
+void rgpu_log_set_fd(int fd)
+{
+	log_fd = fd;
+}
+
 void rgpu_log(int level, const char *file, int line, const char *fmt, ...)
 {
 	static const char *const lv[] = {"", "error", "warn", "info", "debug"};

@@ -137,7 +137,7 @@ except Exception:
 fi
 
 # ---- device printf and assert: the program's whole output through rgpu equals the native one
-for p in rt_printf_static rt_printf_shared; do
+for p in rt_printf_static rt_printf_shared rt_assert_static rt_assert_shared; do
 	[ -f "$OUT/cuda_$p.native.log" ] || continue
 	row "${p}_output" "-" "$(cmp -s "$OUT/cuda_$p.native.log" "$OUT/cuda_$p.rgpu.log" && echo same || echo DIFF)" "" "" ""
 done

@@ -7,6 +7,7 @@
  * accounting per device. The memory is only a number: host memory backs whatever is created,
  * and allocations fail with CUDA_ERROR_OUT_OF_MEMORY once the accounted total is reached.
  */
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,18 @@ static void init(void)
 		sim.mem_total = v;
 	s = getenv("SIMGPU_LOG");
 	sim.log = s && *s && *s != '0';
+	/*
+	 * simgpu's own diagnostics are not the program's output: they keep the stderr cuInit
+	 * found, which rgpud's worker turns into the program's later (server/stdio.c).
+	 */
+	if (sim.log) {
+		int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+		sim.logf = fd >= 0 ? fdopen(fd, "w") : NULL;
+		if (sim.logf)
+			setvbuf(sim.logf, NULL, _IOLBF, 0);
+		else
+			sim.logf = stderr;
+	}
 	sim_ctx_init_primaries();
 	sim_log("%d device(s), %llu bytes each", sim.ndev, (unsigned long long)sim.mem_total);
 	__atomic_store_n(&sim.inited, 1, __ATOMIC_RELEASE);

@@ -570,6 +570,63 @@ static void conf_nvrtc_saxpy(const struct sim_launch *l)
 	*calls += (unsigned)count;
 }
 
+/*
+ * rt_printf.cu: hello(int launch). Block launch % gridDim.x prints, its threads one after the
+ * other (the device code orders them with __syncthreads).
+ */
+static void rt_hello(const struct sim_launch *l)
+{
+	int launch = P(l, 0, int);
+	unsigned b = (unsigned)launch % l->grid[0];
+
+	for (unsigned t = 0; t < l->block[0]; t++)
+		sim_printf(l, "launch %d: block %u of %u, thread %u of %u\n", launch, b, l->grid[0],
+			   t, l->block[0]);
+}
+
+/* rt_printf.cu: formats(int i, unsigned u, long long ll, float f, double d, char c) */
+static void rt_formats(const struct sim_launch *l)
+{
+	int i = P(l, 0, int);
+	unsigned u = P(l, 1, unsigned);
+	long long ll = P(l, 2, long long);
+	float f = P(l, 3, float);
+	double d = P(l, 4, double);
+	char c = P(l, 5, char);
+
+	if (l->grid[0] > 1 && l->block[0] > 5)
+		sim_printf(l,
+			   "formats (block %u, thread %u): %d %u %lld %x %o %.3f %e %g %c %s "
+			   "|%6d|%-6d|%07.2f|%+d| 100%%\n",
+			   1u, 5u, i, u, ll, u, u, f, d, d, c, "a device string", i, i, f, -i);
+}
+
+/* rt_printf.cu: many_lines(int n), one thread */
+static void rt_many_lines(const struct sim_launch *l)
+{
+	int n = P(l, 0, int);
+
+	for (int k = 0; k < n; k++)
+		sim_printf(l, "line %04d of %d: the quick brown fox jumps over the lazy dog\n", k,
+			   n);
+}
+
+/* rt_assert.cu: say(int v), one thread */
+static void rt_say(const struct sim_launch *l)
+{
+	sim_printf(l, "say: %d\n", P(l, 0, int));
+}
+
+/* rt_assert.cu: fail_once(int v): assert(v != 7) in thread 2 of block 1, at line 22 */
+static void rt_fail_once(const struct sim_launch *l)
+{
+	static const unsigned block[3] = {1, 0, 0}, thread[3] = {2, 0, 0};
+
+	if (l->grid[0] > 1 && l->block[0] > 2 && P(l, 0, int) == 7)
+		sim_assert_fail(l, "v != 7", "rt_assert.cu", 22, "void fail_once(int)", block,
+				thread);
+}
+
 __attribute__((constructor)) static void register_kernels(void)
 {
 	sim_register_kernel("vec_add", vec_add);
@@ -599,6 +656,11 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z9add_indexPji", rt_add_index);
 	sim_register_kernel("_Z10accumulatePjPKji", rt_accumulate);
 	sim_register_kernel("_Z12big_checksum3BigixfPy", rt_big_checksum);
+	sim_register_kernel("_Z5helloi", rt_hello);
+	sim_register_kernel("_Z7formatsijxfdc", rt_formats);
+	sim_register_kernel("_Z10many_linesi", rt_many_lines);
+	sim_register_kernel("_Z3sayi", rt_say);
+	sim_register_kernel("_Z9fail_oncei", rt_fail_once);
 
 	/* tests/conformance/ */
 	sim_register_kernel("_Z10conf_saxpyifPKfPf", conf_saxpy);

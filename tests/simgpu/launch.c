@@ -7,8 +7,13 @@
  * offsets), and the twin registered under the kernel's name is queued on the stream. A
  * kernel with no twin cannot run here: the launch returns CUDA_ERROR_NOT_SUPPORTED and prints
  * nothing (SIMGPU_LOG=1 says which). The twin runs the whole grid on the stream's thread.
+ *
+ * A twin's device printf and failed asserts collect in its context until the driver would
+ * flush them (sim_ctx_flush_output, called by the synchronisations, module unloads and the
+ * context's teardown), then go to stdout and stderr through stdio, as the driver's do.
  */
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +28,8 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct twin *twins;
 static size_t ntwins;
 static __thread bool faulted;
+static __thread bool asserted;
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER; /* every context's out[] */
 
 void sim_register_kernel(const char *name, sim_kernel_fn fn)
 {
@@ -71,16 +78,102 @@ void sim_kernel_fault(void)
 	faulted = true;
 }
 
-/* Runs on the stream thread. A fault poisons the context, as an illegal address does. */
+/* Append to the context's stdout (0) or stderr (1) output; stdout is bounded by the FIFO. */
+static void out_add(struct sim_ctx *ctx, int i, const char *p, size_t n)
+{
+	size_t room = SIZE_MAX;
+	char *b;
+
+	pthread_mutex_lock(&out_lock);
+	if (i == 0) {
+		size_t fifo = ctx->limits[CU_LIMIT_PRINTF_FIFO_SIZE];
+		room = fifo > ctx->out_len[0] ? fifo - ctx->out_len[0] : 0;
+	}
+	n = n < room ? n : room;
+	b = n ? realloc(ctx->out[i], ctx->out_len[i] + n) : NULL;
+	if (b) {
+		memcpy(b + ctx->out_len[i], p, n);
+		ctx->out[i] = b;
+		ctx->out_len[i] += n;
+	}
+	pthread_mutex_unlock(&out_lock);
+}
+
+void sim_printf(const struct sim_launch *l, const char *fmt, ...)
+{
+	struct sim_ctx *ctx = ((struct sim_module *)l->module)->ctx;
+	char *s = NULL;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		out_add(ctx, 0, s, (size_t)n);
+	if (n >= 0)
+		free(s);
+}
+
+void sim_assert_fail(const struct sim_launch *l, const char *expr, const char *file, unsigned line,
+		     const char *func, const unsigned block[3], const unsigned thread[3])
+{
+	struct sim_ctx *ctx = ((struct sim_module *)l->module)->ctx;
+	char *s = NULL;
+	int n;
+
+	/* the driver's format (CUDA C++ Programming Guide, "Assertion") */
+	n = asprintf(
+	    &s, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n", file,
+	    line, func, block[0], block[1], block[2], thread[0], thread[1], thread[2], expr);
+	if (n > 0)
+		out_add(ctx, 1, s, (size_t)n);
+	if (n >= 0)
+		free(s);
+	asserted = true;
+}
+
+void sim_ctx_flush_output(struct sim_ctx *ctx)
+{
+	char *b[2];
+	size_t n[2];
+
+	pthread_mutex_lock(&out_lock);
+	for (int i = 0; i < 2; i++) {
+		b[i] = ctx->out[i];
+		n[i] = ctx->out_len[i];
+		ctx->out[i] = NULL;
+		ctx->out_len[i] = 0;
+	}
+	pthread_mutex_unlock(&out_lock);
+	if (n[0])
+		fwrite(b[0], 1, n[0], stdout);
+	if (n[1])
+		fwrite(b[1], 1, n[1], stderr);
+	free(b[0]);
+	free(b[1]);
+}
+
+/*
+ * Runs on the stream thread. A fault poisons the context, as an illegal address does; so does
+ * a failed device assert.
+ */
 void sim_kernel_run(struct sim_op *op, struct sim_ctx *ctx)
 {
-	faulted = false;
+	CUresult r = CUDA_SUCCESS;
+
+	faulted = asserted = false;
 	op->u.k.fn(&op->u.k.l);
-	if (faulted) {
-		sim_log("kernel faulted: CUDA_ERROR_ILLEGAL_ADDRESS");
+	if (asserted)
+		r = CUDA_ERROR_ASSERT;
+	else if (faulted)
+		r = CUDA_ERROR_ILLEGAL_ADDRESS;
+	if (r != CUDA_SUCCESS) {
+		sim_log("kernel ended with %s",
+			asserted ? "CUDA_ERROR_ASSERT" : "CUDA_ERROR_ILLEGAL_ADDRESS");
 		pthread_mutex_lock(&sim_sched);
 		if (ctx->sticky == CUDA_SUCCESS)
-			ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+			ctx->sticky = r;
 		pthread_mutex_unlock(&sim_sched);
 	}
 }

@@ -8,7 +8,8 @@
  * the access it needs; anything else is CUDA_ERROR_INVALID_VALUE at the call (or
  * CUDA_ERROR_ILLEGAL_ADDRESS if the memory went away before the stream got there), never a
  * fault. VMM reservations are PROT_NONE anonymous mappings at the address asked for;
- * cuMemCreate makes a memfd, cuMemMap maps it MAP_SHARED over the reservation, cuMemSetAccess
+ * cuMemCreate makes a memfd, cuMemMap maps it (or a granule-aligned part of it, from an offset)
+ * MAP_SHARED over the reservation, cuMemSetAccess
  * mprotects it, cuMemUnmap puts PROT_NONE memory back. Operations hold the table's read lock
  * while they touch memory, so an unmap never pulls pages from under a copy.
  */
@@ -523,20 +524,22 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 	void *p;
 
 	SIM_ENTER();
-	if (offset || flags || !size || ptr % SIM_GRANULE || size % SIM_GRANULE)
+	if (flags || !size || ptr % SIM_GRANULE || size % SIM_GRANULE || offset % SIM_GRANULE)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!sim_handle_is(mh, SIM_MEMHANDLE))
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_rwlock_wrlock(&rlock);
 	rs = find_resv(ptr);
-	if (size > mh->size || !rs || ptr + size < ptr || ptr + size > rs->base + rs->size)
+	if (offset > mh->size || size > mh->size - offset || !rs || ptr + size < ptr ||
+	    ptr + size > rs->base + rs->size)
 		goto out;
 	{
 		size_t i = upper(ptr + size - 1);
 		if (i > 0 && rv[i - 1].base + rv[i - 1].size > ptr)
 			goto out; /* already mapped */
 	}
-	p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, mh->fd, 0);
+	/* a part of the memory from offset on: the same pages as every other mapping of them */
+	p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, mh->fd, (off_t)offset);
 	if (p == MAP_FAILED) {
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;

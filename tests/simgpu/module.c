@@ -402,8 +402,10 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 		return CUDA_ERROR_INVALID_HANDLE;
 	sim_device_sync();
 	pthread_mutex_lock(&sim_lock);
-	if (sim_handle_is(m, SIM_MODULE)) /* not unloaded meanwhile */
+	if (sim_handle_is(m, SIM_MODULE)) { /* not unloaded meanwhile */
+		sim_ctx_flush_output(m->ctx); /* an unload flushes the device printf buffer */
 		module_kill(m);
+	}
 	pthread_mutex_unlock(&sim_lock);
 	return CUDA_SUCCESS;
 }
@@ -759,8 +761,11 @@ CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
 	sim_handle_del(lib);
 	sim_device_sync();
 	pthread_mutex_lock(&sim_lock);
-	while (!sim_list_empty(&lib->modules))
-		module_kill(sim_entry(lib->modules.next, struct sim_module, lib_node));
+	while (!sim_list_empty(&lib->modules)) {
+		struct sim_module *m = sim_entry(lib->modules.next, struct sim_module, lib_node);
+		sim_ctx_flush_output(m->ctx); /* an unload flushes the device printf buffer */
+		module_kill(m);
+	}
 	pthread_mutex_unlock(&sim_lock);
 	for (unsigned i = 0; i < lib->img->nkernels; i++)
 		sim_handle_del(&lib->kerns[i]);

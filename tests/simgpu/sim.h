@@ -9,6 +9,7 @@
  *   sim_lock        the object world (contexts, modules, libraries, event and module lists)
  *   sim_sched       stream queues, sequence numbers, event records, captures
  *   the range lock  (mem.c) device memory known to simgpu
+ *   out_lock        (launch.c) every context's device printf output; innermost, held briefly
  */
 #ifndef SIMGPU_SIM_H
 #define SIMGPU_SIM_H
@@ -54,6 +55,7 @@ struct sim_state {
 	int ndev;
 	uint64_t mem_total; /* per device, an accounting limit */
 	int log;	    /* SIMGPU_LOG=1 */
+	FILE *logf;	    /* where: the stderr of cuInit's time (device.c) */
 };
 extern struct sim_state sim;
 extern pthread_mutex_t sim_lock;
@@ -67,7 +69,7 @@ extern pthread_mutex_t sim_lock;
 #define sim_log(fmt, ...)                                                                          \
 	do {                                                                                       \
 		if (sim.log)                                                                       \
-			fprintf(stderr, "simgpu: " fmt "\n", ##__VA_ARGS__);                       \
+			fprintf(sim.logf, "simgpu: " fmt "\n", ##__VA_ARGS__);                     \
 	} while (0)
 
 bool sim_dev_valid(CUdevice dev);
@@ -139,6 +141,9 @@ struct sim_ctx {
 	unsigned long long id;
 	size_t limits[CU_LIMIT_MAX];
 	CUresult sticky; /* a kernel fault poisons the context, as on a GPU (sim_sched) */
+	/* device printf (stdout) and assert messages (stderr) not yet flushed (launch.c) */
+	char *out[2];
+	size_t out_len[2];
 	struct sim_stream *null_stream;
 	struct sim_link streams; /* every stream with a live thread, under sim_sched */
 	struct sim_link events;	 /* under sim_lock */
@@ -352,5 +357,7 @@ void sim_ctx_unload_modules(struct sim_ctx *ctx);
 
 sim_kernel_fn sim_kernel_lookup(const char *name);
 void sim_kernel_run(struct sim_op *op, struct sim_ctx *ctx);
+/* sim_ctx_flush_output() - write ctx's device printf and assert output, as the driver does */
+void sim_ctx_flush_output(struct sim_ctx *ctx);
 
 #endif

@@ -48,4 +48,25 @@ int sim_device_ok(const void *p, size_t n, int write);
 /* sim_kernel_fault() - end the running kernel with CUDA_ERROR_ILLEGAL_ADDRESS (sticky). */
 void sim_kernel_fault(void);
 
+/*
+ * sim_printf() - the device printf of the running kernel l: formatted as the driver formats it
+ * (on the host, with printf's rules), kept in the context's device printf buffer (at most its
+ * CU_LIMIT_PRINTF_FIFO_SIZE bytes; the rest is dropped) and written to stdout where the driver
+ * flushes that buffer: a synchronisation (context, stream, event, blocking copy), a module
+ * unload, the context's teardown. A twin prints from its threads in the order the device
+ * would, which for a real GPU is only fixed where the kernel orders them.
+ */
+void sim_printf(const struct sim_launch *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * sim_assert_fail() - a device assert(expr) failed in thread `thread` of block `block`, at
+ * file:line in function func (as __PRETTY_FUNCTION__ names it): the driver's message
+ * "FILE:LINE: FUNC: block: [x,y,z], thread: [x,y,z] Assertion `EXPR` failed." goes to stderr
+ * at the next flush, and the kernel ends with CUDA_ERROR_ASSERT, sticky, which the next
+ * synchronisation returns. The twin returns after calling it, as the device traps.
+ */
+void sim_assert_fail(const struct sim_launch *l, const char *expr, const char *file, unsigned line,
+		     const char *func, const unsigned block[3], const unsigned thread[3]);
+
 #endif

@@ -464,9 +464,13 @@ CUresult sim_enqueue_list(struct sim_stream *s, struct sim_op *const *ops, unsig
 	return r;
 }
 
-/* sim_wait_seq() - wait until s has completed op seq; returns the context's sticky error. */
+/*
+ * sim_wait_seq() - wait until s has completed op seq; returns the context's sticky error. A
+ * synchronisation (a stream's, a blocking copy's): the device printf buffer is flushed.
+ */
 CUresult sim_wait_seq(struct sim_stream *s, uint64_t seq)
 {
+	struct sim_ctx *ctx = s->ctx;
 	CUresult r;
 
 	pthread_mutex_lock(&sim_sched);
@@ -476,6 +480,7 @@ CUresult sim_wait_seq(struct sim_stream *s, uint64_t seq)
 	r = s->ctx->sticky;
 	stream_put_locked(s);
 	pthread_mutex_unlock(&sim_sched);
+	sim_ctx_flush_output(ctx);
 	return r;
 }
 
@@ -516,7 +521,7 @@ static void wait_streams(struct sim_ctx *ctx, bool legacy_only)
 	free(v);
 }
 
-/* sim_ctx_sync() - wait for all of ctx's work; returns its sticky error. */
+/* sim_ctx_sync() - wait for all of ctx's work and flush its output; returns its sticky error. */
 CUresult sim_ctx_sync(struct sim_ctx *ctx)
 {
 	CUresult r;
@@ -525,6 +530,7 @@ CUresult sim_ctx_sync(struct sim_ctx *ctx)
 	pthread_mutex_lock(&sim_sched);
 	r = ctx->sticky;
 	pthread_mutex_unlock(&sim_sched);
+	sim_ctx_flush_output(ctx);
 	return r;
 }
 
@@ -875,11 +881,13 @@ CUresult CUDAAPI cuEventQuery(CUevent h)
 CUresult CUDAAPI cuEventSynchronize(CUevent h)
 {
 	struct sim_event *ev = (struct sim_event *)h;
+	struct sim_ctx *ctx;
 	CUresult r;
 
 	SIM_ENTER();
 	if ((r = event_check(h)))
 		return r;
+	ctx = ev->ctx;
 	pthread_mutex_lock(&sim_sched);
 	ev->refs++;
 	while (!event_done(ev))
@@ -887,6 +895,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent h)
 	r = ev->ctx->sticky;
 	sim_event_put_locked(ev);
 	pthread_mutex_unlock(&sim_sched);
+	sim_ctx_flush_output(ctx);
 	return r;
 }
 

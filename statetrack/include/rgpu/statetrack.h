@@ -25,7 +25,7 @@
  *   kind              parent          ctx   f[0]      f[1]       f[2]     f[3]   name hash
  *   1  context        -               -     device    flags      primary  -      -    -
  *   2  allocation     -               opt.  addr      size       device   flags  -    -
- *   3  VMM mapping    -               opt.  addr      size       device   -      -    -
+ *   3  VMM mapping    -, phys. mem.   opt.  addr      size       device   offset -      -
  *   4  module         -               opt.  size      library    -        -      -    yes
  *   5  function       module, kernel  opt.  how      -          -        -      yes  -
  *   6  kernel         library         opt.  how      -          -        -      yes  -
@@ -37,6 +37,9 @@
  *   12 graph exec     -               opt.  flags     graph      stream   mode   -    opt.
  *   13 host callback  any (stream)    opt.  fn        user       -        -      -    -
  *   14 attribute      any (required)  opt.  key       value      -        -      -    -
+ *   15 physical mem.  -               opt.  size      device     -        -      -    -
+ *
+ * A VMM mapping also has f[4], access (below): the one field beyond f[3] any kind uses.
  *
  * In the ctx column, "ctx" is the context the object was created in and "opt." means 0 where
  * CUDA ties the object to no context (libraries, graphs); the log enforces only that a non-zero
@@ -51,12 +54,22 @@
  * by its SHA-256. A module must carry its hash; a function, kernel or global must carry a name
  * and a parent: a module, or for a function also a kernel (cuKernelGetFunction gives the
  * per-context function of a library's kernel); an attribute must carry a parent, of any kind;
- * a non-zero ctx must be a context. The log does not interpret the other fields: both sides
+ * a VMM mapping's parent, if any, must be physical memory; a non-zero ctx must be a context. The log does not interpret the other fields: both sides
  * must simply fill them the same way for their digests to agree. Their meaning:
  *
  *   context      primary = 1 for a retained primary context (cuDevicePrimaryCtxRetain), 0 for
  *                one made by cuCtxCreate.
- *   VMM mapping  addr, size: the mapped range; device: where its physical memory lives.
+ *   VMM mapping  addr, size: the mapped range; device: where its physical memory lives. A
+ *                mapping the window allocator made for its own allocations has parent 0 and
+ *                owns its physical memory (offset and access 0: read-write for its device).
+ *                One the application made (cuMemMap) has as parent the physical memory it
+ *                maps (kind 15), offset: where in it the mapping starts, and access: what
+ *                cuMemSetAccess granted, 2 bits per device (bits 2d..2d+1 for device d: 0 none,
+ *                1 read, 3 read-write, the CUmemAccess_flags values), 0 until it is set.
+ *   physical     memory the application made with cuMemCreate: size bytes on device. Its
+ *   memory       mappings name it as parent; it lives until its last handle reference is
+ *                released and its last mapping is gone (the client says which message ends
+ *                it: the release, or the last unmap).
  *   graph        flags: as given to cuGraphCreate (0 for a captured graph); stream: the id of
  *                the stream that was captured, 0 for a graph made by cuGraphCreate; mode: the
  *                capture mode (CUstreamCaptureMode); hash: for a captured graph, the SHA-256 of
@@ -133,8 +146,9 @@ enum st_kind {
 	ST_KIND_GRAPH_EXEC = 12,
 	ST_KIND_HOST_CALLBACK = 13,
 	ST_KIND_ATTR = 14,
+	ST_KIND_PHYSMEM = 15, /* physical memory made by the application (cuMemCreate) */
 };
-#define ST_KIND_MAX ST_KIND_ATTR
+#define ST_KIND_MAX ST_KIND_PHYSMEM
 
 #define ST_NFIELDS 6	   /* kind-specific u64 slots; room for two more per kind */
 #define ST_HASH_LEN 32	   /* SHA-256 */
@@ -158,7 +172,7 @@ struct st_rec {
 		uint64_t f[ST_NFIELDS];
 		struct { uint64_t device, flags, primary; } context;
 		struct { uint64_t addr, size, device, flags; } alloc;
-		struct { uint64_t addr, size, device; } vmm;
+		struct { uint64_t addr, size, device, offset, access; } vmm;
 		struct { uint64_t size, library; } module;
 		struct { uint64_t addr, size; } global;
 		struct { uint64_t flags; int64_t priority; } stream;
@@ -168,6 +182,7 @@ struct st_rec {
 		struct { uint64_t flags; } graph_exec;
 		struct { uint64_t fn, user; } host_cb;
 		struct { uint64_t key, value; } attr;
+		struct { uint64_t size, device; } physmem;
 	};
 	/* clang-format on */
 	const char *name; /* NUL-terminated, or NULL */
@@ -193,7 +208,8 @@ void st_log_free(struct st_log *log);
  * Returns 0 or
  *   RGPU_EINVAL    a NULL argument, kind 0 or unknown, id 0, a function/kernel/global without
  *                  a name, a kernel/global whose parent is not a module, a function whose
- *                  parent is neither a module nor a kernel, an attribute without a parent, a
+ *                  parent is neither a module nor a kernel, a VMM mapping whose parent is
+ *                  not physical memory, an attribute without a parent, a
  *                  module without a hash, or a ctx that is not a context;
  *   RGPU_ETOOBIG   a name longer than ST_NAME_MAX;
  *   RGPU_EEXIST    a live record has this id;
@@ -288,8 +304,8 @@ const char *st_kind_name(uint32_t kind);
  * The kind's name, the id, parent and ctx (these two only when non-zero), the kind's fields
  * under their names in the table above, then name and hash where present. Ids print in
  * decimal below 2^32 and in hex from there (an allocation's id is its address); addresses,
- * flags, fn and user in hex; flags only when non-zero; other fields in decimal (priority
- * signed). A slot the kind does not name prints as f[i]=0x... when non-zero. A name prints in
+ * flags, fn, user and a mapping's access in hex; flags, access and a mapping's offset only
+ * when non-zero; other fields in decimal (priority signed). A slot the kind does not name prints as f[i]=0x... when non-zero. A name prints in
  * quotes, cut to its first 64 characters (then followed by ...), control characters as '?';
  * a hash as its first 12 hex digits and .... An unknown kind prints as kind=N; a NULL rec
  * as "nothing".

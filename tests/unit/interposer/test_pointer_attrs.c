@@ -1,7 +1,8 @@
 /*
  * Host-only tests of the interposer's pointer attributes (pointer.c) and profiler control
  * (profiler.c): every CUpointer_attribute of cuda.h for device memory of the window (a slab
- * allocation and a large one), host memory and unknown memory, through cuPointerGetAttribute
+ * allocation and a large one, and a mapping the application made of its own physical memory),
+ * host memory and unknown memory, through cuPointerGetAttribute
  * and cuPointerGetAttributes, with the values, widths and errors driver 580.159.04 gives on an
  * H100 (tests/cuda/rt_pointer_attrs.cu measures them there and through rgpu), and
  * cuProfilerStart/Stop/Initialize, also found through cuGetProcAddress.
@@ -64,6 +65,7 @@ struct ip_ctx *ip_ctx_cur(void)
 void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 {
 	const struct ip_vaw_alloc *a;
+	const struct ip_vaw_map *m;
 
 	memset(pi, 0, sizeof(*pi));
 	pthread_mutex_lock(&ip.mem_lock);
@@ -75,6 +77,14 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->device = a->device;
 		pi->ctx = a->owner;
 		pi->buffer_id = a->addr;
+	} else if ((m = ip_vaw_map_find(&ip.vaw, p)) && m->handle) {
+		pi->kind = 1;
+		pi->base = m->addr;
+		pi->size = m->size;
+		pi->device = m->device;
+		pi->buffer_id = m->addr;
+		pi->physmem = m->handle;
+		pi->access = m->access;
 	}
 	pthread_mutex_unlock(&ip.mem_lock);
 	if (!pi->kind && p >= mock_host_addr && p < mock_host_addr + mock_host_size) {
@@ -84,6 +94,14 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->ctx = &mock_ctx;
 		pi->buffer_id = mock_host_addr;
 	}
+}
+
+/* the application's physical memory, as vmm.c keeps it: one, exportable as a descriptor */
+static char mock_physmem;
+
+unsigned long long ip_vmm_handle_types(const void *physmem)
+{
+	return physmem == &mock_physmem ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0;
 }
 
 CUmemoryPool ip_pool_of(uint64_t addr)
@@ -101,6 +119,8 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
 #define WINDOW_BASE 0x600000000000ull
 
 static uint64_t small_addr, large_addr; /* 1000 and 5 MiB, device 0 */
+static uint64_t vmm_resv, vmm_addr;	/* an application's reservation (8 MiB), and its mapping
+					   of 4 MiB of mock_physmem 2 MiB into it, device 0 read */
 static char host_buf[8192] __attribute__((aligned(4096)));
 static char heap_buf[64];
 static char log_path[] = "/tmp/test_pointer_attrs_log.XXXXXX";
@@ -117,6 +137,10 @@ static int setup(void **state)
 	assert_int_equal(ip_vaw_alloc(&ip.vaw, 5ull << 20, 0, &mock_ctx, &res), 0);
 	large_addr = res.addr;
 	mock_pool_addr = large_addr;
+	assert_int_equal(ip_vaw_reserve(&ip.vaw, 4 * GRANULE, 0, 0, &vmm_resv), 0);
+	vmm_addr = vmm_resv + GRANULE;
+	assert_int_equal(ip_vaw_map_app(&ip.vaw, vmm_addr, 2 * GRANULE, &mock_physmem, 0, 0), 0);
+	ip_vaw_map_find(&ip.vaw, vmm_addr)->access = CU_MEM_ACCESS_FLAGS_PROT_READ;
 	mock_host_addr = (uint64_t)(uintptr_t)host_buf;
 	mock_host_size = sizeof(host_buf);
 	ip.initialized = 1;
@@ -277,6 +301,43 @@ static void test_device_memory(void **state)
 	assert_int_equal(
 	    count_in_log("unimplemented: cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_P2P_TOKENS)"),
 	    1);
+}
+
+/*
+ * Memory the application mapped itself (cuMemCreate, cuMemMap): device memory of no context,
+ * whose range, mapping and block are the mapping, with the access cuMemSetAccess gave the
+ * current device and the export types it was made with.
+ */
+static void test_vmm_memory(void **state)
+{
+	uint64_t p = vmm_addr + GRANULE + 64;
+
+	(void)state;
+	for (int pl = 0; pl < 2; pl++) {
+		struct ans (*ask)(CUpointer_attribute, uint64_t) = pl ? plural : one;
+
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_CONTEXT, p), CUDA_SUCCESS, 8, 0);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p), CUDA_SUCCESS, 4,
+		       CU_MEMORYTYPE_DEVICE);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, p), CUDA_SUCCESS, 8, p);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p), CUDA_SUCCESS, 4, 0);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p), CUDA_SUCCESS, 8, vmm_addr);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_RANGE_SIZE, p), CUDA_SUCCESS, 8, 2 * GRANULE);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, p), CUDA_SUCCESS, 8, vmm_addr);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_MAPPING_SIZE, p), CUDA_SUCCESS, 8, 2 * GRANULE);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, p), CUDA_SUCCESS, 8, vmm_addr);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, p), CUDA_SUCCESS, 8,
+		       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, p), CUDA_SUCCESS, 4,
+		       CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_MAPPED, p), CUDA_SUCCESS, 4, 1);
+		EXPECT(ask(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p), CUDA_SUCCESS, 8, 0);
+	}
+	EXPECT(one(CU_POINTER_ATTRIBUTE_HOST_POINTER, p), CUDA_ERROR_INVALID_VALUE, 8, 0);
+	/* reserved but not mapped: not device memory yet */
+	EXPECT(one(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, vmm_resv + 64), CUDA_ERROR_INVALID_VALUE, 0,
+	       0);
+	EXPECT(plural(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, vmm_resv + 64), CUDA_SUCCESS, 4, 0);
 }
 
 /* The runtime's own question (cudaPointerGetAttributes asks these six at once). */
@@ -486,10 +547,10 @@ static void test_profiler(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_device_memory), cmocka_unit_test(test_runtime_query),
-	    cmocka_unit_test(test_host_memory),	  cmocka_unit_test(test_unknown_memory),
-	    cmocka_unit_test(test_no_context),	  cmocka_unit_test(test_errors),
-	    cmocka_unit_test(test_profiler),
+	    cmocka_unit_test(test_device_memory),  cmocka_unit_test(test_vmm_memory),
+	    cmocka_unit_test(test_runtime_query),  cmocka_unit_test(test_host_memory),
+	    cmocka_unit_test(test_unknown_memory), cmocka_unit_test(test_no_context),
+	    cmocka_unit_test(test_errors),	   cmocka_unit_test(test_profiler),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

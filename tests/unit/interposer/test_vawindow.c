@@ -2,7 +2,8 @@
  * Unit tests of the device address window allocator (testing.md, tier 1): slab packing and
  * alignment, large allocations and first fit, fragmentation and coalescing, what must be mapped
  * and unmapped, exhaustion, lookups, mapped-range queries, collection by owner, per-device slabs,
- * and a seeded randomized stress checked against a model of the window kept by the test.
+ * a seeded randomized stress checked against a model of the window kept by the test, and the
+ * application's own reservations (hints, alignment) and mappings in them (tiling, access).
  *
  * Every expected address is written out from the rules (window base 0x600000000000, 64 MiB,
  * 2 MiB granules, 256-byte units, small means <= 1 MiB, first fit), never asked of the
@@ -768,6 +769,126 @@ static void test_stress(void **state)
 	alloc_ok(w, WSIZE, 0, NULL, BASE, BASE, WSIZE);
 }
 
+/* --- the application's reservations and mappings ---------------------------------------------- */
+
+static int phys_a, phys_b; /* physical memory objects: only compared by address */
+
+static uint64_t reserve_ok(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint)
+{
+	uint64_t a = 0x5a5a;
+	int ret = ip_vaw_reserve(w, size, align, hint, &a);
+	if (ret != 0)
+		fail_msg("reserve(%llu) failed: %d", (unsigned long long)size, ret);
+	return a;
+}
+
+/* Reservations are granule-aligned ranges of the window that nothing else is given. */
+static void test_reserve(void **state)
+{
+	struct ip_vaw *w = *state;
+	uint64_t a;
+
+	/* first fit, rounded up to granules: 3 MiB takes two */
+	assert_int_equal(reserve_ok(w, 3 * MiB, 0, 0), BASE);
+	/* the next allocation starts after it */
+	alloc_ok(w, 4 * MiB, 0, &owner_a, BASE + 4 * MiB, BASE + 4 * MiB, 4 * MiB);
+	/* a free, aligned hint is taken as it is, even in the middle of a free range */
+	assert_int_equal(reserve_ok(w, 2 * MiB, 0, BASE + 20 * MiB), BASE + 20 * MiB);
+	/* a taken hint, an unaligned one, one outside the window: first fit instead */
+	assert_int_equal(reserve_ok(w, 2 * MiB, 0, BASE + 20 * MiB), BASE + 8 * MiB);
+	assert_int_equal(reserve_ok(w, 2 * MiB, 0, BASE + 30 * MiB + 4096), BASE + 10 * MiB);
+	assert_int_equal(reserve_ok(w, 2 * MiB, 0, BASE - 32 * MiB), BASE + 12 * MiB);
+	/* alignment: 8 MiB skips to BASE + 16 MiB; the hole before it stays free */
+	assert_int_equal(reserve_ok(w, 2 * MiB, 8 * MiB, 0), BASE + 16 * MiB);
+	alloc_ok(w, 2 * MiB, 0, &owner_a, BASE + 14 * MiB, BASE + 14 * MiB, 2 * MiB);
+	/* an alignment that is not a power of two, a size of 0, more than the window */
+	assert_int_equal(ip_vaw_reserve(w, 2 * MiB, 3 * MiB, 0, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(w, 0, 0, 0, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(w, WSIZE, 0, 0, &a), RGPU_ENOSPC);
+
+	assert_non_null(ip_vaw_resv_find(w, BASE + 3 * MiB + 17));
+	assert_int_equal(ip_vaw_resv_find(w, BASE + 3 * MiB)->size, 3 * MiB);
+	assert_null(ip_vaw_resv_find(w, BASE + 4 * MiB));
+	/* a reservation is not device memory until mapped */
+	assert_false(ip_vaw_mapped(w, BASE, 16));
+	assert_null(ip_vaw_find(w, BASE));
+
+	/* given back only whole, by its address and the size asked for */
+	assert_int_equal(ip_vaw_unreserve(w, BASE, 4 * MiB), RGPU_ENOTFOUND);
+	assert_int_equal(ip_vaw_unreserve(w, BASE + 2 * MiB, 3 * MiB), RGPU_ENOTFOUND);
+	assert_int_equal(ip_vaw_unreserve(w, BASE, 3 * MiB), 0);
+	assert_null(ip_vaw_resv_find(w, BASE));
+	assert_int_equal(ip_vaw_unreserve(w, BASE, 3 * MiB), RGPU_ENOTFOUND);
+	/* its granules are free again */
+	alloc_ok(w, 4 * MiB, 0, &owner_a, BASE, BASE, 4 * MiB);
+}
+
+/* Mappings inside reservations: tiling, access, lookups, and a reservation kept while mapped. */
+static void test_app_maps(void **state)
+{
+	struct ip_vaw *w = *state;
+	struct ip_vaw_map **maps = NULL;
+	uint64_t r = reserve_ok(w, 16 * MiB, 0, 0);
+	size_t n = 0;
+
+	assert_int_equal(r, BASE);
+	assert_int_equal(ip_vaw_map_app(w, r, 4 * MiB, &phys_a, 0, 1), 0);
+	assert_int_equal(ip_vaw_map_app(w, r + 4 * MiB, 2 * MiB, &phys_b, 2 * MiB, 0), 0);
+	/* over a mapping, across the reservation's end, outside any reservation */
+	assert_int_equal(ip_vaw_map_app(w, r + 2 * MiB, 2 * MiB, &phys_b, 0, 0), RGPU_EEXIST);
+	assert_int_equal(ip_vaw_map_app(w, r + 14 * MiB, 4 * MiB, &phys_b, 0, 0), RGPU_EINVAL);
+	alloc_ok(w, 2 * MiB, 0, &owner_a, BASE + 16 * MiB, BASE + 16 * MiB, 2 * MiB);
+	assert_int_equal(ip_vaw_map_app(w, BASE + 16 * MiB, 2 * MiB, &phys_b, 0, 0), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_map_app(w, r, 0, &phys_b, 0, 0), RGPU_EINVAL);
+	assert_int_equal(w->mapped_bytes, 2 * MiB); /* the allocator's own mapping only */
+
+	assert_ptr_equal(ip_vaw_map_find(w, r + 4 * MiB + 5)->handle, &phys_b);
+	assert_int_equal(ip_vaw_map_find(w, r + 4 * MiB + 5)->offset, 2 * MiB);
+	assert_int_equal(ip_vaw_map_find(w, r + 1)->device, 1);
+	assert_null(ip_vaw_map_find(w, r + 6 * MiB));
+	assert_null(ip_vaw_map_find(w, BASE + 16 * MiB)->handle); /* the allocator's */
+
+	/* no access yet: not memory a copy may name */
+	assert_false(ip_vaw_mapped(w, r, 16));
+	ip_vaw_map_find(w, r)->access = 0x3;
+	assert_true(ip_vaw_mapped(w, r, 4 * MiB));
+	assert_false(ip_vaw_mapped(w, r, 4 * MiB + 1));
+	ip_vaw_map_find(w, r + 4 * MiB)->access = 0x1;
+	assert_true(ip_vaw_mapped(w, r + 4 * MiB - 8, 16));
+
+	/* tiling: whole mappings, back to back, in order */
+	assert_int_equal(ip_vaw_app_maps(w, r, 6 * MiB, &maps, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(maps[0]->addr, r);
+	assert_int_equal(maps[1]->addr, r + 4 * MiB);
+	free(maps);
+	assert_int_equal(ip_vaw_app_maps(w, r + 4 * MiB, 2 * MiB, &maps, &n), 0);
+	assert_int_equal(n, 1);
+	free(maps);
+	assert_int_equal(ip_vaw_app_maps(w, r, 2 * MiB, &maps, &n), RGPU_EINVAL); /* a part */
+	assert_int_equal(ip_vaw_app_maps(w, r, 8 * MiB, &maps, &n), RGPU_EINVAL); /* a hole */
+	assert_int_equal(ip_vaw_app_maps(w, r + 2 * MiB, 4 * MiB, &maps, &n), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_app_maps(w, r + 8 * MiB, 2 * MiB, &maps, &n), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_app_maps(w, BASE + 16 * MiB, 2 * MiB, &maps, &n), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_app_maps(w, r, 0, &maps, &n), RGPU_EINVAL);
+
+	/* the reservation stays while anything is mapped in it */
+	assert_int_equal(ip_vaw_unreserve(w, r, 16 * MiB), RGPU_EBUSY);
+	ip_vaw_unmap_app(w, r);
+	assert_int_equal(ip_vaw_unreserve(w, r, 16 * MiB), RGPU_EBUSY);
+	ip_vaw_unmap_app(w, BASE + 16 * MiB); /* the allocator's: not the application's to drop */
+	assert_true(ip_vaw_mapped(w, BASE + 16 * MiB, 2 * MiB));
+	ip_vaw_unmap_app(w, r + 4 * MiB);
+	assert_null(ip_vaw_map_find(w, r + 4 * MiB));
+	/* mapped again elsewhere in it, then all gone */
+	assert_int_equal(ip_vaw_map_app(w, r + 8 * MiB, 4 * MiB, &phys_a, 0, 1), 0);
+	ip_vaw_unmap_app(w, r + 8 * MiB);
+	assert_int_equal(ip_vaw_unreserve(w, r, 16 * MiB), 0);
+	free_ok(w, BASE + 16 * MiB, BASE + 16 * MiB, 2 * MiB);
+	/* every range came back and joined */
+	alloc_ok(w, WSIZE, 0, NULL, BASE, BASE, WSIZE);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -789,6 +910,8 @@ int main(void)
 	    T(test_collect),
 	    T(test_devices_separate_slabs),
 	    T(test_stress),
+	    T(test_reserve),
+	    T(test_app_maps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * Unit tests of what gen_msgs.py generates from proto/messages.tbl (testing.md, tier 1): the
  * frame rules keep every limit the hand-kept table in transport/frame.c had, rgpu_msg_info()
  * agrees with the rules and with itself (a call has a reply, a post has none, an empty body
- * has no descriptor), the capability masks are the five bits the handshake always sent, and
+ * has no descriptor), the capability masks are the bits the handshake sends, and
  * the server's srv_handlers[] has a handler for every request it executes and none for the
  * rest.
  *
@@ -112,6 +112,8 @@ static void test_numbers_and_names(void **state)
 	assert_int_equal(RGPU_MSG_EVENT_ELAPSED, 65);
 	assert_int_equal(RGPU_MSG_GRAPH_NODE_COUNT, 78);
 	assert_int_equal(RGPU_MSG_OCCUPANCY, 80);
+	assert_int_equal(RGPU_MSG_VMM_CREATE, 90);
+	assert_int_equal(RGPU_MSG_VMM_ACCESS, 94);
 	assert_string_equal(rgpu_msg_name(RGPU_MSG_LAUNCH), "MSG_LAUNCH");
 	assert_string_equal(rgpu_msg_name(RGPU_MSG_CALLBACK_DONE), "MSG_CALLBACK_DONE");
 	assert_string_equal(rgpu_msg_name(999), "MSG_?");
@@ -121,7 +123,11 @@ static void test_numbers_and_names(void **state)
 	assert_null(rgpu_msg_info(0xffffffffu));
 }
 
-/* The handshake's bits: the same five, both ways, as before the table (31). */
+/*
+ * The handshake's bits: the same five as before the table (31) and the application's virtual
+ * memory (64) for what the client sends, and the server's besides MSG_OUTPUT (32), which only it
+ * sends.
+ */
 static void test_capabilities(void **state)
 {
 	(void)state;
@@ -130,8 +136,14 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_GRAPHS, 4);
 	assert_int_equal(RGPU_CAP_OCCUPANCY, 8);
 	assert_int_equal(RGPU_CAP_LAUNCH_ATTRS, 16);
-	assert_int_equal(RGPU_CAPS_CLIENT, 31);
-	assert_int_equal(RGPU_CAPS_SERVER, 31);
+	assert_int_equal(RGPU_CAP_OUTPUT, 32);
+	assert_int_equal(RGPU_CAP_VMM, 64);
+	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64);
+	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_VMM_MAP)->cap, RGPU_CAP_VMM);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_VMM_CREATE)->call_class, RGPU_CLASS_CALL);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_OUTPUT)->cap, RGPU_CAP_OUTPUT);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_OUTPUT)->call_class, RGPU_CLASS_PUSH);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_GRAPH_LAUNCH)->cap, RGPU_CAP_GRAPHS);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_CALLBACK)->cap, RGPU_CAP_HOST_CALLBACKS);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_CTX_SYNC)->cap, 0);

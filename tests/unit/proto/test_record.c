@@ -49,7 +49,13 @@
 #define GLOBAL_ADDR 0x7f00a0001000ull
 #define GLOBAL_SIZE 0x400ull
 
+#define PHYS 0xa1ull		   /* the application's physical memory (cuMemCreate) */
+#define APP_ADDR 0x7f0000800000ull /* the application's mapping of it */
+#define APP_SIZE 0x400000ull
+#define APP_OFFSET 0x200000ull
+
 /* Ids and keys written out (record.h: RGPU_REC_VMM_ID, RGPU_ATTR_KEY, RGPU_REC_ATTR_ID). */
+#define APP_VMM_ID 0x40007f0000800000ull /* 1 << 62 | APP_ADDR */
 #define VMM_ID 0x40007f0000200000ull	 /* 1 << 62 | MAP_ADDR */
 #define LIMIT_KEY 0x200000005ull	 /* space 2 (limit), device 0, limit 5 */
 #define LIMIT_ID 0x8000000000086005ull	 /* 1 << 63 | CTX << 14 | 2 << 12 | 5 */
@@ -227,6 +233,55 @@ static Rgpu__GraphOp q_graph(uint64_t graph, uint64_t exec, uint64_t flags)
 	r.stream = STREAM;
 	r.ctx = CTX;
 	r.flags = flags;
+	return r;
+}
+
+static Rgpu__VmmCreate q_vmm_create(void)
+{
+	Rgpu__VmmCreate r = RGPU__VMM_CREATE__INIT;
+	r.handle = PHYS;
+	r.size = 0x600000;
+	r.device = 3;
+	return r;
+}
+
+static Rgpu__VmmRelease q_vmm_release(void)
+{
+	Rgpu__VmmRelease r = RGPU__VMM_RELEASE__INIT;
+	r.handle = PHYS;
+	return r;
+}
+
+static Rgpu__VmmMap q_vmm_map(void)
+{
+	Rgpu__VmmMap r = RGPU__VMM_MAP__INIT;
+	r.addr = APP_ADDR;
+	r.size = APP_SIZE;
+	r.offset = APP_OFFSET;
+	r.handle = PHYS;
+	r.device = 3;
+	return r;
+}
+
+static Rgpu__VmmUnmap q_vmm_unmap(uint64_t release)
+{
+	Rgpu__VmmUnmap r = RGPU__VMM_UNMAP__INIT;
+	r.addr = APP_ADDR;
+	r.size = APP_SIZE;
+	r.release = release;
+	return r;
+}
+
+static Rgpu__VmmAccess q_vmm_access(uint32_t access)
+{
+	Rgpu__VmmAccess r = RGPU__VMM_ACCESS__INIT;
+	r.addr = APP_ADDR;
+	r.size = APP_SIZE;
+	r.handle = PHYS;
+	r.offset = APP_OFFSET;
+	r.device = 3;
+	r.access = access;
+	r.devices = 0x9; /* devices 0 and 3 */
 	return r;
 }
 
@@ -709,6 +764,74 @@ static void case_graph_destroy(void)
 	EXPECT(&ops, 0, RGPU_REC_REMOVE, ST_KIND_GRAPH, GRAPH_MADE, 0, 0, NOF, NULL, NULL, 0);
 }
 
+static void case_vmm_create(void)
+{
+	Rgpu__VmmCreate q = q_vmm_create();
+	Rgpu__Status ok = r_status(0), bad = r_status(2); /* CUDA_ERROR_OUT_OF_MEMORY */
+	struct rgpu_rec_ops ops;
+
+	assert_int_equal(build(RGPU_MSG_VMM_CREATE, &q, NULL, &ops), 0);
+	assert_int_equal(ops.n, 1);
+	EXPECT(&ops, 0, RGPU_REC_ADD, ST_KIND_PHYSMEM, PHYS, 0, 0, F(0x600000, 3), NULL, NULL, 0);
+	assert_int_equal(build(RGPU_MSG_VMM_CREATE, &q, &ok, &ops), 0);
+	assert_int_equal(ops.n, 1);
+	EXPECT(&ops, 0, RGPU_REC_ADD, ST_KIND_PHYSMEM, PHYS, 0, 0, F(0x600000, 3), NULL, NULL, 0);
+	assert_int_equal(build(RGPU_MSG_VMM_CREATE, &q, &bad, &ops), 0);
+	assert_int_equal(ops.n, 0);
+}
+
+static void case_vmm_release(void)
+{
+	Rgpu__VmmRelease q = q_vmm_release();
+	struct rgpu_rec_ops ops;
+
+	assert_int_equal(build(RGPU_MSG_VMM_RELEASE, &q, NULL, &ops), 0);
+	assert_int_equal(ops.n, 1);
+	EXPECT(&ops, 0, RGPU_REC_REMOVE, ST_KIND_PHYSMEM, PHYS, 0, 0, NOF, NULL, NULL, 0);
+}
+
+static void case_vmm_map(void)
+{
+	Rgpu__VmmMap q = q_vmm_map();
+	struct rgpu_rec_ops ops;
+
+	/* parent: the physical memory; no access yet */
+	assert_int_equal(build(RGPU_MSG_VMM_MAP, &q, NULL, &ops), 0);
+	assert_int_equal(ops.n, 1);
+	EXPECT(&ops, 0, RGPU_REC_ADD, ST_KIND_VMM_MAP, APP_VMM_ID, PHYS, 0,
+	       F(APP_ADDR, APP_SIZE, 3, APP_OFFSET, 0), NULL, NULL, 0);
+}
+
+static void case_vmm_unmap(void)
+{
+	Rgpu__VmmUnmap q = q_vmm_unmap(0);
+	struct rgpu_rec_ops ops;
+
+	assert_int_equal(build(RGPU_MSG_VMM_UNMAP, &q, NULL, &ops), 0);
+	assert_int_equal(ops.n, 1);
+	EXPECT(&ops, 0, RGPU_REC_REMOVE, ST_KIND_VMM_MAP, APP_VMM_ID, 0, 0, F(APP_ADDR, APP_SIZE),
+	       NULL, NULL, 0);
+	/* the last mapping of released memory: the memory goes after it */
+	q = q_vmm_unmap(PHYS);
+	assert_int_equal(build(RGPU_MSG_VMM_UNMAP, &q, NULL, &ops), 0);
+	assert_int_equal(ops.n, 2);
+	EXPECT(&ops, 0, RGPU_REC_REMOVE, ST_KIND_VMM_MAP, APP_VMM_ID, 0, 0, F(APP_ADDR, APP_SIZE),
+	       NULL, NULL, 0);
+	EXPECT(&ops, 1, RGPU_REC_REMOVE, ST_KIND_PHYSMEM, PHYS, 0, 0, NOF, NULL, NULL, 0);
+}
+
+static void case_vmm_access(void)
+{
+	Rgpu__VmmAccess q = q_vmm_access(0xc3); /* device 0 read-write, device 3 read-write */
+	struct rgpu_rec_ops ops;
+
+	/* the whole mapping record again, with the access after the call */
+	assert_int_equal(build(RGPU_MSG_VMM_ACCESS, &q, NULL, &ops), 0);
+	assert_int_equal(ops.n, 1);
+	EXPECT(&ops, 0, RGPU_REC_SET, ST_KIND_VMM_MAP, APP_VMM_ID, PHYS, 0,
+	       F(APP_ADDR, APP_SIZE, 3, APP_OFFSET, 0xc3), NULL, NULL, 0);
+}
+
 /* Every message whose effect is create, destroy or attr, with the effect and kind it has. */
 static struct rec_case {
 	unsigned type;
@@ -737,6 +860,11 @@ static struct rec_case {
     {RGPU_MSG_GRAPH_EXEC_DESTROY, RGPU_EFFECT_DESTROY, ST_KIND_GRAPH_EXEC, case_graph_exec_destroy,
      0},
     {RGPU_MSG_GRAPH_DESTROY, RGPU_EFFECT_DESTROY, ST_KIND_GRAPH, case_graph_destroy, 0},
+    {RGPU_MSG_VMM_CREATE, RGPU_EFFECT_CREATE, ST_KIND_PHYSMEM, case_vmm_create, 0},
+    {RGPU_MSG_VMM_RELEASE, RGPU_EFFECT_DESTROY, ST_KIND_PHYSMEM, case_vmm_release, 0},
+    {RGPU_MSG_VMM_MAP, RGPU_EFFECT_CREATE, ST_KIND_VMM_MAP, case_vmm_map, 0},
+    {RGPU_MSG_VMM_UNMAP, RGPU_EFFECT_DESTROY, ST_KIND_VMM_MAP, case_vmm_unmap, 0},
+    {RGPU_MSG_VMM_ACCESS, RGPU_EFFECT_ATTR, ST_KIND_VMM_MAP, case_vmm_access, 0},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -776,7 +904,7 @@ static void test_every_recording_message(void **state)
 	/* and no case names a type that no longer records */
 	for (size_t i = 0; i < NCASES; i++)
 		assert_int_equal(cases[i].seen, 1);
-	assert_int_equal(covered, 20);
+	assert_int_equal(covered, 25);
 }
 
 /* ---- 2. bodies of the wrong type; messages that record nothing ---------------------------- */
@@ -835,7 +963,7 @@ static void test_wrong_body_and_no_effect(void **state)
 		free(req);
 		free(rep);
 	}
-	assert_int_equal(recording, 20);
+	assert_int_equal(recording, 25);
 	/* the table has 29 such rows today; a few may come or go without this test knowing */
 	assert_true(silent >= 25);
 
@@ -959,6 +1087,63 @@ static void test_apply_ctx_destroy_cascade(void **state)
 	assert_int_equal(rgpu_rec_apply(log, &ops, &hooks, &failed), RGPU_ENOTFOUND);
 	assert_int_equal(failed, 0);
 	assert_int_equal(seen.n, 0);
+	st_log_free(log);
+}
+
+/*
+ * The application's virtual memory in a log: physical memory, a mapping of it whose access is
+ * set (in place), then the last unmap of released memory, which takes the mapping first.
+ */
+static void test_apply_vmm(void **state)
+{
+	struct st_log *log = new_log();
+	Rgpu__VmmCreate vc = q_vmm_create();
+	Rgpu__VmmMap vm = q_vmm_map();
+	Rgpu__VmmAccess va = q_vmm_access(0x3);
+	Rgpu__VmmUnmap vu = q_vmm_unmap(PHYS);
+	Rgpu__VmmRelease vr = q_vmm_release();
+	Rgpu__Status ok = r_status(0);
+	struct removals seen = {.log = log};
+	struct rgpu_rec_hooks hooks = {on_removed, &seen};
+	struct rgpu_rec_ops ops;
+
+	(void)state;
+	assert_int_equal(apply_msg(log, RGPU_MSG_VMM_CREATE, &vc, &ok), 1);
+	assert_int_equal(apply_msg(log, RGPU_MSG_VMM_MAP, &vm, NULL), 1);
+	EXPECT_ORDER(log, 2, PHYS, APP_VMM_ID);
+	EXPECT_REC(st_find(log, APP_VMM_ID), ST_KIND_VMM_MAP, APP_VMM_ID, PHYS, 0,
+		   F(APP_ADDR, APP_SIZE, 3, APP_OFFSET, 0), NULL, NULL);
+	assert_int_equal(apply_msg(log, RGPU_MSG_VMM_ACCESS, &va, NULL), 1);
+	va = q_vmm_access(0xc3);
+	assert_int_equal(apply_msg(log, RGPU_MSG_VMM_ACCESS, &va, NULL), 1);
+	EXPECT_ORDER(log, 2, PHYS, APP_VMM_ID);
+	EXPECT_REC(st_find(log, APP_VMM_ID), ST_KIND_VMM_MAP, APP_VMM_ID, PHYS, 0,
+		   F(APP_ADDR, APP_SIZE, 3, APP_OFFSET, 0xc3), NULL, NULL);
+
+	/* access for a mapping of other memory than its own is refused: parent is fixed */
+	va.handle = PHYS + 1;
+	assert_int_equal(build(RGPU_MSG_VMM_ACCESS, &va, NULL, &ops), 0);
+	assert_int_equal(rgpu_rec_apply(log, &ops, NULL, NULL), RGPU_EINVAL);
+
+	assert_int_equal(build(RGPU_MSG_VMM_UNMAP, &vu, NULL, &ops), 0);
+	assert_int_equal(rgpu_rec_apply(log, &ops, &hooks, NULL), 0);
+	assert_int_equal(seen.n, 2);
+	assert_int_equal(seen.id[0], APP_VMM_ID);
+	assert_int_equal(seen.kind[0], ST_KIND_VMM_MAP);
+	assert_int_equal(seen.id[1], PHYS);
+	assert_int_equal(seen.kind[1], ST_KIND_PHYSMEM);
+	assert_int_equal(st_count(log), 0);
+
+	/* memory released while mapped, unmapped without release: the release removes both */
+	assert_int_equal(apply_msg(log, RGPU_MSG_VMM_CREATE, &vc, &ok), 1);
+	assert_int_equal(apply_msg(log, RGPU_MSG_VMM_MAP, &vm, NULL), 1);
+	seen.n = 0;
+	assert_int_equal(build(RGPU_MSG_VMM_RELEASE, &vr, NULL, &ops), 0);
+	assert_int_equal(rgpu_rec_apply(log, &ops, &hooks, NULL), 0);
+	assert_int_equal(seen.n, 2);
+	assert_int_equal(seen.id[0], APP_VMM_ID);
+	assert_int_equal(seen.id[1], PHYS);
+	assert_int_equal(st_count(log), 0);
 	st_log_free(log);
 }
 
@@ -1558,6 +1743,7 @@ int main(void)
 	    cmocka_unit_test(test_every_recording_message),
 	    cmocka_unit_test(test_wrong_body_and_no_effect),
 	    cmocka_unit_test(test_apply_ctx_destroy_cascade),
+	    cmocka_unit_test(test_apply_vmm),
 	    cmocka_unit_test(test_apply_graph_exec_hash),
 	    cmocka_unit_test(test_apply_failure_index),
 	    cmocka_unit_test(test_settle_failed_reply),

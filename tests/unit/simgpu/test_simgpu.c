@@ -853,6 +853,14 @@ static void test_vmm(void **state)
 	CU(cuMemcpyDtoH(back, base, 64));
 	assert_memory_equal(back, buf + 16, 64);
 	CU(cuMemUnmap(base + (8u << 20), 2 * two));
+	/* a part of it, from an offset: the second granule's bytes */
+	CU(cuMemMap(base + (16u << 20), two, two, h, 0));
+	CU(cuMemSetAccess(base + (16u << 20), two, &acc, 1));
+	CU(cuMemcpyDtoH(back, base + (16u << 20), 64));
+	assert_memory_equal(back, buf + two / 4, 64);
+	assert_int_equal(cuMemMap(base + (24u << 20), two, 2 * two, h, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemMap(base + (24u << 20), two, 4096, h, 0), CUDA_ERROR_INVALID_VALUE);
+	CU(cuMemUnmap(base + (16u << 20), two));
 
 	/* anything not wholly inside mapped, accessible memory is refused */
 	assert_int_equal(cuMemcpyHtoD(base + 2 * two - 16, buf, 32), CUDA_ERROR_INVALID_VALUE);

@@ -1129,7 +1129,6 @@ static void test_attr(void **state)
 	size_t n;
 
 	assert_int_equal(ST_KIND_ATTR, 14);
-	assert_int_equal(ST_KIND_MAX, ST_KIND_ATTR);
 	assert_string_equal(st_kind_name(ST_KIND_ATTR), "attribute");
 	assert_string_equal(st_kind_name(ST_KIND_MAX + 1), "?");
 
@@ -1277,6 +1276,64 @@ static void test_attr_stream(void **state)
 }
 
 /* A function's parent: a module, or a kernel (cuKernelGetFunction); kernels need a module. */
+/* --- the application's physical memory and its mappings ------------------------------------- */
+
+static void test_physmem(void **state)
+{
+	struct st_rec r[NKINDS], pm, m1, m2, bad;
+	struct st_log *log = log_of((all_kinds(r, false), r), NKINDS), *back = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	char line[256];
+
+	(void)state;
+	assert_int_equal(ST_KIND_PHYSMEM, 15);
+	assert_int_equal(ST_KIND_MAX, ST_KIND_PHYSMEM);
+	assert_string_equal(st_kind_name(ST_KIND_PHYSMEM), "physical memory");
+	pm = (struct st_rec){.kind = ST_KIND_PHYSMEM, .id = 0xf00, .physmem = {4 << 20, 1}};
+	assert_int_equal(st_add(log, &pm), 0);
+	/* two mappings of it, the second at an offset, with access for devices 0 and 1 */
+	m1 = (struct st_rec){.kind = ST_KIND_VMM_MAP,
+			     .id = 0x4000600000400000ull,
+			     .parent = 0xf00,
+			     .vmm = {0x600000400000ull, 2 << 20, 1, 0, 0x3}};
+	m2 = m1;
+	m2.id = 0x4000600000800000ull;
+	m2.vmm.addr = 0x600000800000ull;
+	m2.vmm.offset = 2 << 20;
+	m2.vmm.access = 0xd; /* device 0 read-write, device 1 read */
+	assert_int_equal(st_add(log, &m1), 0);
+	assert_int_equal(st_add(log, &m2), 0);
+	assert_int_equal(st_find(log, m2.id)->f[4], 0xd);
+	/* a mapping's parent is physical memory or nothing: not a context, not an allocation */
+	bad = m1;
+	bad.id = 0x4000600000c00000ull;
+	bad.parent = 0x100;
+	assert_int_equal(st_add(log, &bad), RGPU_EINVAL);
+	bad.parent = 0x200;
+	assert_int_equal(st_add(log, &bad), RGPU_EINVAL);
+	st_rec_describe(&m2, line, sizeof(line));
+	assert_string_equal(line, "VMM mapping id=0x4000600000800000 parent=3840 "
+				  "addr=0x600000800000 size=2097152 device=1 offset=2097152 "
+				  "access=0xd");
+	st_rec_describe(&pm, line, sizeof(line));
+	assert_string_equal(line, "physical memory id=3840 size=4194304 device=1");
+
+	/* through a stream and back, unchanged */
+	assert_int_equal(st_serialize(log, &buf, &len), 0);
+	assert_int_equal(st_deserialize(buf, len, &back, NULL), 0);
+	assert_int_equal(st_compare(log, back, NULL, NULL, NULL), 0);
+	free(buf);
+	st_log_free(back);
+
+	/* the physical memory's removal takes its mappings with it */
+	assert_int_equal(st_remove(log, 0xf00), 0);
+	assert_null(st_find(log, m1.id));
+	assert_null(st_find(log, m2.id));
+	assert_int_equal(st_count(log), NKINDS);
+	st_log_free(log);
+}
+
 static void test_function_parent(void **state)
 {
 	struct st_rec r[NKINDS], f;
@@ -1711,6 +1768,7 @@ int main(void)
 	    cmocka_unit_test(test_attr),
 	    cmocka_unit_test(test_attr_stream),
 	    cmocka_unit_test(test_function_parent),
+	    cmocka_unit_test(test_physmem),
 	    cmocka_unit_test(test_remove_each),
 	    cmocka_unit_test(test_compare),
 	    cmocka_unit_test(test_describe),

@@ -82,6 +82,7 @@ static const struct tspec types[] = {
     {41, "MSG_HOST_FUNC", TO_SRV, 0, 0},
     {42, "MSG_CALLBACK", TO_CLI, 0, 0},
     {43, "MSG_CALLBACK_DONE", TO_SRV, 0, 0},
+    {44, "MSG_OUTPUT", TO_CLI, 0, 64 * 1024},
     {50, "MSG_STREAM_CREATE", TO_SRV, 0, 0},
     {51, "MSG_STREAM_DESTROY", TO_SRV, 0, 0},
     {52, "MSG_STREAM_SYNC", TO_SRV, 0, RGPU_MAX_DIGEST},
@@ -103,6 +104,11 @@ static const struct tspec types[] = {
     {77, "MSG_GRAPH_DESTROY", TO_SRV, 0, 0},
     {78, "MSG_GRAPH_NODE_COUNT", TO_SRV, 0, 0},
     {80, "MSG_OCCUPANCY", TO_SRV, 0, 0},
+    {90, "MSG_VMM_CREATE", TO_SRV, 0, 0},
+    {91, "MSG_VMM_RELEASE", TO_SRV, 0, 0},
+    {92, "MSG_VMM_MAP", TO_SRV, 0, 0},
+    {93, "MSG_VMM_UNMAP", TO_SRV, 0, 0},
+    {94, "MSG_VMM_ACCESS", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -118,6 +124,8 @@ _Static_assert(RGPU_MSG_EVENT_ELAPSED == 65, "MSG_EVENT_ELAPSED");
 _Static_assert(RGPU_MSG_CAPTURE_BEGIN == 70, "MSG_CAPTURE_BEGIN");
 _Static_assert(RGPU_MSG_OCCUPANCY == 80, "MSG_OCCUPANCY");
 _Static_assert(RGPU_MSG_ACK == 5, "MSG_ACK");
+_Static_assert(RGPU_MSG_VMM_CREATE == 90, "MSG_VMM_CREATE");
+_Static_assert(RGPU_MSG_OUTPUT == 44, "MSG_OUTPUT");
 
 static const struct tspec *spec_of(unsigned type)
 {
@@ -659,6 +667,9 @@ static void test_check_payload(void **state)
 	assert_int_equal(chk(24, 0, 16, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG);  /* DTOH */
 	assert_int_equal(chk(4, 0, 0, 1, RGPU_PEER_SERVER), RGPU_ETOOBIG);    /* PING */
 	assert_int_equal(chk(42, 0, 16, 1, RGPU_PEER_CLIENT), RGPU_ETOOBIG);  /* CALLBACK */
+	assert_int_equal(chk(44, 0, 2, 64 * 1024, RGPU_PEER_CLIENT), 0);      /* OUTPUT */
+	assert_int_equal(chk(44, 0, 2, 64 * 1024 + 1, RGPU_PEER_CLIENT), RGPU_ETOOBIG);
+	assert_int_equal(chk(44, 0, 2, 1, RGPU_PEER_SERVER), RGPU_EPROTO);  /* server-only */
 	assert_int_equal(chk(5, 0, 0, 1, RGPU_PEER_CLIENT), RGPU_ETOOBIG);    /* ACK */
 	assert_int_equal(chk_admin_payload(RGPU_ADMIN_MSG_STATUS, 1), RGPU_ETOOBIG);
 	assert_int_equal(chk_admin_payload(RGPU_ADMIN_MSG_JOBS, 1), RGPU_ETOOBIG);

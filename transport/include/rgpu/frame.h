@@ -42,6 +42,7 @@
 #define RGPU_MAX_IMAGE (1ull << 30)        /* payload of a module image */
 #define RGPU_MAX_PARAMS (1ull << 20)       /* packed kernel parameters or `extra` buffer */
 #define RGPU_MAX_DIGEST 32ull              /* a state-log digest (RGPU_VERIFY_LOG) */
+#define RGPU_MAX_OUTPUT (64ull << 10)      /* one MSG_OUTPUT: device printf or assert bytes */
 #define RGPU_COPY_CHUNK (4ull << 20)       /* chunk size senders use for bulk copies */
 
 /* Who receives a frame: used to refuse frames that only the other side may send. */

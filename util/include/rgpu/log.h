@@ -31,6 +31,13 @@ int rgpu_log_parse_level(const char *s);
 void rgpu_log_set_tag(const char *tag);
 /* rgpu_log_open() - append to PATH instead of stderr. Returns 0 or RGPU_ESYS. */
 int rgpu_log_open(const char *path);
+/*
+ * rgpu_log_fd() - the descriptor lines go to: 2 (stderr) unless rgpu_log_open() or
+ * rgpu_log_set_fd() chose another. rgpu_log_set_fd() - write to fd from now on (a worker whose
+ * fd 2 becomes the program's output keeps logging to a copy of the original; server/stdio.c).
+ */
+int rgpu_log_fd(void);
+void rgpu_log_set_fd(int fd);
 
 void rgpu_log(int level, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
