@@ -224,9 +224,9 @@ IP_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 }
 
 /*
- * In memory the application mapped itself (cuMemMap), the range is the mapping's: each mapping
- * is one allocation, as NCCL relies on when it frees with cuMemGetAddressRange, cuMemUnmap and
- * cuMemAddressFree.
+ * In memory the application mapped itself (cuMemMap), the range is the mapping's (measured on
+ * the H100, where the pointer attributes RANGE_START_ADDR and RANGE_SIZE name the whole
+ * reservation instead): NCCL frees with cuMemGetAddressRange, cuMemUnmap and cuMemAddressFree.
  */
 IP_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
@@ -753,10 +753,15 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->ctx = a->owner;
 		pi->buffer_id = a->addr;
 	} else if ((m = ip_vaw_map_find(&ip.vaw, p)) && m->handle) {
-		/* the application's mapping: device memory of no context */
+		/*
+		 * The application's mapping: device memory of no context, whose range is the
+		 * whole reservation it was mapped into (measured on the H100: RANGE_START_ADDR and
+		 * RANGE_SIZE of a mapping name the cuMemAddressReserve range).
+		 */
+		const struct ip_vaw_resv *rv = ip_vaw_resv_find(&ip.vaw, p);
 		pi->kind = 1;
-		pi->base = m->addr;
-		pi->size = m->size;
+		pi->base = rv ? rv->addr : m->addr;
+		pi->size = rv ? rv->size : m->size;
 		pi->device = m->device;
 		pi->buffer_id = m->addr;
 		pi->physmem = m->handle;

@@ -304,6 +304,13 @@ IP_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 		pthread_mutex_unlock(&ip.mem_lock);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
+	if (offset || size != pm->size) {
+		/* measured on the H100: a map of part of an allocation is CUDA_ERROR_NOT_SUPPORTED */
+		pthread_mutex_unlock(&ip.mem_lock);
+		ip_refused("cuMemMap of part of an allocation",
+			   "the driver maps whole allocations at offset 0 only");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	ret = ip_vaw_map_app(&ip.vaw, ptr, size, pm, offset, pm->prop.location.id);
 	if (ret) {
 		pthread_mutex_unlock(&ip.mem_lock);
