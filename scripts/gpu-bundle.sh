@@ -9,6 +9,7 @@ mkdir -p gpubundle/bin gpubundle/lib gpubundle/tests/progs gpubundle/tests/e2e
 cp -a "$B"/bin/rgpud "$B"/bin/rgpuctl "$B"/bin/procaddr_dump gpubundle/bin/
 cp -a "$B"/lib/*.so.* gpubundle/lib/
 cp -a "$B"/lib/interposer gpubundle/lib/
+[ -d "$B"/lib/darktrace ] && cp -a "$B"/lib/darktrace gpubundle/lib/
 cp -a "$B"/tests/progs/* gpubundle/tests/progs/ 2>/dev/null || true
 rm -rf gpubundle/tests/progs/CMakeFiles gpubundle/tests/progs/Makefile gpubundle/tests/progs/*.cmake
 cp -a "$B"/tests/e2e/hostile "$B"/tests/e2e/cutproxy "$B"/tests/e2e/resume gpubundle/tests/e2e/
