@@ -402,3 +402,45 @@ IP_API CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
 	/* synchronous: an impossible limit must fail here, as the driver's does */
 	return ip_call_status(RGPU_MSG_CTX_SET_LIMIT, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 }
+
+/* ---- for the export tables (ip_dark.h) ------------------------------------------------------- */
+
+CUresult ip_ctx_tpc_map(unsigned char **vgpc, unsigned char **mtpc)
+{
+	Rgpu__DeviceRef m = RGPU__DEVICE_REF__INIT;
+	Rgpu__TpcMapReply *rep = NULL;
+	unsigned char *a, *b;
+	struct ip_ctx *c;
+	CUresult r;
+
+	if (!ip.initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!vgpc || !mtpc)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.device = c->device;
+	m.ctx = c->o.id;
+	r = ip_call_status(RGPU_MSG_TPC_MAP, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__tpc_map_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (r != CUDA_SUCCESS) {
+		if (rep)
+			rgpu__tpc_map_reply__free_unpacked(rep, NULL);
+		return r;
+	}
+	a = malloc(rep->vgpc.len + 1);
+	b = malloc(rep->mtpc.len + 1);
+	if (a && b) {
+		memcpy(a, rep->vgpc.data, rep->vgpc.len);
+		memcpy(b, rep->mtpc.data, rep->mtpc.len);
+		*vgpc = a;
+		*mtpc = b;
+	} else {
+		free(a);
+		free(b);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	rgpu__tpc_map_reply__free_unpacked(rep, NULL);
+	return r;
+}

@@ -3,7 +3,7 @@
  * between the CUDA runtime and libcuda that cuda.h does not show. Every runtime copy in the
  * process (static cudart, libcudart.so.13, the copies inside cuDNN, cuBLAS, cuBLASLt) fetches
  * these tables while initialising and crashes if one it needs is missing. This file owns the
- * seven tables rgpu provides, their layout (the 580 driver's slot counts and slot-0 sizes),
+ * nine tables rgpu provides, their layout (the 580 driver's slot counts and slot-0 sizes),
  * the default stubs, and the refusal of every other table. The integrity check lives in
  * integrity.c and context-local storage in cls.c; the tables here point at them.
  *
@@ -13,6 +13,7 @@
  * the real table has a function: an unknown slot gets a stub that logs and answers 801.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* No LOG_PREFIX: every line here starts "dark <short-uuid>", the form §3 asks for. */
@@ -80,10 +81,27 @@ static void dark_stub_note(int *once, const char *table, int slot, uintptr_t a0,
 #define T21318C60_STUBS(M)                                                                         \
 	M(21318c60, 1) M(21318c60, 2) M(21318c60, 3) M(21318c60, 5) M(21318c60, 6)                 \
 	M(21318c60, 7) M(21318c60, 8) M(21318c60, 9)                                               \
-	DARK_DECADE(M, 21318c60, 1) DARK_DECADE(M, 21318c60, 2) DARK_DECADE(M, 21318c60, 3)        \
-	DARK_DECADE(M, 21318c60, 4) DARK_DECADE(M, 21318c60, 5) DARK_DECADE(M, 21318c60, 6)        \
-	DARK_DECADE(M, 21318c60, 7) DARK_DECADE(M, 21318c60, 8)                                    \
+	DARK_DECADE(M, 21318c60, 1) DARK_DECADE(M, 21318c60, 2)                                    \
+	M(21318c60, 30) M(21318c60, 31) M(21318c60, 32) M(21318c60, 33) M(21318c60, 34)            \
+	M(21318c60, 35) M(21318c60, 36) M(21318c60, 37) M(21318c60, 38)                            \
+	M(21318c60, 40) M(21318c60, 41) M(21318c60, 42) M(21318c60, 43) M(21318c60, 44)            \
+	M(21318c60, 45) M(21318c60, 46) M(21318c60, 47) M(21318c60, 48) M(21318c60, 49)            \
+	M(21318c60, 50) M(21318c60, 52) M(21318c60, 53) M(21318c60, 54) M(21318c60, 55)            \
+	M(21318c60, 56) M(21318c60, 57) M(21318c60, 58) M(21318c60, 59)                            \
+	DARK_DECADE(M, 21318c60, 6) DARK_DECADE(M, 21318c60, 7) DARK_DECADE(M, 21318c60, 8)        \
 	M(21318c60, 90) M(21318c60, 92)
+#define T1734DC26_STUBS(M)                                                                         \
+	M(1734dc26, 1) M(1734dc26, 2) M(1734dc26, 3) M(1734dc26, 5) M(1734dc26, 6)                 \
+	M(1734dc26, 7) M(1734dc26, 8) M(1734dc26, 9) M(1734dc26, 10) M(1734dc26, 11)               \
+	M(1734dc26, 12) M(1734dc26, 14) M(1734dc26, 15) M(1734dc26, 16)
+#define T6E163FBE_STUBS(M)                                                                         \
+	M(6e163fbe, 1) M(6e163fbe, 2) M(6e163fbe, 3) M(6e163fbe, 4) M(6e163fbe, 5)                 \
+	M(6e163fbe, 6) M(6e163fbe, 8) M(6e163fbe, 9)                                               \
+	DARK_DECADE(M, 6e163fbe, 1) DARK_DECADE(M, 6e163fbe, 2) DARK_DECADE(M, 6e163fbe, 3)        \
+	DARK_DECADE(M, 6e163fbe, 4) DARK_DECADE(M, 6e163fbe, 5) DARK_DECADE(M, 6e163fbe, 6)        \
+	DARK_DECADE(M, 6e163fbe, 7) DARK_DECADE(M, 6e163fbe, 8)                                    \
+	M(6e163fbe, 90) M(6e163fbe, 91) M(6e163fbe, 92) M(6e163fbe, 94) M(6e163fbe, 95)            \
+	M(6e163fbe, 96) M(6e163fbe, 97) M(6e163fbe, 98)
 /* clang-format on */
 
 CUDART_STUBS(DARK_STUB_DEF)
@@ -92,6 +110,8 @@ TLS_STUBS(DARK_STUB_DEF)
 CHECKS_STUBS(DARK_STUB_DEF)
 INTEGRITY_STUBS(DARK_STUB_DEF)
 T21318C60_STUBS(DARK_STUB_DEF)
+T1734DC26_STUBS(DARK_STUB_DEF)
+T6E163FBE_STUBS(DARK_STUB_DEF)
 
 /*
  * Every slot is accounted for: slot 0 + stubs + specified functions + real NULLs. A slot
@@ -292,13 +312,124 @@ static CUresult t21318c60_context_id(CUcontext ctx, unsigned long long *out)
 	return CUDA_SUCCESS;
 }
 
+/*
+ * Slot 51: a stream's "tools handle" (ctx, stream, &handle, per-thread flag); slot 39: the
+ * stream ID behind such a handle. Measured on driver 580 (tests/gpu/darktrace.sh): cuBLAS calls
+ * 51 on the NULL stream, then 39 on what it got, once per handle, and keys its per-stream
+ * state by the ID. rgpu's handle of an ordinary stream is the stream itself; the NULL stream
+ * has one token for the legacy and one for the per-thread kind. The ID is what cuStreamGetId
+ * answers for the same stream, so both paths name a stream alike.
+ */
+static const char t21318c60_null_streams[2]; /* [0] legacy NULL stream, [1] per-thread */
+
+static CUresult t21318c60_stream_handle(CUcontext ctx, CUstream s, void **out, unsigned per_thread)
+{
+	unsigned long long id;
+	CUresult r;
+
+	(void)ctx;
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+		int ptds = s == CU_STREAM_PER_THREAD || (!s && (per_thread & 0xff));
+		*out = (void *)&t21318c60_null_streams[ptds];
+		return CUDA_SUCCESS;
+	}
+	r = cuStreamGetId(s, &id); /* a handle check */
+	if (r != CUDA_SUCCESS)
+		return r;
+	*out = s;
+	return CUDA_SUCCESS;
+}
+
+static CUresult t21318c60_stream_id(CUcontext ctx, void *handle, unsigned long long *id)
+{
+	(void)ctx;
+	if (!handle || !id)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (handle == &t21318c60_null_streams[0])
+		return cuStreamGetId(NULL, id);
+	if (handle == &t21318c60_null_streams[1])
+		return cuStreamGetId(CU_STREAM_PER_THREAD, id);
+	return cuStreamGetId((CUstream)handle, id);
+}
+
 #define T21318C60_SLOTS 93
 static const void *const dark_21318c60[T21318C60_SLOTS] = {
     [0] = DARK_SIZE(T21318C60_SLOTS),
     [4] = (const void *)t21318c60_context_id,
+    [39] = (const void *)t21318c60_stream_id,
+    [51] = (const void *)t21318c60_stream_handle,
     [91] = NULL, /* NULL in the real table too */
     T21318C60_STUBS(DARK_STUB_SLOT)};
-DARK_CHECK_SLOTS("21318c60", T21318C60_SLOTS, T21318C60_STUBS, 1, 1);
+DARK_CHECK_SLOTS("21318c60", T21318C60_SLOTS, T21318C60_STUBS, 3, 1);
+
+/* ---- 1734dc26: 17 slots, slot 0 = 136 ------------------------------------------------------- */
+
+/*
+ * Slot 4 hands out two arrays the driver allocates (the current device's TPC-to-vGPC and
+ * TPC-to-mTPC maps, one byte per TPC), slot 13 frees them; cuBLASLt calls the pair around its
+ * first cluster kernels (measured: without the table it crashes). The bytes come from the
+ * worker's driver (MSG_TPC_MAP); the copies here are the caller's to free through slot 13.
+ */
+static CUresult t1734dc26_tpc_map(unsigned char **vgpc, unsigned char **mtpc)
+{
+	return ip_ctx_tpc_map(vgpc, mtpc);
+}
+
+static CUresult t1734dc26_tpc_map_free(unsigned char *vgpc, unsigned char *mtpc)
+{
+	free(vgpc);
+	free(mtpc);
+	return CUDA_SUCCESS;
+}
+
+#define T1734DC26_SLOTS 17
+static const void *const dark_1734dc26[T1734DC26_SLOTS] = {
+    [0] = DARK_SIZE(T1734DC26_SLOTS),
+    [4] = (const void *)t1734dc26_tpc_map,
+    [13] = (const void *)t1734dc26_tpc_map_free,
+    T1734DC26_STUBS(DARK_STUB_SLOT)};
+DARK_CHECK_SLOTS("1734dc26", T1734DC26_SLOTS, T1734DC26_STUBS, 2, 0);
+
+/* ---- 6e163fbe: 99 slots, slot 0 = 792 (slot 93 NULL) ----------------------------------------- */
+
+/*
+ * Slot 7: (ctx, module, callback, opaque) calls callback(opaque, function, owner) for each
+ * function of the module and returns how many it called back for (not a CUresult). Measured:
+ * cuFFT calls it on each module it loads, with a callback that keeps the function it hears of
+ * (one per module), and then uses that as a CUfunction; the real driver answered 1. Here the
+ * functions are the module's own CUfunction handles, so every later use of one is an ordinary
+ * rgpu call. What the real driver passes as `owner` is not known: 0 here (cuFFT ignores it).
+ */
+typedef void (*t6e163fbe_cb)(void *opaque, void *function, uint64_t owner);
+
+static uint64_t t6e163fbe_each_function(CUcontext ctx, CUmodule mod, t6e163fbe_cb cb, void *opaque)
+{
+	CUfunction *fs;
+	unsigned n = 0;
+
+	(void)ctx;
+	if (cuModuleGetFunctionCount(&n, mod) != CUDA_SUCCESS || n == 0)
+		return 0;
+	fs = calloc(n, sizeof(*fs));
+	if (!fs)
+		return 0;
+	if (cuModuleEnumerateFunctions(fs, n, mod) != CUDA_SUCCESS)
+		n = 0;
+	for (unsigned i = 0; cb && i < n; i++)
+		cb(opaque, fs[i], 0);
+	free(fs);
+	return n;
+}
+
+#define T6E163FBE_SLOTS 99
+static const void *const dark_6e163fbe[T6E163FBE_SLOTS] = {
+    [0] = DARK_SIZE(T6E163FBE_SLOTS),
+    [7] = (const void *)t6e163fbe_each_function,
+    [93] = NULL, /* NULL in the real table too */
+    T6E163FBE_STUBS(DARK_STUB_SLOT)};
+DARK_CHECK_SLOTS("6e163fbe", T6E163FBE_SLOTS, T6E163FBE_STUBS, 1, 1);
 
 /* ---- cuGetExportTable ---------------------------------------------------------------------- */
 
@@ -337,6 +468,14 @@ static const struct dark_export dark_exports[] = {
       0xf2},
      dark_21318c60,
      "21318c60"},
+    {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b,
+      0xca},
+     dark_1734dc26,
+     "1734dc26"},
+    {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99,
+      0x1e},
+     dark_6e163fbe,
+     "6e163fbe"},
 };
 
 /*
@@ -351,12 +490,13 @@ static const struct dark_refused {
 } dark_refused[] = {
     {{0xf8, 0xcf, 0xf9, 0x51}, 1, "unnamed, asked by every runtime, never called"},
     {{0x69, 0xa2, 0x8e, 0x9f}, 1, "NVML's"},
-    {{0x6e, 0x16, 0x3f, 0xbe}, 0, "module iterator (cuFFT, CUPTI)"},
     {{0xb1, 0x05, 0x41, 0xe1}, 0, "DEVICE_EXTENDED_RT (CUPTI)"},
     {{0x0c, 0xa5, 0x0b, 0x8c}, 0, "CTX_CREATE_BYPASS"},
     {{0x9a, 0xf0, 0x70, 0x7b}, 0, "optical flow"},
     {{0xdd, 0x9e, 0x98, 0xa4}, 0, "HYBRID_CUDART"},
-    {{0xda, 0x91, 0x51, 0xd3}, 0, "unnamed"},
+    /* NVRTC asks it to compile with the driver's NVVM, and compiles itself when refused
+       (measured: CuPy's RawKernel gives the same result) */
+    {{0xda, 0x91, 0x51, 0xd3}, 1, "NVRTC's compiler in the driver; NVRTC falls back"},
 };
 
 static void dark_log_refusal(const CUuuid *id)
@@ -388,7 +528,7 @@ static void dark_log_refusal(const CUuuid *id)
  * @ppExportTable:   receives the table, or NULL on failure
  * @pExportTableId:  the table's UUID, 16 raw bytes
  *
- * Returns CUDA_SUCCESS for the seven provided tables, CUDA_ERROR_INVALID_VALUE for a NULL
+ * Returns CUDA_SUCCESS for the nine provided tables, CUDA_ERROR_INVALID_VALUE for a NULL
  * argument and for every other UUID (logged with its short UUID).
  */
 __attribute__((visibility("default"))) CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)

@@ -34,6 +34,12 @@ int ip_ctx_alive(CUcontext ctx);
  * CUDA_ERROR_NOT_INITIALIZED before cuInit.
  */
 CUresult ip_primary_ctx_peek(CUdevice dev, CUcontext *out);
+/*
+ * ip_ctx_tpc_map() - the current context's device's TPC-to-vGPC and TPC-to-mTPC maps, one
+ * byte per TPC, in two malloc'd arrays the caller frees (export table 1734dc26, slot 4), as
+ * the worker's driver gives them. CUDA_ERROR_INVALID_CONTEXT without a current context.
+ */
+CUresult ip_ctx_tpc_map(unsigned char **vgpc, unsigned char **mtpc);
 
 /* ---- provided by the dark part ------------------------------------------------------------ */
 

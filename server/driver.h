@@ -40,7 +40,8 @@
 	X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)                               \
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                                \
 	X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxActiveClusters)            \
-	X(cuOccupancyMaxPotentialClusterSize)
+	X(cuOccupancyMaxPotentialClusterSize) X(cuGetExportTable) X(cuTensorMapEncodeTiled)         \
+	X(cuTensorMapEncodeIm2col) X(cuTensorMapEncodeIm2colWide) X(cuTensorMapReplaceAddress)
 
 struct srv_driver {
 	void *dl;

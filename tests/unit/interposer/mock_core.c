@@ -6,6 +6,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ip_dark.h"
@@ -33,6 +34,11 @@ static struct {
 	const void *load_image;
 	CUresult load_rc;
 	int peek_calls;
+	struct {
+		CUstream s;
+		unsigned long long id;
+	} streams[4];
+	int nstreams;
 } m;
 
 /* mock_reset() - back to "nothing initialised, no devices, no contexts". */
@@ -198,4 +204,76 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
 	if (m.load_rc == CUDA_SUCCESS)
 		*module = (CUmodule)(uintptr_t)0x5000;
 	return m.load_rc;
+}
+
+/* ---- streams, TPC maps and module functions (21318c60, 1734dc26, 6e163fbe) ------------------ */
+
+void mock_add_stream(CUstream s, unsigned long long id)
+{
+	m.streams[m.nstreams].s = s;
+	m.streams[m.nstreams++].id = id;
+}
+
+/* NULL and CU_STREAM_LEGACY: 0; CU_STREAM_PER_THREAD: 2; an added stream: its id */
+CUresult cuStreamGetId(CUstream s, unsigned long long *id)
+{
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+		*id = s == CU_STREAM_PER_THREAD ? 2 : 0;
+		return CUDA_SUCCESS;
+	}
+	for (int i = 0; i < m.nstreams; i++)
+		if (m.streams[i].s == s) {
+			*id = m.streams[i].id;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* 66 TPCs: vGPC i % 8, mTPC i / 8 (simgpu's pattern) */
+CUresult ip_ctx_tpc_map(unsigned char **vgpc, unsigned char **mtpc)
+{
+	unsigned char *a, *b;
+
+	if (!m.initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!vgpc || !mtpc)
+		return CUDA_ERROR_INVALID_VALUE;
+	a = malloc(66);
+	b = malloc(66);
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (int i = 0; i < 66; i++) {
+		a[i] = (unsigned char)(i % 8);
+		b[i] = (unsigned char)(i / 8);
+	}
+	*vgpc = a;
+	*mtpc = b;
+	return CUDA_SUCCESS;
+}
+
+/* module 0x5000 holds functions 0x6001 and 0x6002 */
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mod != (CUmodule)0x5000)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*count = 2;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuModuleEnumerateFunctions(CUfunction *fns, unsigned int n, CUmodule mod)
+{
+	if (!fns)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mod != (CUmodule)0x5000)
+		return CUDA_ERROR_INVALID_HANDLE;
+	for (unsigned i = 0; i < n && i < 2; i++)
+		fns[i] = (CUfunction)(uintptr_t)(0x6001 + i);
+	return CUDA_SUCCESS;
 }

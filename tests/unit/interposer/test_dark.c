@@ -33,6 +33,14 @@ void mock_set_device_count(int n);
 void mock_set_current(CUcontext ctx);
 void mock_add_ctx(CUcontext ctx, unsigned long long uid, int alive);
 void mock_set_load_rc(CUresult rc);
+void mock_add_stream(CUstream s, unsigned long long id);
+#define MOCK_STREAM ((CUstream)0x3000)
+#define MOCK_NULL_STREAM_ID 0ULL
+#define MOCK_PTDS_STREAM_ID 2ULL
+#define MOCK_TPCS 66
+#define MOCK_MODULE ((CUmodule)0x5000)
+#define MOCK_FUNC0 ((void *)0x6001)
+#define MOCK_FUNC1 ((void *)0x6002)
 int mock_load_calls(void);
 CUmodule *mock_load_out(void);
 const void *mock_load_image(void);
@@ -90,6 +98,8 @@ static void assert_out_bytes(const unsigned long long out[2], const char *hex)
 #define UUID_CHECKS "263e88607cd2614392f6bbd5006dfa7e"
 #define UUID_INTEGRITY "d4082055bde6704b8d34ba123c66e1f2"
 #define UUID_21318C60 "21318c60971432488ca641ff7324c8f2"
+#define UUID_1734DC26 "1734dc26800d47458726c0f1e7dd8bca"
+#define UUID_6E163FBE "6e163fbeb958444d835ce182aff1991e"
 
 static int setup_reset(void **state)
 {
@@ -487,7 +497,8 @@ static const struct {
 } provided[] = {
     {UUID_CUDART, 13, 104, {10, 0}},   {UUID_HOOKS, 7, 56, {0}},    {UUID_TLS, 3, 24, {0}},
     {UUID_CLS, 4, -1, {3, 0}},	       {UUID_CHECKS, 15, 120, {0}}, {UUID_INTEGRITY, 3, 24, {0}},
-    {UUID_21318C60, 93, 744, {91, 0}},
+    {UUID_21318C60, 93, 744, {91, 0}}, {UUID_1734DC26, 17, 136, {0}},
+    {UUID_6E163FBE, 99, 792, {93, 0}},
 };
 
 static int is_null_slot(size_t p, int slot)
@@ -544,18 +555,18 @@ static void test_export_after_init(void **state)
 /* Every function slot of every table is its own function (stubs included). */
 static void test_export_slots_distinct(void **state)
 {
-	const void *all[256];
+	const void *all[512];
 	size_t n = 0;
 	(void)state;
 	for (size_t p = 0; p < sizeof(provided) / sizeof(provided[0]); p++) {
 		const void *const *t = table_of(provided[p].uuid);
 		for (int s = provided[p].slot0 >= 0 ? 1 : 0; s < provided[p].nslots; s++)
 			if (t[s]) {
-				assert_true(n < 256);
+				assert_true(n < 512);
 				all[n++] = t[s];
 			}
 	}
-	assert_int_equal(n, 11 + 6 + 2 + 3 + 14 + 2 + 91);
+	assert_int_equal(n, 11 + 6 + 2 + 3 + 14 + 2 + 91 + 16 + 97);
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = i + 1; j < n; j++)
 			assert_ptr_not_equal(all[i], all[j]);
@@ -566,8 +577,8 @@ static void test_export_refused(void **state)
 	static const char *const refused[] = {
 	    "f8cff95121468b4eb9e2fb469e7c0dd9", /* asked before cuInit by every runtime */
 	    "69a28e9f24498b47b030c5da330ea4e9", /* NVML's */
-	    "6e163fbeb958444d835ce182aff1991e",
 	    "b10541e1f7c7c74a9f64f223be99f1e2",
+	    "da9151d33ae6cc41a5c04f26d533e328", /* NVRTC's; it compiles by itself when refused */
 	    "00000000000000000000000000000000",
 	    "195bcbf40000000000000000000000ff",
 	    "0ca50b8c000000000000000000000000",
@@ -648,7 +659,11 @@ static int specified(const char *uuid, int slot)
 		return slot == 2 || slot == 3;
 	if (!strcmp(uuid, UUID_INTEGRITY))
 		return slot == 1;
-	return slot == 4; /* 21318c60 */
+	if (!strcmp(uuid, UUID_1734DC26))
+		return slot == 4 || slot == 13;
+	if (!strcmp(uuid, UUID_6E163FBE))
+		return slot == 7;
+	return slot == 4 || slot == 39 || slot == 51; /* 21318c60 */
 }
 
 /*
@@ -673,7 +688,7 @@ static void test_default_stubs(void **state)
 			nstubs++;
 		}
 	}
-	assert_int_equal(nstubs, 5 + 4 + 1 + 12 + 1 + 90);
+	assert_int_equal(nstubs, 5 + 4 + 1 + 12 + 1 + 88 + 14 + 96);
 
 	log = log_read();
 	for (size_t p = 0; p < sizeof(provided) / sizeof(provided[0]); p++) {
@@ -698,7 +713,7 @@ static void test_default_stubs(void **state)
 static void test_refusal_logged(void **state)
 {
 	CUuuid u1 = uuid_of("f8cff95121468b4eb9e2fb469e7c0dd9");
-	CUuuid u2 = uuid_of("6e163fbeb958444d835ce182aff1991e");
+	CUuuid u2 = uuid_of("b10541e1f7c7c74a9f64f223be99f1e2");
 	const void *t;
 	char *log;
 	(void)state;
@@ -708,7 +723,7 @@ static void test_refusal_logged(void **state)
 	assert_int_equal(cuGetExportTable(&t, &u2), CUDA_ERROR_INVALID_VALUE);
 	log = log_read();
 	assert_int_equal(count_of(log, "dark f8cff951: export table refused"), 1);
-	assert_int_equal(count_of(log, "dark 6e163fbe: export table refused"), 1);
+	assert_int_equal(count_of(log, "dark b10541e1: export table refused"), 1);
 	free(log);
 	unlink(log_path);
 	assert_int_equal(rgpu_log_open("/dev/null"), 0);
@@ -911,6 +926,107 @@ static void test_context_id(void **state)
 	assert_int_equal(id, 0);
 	assert_int_equal(((ctxid_fn)t[4])(a, NULL), CUDA_ERROR_INVALID_VALUE);
 	assert_null(t[91]);
+}
+
+/* Slots 51 and 39: a stream's tools handle, and the ID cuStreamGetId gives its stream. */
+typedef CUresult (*stream_handle_fn)(CUcontext, CUstream, void **, unsigned);
+typedef CUresult (*stream_id_fn)(CUcontext, void *, unsigned long long *);
+
+static void test_stream_handles(void **state)
+{
+	const void *const *t = table_of(UUID_21318C60);
+	stream_handle_fn handle = (stream_handle_fn)t[51];
+	stream_id_fn sid = (stream_id_fn)t[39];
+	CUcontext ctx = (CUcontext)0x1000;
+	void *h = NULL, *h2 = NULL, *hp = NULL;
+	unsigned long long id = 0;
+	(void)state;
+
+	mock_add_stream(MOCK_STREAM, 17);
+	/* the NULL stream: one handle, the ID cuStreamGetId(NULL) gives */
+	assert_int_equal(handle(ctx, NULL, &h, 0), CUDA_SUCCESS);
+	assert_non_null(h);
+	assert_int_equal(handle(ctx, CU_STREAM_LEGACY, &h2, 0), CUDA_SUCCESS);
+	assert_ptr_equal(h, h2);
+	assert_int_equal(sid(ctx, h, &id), CUDA_SUCCESS);
+	assert_int_equal(id, MOCK_NULL_STREAM_ID);
+	/* the per-thread one, by flag or by handle: another handle, its own ID */
+	assert_int_equal(handle(ctx, NULL, &hp, 1), CUDA_SUCCESS);
+	assert_ptr_not_equal(hp, h);
+	assert_int_equal(handle(ctx, CU_STREAM_PER_THREAD, &h2, 0), CUDA_SUCCESS);
+	assert_ptr_equal(hp, h2);
+	assert_int_equal(sid(ctx, hp, &id), CUDA_SUCCESS);
+	assert_int_equal(id, MOCK_PTDS_STREAM_ID);
+	/* an ordinary stream is its own handle */
+	assert_int_equal(handle(ctx, MOCK_STREAM, &h, 0), CUDA_SUCCESS);
+	assert_ptr_equal(h, MOCK_STREAM);
+	assert_int_equal(sid(ctx, h, &id), CUDA_SUCCESS);
+	assert_int_equal(id, 17);
+	/* bad arguments */
+	h = (void *)0x77;
+	assert_int_equal(handle(ctx, (CUstream)0xbad0, &h, 0), CUDA_ERROR_INVALID_HANDLE);
+	assert_ptr_equal(h, (void *)0x77);
+	assert_int_equal(handle(ctx, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(sid(ctx, NULL, &id), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(sid(ctx, MOCK_STREAM, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* 1734dc26 slots 4 and 13: the core's TPC maps handed out, then freed by the caller's slot. */
+typedef CUresult (*tpc_map_fn)(unsigned char **, unsigned char **);
+
+static void test_tpc_maps(void **state)
+{
+	const void *const *t = table_of(UUID_1734DC26);
+	unsigned char *a = NULL, *b = NULL;
+	(void)state;
+
+	assert_int_equal(((tpc_map_fn)t[4])(&a, &b), CUDA_SUCCESS);
+	assert_non_null(a);
+	assert_non_null(b);
+	for (int i = 0; i < MOCK_TPCS; i++) {
+		assert_int_equal(a[i], i % 8);
+		assert_int_equal(b[i], i / 8);
+	}
+	assert_int_equal(((CUresult(*)(unsigned char *, unsigned char *))t[13])(a, b), CUDA_SUCCESS);
+	assert_int_equal(((tpc_map_fn)t[4])(NULL, &b), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* 6e163fbe slot 7: each function of the module, to the callback, and their count returned. */
+typedef uint64_t (*each_fn)(CUcontext, CUmodule, void (*)(void *, void *, uint64_t), void *);
+
+static struct {
+	void *opaque[8], *fn[8];
+	uint64_t owner[8];
+	int n;
+} heard;
+
+static void hear(void *opaque, void *fn, uint64_t owner)
+{
+	heard.opaque[heard.n] = opaque;
+	heard.fn[heard.n] = fn;
+	heard.owner[heard.n++] = owner;
+}
+
+static void test_module_functions(void **state)
+{
+	const void *const *t = table_of(UUID_6E163FBE);
+	each_fn each = (each_fn)t[7];
+	int cookie;
+	(void)state;
+
+	memset(&heard, 0, sizeof(heard));
+	assert_int_equal(each(NULL, MOCK_MODULE, hear, &cookie), 2);
+	assert_int_equal(heard.n, 2);
+	assert_ptr_equal(heard.fn[0], MOCK_FUNC0);
+	assert_ptr_equal(heard.fn[1], MOCK_FUNC1);
+	assert_ptr_equal(heard.opaque[0], &cookie);
+	assert_ptr_equal(heard.opaque[1], &cookie);
+	assert_int_equal(heard.owner[0], 0);
+	/* an unknown module: nothing heard, 0 */
+	assert_int_equal(each(NULL, (CUmodule)0xbad0, hear, &cookie), 0);
+	assert_int_equal(heard.n, 2);
+	/* no callback: still the count */
+	assert_int_equal(each(NULL, MOCK_MODULE, NULL, NULL), 2);
 }
 
 /* ---- §4.4 CONTEXT_LOCAL_STORAGE ------------------------------------------------------------- */
@@ -1242,6 +1358,9 @@ int main(void)
 	    cmocka_unit_test_setup(test_tools_tls_fill, setup_reset),
 	    cmocka_unit_test_setup(test_context_checks, setup_reset),
 	    cmocka_unit_test_setup(test_context_id, setup_init),
+	    cmocka_unit_test_setup(test_stream_handles, setup_init),
+	    cmocka_unit_test_setup(test_tpc_maps, setup_init),
+	    cmocka_unit_test_setup(test_module_functions, setup_init),
 
 	    cmocka_unit_test_setup_teardown(test_cls_layout, setup_cls, teardown_cls),
 	    cmocka_unit_test_setup_teardown(test_cls_put_get, setup_cls, teardown_cls),

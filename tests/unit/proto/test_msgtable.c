@@ -114,6 +114,8 @@ static void test_numbers_and_names(void **state)
 	assert_int_equal(RGPU_MSG_OCCUPANCY, 80);
 	assert_int_equal(RGPU_MSG_VMM_CREATE, 90);
 	assert_int_equal(RGPU_MSG_VMM_ACCESS, 94);
+	assert_int_equal(RGPU_MSG_TPC_MAP, 100);
+	assert_int_equal(RGPU_MSG_TENSOR_MAP, 101);
 	assert_string_equal(rgpu_msg_name(RGPU_MSG_LAUNCH), "MSG_LAUNCH");
 	assert_string_equal(rgpu_msg_name(RGPU_MSG_CALLBACK_DONE), "MSG_CALLBACK_DONE");
 	assert_string_equal(rgpu_msg_name(999), "MSG_?");
@@ -124,9 +126,9 @@ static void test_numbers_and_names(void **state)
 }
 
 /*
- * The handshake's bits: the same five as before the table (31) and the application's virtual
- * memory (64) for what the client sends, and the server's besides MSG_OUTPUT (32), which only it
- * sends.
+ * The handshake's bits: the same five as before the table (31), the application's virtual
+ * memory (64) and the queries (128) for what the client sends, and the server's besides
+ * MSG_OUTPUT (32), which only it sends.
  */
 static void test_capabilities(void **state)
 {
@@ -138,8 +140,11 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_LAUNCH_ATTRS, 16);
 	assert_int_equal(RGPU_CAP_OUTPUT, 32);
 	assert_int_equal(RGPU_CAP_VMM, 64);
-	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64);
-	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64);
+	assert_int_equal(RGPU_CAP_QUERIES, 128);
+	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128);
+	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_TENSOR_MAP)->cap, RGPU_CAP_QUERIES);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_TPC_MAP)->call_class, RGPU_CLASS_CALL);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_VMM_MAP)->cap, RGPU_CAP_VMM);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_VMM_CREATE)->call_class, RGPU_CLASS_CALL);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_OUTPUT)->cap, RGPU_CAP_OUTPUT);

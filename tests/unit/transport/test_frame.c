@@ -109,6 +109,8 @@ static const struct tspec types[] = {
     {92, "MSG_VMM_MAP", TO_SRV, 0, 0},
     {93, "MSG_VMM_UNMAP", TO_SRV, 0, 0},
     {94, "MSG_VMM_ACCESS", TO_SRV, 0, 0},
+    {100, "MSG_TPC_MAP", TO_SRV, 0, 0},
+    {101, "MSG_TENSOR_MAP", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
