@@ -16,6 +16,7 @@
  * never costs a round trip.
  */
 #define LOG_PREFIX "rgpu: "
+#include <inttypes.h>
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,21 @@ int ip_is_devptr(uint64_t p)
 	return ip_vaw_in_window(&ip.vaw, p) || global_find(p);
 }
 
+/*
+ * A range the application names as device memory and that is none: the call fails with
+ * CUDA_ERROR_INVALID_VALUE, as natively, and the first few say so in the log (a program that
+ * ignores the error prints wrong results; this line is where to start).
+ */
+static void devptr_refused(uint64_t p, uint64_t n)
+{
+	static int left = 8;
+
+	if (__atomic_sub_fetch(&left, 1, __ATOMIC_RELAXED) >= 0)
+		pr_warn("device range [%#" PRIx64 ", +%" PRIu64 ") is not memory this process "
+			"allocated or mapped: CUDA_ERROR_INVALID_VALUE",
+			p, n);
+}
+
 int ip_devptr_ok(uint64_t p, uint64_t n)
 {
 	const struct range *g;
@@ -90,7 +106,10 @@ int ip_devptr_ok(uint64_t p, uint64_t n)
 	if (ok)
 		return 1;
 	g = global_find(p);
-	return g && n <= g->addr + g->size - p;
+	if (g && n <= g->addr + g->size - p)
+		return 1;
+	devptr_refused(p, n);
+	return 0;
 }
 
 /* ---- allocation --------------------------------------------------------------------------- */
@@ -502,10 +521,70 @@ IP_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, siz
 
 /* ---- sets --------------------------------------------------------------------------------- */
 
+/* ---- sets of pinned host memory ------------------------------------------------------------ */
+
+/*
+ * With unified addressing a set may name pinned host memory (XLA sets flags in it). That memory
+ * is the client's: the client writes it, in stream order. An asynchronous set becomes a host
+ * function on the stream (it runs when the worker's stream reaches it, and the stream waits
+ * for it); a synchronous one waits for the stream, as the driver documents for host memory,
+ * then writes.
+ */
+struct host_set {
+	uint8_t *dst;
+	size_t pitch, width, height;
+	unsigned value, elem;
+};
+
+static void host_set_run(const struct host_set *h)
+{
+	for (size_t y = 0; y < h->height; y++) {
+		uint8_t *row = h->dst + y * h->pitch;
+		for (size_t x = 0; x < h->width; x++) {
+			if (h->elem == 1)
+				row[x] = (uint8_t)h->value;
+			else if (h->elem == 2)
+				memcpy(row + 2 * x, &(uint16_t){(uint16_t)h->value}, 2);
+			else
+				memcpy(row + 4 * x, &(uint32_t){h->value}, 4);
+		}
+	}
+}
+
+static void CUDA_CB host_set_fn(void *arg)
+{
+	host_set_run(arg);
+	free(arg);
+}
+
+static CUresult host_set(struct host_set *h, CUstream s, int ptds, int async)
+{
+	struct host_set *job;
+	CUresult r;
+
+	if (!async) {
+		r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+		if (r == CUDA_SUCCESS)
+			host_set_run(h);
+		return r;
+	}
+	job = malloc(sizeof(*job));
+	if (!job)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*job = *h;
+	r = ptds ? cuLaunchHostFunc_ptsz(s, host_set_fn, job) : cuLaunchHostFunc(s, host_set_fn, job);
+	if (r != CUDA_SUCCESS)
+		free(job);
+	return r;
+}
+
+/* ---- sets --------------------------------------------------------------------------------- */
+
 static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
-			   size_t width, size_t height, CUstream s, int ptds)
+			   size_t width, size_t height, CUstream s, int ptds, int async)
 {
 	Rgpu__Memset m = RGPU__MEMSET__INIT;
+	const struct range *hr;
 	struct ip_ctx *c;
 	uint64_t sid, span;
 	CUresult r = ip_stream_resolve(s, ptds, &c, &sid);
@@ -519,6 +598,12 @@ static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsign
 	if (width > SIZE_MAX / elem || (height > 1 && pitch > SIZE_MAX / height))
 		return CUDA_ERROR_INVALID_VALUE;
 	span = height > 1 ? pitch * (height - 1) + width * elem : width * elem;
+	hr = host_find(dst);
+	if (hr && span <= hr->addr + hr->size - dst) {
+		struct host_set h = {(uint8_t *)(uintptr_t)dst, height > 1 ? pitch : 0, width,
+				     height, value, elem};
+		return host_set(&h, s, ptds, async);
+	}
 	if (!ip_devptr_ok(dst, span))
 		return CUDA_ERROR_INVALID_VALUE;
 	m.dst = dst;
@@ -532,43 +617,43 @@ static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsign
 	return ip_post(RGPU_MSG_MEMSET, &m.base, NULL, 0);
 }
 
-#define MEMSET_1D(name, T, elem, ptds, asyncarg, asyncval)                                     \
+#define MEMSET_1D(name, T, elem, ptds, async, asyncarg, asyncval)                              \
 	IP_API CUresult CUDAAPI name(CUdeviceptr dst, T v, size_t n asyncarg)                  \
 	{                                                                                      \
-		return memset_any(dst, 0, v, elem, n, 1, asyncval, ptds);                      \
+		return memset_any(dst, 0, v, elem, n, 1, asyncval, ptds, async);               \
 	}
-#define MEMSET_2D(name, T, elem, ptds, asyncarg, asyncval)                                     \
+#define MEMSET_2D(name, T, elem, ptds, async, asyncarg, asyncval)                              \
 	IP_API CUresult CUDAAPI name(CUdeviceptr dst, size_t pitch, T v, size_t w,             \
 				     size_t h asyncarg)                                        \
 	{                                                                                      \
-		return memset_any(dst, pitch, v, elem, w, h, asyncval, ptds);                  \
+		return memset_any(dst, pitch, v, elem, w, h, asyncval, ptds, async);           \
 	}
 #define COMMA_STREAM , CUstream s
 
-MEMSET_1D(cuMemsetD8_v2, unsigned char, 1, 0, , NULL)
-MEMSET_1D(cuMemsetD16_v2, unsigned short, 2, 0, , NULL)
-MEMSET_1D(cuMemsetD32_v2, unsigned int, 4, 0, , NULL)
-MEMSET_1D(cuMemsetD8_v2_ptds, unsigned char, 1, 1, , NULL)
-MEMSET_1D(cuMemsetD16_v2_ptds, unsigned short, 2, 1, , NULL)
-MEMSET_1D(cuMemsetD32_v2_ptds, unsigned int, 4, 1, , NULL)
-MEMSET_1D(cuMemsetD8Async, unsigned char, 1, 0, COMMA_STREAM, s)
-MEMSET_1D(cuMemsetD16Async, unsigned short, 2, 0, COMMA_STREAM, s)
-MEMSET_1D(cuMemsetD32Async, unsigned int, 4, 0, COMMA_STREAM, s)
-MEMSET_1D(cuMemsetD8Async_ptsz, unsigned char, 1, 1, COMMA_STREAM, s)
-MEMSET_1D(cuMemsetD16Async_ptsz, unsigned short, 2, 1, COMMA_STREAM, s)
-MEMSET_1D(cuMemsetD32Async_ptsz, unsigned int, 4, 1, COMMA_STREAM, s)
-MEMSET_2D(cuMemsetD2D8_v2, unsigned char, 1, 0, , NULL)
-MEMSET_2D(cuMemsetD2D16_v2, unsigned short, 2, 0, , NULL)
-MEMSET_2D(cuMemsetD2D32_v2, unsigned int, 4, 0, , NULL)
-MEMSET_2D(cuMemsetD2D8_v2_ptds, unsigned char, 1, 1, , NULL)
-MEMSET_2D(cuMemsetD2D16_v2_ptds, unsigned short, 2, 1, , NULL)
-MEMSET_2D(cuMemsetD2D32_v2_ptds, unsigned int, 4, 1, , NULL)
-MEMSET_2D(cuMemsetD2D8Async, unsigned char, 1, 0, COMMA_STREAM, s)
-MEMSET_2D(cuMemsetD2D16Async, unsigned short, 2, 0, COMMA_STREAM, s)
-MEMSET_2D(cuMemsetD2D32Async, unsigned int, 4, 0, COMMA_STREAM, s)
-MEMSET_2D(cuMemsetD2D8Async_ptsz, unsigned char, 1, 1, COMMA_STREAM, s)
-MEMSET_2D(cuMemsetD2D16Async_ptsz, unsigned short, 2, 1, COMMA_STREAM, s)
-MEMSET_2D(cuMemsetD2D32Async_ptsz, unsigned int, 4, 1, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD8_v2, unsigned char, 1, 0, 0, , NULL)
+MEMSET_1D(cuMemsetD16_v2, unsigned short, 2, 0, 0, , NULL)
+MEMSET_1D(cuMemsetD32_v2, unsigned int, 4, 0, 0, , NULL)
+MEMSET_1D(cuMemsetD8_v2_ptds, unsigned char, 1, 1, 0, , NULL)
+MEMSET_1D(cuMemsetD16_v2_ptds, unsigned short, 2, 1, 0, , NULL)
+MEMSET_1D(cuMemsetD32_v2_ptds, unsigned int, 4, 1, 0, , NULL)
+MEMSET_1D(cuMemsetD8Async, unsigned char, 1, 0, 1, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD16Async, unsigned short, 2, 0, 1, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD32Async, unsigned int, 4, 0, 1, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD8Async_ptsz, unsigned char, 1, 1, 1, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD16Async_ptsz, unsigned short, 2, 1, 1, COMMA_STREAM, s)
+MEMSET_1D(cuMemsetD32Async_ptsz, unsigned int, 4, 1, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D8_v2, unsigned char, 1, 0, 0, , NULL)
+MEMSET_2D(cuMemsetD2D16_v2, unsigned short, 2, 0, 0, , NULL)
+MEMSET_2D(cuMemsetD2D32_v2, unsigned int, 4, 0, 0, , NULL)
+MEMSET_2D(cuMemsetD2D8_v2_ptds, unsigned char, 1, 1, 0, , NULL)
+MEMSET_2D(cuMemsetD2D16_v2_ptds, unsigned short, 2, 1, 0, , NULL)
+MEMSET_2D(cuMemsetD2D32_v2_ptds, unsigned int, 4, 1, 0, , NULL)
+MEMSET_2D(cuMemsetD2D8Async, unsigned char, 1, 0, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D16Async, unsigned short, 2, 0, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D32Async, unsigned int, 4, 0, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D8Async_ptsz, unsigned char, 1, 1, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D16Async_ptsz, unsigned short, 2, 1, 1, COMMA_STREAM, s)
+MEMSET_2D(cuMemsetD2D32Async_ptsz, unsigned int, 4, 1, 1, COMMA_STREAM, s)
 
 /* ---- pinned host memory ------------------------------------------------------------------- */
 

@@ -89,6 +89,26 @@ int main(void)
 	for (unsigned long long i = 0; i < n; i++)
 		EXPECT(hx[i] == (seed2 ^ (unsigned)(i * 2654435761u)), "NULL stream x[%llu]", i);
 
+	/* sets of pinned host memory (XLA sets flags there): in stream order, behind a spin */
+	unsigned *hs;
+	CHECK(cuMemHostAlloc((void **)&hs, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+	memset(hs, 0x11, 4096);
+	CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, a, sargs, NULL));
+	CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)hs, 0xdeadbeefu, 512, a));
+	CHECK(cuMemsetD2D16Async((CUdeviceptr)(uintptr_t)(hs + 512), 256, 0x5a5a, 64, 4, a));
+	CHECK(cuStreamSynchronize(a));
+	for (int i = 0; i < 512; i++)
+		EXPECT(hs[i] == 0xdeadbeefu, "host set word %d: %#x", i, hs[i]);
+	for (int row = 0; row < 4; row++)
+		for (int i = 0; i < 256; i++) {
+			unsigned char v = ((unsigned char *)(hs + 512))[row * 256 + i];
+			EXPECT(v == (i < 128 ? 0x5a : 0x11), "host 2D set row %d byte %d: %#x", row, i, v);
+		}
+	CHECK(cuMemsetD8((CUdeviceptr)(uintptr_t)hs, 0x7f, 4096)); /* synchronous: done on return */
+	for (int i = 0; i < 1024; i++)
+		EXPECT(hs[i] == 0x7f7f7f7fu, "host set (sync) word %d: %#x", i, hs[i]);
+	CHECK(cuMemFreeHost(hs));
+
 	CHECK(cuStreamDestroy(a));
 	CHECK(cuStreamDestroy(b));
 	CHECK(cuStreamDestroy(nb));
