@@ -98,12 +98,13 @@ struct ip_funcinfo {
 struct ip_global {
 	char *name;
 	uint64_t addr, size;
+	struct ip_ctx *ctx; /* where it lives (a library's global: one per context) */
 	struct ip_global *next;
 };
 
 struct ip_module {
 	struct ip_obj o;
-	struct ip_ctx *ctx;
+	struct ip_ctx *ctx; /* NULL for a library: it belongs to no context */
 	int library;
 	uint8_t hash[32];
 	uint64_t image_size;

@@ -109,7 +109,14 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 
 	if (!image || !out)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
+	/*
+	 * A module belongs to the current context. A library belongs to none: the runtime loads
+	 * its code with cuLibraryLoadData before it makes any context current when a program's
+	 * first call is a launch, and its kernels outlive cudaDeviceReset. Only a library's
+	 * per-context parts (a kernel's CUfunction, a global's address) name a context.
+	 */
+	c = NULL;
+	r = library ? ip_check_init() : ip_ctx_require(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
 	ret = rgpu_image_locate(image, &img);
@@ -136,7 +143,7 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 	req.hash.len = sizeof(m->hash);
 	req.image_size = img.size;
 	req.library = library;
-	req.ctx = c->o.id;
+	req.ctx = c ? c->o.id : 0;
 	r = ip_call_status(RGPU_MSG_MODULE_LOAD, &req.base, NULL, 0, NULL, 0,
 			   &rgpu__module_load_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS && rep->need_image) {
@@ -253,7 +260,7 @@ static CUresult unload(struct ip_module *m, int tell)
 	ip_obj_unregister(&m->o);
 	if (tell) {
 		req.id = m->o.id;
-		req.ctx = m->ctx->o.id;
+		req.ctx = m->ctx ? m->ctx->o.id : 0;
 		r = ip_post(RGPU_MSG_MODULE_UNLOAD, &req.base, NULL, 0);
 	}
 	/* the function objects stay allocated: stale handles must remain recognisably dead */
@@ -267,6 +274,37 @@ IP_API CUresult CUDAAPI cuModuleUnload(CUmodule h)
 	return m ? unload(m, 1) : r;
 }
 
+/* A library outlives a context: only what it made in c goes (the server drops those too). */
+static void library_ctx_teardown(struct ip_module *m, struct ip_ctx *c)
+{
+	struct ip_global **gp;
+
+	pthread_mutex_lock(&m->lock);
+	for (uint32_t i = 0; i < m->nfuncs; i++) {
+		struct ip_func *k = m->funcs[i].handle, **fp;
+		for (fp = k ? &k->kfuncs : NULL; fp && *fp;) {
+			struct ip_func *f = *fp;
+			if (f->ctx == c) {
+				*fp = f->next;
+				ip_obj_unregister(&f->o); /* allocated still: a stale handle stays dead */
+			} else {
+				fp = &f->next;
+			}
+		}
+	}
+	for (gp = &m->globals; *gp;) {
+		struct ip_global *g = *gp;
+		if (g->ctx == c) {
+			*gp = g->next;
+			free(g->name);
+			free(g);
+		} else {
+			gp = &g->next;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
 void ip_module_ctx_teardown(struct ip_ctx *c)
 {
 	struct ip_obj **v = NULL;
@@ -274,6 +312,11 @@ void ip_module_ctx_teardown(struct ip_ctx *c)
 	ip_obj_collect(c, ST_KIND_MODULE, &v, &n);
 	for (size_t i = 0; i < n; i++)
 		unload((struct ip_module *)v[i], 0); /* the server drops them with the context */
+	free(v);
+	v = NULL;
+	ip_obj_collect(NULL, ST_KIND_MODULE, &v, &n); /* the libraries: they belong to none */
+	for (size_t i = 0; i < n; i++)
+		library_ctx_teardown((struct ip_module *)v[i], c);
 	free(v);
 }
 
@@ -306,7 +349,7 @@ static CUresult get_func(struct ip_module *m, struct ip_funcinfo *fi, int kind,
 		req.name = fi->name;
 		req.kind = kind == ST_KIND_KERNEL ? RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL
 					     : RGPU__FUNC_KIND__FUNC_MODULE;
-		req.ctx = m->ctx->o.id;
+		req.ctx = m->ctx ? m->ctx->o.id : 0;
 		r = ip_post(RGPU_MSG_FUNC_GET, &req.base, NULL, 0);
 		fi->handle = f;
 	}
@@ -384,15 +427,20 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 	struct ip_global *g;
 	CUresult r;
 
+	struct ip_ctx *c = m->ctx;
+
+	/* a library's global lives in each context that uses it: the current one's */
+	if (!c && (r = ip_ctx_require(&c)) != CUDA_SUCCESS)
+		return r;
 	pthread_mutex_lock(&m->lock);
-	for (g = m->globals; g && strcmp(g->name, name); g = g->next)
+	for (g = m->globals; g && (g->ctx != c || strcmp(g->name, name)); g = g->next)
 		;
 	pthread_mutex_unlock(&m->lock);
 	if (!g) {
 		req.module = m->o.id;
 		req.name = (char *)name;
 		req.library = m->library;
-		req.ctx = m->ctx->o.id;
+		req.ctx = c->o.id;
 		req.global = ip_new_id();
 		r = ip_call_status(RGPU_MSG_GLOBAL_GET, &req.base, NULL, 0, NULL, 0,
 				   &rgpu__global_reply__descriptor, (ProtobufCMessage **)&rep);
@@ -409,6 +457,7 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 		}
 		g->addr = rep->addr;
 		g->size = rep->size;
+		g->ctx = c;
 		rgpu__global_reply__free_unpacked(rep, NULL);
 		/* recorded for verification after a move: the driver, not rgpu, placed it */
 		ip_global_add(g->addr, g->size);
@@ -655,7 +704,7 @@ static CUresult attr_get(struct ip_func *f, CUfunction_attribute a, int dev, int
 	req.func = f->o.id;
 	req.attrib = a;
 	req.device = dev;
-	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
+	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx ? f->mod->ctx->o.id : 0;
 	r = ip_call_status(RGPU_MSG_FUNC_GET_ATTR, &req.base, NULL, 0, NULL, 0,
 			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS) {
@@ -678,7 +727,7 @@ static CUresult attr_set(struct ip_func *f, CUfunction_attribute a, int dev, int
 	req.attrib = a;
 	req.value = v;
 	req.device = dev;
-	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
+	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx ? f->mod->ctx->o.id : 0;
 	if ((int)a >= 0 && a < IP_FUNC_ATTR_CACHE)
 		f->attr_valid[a] = 0; /* the driver may round the value: ask again next time */
 	/* shared memory and carve-out change what fits on an SM: occupancy answers are stale */

@@ -108,7 +108,7 @@ static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
 	if (!nq)
 		return CUDA_SUCCESS;
 	m.func = f->o.id;
-	m.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
+	m.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx ? f->mod->ctx->o.id : 0;
 	m.kind = kind;
 	m.flags = flags;
 	m.n_block_size = nq;
@@ -185,9 +185,10 @@ static CUresult potential(int *min_grid, int *block_out, CUfunction h,
 	if (r != CUDA_SUCCESS)
 		return r;
 	{
-		struct ip_ctx *c = f->ctx ? f->ctx : f->mod->ctx;
-		warp = ip.dev[c->device].attr[CU_DEVICE_ATTRIBUTE_WARP_SIZE];
-		sms = ip.dev[c->device].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+		struct ip_ctx *c = f->ctx ? f->ctx : f->mod->ctx ? f->mod->ctx : ip_ctx_cur();
+		int dev = c ? c->device : 0; /* a library's kernel: the current device */
+		warp = ip.dev[dev].attr[CU_DEVICE_ATTRIBUTE_WARP_SIZE];
+		sms = ip.dev[dev].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
 	}
 	if (limit > 0 && limit < maxt)
 		maxt = limit;
@@ -278,7 +279,7 @@ static CUresult cluster_query(int *out, CUfunction h, const CUlaunchConfig *cfg,
 	if (r != CUDA_SUCCESS)
 		return r;
 	m.func = f->o.id;
-	m.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx->o.id;
+	m.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx ? f->mod->ctx->o.id : 0;
 	m.kind = kind;
 	m.grid_x = cfg->gridDimX;
 	m.grid_y = cfg->gridDimY;

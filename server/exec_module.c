@@ -105,7 +105,8 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 	size_t len = 0;
 	int owned = 0, ret;
 	char hexbuf[16];
-	CUresult r = srv_use_ctx(w, m->ctx);
+	/* a library belongs to no context (the client's module.c says why) */
+	CUresult r = m->library && !m->ctx ? CUDA_SUCCESS : srv_use_ctx(w, m->ctx);
 
 	if (r != CUDA_SUCCESS)
 		goto reply;

@@ -339,6 +339,22 @@ struct rt_cfg {
 	short d[4];
 };
 
+/* rt_first_launch.cu: first_fill(unsigned k) over 64 threads of one block, on g_out and g_seed */
+static void rt_first_fill(const struct sim_launch *l)
+{
+	unsigned k = P(l, 0, unsigned);
+	unsigned *out = sim_global(l->module, "g_out", NULL);
+	unsigned *seed = sim_global(l->module, "g_seed", NULL);
+
+	if (!out || !seed) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned t = 0; t < 64 && t < threads_all(l); t++)
+		out[t] = *seed * 2654435761u + k * 40503u + t;
+	*seed += 1;
+}
+
 /* rt_symbols.cu: use_symbols(int k), reading the __constant__ and writing the __device__ globals */
 static void rt_use_symbols(const struct sim_launch *l)
 {
@@ -649,6 +665,7 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_ZN3rtk3mixEPji", rt_mix);
 	sim_register_kernel("_ZN3rtk3mixEPjji", rt_mix_salt);
 	sim_register_kernel("_Z11use_symbolsi", rt_use_symbols);
+	sim_register_kernel("_Z10first_fillj", rt_first_fill);
 	sim_register_kernel("_Z9slow_fillPjix", rt_slow_fill);
 	sim_register_kernel("_Z9transformPKjPji", rt_transform);
 	sim_register_kernel("_Z12pattern_fillPhmj", rt_pattern_fill);
