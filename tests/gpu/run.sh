@@ -112,6 +112,48 @@ for name in ("torch_train", "torch_expandable"):
 PY
 fi
 
+# ---- run_compare NAME PREFIXES RTOL CMD...: natively, then through rgpu, outputs compared
+# (tests/gpu/compare_out.py); the rgpu column says ok only when it exits 0 with the same output
+run_compare() {
+	local name=$1 prefixes=$2 rtol=$3 t0 t1 t2 rn rr same; shift 3
+	t0=$(secs)
+	timeout 300 "$@" >"$OUT/$name.native.log" 2>&1; rn=$?
+	t1=$(secs)
+	RGPU_VERIFY_LOG=1 RGPU_LOG=warn RGPU_LOG_FILE="$OUT/$name.rgpu.ilog" \
+		timeout 300 "$B/bin/rgpuctl" run -- "$@" >"$OUT/$name.rgpu.log" 2>&1; rr=$?
+	t2=$(secs)
+	same=$(python3 tests/gpu/compare_out.py "$OUT/$name.native.log" "$OUT/$name.rgpu.log" \
+		--prefixes "$prefixes" --rtol "$rtol" 2>&1)
+	echo "$name: $same" >>"$OUT/compare.txt"
+	row "$name" "$([ $rn = 0 ] && echo ok || echo FAIL:$rn)" \
+		"$([ $rr != 0 ] && echo FAIL:$rr || { case $same in same*) echo ok;; *) echo DIFF;; esac; })" \
+		"$(calc "$t1 - $t0")" "$(calc "$t2 - $t1")" "$(calc "($t2 - $t1) / ($t1 - $t0)")"
+	echo "-- $name: native $rn, rgpu $rr, $same"
+}
+
+# ---- driver queries (tensor maps, three private export tables): every line equal
+[ -x "$P/queries" ] && run_compare queries "" 0 "$P/queries"
+
+# ---- frameworks: a bf16 transformer (SDPA) eagerly and under torch.compile, JAX jit, CuPy ----
+# losses and values within 1e-3 relative of native (the issue's bound); a framework missing
+# on the host is a SKIP row, never a pass
+if [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
+	FW=tests/gpu/frameworks
+	for spec in "transformer:torch:" "transformer_compile:torch:COMPILE=1" "jax_jit:jax:" \
+		"cupy_ops:cupy:"; do
+		IFS=: read -r name mod envs <<<"$spec"
+		script=$name.py
+		case $name in transformer*) script=transformer.py ;; esac
+		if ! python3 -c "import $mod" 2>/dev/null; then
+			row "$name" SKIP SKIP "" "" ""
+			continue
+		fi
+		# shellcheck disable=SC2086 # envs: zero or more NAME=VALUE words
+		run_compare "$name" loss,value,result 1e-3 env PYTHONUNBUFFERED=1 STEPS=30 $envs \
+			python3 "$FW/$script"
+	done
+fi
+
 # ---- PyTorch again through a proxy that cuts the link 10 times: the loss must match native
 if [ -x "$B/tests/e2e/cutproxy" ] && [ -f "$OUT/torch_train.native.log" ] && [ "${RGPU_GPU_CUTS:-1}" != 0 ]; then
 	"$B/tests/e2e/cutproxy" --listen 127.0.0.1:0 --port-file "$OUT/cut.port" --target "$RGPU_SERVER" \
