@@ -308,9 +308,90 @@ IP_API CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 	return r;
 }
 
-/* ---- copies ------------------------------------------------------------------------------- */
+/* ---- copies and sets that name pinned host memory as device memory -------------------------- */
+
+/*
+ * With unified addressing an application may name pinned host memory where device memory is
+ * expected: XLA sets and reads back a flag word it keeps there. That memory is the client's,
+ * so the client does the work, in stream order: asynchronously as a host function on the
+ * stream (it runs when the worker's stream reaches it, and the stream waits for it),
+ * synchronously after waiting for the stream, as the driver documents for host memory. A
+ * kernel still cannot touch client memory (see the user guide).
+ */
+struct host_job {
+	uint8_t *dst;
+	const uint8_t *src; /* a copy of n bytes; NULL: a set */
+	size_t n;
+	size_t pitch, width, height; /* a set: rows of width elements, pitch bytes apart */
+	unsigned value, elem;
+};
+
+static void host_job_run(const struct host_job *h)
+{
+	if (h->src) {
+		memmove(h->dst, h->src, h->n);
+		return;
+	}
+	for (size_t y = 0; y < h->height; y++) {
+		uint8_t *row = h->dst + y * h->pitch;
+		for (size_t x = 0; x < h->width; x++) {
+			if (h->elem == 1)
+				row[x] = (uint8_t)h->value;
+			else if (h->elem == 2)
+				memcpy(row + 2 * x, &(uint16_t){(uint16_t)h->value}, 2);
+			else
+				memcpy(row + 4 * x, &(uint32_t){h->value}, 4);
+		}
+	}
+}
+
+static void CUDA_CB host_job_fn(void *arg)
+{
+	host_job_run(arg);
+	free(arg);
+}
+
+static CUresult host_job_submit(const struct host_job *h, CUstream s, int ptds, int async)
+{
+	struct host_job *job;
+	CUresult r;
+
+	if (!async) {
+		r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+		if (r == CUDA_SUCCESS)
+			host_job_run(h);
+		return r;
+	}
+	job = malloc(sizeof(*job));
+	if (!job)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*job = *h;
+	r = ptds ? cuLaunchHostFunc_ptsz(s, host_job_fn, job) : cuLaunchHostFunc(s, host_job_fn, job);
+	if (r != CUDA_SUCCESS)
+		free(job);
+	return r;
+}
 
 static const struct range *host_find(uint64_t p);
+
+/* [p, p + n) lies in one pinned host allocation of this process */
+static int host_range(uint64_t p, uint64_t n)
+{
+	const struct range *h = host_find(p);
+	return h && n <= h->addr + h->size - p;
+}
+
+/* A copy whose device side is pinned host memory: both sides are the client's. */
+static CUresult host_copy(void *dst, const void *src, size_t n, CUstream s, int ptds, int async)
+{
+	struct host_job h = {.dst = dst, .src = src, .n = n};
+	if (!dst || !src)
+		return CUDA_ERROR_INVALID_VALUE;
+	return host_job_submit(&h, s, ptds, async);
+}
+
+/* ---- copies ------------------------------------------------------------------------------- */
+
 
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int ptds)
 {
@@ -324,6 +405,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	if (host_range(dst, n))
+		return host_copy((void *)(uintptr_t)dst, src, n, s, ptds, async);
 	if (!src || !ip_devptr_ok(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
 	m.stream = sid;
@@ -359,7 +442,6 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 	return r;
 }
 
-static const struct range *host_find(uint64_t p);
 
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async, int ptds)
 {
@@ -372,6 +454,8 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	if (host_range(src, n))
+		return host_copy(dst, (const void *)(uintptr_t)src, n, s, ptds, async);
 	if (!dst || !ip_devptr_ok(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
 	m.src = src;
@@ -406,6 +490,14 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	if (host_range(src, n) || host_range(dst, n)) { /* a side in pinned host memory */
+		if (host_range(src, n) && host_range(dst, n))
+			return host_copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, s,
+					 ptds, 1);
+		if (host_range(src, n))
+			return htod(dst, (const void *)(uintptr_t)src, n, s, 1, ptds);
+		return dtoh((void *)(uintptr_t)dst, src, n, s, 1, ptds);
+	}
 	if (!ip_devptr_ok(src, n) || !ip_devptr_ok(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
 	m.dst = dst;
@@ -521,70 +613,10 @@ IP_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, siz
 
 /* ---- sets --------------------------------------------------------------------------------- */
 
-/* ---- sets of pinned host memory ------------------------------------------------------------ */
-
-/*
- * With unified addressing a set may name pinned host memory (XLA sets flags in it). That memory
- * is the client's: the client writes it, in stream order. An asynchronous set becomes a host
- * function on the stream (it runs when the worker's stream reaches it, and the stream waits
- * for it); a synchronous one waits for the stream, as the driver documents for host memory,
- * then writes.
- */
-struct host_set {
-	uint8_t *dst;
-	size_t pitch, width, height;
-	unsigned value, elem;
-};
-
-static void host_set_run(const struct host_set *h)
-{
-	for (size_t y = 0; y < h->height; y++) {
-		uint8_t *row = h->dst + y * h->pitch;
-		for (size_t x = 0; x < h->width; x++) {
-			if (h->elem == 1)
-				row[x] = (uint8_t)h->value;
-			else if (h->elem == 2)
-				memcpy(row + 2 * x, &(uint16_t){(uint16_t)h->value}, 2);
-			else
-				memcpy(row + 4 * x, &(uint32_t){h->value}, 4);
-		}
-	}
-}
-
-static void CUDA_CB host_set_fn(void *arg)
-{
-	host_set_run(arg);
-	free(arg);
-}
-
-static CUresult host_set(struct host_set *h, CUstream s, int ptds, int async)
-{
-	struct host_set *job;
-	CUresult r;
-
-	if (!async) {
-		r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
-		if (r == CUDA_SUCCESS)
-			host_set_run(h);
-		return r;
-	}
-	job = malloc(sizeof(*job));
-	if (!job)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	*job = *h;
-	r = ptds ? cuLaunchHostFunc_ptsz(s, host_set_fn, job) : cuLaunchHostFunc(s, host_set_fn, job);
-	if (r != CUDA_SUCCESS)
-		free(job);
-	return r;
-}
-
-/* ---- sets --------------------------------------------------------------------------------- */
-
 static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
 			   size_t width, size_t height, CUstream s, int ptds, int async)
 {
 	Rgpu__Memset m = RGPU__MEMSET__INIT;
-	const struct range *hr;
 	struct ip_ctx *c;
 	uint64_t sid, span;
 	CUresult r = ip_stream_resolve(s, ptds, &c, &sid);
@@ -598,11 +630,10 @@ static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsign
 	if (width > SIZE_MAX / elem || (height > 1 && pitch > SIZE_MAX / height))
 		return CUDA_ERROR_INVALID_VALUE;
 	span = height > 1 ? pitch * (height - 1) + width * elem : width * elem;
-	hr = host_find(dst);
-	if (hr && span <= hr->addr + hr->size - dst) {
-		struct host_set h = {(uint8_t *)(uintptr_t)dst, height > 1 ? pitch : 0, width,
-				     height, value, elem};
-		return host_set(&h, s, ptds, async);
+	if (host_range(dst, span)) {
+		struct host_job h = {.dst = (uint8_t *)(uintptr_t)dst, .pitch = height > 1 ? pitch : 0,
+				     .width = width, .height = height, .value = value, .elem = elem};
+		return host_job_submit(&h, s, ptds, async);
 	}
 	if (!ip_devptr_ok(dst, span))
 		return CUDA_ERROR_INVALID_VALUE;

@@ -107,6 +107,17 @@ int main(void)
 	CHECK(cuMemsetD8((CUdeviceptr)(uintptr_t)hs, 0x7f, 4096)); /* synchronous: done on return */
 	for (int i = 0; i < 1024; i++)
 		EXPECT(hs[i] == 0x7f7f7f7fu, "host set (sync) word %d: %#x", i, hs[i]);
+	/* copies that name it as device memory (XLA reads its flag word back so) */
+	unsigned long long flag = 0, back = 1;
+	CHECK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)hs, 0x01020304u, 2, a));
+	CHECK(cuMemcpyDtoHAsync(&flag, (CUdeviceptr)(uintptr_t)hs, sizeof(flag), a));
+	CHECK(cuStreamSynchronize(a));
+	EXPECT(flag == 0x0102030401020304ull, "host flag read back %#llx", flag);
+	CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)(hs + 4), &flag, sizeof(flag)));
+	CHECK(cuMemcpyDtoD(x, (CUdeviceptr)(uintptr_t)(hs + 4), sizeof(flag))); /* host -> device */
+	CHECK(cuMemcpyDtoD((CUdeviceptr)(uintptr_t)(hs + 8), x, sizeof(flag))); /* device -> host */
+	CHECK(cuMemcpyDtoH(&back, (CUdeviceptr)(uintptr_t)(hs + 8), sizeof(back)));
+	EXPECT(back == flag, "host -> device -> host %#llx", back);
 	CHECK(cuMemFreeHost(hs));
 
 	CHECK(cuStreamDestroy(a));
