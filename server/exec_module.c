@@ -169,6 +169,24 @@ int h_module_unload(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
+/* The bytes a function's or kernel's parameters span: the end of the furthest one. */
+static uint64_t param_bytes(struct srv_worker *w, const struct srv_obj *o)
+{
+	uint64_t end = 0;
+
+	/* the driver answers an error past the last parameter; 32764 bytes hold no more */
+	for (size_t i = 0; i < 32768; i++) {
+		size_t off = 0, sz = 0;
+		CUresult r = o->kind == ST_KIND_KERNEL
+				 ? w->drv.cuKernelGetParamInfo(o->h, i, &off, &sz)
+				 : w->drv.cuFuncGetParamInfo(o->h, i, &off, &sz);
+		if (r != CUDA_SUCCESS)
+			break;
+		end = MAX(end, (uint64_t)off + sz);
+	}
+	return end;
+}
+
 int h_func_get(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, FuncGet, func_get, w, f);
@@ -192,8 +210,10 @@ int h_func_get(struct srv_worker *w, struct srv_frame *f)
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuKernelGetFunction((CUfunction *)&o.h, p->h);
 	}
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
+		o.size = param_bytes(w, &o);
 		r = srv_obj_create(w, &o);
+	}
 	srv_async_error(w, r, "function lookup");
 	rgpu__func_get__free_unpacked(m, NULL);
 	return 0;

@@ -57,7 +57,8 @@ struct srv_obj {
 	int device;
 	int primary;        /* contexts: a retained primary context */
 	int library;        /* modules: a CUlibrary */
-	uint64_t size;      /* physical memory (ST_KIND_PHYSMEM, h its handle): bytes */
+	uint64_t size;      /* physical memory (ST_KIND_PHYSMEM, h its handle): bytes; functions
+			     * and kernels: the bytes their parameters span (a launch's least) */
 };
 
 /*

@@ -11,23 +11,28 @@
 #include <search.h>
 #include <stdlib.h>
 
+#include "rgpu/util.h"
 #include "rgpu/window.h"
 #include "srv.h"
 
+/*
+ * Ranges are compared by their last bytes (every range in a tree, and every key, is at least one
+ * byte long and ends at or below 2^64), so a key near the top of the address space never wraps.
+ */
 static int map_cmp(const void *a, const void *b)
 {
 	const struct srv_map *x = a, *y = b;
-	if (x->addr + x->size <= y->addr)
+	if (x->addr + (x->size - 1) < y->addr)
 		return -1;
-	if (y->addr + y->size <= x->addr)
+	if (y->addr + (y->size - 1) < x->addr)
 		return 1;
 	return 0; /* overlapping ranges compare equal: lookups find the containing mapping */
 }
 
 int srv_in_window(struct srv_worker *w, uint64_t addr, uint64_t size)
 {
-	uint64_t base = w->cfg->window_base, end = base + w->cfg->window_size;
-	return size && addr >= base && addr < end && size <= end - addr;
+	uint64_t base = w->cfg->window_base;
+	return size && addr >= base && rgpu_range_in(addr - base, 1, size, w->cfg->window_size);
 }
 
 /*
@@ -41,7 +46,7 @@ int srv_dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size)
 	if (srv_in_window(w, addr, size))
 		return 1;
 	g = tfind(&key, &w->globals, map_cmp);
-	return g && size <= (*g)->addr + (*g)->size - addr;
+	return g && rgpu_range_in(addr - (*g)->addr, 1, size, (*g)->size);
 }
 
 void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size)
