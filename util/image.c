@@ -51,24 +51,52 @@ static bool first_refusal(enum refusal r)
 	return !__atomic_exchange_n(&said[r], 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * An image's headers are read by copying them out: an image may start at any address (a frame
+ * payload, an application's buffer), and an ELF's header tables at any offset.
+ */
+static Elf64_Ehdr elf_hdr(const uint8_t *p)
+{
+	Elf64_Ehdr eh;
+
+	memcpy(&eh, p, sizeof(eh));
+	return eh;
+}
+
+/* Program header i of the ELF at p (whose table the caller has checked). */
+static Elf64_Phdr elf_phdr(const uint8_t *p, const Elf64_Ehdr *eh, unsigned i)
+{
+	Elf64_Phdr ph;
+
+	memcpy(&ph, p + eh->e_phoff + (size_t)i * eh->e_phentsize, sizeof(ph));
+	return ph;
+}
+
+/* Section header i of the ELF at p (whose table the caller has checked). */
+static Elf64_Shdr elf_shdr(const uint8_t *p, const Elf64_Ehdr *eh, unsigned i)
+{
+	Elf64_Shdr sh;
+
+	memcpy(&sh, p + eh->e_shoff + (size_t)i * eh->e_shentsize, sizeof(sh));
+	return sh;
+}
+
 /* Extent of a 64-bit ELF: the furthest byte any header or non-NOBITS section reaches. */
 static size_t elf_extent(const uint8_t *p)
 {
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)p;
-	size_t end = sizeof(*eh);
+	const Elf64_Ehdr eh = elf_hdr(p);
+	size_t end = sizeof(eh);
 
-	end = MAX(end, (size_t)(eh->e_phoff + (uint64_t)eh->e_phnum * eh->e_phentsize));
-	end = MAX(end, (size_t)(eh->e_shoff + (uint64_t)eh->e_shnum * eh->e_shentsize));
-	for (unsigned i = 0; i < eh->e_phnum && eh->e_phentsize >= sizeof(Elf64_Phdr); i++) {
-		const Elf64_Phdr *ph =
-			(const Elf64_Phdr *)(p + eh->e_phoff + (size_t)i * eh->e_phentsize);
-		end = MAX(end, (size_t)(ph->p_offset + ph->p_filesz));
+	end = MAX(end, (size_t)(eh.e_phoff + (uint64_t)eh.e_phnum * eh.e_phentsize));
+	end = MAX(end, (size_t)(eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize));
+	for (unsigned i = 0; i < eh.e_phnum && eh.e_phentsize >= sizeof(Elf64_Phdr); i++) {
+		const Elf64_Phdr ph = elf_phdr(p, &eh, i);
+		end = MAX(end, (size_t)(ph.p_offset + ph.p_filesz));
 	}
-	for (unsigned i = 0; i < eh->e_shnum && eh->e_shentsize >= sizeof(Elf64_Shdr); i++) {
-		const Elf64_Shdr *sh =
-			(const Elf64_Shdr *)(p + eh->e_shoff + (size_t)i * eh->e_shentsize);
-		if (sh->sh_type != SHT_NOBITS)
-			end = MAX(end, (size_t)(sh->sh_offset + sh->sh_size));
+	for (unsigned i = 0; i < eh.e_shnum && eh.e_shentsize >= sizeof(Elf64_Shdr); i++) {
+		const Elf64_Shdr sh = elf_shdr(p, &eh, i);
+		if (sh.sh_type != SHT_NOBITS)
+			end = MAX(end, (size_t)(sh.sh_offset + sh.sh_size));
 	}
 	return end;
 }
@@ -224,26 +252,26 @@ int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
 
 static int check_elf(const uint8_t *p, size_t len)
 {
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)p;
-	if (len < sizeof(*eh))
+	Elf64_Ehdr eh;
+
+	if (len < sizeof(eh))
 		return RGPU_ECORRUPT;
-	if (eh->e_phnum && (eh->e_phentsize < sizeof(Elf64_Phdr) || eh->e_phoff > len ||
-			    (uint64_t)eh->e_phnum * eh->e_phentsize > len - eh->e_phoff))
+	eh = elf_hdr(p);
+	if (eh.e_phnum && (eh.e_phentsize < sizeof(Elf64_Phdr) || eh.e_phoff > len ||
+			   (uint64_t)eh.e_phnum * eh.e_phentsize > len - eh.e_phoff))
 		return RGPU_ECORRUPT;
-	if (eh->e_shnum && (eh->e_shentsize < sizeof(Elf64_Shdr) || eh->e_shoff > len ||
-			    (uint64_t)eh->e_shnum * eh->e_shentsize > len - eh->e_shoff))
+	if (eh.e_shnum && (eh.e_shentsize < sizeof(Elf64_Shdr) || eh.e_shoff > len ||
+			   (uint64_t)eh.e_shnum * eh.e_shentsize > len - eh.e_shoff))
 		return RGPU_ECORRUPT;
-	for (unsigned i = 0; i < eh->e_phnum; i++) {
-		const Elf64_Phdr *ph =
-			(const Elf64_Phdr *)(p + eh->e_phoff + (size_t)i * eh->e_phentsize);
-		if (ph->p_offset > len || ph->p_filesz > len - ph->p_offset)
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		const Elf64_Phdr ph = elf_phdr(p, &eh, i);
+		if (ph.p_offset > len || ph.p_filesz > len - ph.p_offset)
 			return RGPU_ECORRUPT;
 	}
-	for (unsigned i = 0; i < eh->e_shnum; i++) {
-		const Elf64_Shdr *sh =
-			(const Elf64_Shdr *)(p + eh->e_shoff + (size_t)i * eh->e_shentsize);
-		if (sh->sh_type != SHT_NOBITS &&
-		    (sh->sh_offset > len || sh->sh_size > len - sh->sh_offset))
+	for (unsigned i = 0; i < eh.e_shnum; i++) {
+		const Elf64_Shdr sh = elf_shdr(p, &eh, i);
+		if (sh.sh_type != SHT_NOBITS &&
+		    (sh.sh_offset > len || sh.sh_size > len - sh.sh_offset))
 			return RGPU_ECORRUPT;
 	}
 	return 0;
