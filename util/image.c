@@ -41,6 +41,7 @@ enum refusal {
 	REFUSE_BAD_WRAPPER = 3,
 	REFUSE_BAD_CONTAINER = 4,
 	REFUSE_BAD_PRELINKED = 5,
+	REFUSE_BAD_ELF = 6,
 	REFUSE_COUNT
 };
 
@@ -81,24 +82,46 @@ static Elf64_Shdr elf_shdr(const uint8_t *p, const Elf64_Ehdr *eh, unsigned i)
 	return sh;
 }
 
-/* Extent of a 64-bit ELF: the furthest byte any header or non-NOBITS section reaches. */
-static size_t elf_extent(const uint8_t *p)
+/*
+ * Extent of a 64-bit ELF: the furthest byte its header, its header tables and its segments and
+ * non-NOBITS sections reach. A table with no entries is not there, wherever its offset points
+ * (a cubin's unused e_phoff or e_shoff may hold anything; extended section numbering, for
+ * 65280 sections or more, is no cubin's). RGPU_EINVAL when the headers cannot be true: a table
+ * of entries smaller than their struct, or an end beyond 2^64 (before any entry is read).
+ */
+static int elf_extent(const uint8_t *p, size_t *size)
 {
 	const Elf64_Ehdr eh = elf_hdr(p);
-	size_t end = sizeof(eh);
+	uint64_t end = sizeof(eh), e;
 
-	end = MAX(end, (size_t)(eh.e_phoff + (uint64_t)eh.e_phnum * eh.e_phentsize));
-	end = MAX(end, (size_t)(eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize));
-	for (unsigned i = 0; i < eh.e_phnum && eh.e_phentsize >= sizeof(Elf64_Phdr); i++) {
+	if (eh.e_phnum) {
+		if (eh.e_phentsize < sizeof(Elf64_Phdr) ||
+		    rgpu_range_end(eh.e_phoff, eh.e_phnum, eh.e_phentsize, &e))
+			return RGPU_EINVAL;
+		end = MAX(end, e);
+	}
+	if (eh.e_shnum) {
+		if (eh.e_shentsize < sizeof(Elf64_Shdr) ||
+		    rgpu_range_end(eh.e_shoff, eh.e_shnum, eh.e_shentsize, &e))
+			return RGPU_EINVAL;
+		end = MAX(end, e);
+	}
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
 		const Elf64_Phdr ph = elf_phdr(p, &eh, i);
-		end = MAX(end, (size_t)(ph.p_offset + ph.p_filesz));
+		if (rgpu_range_end(ph.p_offset, 1, ph.p_filesz, &e))
+			return RGPU_EINVAL;
+		end = MAX(end, e);
 	}
-	for (unsigned i = 0; i < eh.e_shnum && eh.e_shentsize >= sizeof(Elf64_Shdr); i++) {
+	for (unsigned i = 0; i < eh.e_shnum; i++) {
 		const Elf64_Shdr sh = elf_shdr(p, &eh, i);
-		if (sh.sh_type != SHT_NOBITS)
-			end = MAX(end, (size_t)(sh.sh_offset + sh.sh_size));
+		if (sh.sh_type == SHT_NOBITS)
+			continue;
+		if (rgpu_range_end(sh.sh_offset, 1, sh.sh_size, &e))
+			return RGPU_EINVAL;
+		end = MAX(end, e);
 	}
-	return end;
+	*size = (size_t)end;
+	return 0;
 }
 
 static int is_elf64(const uint8_t *p)
@@ -239,8 +262,14 @@ int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
 		return RGPU_EUNSUPPORTED;
 	}
 	if (is_elf64(p)) {
+		if (elf_extent(p, &out->size)) {
+			if (first_refusal(REFUSE_BAD_ELF))
+				pr_warn("refused: a 64-bit ELF image whose header tables or "
+					"sections cannot be true (entries smaller than their "
+					"struct, or an end beyond 2^64)");
+			return RGPU_EINVAL;
+		}
 		out->data = p;
-		out->size = elf_extent(p);
 		out->kind = RGPU_IMAGE_ELF;
 		return 0;
 	}
