@@ -124,11 +124,8 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 			r = CUDA_ERROR_INVALID_IMAGE;
 			goto reply;
 		}
-		/* not inside pr_info's arguments: those are skipped below its level */
-		int cached = w->modcache && srv_modcache_put(w->modcache, h, image, len) == 0;
-		pr_info("module image %s: %zu bytes received%s", rgpu_hex(h, 6, hexbuf), len,
-			cached ? " and cached" : " (not cached)");
 	} else if (!w->modcache ||
+		   /* any session's image, by its hash alone: not yet per tenant (modcache.c) */
 		   srv_modcache_get(w->modcache, m->hash.data, &image, &len) != 0) {
 		rep.need_image = 1;
 		goto reply;
@@ -141,6 +138,21 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 		r = w->drv.cuLibraryLoadData((CUlibrary *)&o.h, image, NULL, NULL, 0, NULL, NULL, 0);
 	else
 		r = w->drv.cuModuleLoadData((CUmodule *)&o.h, image);
+	if (m->has_image) {
+		const char *cached;
+		/*
+		 * Kept only once the driver has accepted it: an image it refuses would otherwise
+		 * fill the cache, and be refused again at every load by its hash.
+		 */
+		if (r != CUDA_SUCCESS)
+			cached = " (the driver refused it: not cached)";
+		else if (!w->modcache || srv_modcache_put(w->modcache, m->hash.data, image, len))
+			cached = " (not cached)";
+		else
+			cached = " and cached";
+		pr_info("module image %s: %zu bytes received%s", rgpu_hex(m->hash.data, 6, hexbuf),
+			len, cached);
+	}
 	if (r != CUDA_SUCCESS)
 		goto reply;
 	r = list_functions(w, &o, &rep);

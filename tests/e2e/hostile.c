@@ -8,7 +8,8 @@
  * whose arithmetic wraps around 2^64 or that leave the window, a launch with fewer parameter
  * bytes than its function takes. Each must get CUDA_ERROR_INVALID_VALUE, leave the session
  * serving, and be refused by the worker's own checks before the driver sees it: the worker's
- * log must say so (simgpu would refuse most of them too, and a real driver may not).
+ * log must say so (simgpu would refuse most of them too, and a real driver may not). And an
+ * image the driver refuses must not enter the module cache.
  *
  * Usage: hostile [PORT]   (run by with_server.sh, which also checks rgpud is still alive; the
  * worker's log is RGPU_E2E_LOGFILE; RGPU_TEST_IMAGE names tests/progs' kernels.fatbin)
@@ -427,6 +428,33 @@ static void hostile_launch(void)
 	       "launch short of its parameters");
 }
 
+/*
+ * An image the driver refuses (an ELF header that rgpu_image_check accepts, for no CUDA
+ * machine) must not be cached: loading it again by its hash alone must ask for its bytes.
+ */
+static void refused_image(void)
+{
+	Rgpu__ModuleLoadReply *ml;
+	uint8_t elf[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+	struct sess s;
+
+	elf[16] = 2;  /* e_type ET_EXEC */
+	elf[18] = 62; /* e_machine EM_X86_64, not EM_CUDA */
+	elf[52] = 64; /* e_ehsize */
+	sess_open(&s);
+	ml = module_load(&s, 2, elf, sizeof(elf), 1);
+	if (ml->result != 200 /* CUDA_ERROR_INVALID_IMAGE */ || ml->need_image)
+		FAIL("an image for no GPU: result %d, need_image %d", ml->result, ml->need_image);
+	rgpu__module_load_reply__free_unpacked(ml, NULL);
+	ml = module_load(&s, 3, elf, sizeof(elf), 0);
+	if (ml->result != 0 || !ml->need_image)
+		FAIL("a refused image was cached: loading it by hash gave result %d, need_image %d",
+		     ml->result, ml->need_image);
+	rgpu__module_load_reply__free_unpacked(ml, NULL);
+	sess_close(&s);
+	printf("  %-36s -> CUDA_ERROR_INVALID_IMAGE, not cached\n", "an image the driver refuses");
+}
+
 static void hostile_ranges(void)
 {
 	struct sess s;
@@ -594,6 +622,7 @@ int main(int argc, char **argv)
 
 	hostile_ranges();
 	hostile_launch();
+	refused_image();
 
 	/* the supervisor still serves others */
 	fd = dial();
