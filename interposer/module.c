@@ -251,6 +251,11 @@ static CUresult unload(struct ip_module *m, int tell)
 			ip_obj_unregister(&f->o);
 	}
 	ip_obj_unregister(&m->o);
+	/* its globals are no device memory any more: copies to them fail, as natively */
+	pthread_mutex_lock(&m->lock);
+	for (struct ip_global *g = m->globals; g; g = g->next)
+		ip_global_del(g->addr, g->size);
+	pthread_mutex_unlock(&m->lock);
 	if (tell) {
 		req.id = m->o.id;
 		req.ctx = m->ctx->o.id;

@@ -2,8 +2,8 @@
  * Handlers for modules and libraries: loading an image (sent with the request, or found in the
  * module cache by its hash; checked before the driver sees it), unloading one with the functions
  * and kernels taken from it, looking up functions, kernels and globals, function attributes, and
- * occupancy queries. A global the client looks up becomes device memory it may name
- * (srv_remember_global, window_map.c).
+ * occupancy queries. A global the client looks up becomes device memory it may name until its
+ * module is unloaded (srv_remember_global, srv_forget_globals: window_map.c).
  */
 #define LOG_PREFIX "exec: "
 #include <search.h>
@@ -248,7 +248,7 @@ int h_global_get(struct srv_worker *w, struct srv_frame *f)
 				       : w->drv.cuModuleGetGlobal(&p, &sz, o->h, m->name);
 	}
 	if (r == CUDA_SUCCESS)
-		srv_remember_global(w, p, sz);
+		srv_remember_global(w, m->module, p, sz);
 	rep.result = (int32_t)r;
 	rep.addr = p;
 	rep.size = sz;

@@ -75,7 +75,8 @@ struct srv_map {
 	uint64_t size;
 	CUmemGenericAllocationHandle h;
 	int device;
-	uint64_t owner;  /* the application's mapping: the physical memory's id; 0: owns h */
+	uint64_t owner;  /* the application's mapping: the physical memory's id; 0: owns h;
+			  * a module global (w->globals): its module's id */
 	uint64_t offset; /* the application's mapping: where in that memory it starts */
 };
 
@@ -308,8 +309,9 @@ struct srv_obj *srv_obj_find(struct srv_worker *w, uint64_t id, int kind);
  */
 CUresult srv_obj_create(struct srv_worker *w, const struct srv_obj *o);
 /*
- * srv_obj_release() - release the driver object behind o and forget it (the log's removal
- * hook calls it for every record a destroy takes with it). Errors become asynchronous errors.
+ * srv_obj_release() - release the driver object behind o and forget it, a module with the
+ * globals looked up in it (the log's removal hook calls it for every record a destroy takes
+ * with it). Errors become asynchronous errors.
  */
 void srv_obj_release(struct srv_worker *w, struct srv_obj *o);
 void srv_obj_del(struct srv_worker *w, uint64_t id);
@@ -375,8 +377,13 @@ int srv_in_window(struct srv_worker *w, uint64_t addr, uint64_t size);
  * module global it has looked up?
  */
 int srv_dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size);
-/* srv_remember_global() - the client has looked up the global [addr, addr+size): it may name it */
-void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size);
+/*
+ * srv_remember_global() - the client has looked up the global [addr, addr+size) of module (a
+ * module or library id): it may name it until srv_forget_globals(w, module).
+ */
+void srv_remember_global(struct srv_worker *w, uint64_t module, uint64_t addr, uint64_t size);
+/* srv_forget_globals() - module is unloaded: its globals are no longer the job's memory */
+void srv_forget_globals(struct srv_worker *w, uint64_t module);
 /*
  * srv_map_range() - back [addr, addr+size) of the window with memory of device; both granule
  * aligned, not overlapping a live mapping. CUDA_ERROR_INVALID_VALUE for a bad range, else the

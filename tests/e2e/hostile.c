@@ -8,8 +8,9 @@
  * whose arithmetic wraps around 2^64 or that leave the window, a launch with fewer parameter
  * bytes than its function takes. Each must get CUDA_ERROR_INVALID_VALUE, leave the session
  * serving, and be refused by the worker's own checks before the driver sees it: the worker's
- * log must say so (simgpu would refuse most of them too, and a real driver may not). And an
- * image the driver refuses must not enter the module cache.
+ * log must say so (simgpu would refuse most of them too, and a real driver may not); copies
+ * from a module's globals after it is unloaded included. And an image the driver refuses must
+ * not enter the module cache.
  *
  * Usage: hostile [PORT]   (run by with_server.sh, which also checks rgpud is still alive; the
  * worker's log is RGPU_E2E_LOGFILE; RGPU_TEST_IMAGE names tests/progs' kernels.fatbin)
@@ -424,8 +425,85 @@ static void hostile_launch(void)
 			      "parameters span 4");
 	sess_close(&s);
 	free(img);
-	printf("  %-36s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
+	printf("  %-40s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
 	       "launch short of its parameters");
+}
+
+/* Look up a module global (record id 0: a client that keeps no state log); its address. */
+static uint64_t global_get(struct sess *s, uint64_t module, const char *name, uint64_t id,
+			   uint64_t want_size)
+{
+	Rgpu__GlobalGet gg = RGPU__GLOBAL_GET__INIT;
+	Rgpu__GlobalReply *rep;
+	uint64_t addr;
+
+	gg.module = module;
+	gg.name = (char *)name;
+	gg.ctx = CTX;
+	gg.global = id;
+	rep = (Rgpu__GlobalReply *)call(s, RGPU_MSG_GLOBAL_GET, &gg.base, NULL, 0,
+					&rgpu__global_reply__descriptor, NULL);
+	if (rep->result != 0 || rep->size != want_size)
+		FAIL("global %s: result %d, %llu bytes", name, rep->result,
+		     (unsigned long long)rep->size);
+	addr = rep->addr;
+	rgpu__global_reply__free_unpacked(rep, NULL);
+	return addr;
+}
+
+/*
+ * A module's globals are the job's memory only while it is loaded: after MSG_MODULE_UNLOAD,
+ * copies from their addresses are refused by the worker, whether or not the lookup made a
+ * state-log record (the interposer refuses them too; this client is not the interposer).
+ */
+static void unloaded_globals(void)
+{
+	Rgpu__ModuleLoadReply *ml;
+	Rgpu__ObjRef un = RGPU__OBJ_REF__INIT;
+	uint64_t table, counter, got;
+	struct sess s;
+	size_t len = 0;
+	uint8_t *img = kernels_image(&len);
+	char what[160];
+	int r;
+
+	if (!img) {
+		printf("  (no RGPU_TEST_IMAGE: the unloaded-globals case is skipped)\n");
+		return;
+	}
+	sess_open(&s);
+	ml = module_load(&s, 2, img, len, 1);
+	if (ml->result != 0)
+		FAIL("loading the kernels: %d", ml->result);
+	rgpu__module_load_reply__free_unpacked(ml, NULL);
+	table = global_get(&s, 2, "g_table", 0, 1024);
+	counter = global_get(&s, 2, "g_counter", 5, 4);
+	r = dtoh(&s, table + 16, 16, &got);
+	if (r != 0 || got != 16)
+		FAIL("a copy from a loaded global: %d, %llu bytes", r, (unsigned long long)got);
+	r = dtoh(&s, counter, 4, &got);
+	if (r != 0 || got != 4)
+		FAIL("a copy from a loaded global: %d, %llu bytes", r, (unsigned long long)got);
+	un.id = 2;
+	un.ctx = CTX;
+	post(&s, RGPU_MSG_MODULE_UNLOAD, &un.base, NULL, 0);
+	r = dtoh(&s, table + 16, 16, &got);
+	if (r != CUDA_ERROR_INVALID_VALUE || got != 0)
+		FAIL("a copy from an unloaded global: %d, %llu bytes back", r,
+		     (unsigned long long)got);
+	snprintf(what, sizeof(what), "device-to-host copy refused: [%#llx, +16 bytes)",
+		 (unsigned long long)(table + 16));
+	expect_refusal_logged(what);
+	r = dtoh(&s, counter, 4, &got);
+	if (r != CUDA_ERROR_INVALID_VALUE || got != 0)
+		FAIL("a copy from an unloaded global: %d, %llu bytes back", r,
+		     (unsigned long long)got);
+	if (ping_async(&s) != 0)
+		FAIL("the session does not serve after the refusals");
+	sess_close(&s);
+	free(img);
+	printf("  %-40s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
+	       "copies from an unloaded module's globals");
 }
 
 /*
@@ -452,7 +530,7 @@ static void refused_image(void)
 		     ml->result, ml->need_image);
 	rgpu__module_load_reply__free_unpacked(ml, NULL);
 	sess_close(&s);
-	printf("  %-36s -> CUDA_ERROR_INVALID_IMAGE, not cached\n", "an image the driver refuses");
+	printf("  %-40s -> CUDA_ERROR_INVALID_IMAGE, not cached\n", "an image the driver refuses");
 }
 
 static void hostile_ranges(void)
@@ -481,7 +559,7 @@ static void hostile_ranges(void)
 	if (ping_async(&s) != 0)
 		FAIL("the session does not serve after a refused memset");
 	sess_close(&s);
-	printf("  %-36s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
+	printf("  %-40s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
 	       "memset whose span wraps 2^64");
 
 	/* a memset whose last row ends one byte past the window */
@@ -494,7 +572,7 @@ static void hostile_ranges(void)
 		 (unsigned long long)(s.window + s.window_size - 4096));
 	expect_refusal_logged(what);
 	sess_close(&s);
-	printf("  %-36s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
+	printf("  %-40s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
 	       "memset past the window's end");
 
 	/* a host-to-device copy whose end wraps around 2^64 */
@@ -511,7 +589,7 @@ static void hostile_ranges(void)
 		FAIL("copy to 2^64 - 8: %d, want CUDA_ERROR_INVALID_VALUE", r);
 	expect_refusal_logged("host-to-device copy refused: [0xfffffffffffffff8, +16 bytes)");
 	sess_close(&s);
-	printf("  %-36s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
+	printf("  %-40s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
 	       "copy to the device that wraps 2^64");
 
 	/* a device-to-host copy from the window's base for 2^64 - 2^20 bytes */
@@ -528,7 +606,7 @@ static void hostile_ranges(void)
 		 (unsigned long long)s.window);
 	expect_refusal_logged(what);
 	sess_close(&s);
-	printf("  %-36s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
+	printf("  %-40s -> CUDA_ERROR_INVALID_VALUE, refused by the worker\n",
 	       "copy from the device past the window");
 }
 
@@ -623,6 +701,7 @@ int main(int argc, char **argv)
 	hostile_ranges();
 	hostile_launch();
 	refused_image();
+	unloaded_globals();
 
 	/* the supervisor still serves others */
 	fd = dial();
