@@ -19,7 +19,6 @@
  * every wrapper or container whose headers cannot be true (RGPU_EINVAL).
  */
 #include <elf.h>
-#include <stdbool.h>
 #include <string.h>
 
 #define LOG_PREFIX "image: "
@@ -32,25 +31,6 @@
 #define FATBIN_HEADER_MIN 16u
 #define FATBIN_MAX_SIZE (1ull << 40)
 #define PRELINKED_MAX 65536u /* far beyond any program's translation units */
-
-/* One warning per reason per process: a refusal repeats for every load of the same kind. */
-enum refusal {
-	REFUSE_WRAPPER_VERSION = 0,
-	REFUSE_RDC_UNLINKED = 1,
-	REFUSE_OLD_CONTAINER = 2,
-	REFUSE_BAD_WRAPPER = 3,
-	REFUSE_BAD_CONTAINER = 4,
-	REFUSE_BAD_PRELINKED = 5,
-	REFUSE_BAD_ELF = 6,
-	REFUSE_COUNT
-};
-
-static bool first_refusal(enum refusal r)
-{
-	static unsigned char said[REFUSE_COUNT];
-
-	return !__atomic_exchange_n(&said[r], 1, __ATOMIC_RELAXED);
-}
 
 /*
  * An image's headers are read by copying them out: an image may start at any address (a frame
@@ -183,10 +163,10 @@ static int wrapper_container(const uint8_t *w, struct rgpu_image *out)
 	const void *data = wrapper_ptr(w, RGPU_FATBIN_WRAPPER_DATA_OFF);
 	int ret = container_at(data, out);
 
-	if (ret && first_refusal(REFUSE_BAD_WRAPPER))
-		pr_warn("refused: a fatbin wrapper (version %u) whose container pointer %p is NULL "
-			"or not a container",
-			rd_le32(w + 4), data);
+	if (ret)
+		pr_warn_once("refused: a fatbin wrapper (version %u) whose container pointer %p is "
+			     "NULL or not a container",
+			     rd_le32(w + 4), data);
 	return ret;
 }
 
@@ -201,9 +181,8 @@ static int locate_linked(const uint8_t *w, struct rgpu_image *out)
 		return ret;
 	ret = rgpu_image_prelinked(w, NULL, 0, &nrel);
 	if (ret) {
-		if (first_refusal(REFUSE_BAD_PRELINKED))
-			pr_warn("refused: a -rdc fatbin wrapper whose list of relocatable "
-				"containers holds something else");
+		pr_warn_once("refused: a -rdc fatbin wrapper whose list of relocatable containers "
+			     "holds something else");
 		return ret;
 	}
 	if (out->size > rd_le16((const uint8_t *)out->data + 6)) {
@@ -211,13 +190,11 @@ static int locate_linked(const uint8_t *w, struct rgpu_image *out)
 		out->prelinked = nrel;
 		return 0;
 	}
-	if (first_refusal(REFUSE_RDC_UNLINKED))
-		pr_warn(
-		    "refused: a -rdc (relocatable device code) image whose device link produced "
-		    "no code, as a PTX-only -rdc build does; the driver would have to JIT-link "
-		    "its %zu relocatable containers, which rgpu does not ship (build with a real "
-		    "architecture, e.g. -arch=sm_90)",
-		    nrel);
+	pr_warn_once("refused: a -rdc (relocatable device code) image whose device link produced "
+		     "no code, as a PTX-only -rdc build does; the driver would have to JIT-link "
+		     "its %zu relocatable containers, which rgpu does not ship (build with a real "
+		     "architecture, e.g. -arch=sm_90)",
+		     nrel);
 	return RGPU_EUNSUPPORTED;
 }
 
@@ -235,10 +212,9 @@ int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
 		if (version == RGPU_FATBIN_WRAPPER_LINKED)
 			return locate_linked(p, out);
 		if (version != RGPU_FATBIN_WRAPPER_PLAIN) {
-			if (first_refusal(REFUSE_WRAPPER_VERSION))
-				pr_warn("refused: a fatbin wrapper of version %u (known: 1, one "
-					"container; 2, -rdc device link)",
-					version);
+			pr_warn_once("refused: a fatbin wrapper of version %u (known: 1, one "
+				     "container; 2, -rdc device link)",
+				     version);
 			return RGPU_EUNSUPPORTED;
 		}
 		ret = wrapper_container(p, out);
@@ -248,25 +224,23 @@ int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
 	}
 	if (rd_le32(p) == RGPU_FATBIN_MAGIC) {
 		int ret = container_at(p, out);
-		if (ret && first_refusal(REFUSE_BAD_CONTAINER))
-			pr_warn(
-			    "refused: a fatbin container with impossible headers (header size %u, "
-			    "%llu bytes of entries)",
-			    rd_le16(p + 6), (unsigned long long)rd_le64(p + 8));
+		if (ret)
+			pr_warn_once("refused: a fatbin container with impossible headers (header "
+				     "size %u, %llu bytes of entries)",
+				     rd_le16(p + 6), (unsigned long long)rd_le64(p + 8));
 		return ret;
 	}
 	if (rd_le32(p) == FATBIN_OLD_MAGIC) {
-		if (first_refusal(REFUSE_OLD_CONTAINER))
-			pr_warn("refused: an old-style fatbin container (magic 0x1ee55a01, CUDA "
-				"before 4.0)");
+		pr_warn_once(
+		    "refused: an old-style fatbin container (magic 0x1ee55a01, CUDA before "
+		    "4.0)");
 		return RGPU_EUNSUPPORTED;
 	}
 	if (is_elf64(p)) {
 		if (elf_extent(p, &out->size)) {
-			if (first_refusal(REFUSE_BAD_ELF))
-				pr_warn("refused: a 64-bit ELF image whose header tables or "
-					"sections cannot be true (entries smaller than their "
-					"struct, or an end beyond 2^64)");
+			pr_warn_once("refused: a 64-bit ELF image whose header tables or sections "
+				     "cannot be true (entries smaller than their struct, or an end "
+				     "beyond 2^64)");
 			return RGPU_EINVAL;
 		}
 		out->data = p;
