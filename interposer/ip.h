@@ -297,7 +297,12 @@ void ip_mem_on_free(ip_freed_fn fn);
 int ip_devptr_ok(uint64_t p, uint64_t n);
 /* ip_is_devptr() - p points into device memory (pointer classification for cuMemcpy). */
 int ip_is_devptr(uint64_t p);
+/*
+ * ip_global_add() - the module global [addr, addr+size) is device memory from now on;
+ * ip_global_del() - no longer (its module is unloaded): copies to it fail, as natively.
+ */
 void ip_global_add(uint64_t addr, uint64_t size);
+void ip_global_del(uint64_t addr, uint64_t size);
 
 /* What memory.c knows of an address: the facts behind the pointer attributes (pointer.c). */
 struct ip_ptrinfo {

@@ -64,18 +64,35 @@ void ip_global_add(uint64_t addr, uint64_t size)
 	pthread_mutex_unlock(&globals_lock);
 }
 
-static const struct range *global_find(uint64_t p)
+void ip_global_del(uint64_t addr, uint64_t size)
+{
+	struct range key = {.addr = addr, .size = size ? size : 1}, **g, *r;
+	pthread_mutex_lock(&globals_lock);
+	g = tfind(&key, &globals, range_cmp);
+	if (g && (*g)->addr == addr) {
+		r = *g;
+		tdelete(r, &globals, range_cmp);
+		free(r);
+	}
+	pthread_mutex_unlock(&globals_lock);
+}
+
+/* The global holding p, copied into *out (an unload may free it at once); 0 if none. */
+static int global_find(uint64_t p, struct range *out)
 {
 	struct range key = {.addr = p, .size = 1}, **g;
 	pthread_mutex_lock(&globals_lock);
 	g = tfind(&key, &globals, range_cmp);
+	if (g)
+		*out = **g;
 	pthread_mutex_unlock(&globals_lock);
-	return g ? *g : NULL;
+	return g != NULL;
 }
 
 int ip_is_devptr(uint64_t p)
 {
-	return ip_vaw_in_window(&ip.vaw, p) || global_find(p);
+	struct range g;
+	return ip_vaw_in_window(&ip.vaw, p) || global_find(p, &g);
 }
 
 /*
@@ -95,7 +112,7 @@ static void devptr_refused(uint64_t p, uint64_t n)
 
 int ip_devptr_ok(uint64_t p, uint64_t n)
 {
-	const struct range *g;
+	struct range g;
 	int ok;
 
 	if (n == 0 || p + n < p)
@@ -105,8 +122,7 @@ int ip_devptr_ok(uint64_t p, uint64_t n)
 	pthread_mutex_unlock(&ip.mem_lock);
 	if (ok)
 		return 1;
-	g = global_find(p);
-	if (g && n <= g->addr + g->size - p)
+	if (global_find(p, &g) && n <= g.addr + g.size - p)
 		return 1;
 	devptr_refused(p, n);
 	return 0;
@@ -251,7 +267,7 @@ IP_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
 {
 	const struct ip_vaw_alloc *a;
 	const struct ip_vaw_map *m;
-	const struct range *g;
+	struct range g;
 	int mapped = 0;
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
@@ -273,11 +289,11 @@ IP_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
 	pthread_mutex_unlock(&ip.mem_lock);
 	if (a || mapped)
 		return CUDA_SUCCESS;
-	if ((g = global_find(p))) {
+	if (global_find(p, &g)) {
 		if (base)
-			*base = g->addr;
+			*base = g.addr;
 		if (size)
-			*size = g->size;
+			*size = g.size;
 		return CUDA_SUCCESS;
 	}
 	return CUDA_ERROR_NOT_FOUND;
@@ -857,6 +873,7 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 	const struct ip_vaw_map *m;
 	const struct ip_vaw_alloc *a;
 	const struct range *r;
+	struct range g;
 
 	memset(pi, 0, sizeof(*pi));
 	pthread_mutex_lock(&ip.mem_lock);
@@ -886,13 +903,13 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 	pthread_mutex_unlock(&ip.mem_lock);
 	if (pi->kind)
 		return;
-	if ((r = global_find(p))) {
+	if (global_find(p, &g)) {
 		pi->kind = 1;
-		pi->base = r->addr;
-		pi->size = r->size;
+		pi->base = g.addr;
+		pi->size = g.size;
 		pi->ctx = ip_ctx_cur();
 		pi->device = pi->ctx ? pi->ctx->device : 0;
-		pi->buffer_id = r->addr;
+		pi->buffer_id = g.addr;
 		return;
 	}
 	if ((r = host_find(p))) {

@@ -258,6 +258,11 @@ static CUresult unload(struct ip_module *m, int tell)
 			ip_obj_unregister(&f->o);
 	}
 	ip_obj_unregister(&m->o);
+	/* its globals are no device memory any more: copies to them fail, as natively */
+	pthread_mutex_lock(&m->lock);
+	for (struct ip_global *g = m->globals; g; g = g->next)
+		ip_global_del(g->addr, g->size);
+	pthread_mutex_unlock(&m->lock);
 	if (tell) {
 		req.id = m->o.id;
 		req.ctx = m->ctx ? m->ctx->o.id : 0;
@@ -296,6 +301,7 @@ static void library_ctx_teardown(struct ip_module *m, struct ip_ctx *c)
 		struct ip_global *g = *gp;
 		if (g->ctx == c) {
 			*gp = g->next;
+			ip_global_del(g->addr, g->size); /* copies may no longer name it */
 			free(g->name);
 			free(g);
 		} else {

@@ -6,12 +6,14 @@
  * moves on only once the client's function has returned. The wait ends when the job does: a
  * trigger must never keep a dead job's driver thread waiting.
  */
+#define LOG_PREFIX "exec: "
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
+#include "rgpu/log.h"
 #include "srv.h"
 #include "srv_handlers.h"
 
@@ -82,7 +84,14 @@ int h_launch(struct srv_worker *w, struct srv_frame *f)
 	CUstream s = NULL;
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 
-	if (o && (o->kind == ST_KIND_FUNCTION || o->kind == ST_KIND_KERNEL)) {
+	if (o && (o->kind == ST_KIND_FUNCTION || o->kind == ST_KIND_KERNEL) &&
+	    f->hdr.payload_len < o->size) {
+		/* the driver would read the parameters past the end of the payload */
+		pr_warn_once("launch refused: %llu bytes of parameters for a function whose "
+			     "parameters span %llu",
+			     (unsigned long long)f->hdr.payload_len, (unsigned long long)o->size);
+		r = CUDA_ERROR_INVALID_VALUE;
+	} else if (o && (o->kind == ST_KIND_FUNCTION || o->kind == ST_KIND_KERNEL)) {
 		r = srv_use_ctx(w, m->ctx);
 		if (r == CUDA_SUCCESS)
 			r = srv_stream(w, m->stream, &s);

@@ -8,18 +8,60 @@
  * on the stream. Every device address the client names passes srv_dev_range_ok() before it
  * reaches the driver (the application's mappings are checked against the window's mappings).
  */
+#define LOG_PREFIX "exec: "
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
+#include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
 #include "srv.h"
 #include "srv_handlers.h"
 
 /* ---- memory ----------------------------------------------------------------------------- */
+
+/*
+ * May the client name [addr, addr+size) as device memory in request `what`? The refusal is
+ * said at warn (once per session: a client can repeat it at will).
+ */
+static int dev_range(struct srv_worker *w, const char *what, uint64_t addr, uint64_t size)
+{
+	if (srv_dev_range_ok(w, addr, size))
+		return 1;
+	pr_warn_once("%s refused: [%#llx, +%llu bytes) is not device memory of this job (the "
+		     "window and the module globals it looked up)",
+		     what, (unsigned long long)addr, (unsigned long long)size);
+	return 0;
+}
+
+/*
+ * A memset writes height rows (one when height is 0 or 1) of width elements, pitch bytes
+ * apart: [dst, dst + pitch * (rows - 1) + width * elem_size). That span is computed without
+ * wrapping around 2^64, or the window check would see a few bytes where the driver is asked to
+ * write exabytes.
+ */
+static int memset_ok(struct srv_worker *w, const Rgpu__Memset *m)
+{
+	uint64_t row, span;
+
+	if (m->elem_size != 1 && m->elem_size != 2 && m->elem_size != 4) {
+		pr_warn_once("memset refused: element size %u (1, 2 or 4)", m->elem_size);
+		return 0;
+	}
+	if (rgpu_range_end(0, m->width, m->elem_size, &row) ||
+	    rgpu_range_end(row, m->height > 1 ? m->height - 1 : 0, m->pitch, &span)) {
+		pr_warn_once(
+		    "memset refused: %llu rows of %llu %u-byte elements, %llu bytes apart, "
+		    "span more than 2^64 bytes",
+		    (unsigned long long)m->height, (unsigned long long)m->width, m->elem_size,
+		    (unsigned long long)m->pitch);
+		return 0;
+	}
+	return dev_range(w, "memset", m->dst, span);
+}
 
 int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
 {
@@ -82,7 +124,7 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !srv_dev_range_ok(w, m->dst, f->hdr.payload_len))
+	if (r == CUDA_SUCCESS && !dev_range(w, "host-to-device copy", m->dst, f->hdr.payload_len))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS && f->hdr.payload_len && srv_capturing(w, s)) {
 		/*
@@ -235,7 +277,7 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !srv_dev_range_ok(w, m->src, m->size))
+	if (r == CUDA_SUCCESS && !dev_range(w, "device-to-host copy", m->src, m->size))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
 		if (r == CUDA_SUCCESS && m->size)
@@ -258,7 +300,8 @@ int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
 	if (r == CUDA_SUCCESS && m->size &&
-	    (!srv_dev_range_ok(w, m->dst, m->size) || !srv_dev_range_ok(w, m->src, m->size)))
+	    (!dev_range(w, "device-to-device copy", m->dst, m->size) ||
+	     !dev_range(w, "device-to-device copy", m->src, m->size)))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS && m->size)
 		r = w->drv.cuMemcpyDtoDAsync(m->dst, m->src, m->size, s);
@@ -275,13 +318,8 @@ int h_memset(struct srv_worker *w, struct srv_frame *f)
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && m->width) {
-		uint64_t row = m->width * m->elem_size, span;
-		span = m->height <= 1 ? row : m->pitch * (m->height - 1) + row;
-		if (m->elem_size > 4 || m->width > (1ull << 48) || m->height > (1ull << 32) ||
-		    m->pitch > (1ull << 40) || !srv_dev_range_ok(w, m->dst, span))
-			r = CUDA_ERROR_INVALID_VALUE;
-	}
+	if (r == CUDA_SUCCESS && m->width && !memset_ok(w, m))
+		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS && m->width) {
 		if (m->height <= 1) {
 			switch (m->elem_size) {

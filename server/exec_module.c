@@ -2,8 +2,8 @@
  * Handlers for modules and libraries: loading an image (sent with the request, or found in the
  * module cache by its hash; checked before the driver sees it), unloading one with the functions
  * and kernels taken from it, looking up functions, kernels and globals, function attributes, and
- * occupancy queries. A global the client looks up becomes device memory it may name
- * (srv_remember_global, window_map.c).
+ * occupancy queries. A global the client looks up becomes device memory it may name until its
+ * module is unloaded (srv_remember_global, srv_forget_globals: window_map.c).
  */
 #define LOG_PREFIX "exec: "
 #include <search.h>
@@ -125,11 +125,8 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 			r = CUDA_ERROR_INVALID_IMAGE;
 			goto reply;
 		}
-		/* not inside pr_info's arguments: those are skipped below its level */
-		int cached = w->modcache && srv_modcache_put(w->modcache, h, image, len) == 0;
-		pr_info("module image %s: %zu bytes received%s", rgpu_hex(h, 6, hexbuf), len,
-			cached ? " and cached" : " (not cached)");
 	} else if (!w->modcache ||
+		   /* any session's image, by its hash alone: not yet per tenant (modcache.c) */
 		   srv_modcache_get(w->modcache, m->hash.data, &image, &len) != 0) {
 		rep.need_image = 1;
 		goto reply;
@@ -142,6 +139,21 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 		r = w->drv.cuLibraryLoadData((CUlibrary *)&o.h, image, NULL, NULL, 0, NULL, NULL, 0);
 	else
 		r = w->drv.cuModuleLoadData((CUmodule *)&o.h, image);
+	if (m->has_image) {
+		const char *cached;
+		/*
+		 * Kept only once the driver has accepted it: an image it refuses would otherwise
+		 * fill the cache, and be refused again at every load by its hash.
+		 */
+		if (r != CUDA_SUCCESS)
+			cached = " (the driver refused it: not cached)";
+		else if (!w->modcache || srv_modcache_put(w->modcache, m->hash.data, image, len))
+			cached = " (not cached)";
+		else
+			cached = " and cached";
+		pr_info("module image %s: %zu bytes received%s", rgpu_hex(m->hash.data, 6, hexbuf),
+			len, cached);
+	}
 	if (r != CUDA_SUCCESS)
 		goto reply;
 	r = list_functions(w, &o, &rep);
@@ -170,6 +182,24 @@ int h_module_unload(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
+/* The bytes a function's or kernel's parameters span: the end of the furthest one. */
+static uint64_t param_bytes(struct srv_worker *w, const struct srv_obj *o)
+{
+	uint64_t end = 0;
+
+	/* the driver answers an error past the last parameter; 32764 bytes hold no more */
+	for (size_t i = 0; i < 32768; i++) {
+		size_t off = 0, sz = 0;
+		CUresult r = o->kind == ST_KIND_KERNEL
+				 ? w->drv.cuKernelGetParamInfo(o->h, i, &off, &sz)
+				 : w->drv.cuFuncGetParamInfo(o->h, i, &off, &sz);
+		if (r != CUDA_SUCCESS)
+			break;
+		end = MAX(end, (uint64_t)off + sz);
+	}
+	return end;
+}
+
 int h_func_get(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, FuncGet, func_get, w, f);
@@ -193,8 +223,10 @@ int h_func_get(struct srv_worker *w, struct srv_frame *f)
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuKernelGetFunction((CUfunction *)&o.h, p->h);
 	}
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
+		o.size = param_bytes(w, &o);
 		r = srv_obj_create(w, &o);
+	}
 	srv_async_error(w, r, "function lookup");
 	rgpu__func_get__free_unpacked(m, NULL);
 	return 0;
@@ -217,7 +249,7 @@ int h_global_get(struct srv_worker *w, struct srv_frame *f)
 				       : w->drv.cuModuleGetGlobal(&p, &sz, o->h, m->name);
 	}
 	if (r == CUDA_SUCCESS)
-		srv_remember_global(w, p, sz);
+		srv_remember_global(w, m->module, p, sz);
 	rep.result = (int32_t)r;
 	rep.addr = p;
 	rep.size = sz;

@@ -27,6 +27,9 @@ static void usage(FILE *f)
 		"  -d, --driver PATH       CUDA driver library to load (default libcuda.so.1)\n"
 		"  -s, --state-dir DIR     module cache directory (default /var/lib/rgpu, or\n"
 		"                          $XDG_CACHE_HOME/rgpu when that is not writable)\n"
+		"      --module-cache-bytes SIZE  bound of the module cache: least recently used\n"
+		"                          images are evicted beyond it (default 1G, at most 1T;\n"
+		"                          0: no cache, every image is shipped)\n"
 		"  -w, --window BASE:SIZE  device address window (default 0x%llx:1T); must be the\n"
 		"                          same on every server a job may move between\n"
 		"      --staging N         pinned 4 MiB staging buffers per session (default 16)\n"
@@ -99,6 +102,7 @@ int main(int argc, char **argv)
 		{"log-level", required_argument, NULL, 'v'},
 		{"log-file", required_argument, NULL, 'L'},
 		{"replay", required_argument, NULL, 'R'},
+		{"module-cache-bytes", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -110,6 +114,7 @@ int main(int argc, char **argv)
 		.staging_buffers = 16,
 		.admin = RGPU_DEFAULT_ADMIN,
 		.resume_grace_s = 60,
+		.module_cache_bytes = SRV_MODULE_CACHE_BYTES,
 	};
 	const char *replay = NULL;
 	char *end;
@@ -163,6 +168,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'R': replay = optarg; break;
+		case 'M':
+			if (rgpu_parse_size(optarg, &cfg.module_cache_bytes) ||
+			    cfg.module_cache_bytes > SRV_MODULE_CACHE_MAX) {
+				fprintf(stderr, "rgpud: --module-cache-bytes wants 0..1T\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("rgpud %s (protocol %d)\n", RGPU_VERSION, RGPU_PROTO_VERSION); return 0;
 		default: usage(stderr); return 2;

@@ -5,9 +5,25 @@
  * environment after fork (LMDB environments must not cross fork). Entries are immutable: a
  * hash names exactly one content, so concurrent puts of the same key are harmless.
  *
- * Value layout: magic "RGMI" (u32 0x494d4752), format version (u32, 1), then the image. A value
- * that fails its magic, version or hash is deleted, so the next load ships the image again and
- * repairs the cache.
+ * Only images the driver has loaded are stored (exec_module.c), and the images together stay
+ * within a byte bound (rgpud --module-cache-bytes): a put first evicts the least recently used
+ * images until the new one fits, and a load from the cache makes its image the most recently
+ * used. The order lives in the environment, so all the workers of a server share one cache and
+ * one bound; a put and its evictions are one write transaction. The bound counts image bytes;
+ * LMDB's file is larger by its page overhead, and reuses the pages of evicted images.
+ *
+ * Layout (formats.md), three named databases:
+ *   images  hash -> magic "RGMI" (u32 0x494d4752), format version (u32, 1), then the image
+ *   uses    hash -> last use (u64 LE), image bytes (u64 LE)
+ *   lru     last use (u64 big-endian: LMDB's key order is then the age order) -> hash
+ * A last use is a counter: the largest in lru, plus one. A value that fails its magic, version
+ * or hash is deleted, so the next load ships the image again and repairs the cache. Version 1
+ * of the layout kept the images in the unnamed database; they are dropped when the cache opens.
+ *
+ * Not yet per tenant: any session may load any cached image by its hash alone, which tells it
+ * what other sessions have run. Once sessions are authenticated (issue 8), a load by hash must
+ * be answered only for a tenant that has shipped that image itself (a tenant key beside the
+ * hash in uses), and the byte bound becomes a per-tenant quota.
  */
 #define LOG_PREFIX "modcache: "
 #include <errno.h>
@@ -27,13 +43,186 @@
 #define MODCACHE_MAGIC 0x494d4752u         /* "RGMI" */
 #define MODCACHE_VERSION 1u
 #define MODCACHE_HDR 8
+#define MODCACHE_USE_LEN 16                /* uses: last use, bytes */
 
 struct srv_modcache {
 	MDB_env *env;
-	MDB_dbi dbi;
+	MDB_dbi images, uses, lru;
+	uint64_t max_bytes;
 };
 
-int srv_modcache_open(const char *dir, struct srv_modcache **out)
+static void be64(uint8_t out[8], uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		out[i] = (uint8_t)v;
+}
+
+static uint64_t rd_be64(const uint8_t in[8])
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | in[i];
+	return v;
+}
+
+static int mkdirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0750) && errno != EEXIST) {
+			pr_warn("cannot create %s: %s", path, strerror(errno));
+			return RGPU_ESYS;
+		}
+		*p = '/';
+	}
+	if (mkdir(path, 0750) && errno != EEXIST) {
+		pr_warn("cannot create %s: %s", path, strerror(errno));
+		return RGPU_ESYS;
+	}
+	return 0;
+}
+
+/* Version 1 kept the images in the unnamed database, keyed by their hash: drop them. */
+static int drop_version1(MDB_txn *txn)
+{
+	MDB_dbi main;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	unsigned n = 0;
+	int rc = mdb_dbi_open(txn, NULL, 0, &main);
+
+	if (!rc)
+		rc = mdb_cursor_open(txn, main, &cur);
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		/* the named databases' own records have their short names as keys */
+		if (k.mv_size == RGPU_HASH_LEN && (rc = mdb_cursor_del(cur, 0)) == 0)
+			n++;
+		else if (rc)
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (n)
+		pr_info("dropped %u image(s) of the cache's version-1 layout", n);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* The image bytes cached and how many images. */
+static int usage(struct srv_modcache *mc, MDB_txn *txn, uint64_t *bytes, uint64_t *images)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc = mdb_cursor_open(txn, mc->uses, &cur);
+
+	*bytes = *images = 0;
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (v.mv_size == MODCACHE_USE_LEN)
+			*bytes += rd_le64((const uint8_t *)v.mv_data + 8);
+		(*images)++;
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Make the image named hash (len bytes) the most recently used. */
+static int touch(struct srv_modcache *mc, MDB_txn *txn, const uint8_t *hash, uint64_t len)
+{
+	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash}, v, sk, last;
+	uint8_t use[MODCACHE_USE_LEN], stamp[8];
+	uint64_t next = 1;
+	MDB_cursor *cur;
+	int rc;
+
+	if (mdb_get(txn, mc->uses, &k, &v) == 0 && v.mv_size == MODCACHE_USE_LEN) {
+		be64(stamp, rd_le64(v.mv_data));
+		sk.mv_size = sizeof(stamp);
+		sk.mv_data = stamp;
+		mdb_del(txn, mc->lru, &sk, NULL);
+	}
+	rc = mdb_cursor_open(txn, mc->lru, &cur);
+	if (rc)
+		return rc;
+	if (mdb_cursor_get(cur, &last, &v, MDB_LAST) == 0 && last.mv_size == 8)
+		next = rd_be64(last.mv_data) + 1;
+	mdb_cursor_close(cur);
+	be64(stamp, next);
+	sk.mv_size = sizeof(stamp);
+	sk.mv_data = stamp;
+	rc = mdb_put(txn, mc->lru, &sk, &k, 0);
+	wr_le64(use, next);
+	wr_le64(use + 8, len);
+	v.mv_size = sizeof(use);
+	v.mv_data = use;
+	return rc ? rc : mdb_put(txn, mc->uses, &k, &v, 0);
+}
+
+/* Forget the image named hash: its bytes, its use and its place in the order. */
+static void forget(struct srv_modcache *mc, MDB_txn *txn, const uint8_t *hash)
+{
+	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash}, v, sk;
+	uint8_t stamp[8];
+
+	if (mdb_get(txn, mc->uses, &k, &v) == 0 && v.mv_size == MODCACHE_USE_LEN) {
+		be64(stamp, rd_le64(v.mv_data));
+		sk.mv_size = sizeof(stamp);
+		sk.mv_data = stamp;
+		mdb_del(txn, mc->lru, &sk, NULL);
+	}
+	mdb_del(txn, mc->uses, &k, NULL);
+	mdb_del(txn, mc->images, &k, NULL);
+}
+
+/* Evict the least recently used images until `room` more bytes fit under the bound. */
+static int evict(struct srv_modcache *mc, MDB_txn *txn, uint64_t room)
+{
+	uint64_t bytes, images, freed = 0;
+	unsigned n = 0;
+	MDB_cursor *cur;
+	MDB_val sk, hk;
+	int rc = usage(mc, txn, &bytes, &images);
+
+	if (rc || bytes + room <= mc->max_bytes)
+		return rc;
+	rc = mdb_cursor_open(txn, mc->lru, &cur);
+	if (rc)
+		return rc;
+	while (bytes + room > mc->max_bytes &&
+	       (rc = mdb_cursor_get(cur, &sk, &hk, MDB_FIRST)) == 0) {
+		uint8_t hash[RGPU_HASH_LEN];
+		MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = hash}, v;
+		uint64_t len = 0;
+
+		if (hk.mv_size != RGPU_HASH_LEN) {
+			rc = mdb_cursor_del(cur, 0); /* not a hash: no image behind it */
+			if (rc)
+				break;
+			continue;
+		}
+		memcpy(hash, hk.mv_data, sizeof(hash));
+		if (mdb_get(txn, mc->uses, &k, &v) == 0 && v.mv_size == MODCACHE_USE_LEN)
+			len = rd_le64((const uint8_t *)v.mv_data + 8);
+		forget(mc, txn, hash);
+		bytes -= MIN(len, bytes);
+		freed += len;
+		n++;
+	}
+	mdb_cursor_close(cur);
+	if (n)
+		pr_info("evicted %u least recently used image(s), %llu bytes, to stay within %llu "
+			"bytes",
+			n, (unsigned long long)freed, (unsigned long long)mc->max_bytes);
+	/* an order that ran out before the bytes did: uses without lru entries */
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int srv_modcache_open(const char *dir, uint64_t max_bytes, struct srv_modcache **out)
 {
 	char path[4096];
 	struct srv_modcache *mc = calloc(1, sizeof(*mc));
@@ -42,38 +231,42 @@ int srv_modcache_open(const char *dir, struct srv_modcache **out)
 
 	if (!mc)
 		return RGPU_ENOMEM;
+	mc->max_bytes = max_bytes;
 	snprintf(path, sizeof(path), "%s/modules", dir);
-	/* mkdir -p */
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0750) && errno != EEXIST) {
-			pr_warn("cannot create %s: %s", path, strerror(errno));
-			goto out_free;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0750) && errno != EEXIST) {
-		pr_warn("cannot create %s: %s", path, strerror(errno));
+	if (mkdirs(path))
 		goto out_free;
-	}
 	rc = mdb_env_create(&mc->env);
 	if (rc)
 		goto out_free;
-	mdb_env_set_mapsize(mc->env, MODCACHE_MAP_SIZE);
+	mdb_env_set_maxdbs(mc->env, 3);
+	/* twice the bound: evicted pages are reused only once no reader holds them */
+	mdb_env_set_mapsize(mc->env, MAX(MODCACHE_MAP_SIZE, 2 * max_bytes));
 	rc = mdb_env_open(mc->env, path, MDB_NOTLS, 0640);
 	if (rc) {
 		pr_warn("mdb_env_open %s: %s", path, mdb_strerror(rc));
 		goto out_env;
 	}
 	rc = mdb_txn_begin(mc->env, NULL, 0, &txn);
-	if (!rc)
-		rc = mdb_dbi_open(txn, NULL, 0, &mc->dbi);
-	if (!rc)
-		rc = mdb_txn_commit(txn);
 	if (rc)
 		goto out_env;
+	rc = drop_version1(txn);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "images", MDB_CREATE, &mc->images);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "uses", MDB_CREATE, &mc->uses);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &mc->lru);
+	/* a server started with a smaller bound than the cache holds */
+	if (!rc)
+		rc = evict(mc, txn, 0);
+	if (!rc)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	if (rc) {
+		pr_warn("cannot open the cache in %s: %s", path, mdb_strerror(rc));
+		goto out_env;
+	}
 	*out = mc;
 	return 0;
 out_env:
@@ -86,10 +279,9 @@ out_free:
 static void drop(struct srv_modcache *mc, const uint8_t hash[32])
 {
 	MDB_txn *txn;
-	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash};
 	if (mdb_txn_begin(mc->env, NULL, 0, &txn))
 		return;
-	mdb_del(txn, mc->dbi, &k, NULL);
+	forget(mc, txn, hash);
 	mdb_txn_commit(txn);
 }
 
@@ -103,7 +295,7 @@ int srv_modcache_get(struct srv_modcache *mc, const uint8_t hash[32], void **dat
 
 	if (rc)
 		return RGPU_ESYS;
-	rc = mdb_get(txn, mc->dbi, &k, &v);
+	rc = mdb_get(txn, mc->images, &k, &v);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return RGPU_ENOTFOUND;
@@ -132,6 +324,13 @@ int srv_modcache_get(struct srv_modcache *mc, const uint8_t hash[32], void **dat
 		drop(mc, hash);
 		return RGPU_ECORRUPT;
 	}
+	/* the most recently used now; failing that, it only ages sooner */
+	if (mdb_txn_begin(mc->env, NULL, 0, &txn) == 0) {
+		if (touch(mc, txn, hash, *len) == 0)
+			mdb_txn_commit(txn);
+		else
+			mdb_txn_abort(txn);
+	}
 	return 0;
 }
 
@@ -141,23 +340,51 @@ int srv_modcache_put(struct srv_modcache *mc, const uint8_t hash[32], const void
 	MDB_txn *txn;
 	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash};
 	MDB_val v = {.mv_size = len + MODCACHE_HDR};
-	int rc = mdb_txn_begin(mc->env, NULL, 0, &txn);
+	int rc;
 
+	if (len > mc->max_bytes) {
+		pr_warn_once("not caching a %zu-byte image: more than the cache's %llu bytes "
+			     "(rgpud --module-cache-bytes)",
+			     len, (unsigned long long)mc->max_bytes);
+		return RGPU_ETOOBIG;
+	}
+	rc = mdb_txn_begin(mc->env, NULL, 0, &txn);
 	if (rc)
 		return RGPU_ESYS;
+	if (mdb_get(txn, mc->images, &k, &v) == 0) {
+		rc = touch(mc, txn, hash, len); /* cached already: just used */
+		goto out_commit;
+	}
+	rc = evict(mc, txn, len);
 	/* reserve, then write in place: a large image is not copied twice */
-	rc = mdb_put(txn, mc->dbi, &k, &v, MDB_NOOVERWRITE | MDB_RESERVE);
+	v.mv_size = len + MODCACHE_HDR;
+	if (!rc)
+		rc = mdb_put(txn, mc->images, &k, &v, MDB_NOOVERWRITE | MDB_RESERVE);
 	if (!rc) {
 		wr_le32(v.mv_data, MODCACHE_MAGIC);
 		wr_le32((uint8_t *)v.mv_data + 4, MODCACHE_VERSION);
 		memcpy((uint8_t *)v.mv_data + MODCACHE_HDR, data, len);
+		rc = touch(mc, txn, hash, len);
 	}
-	if (rc && rc != MDB_KEYEXIST) {
+out_commit:
+	if (rc) {
 		pr_warn("cannot cache a %zu-byte image: %s", len, mdb_strerror(rc));
 		mdb_txn_abort(txn);
 		return RGPU_ENOSPC;
 	}
 	rc = mdb_txn_commit(txn);
+	return rc ? RGPU_ESYS : 0;
+}
+
+int srv_modcache_usage(struct srv_modcache *mc, uint64_t *bytes, uint64_t *images)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(mc->env, NULL, MDB_RDONLY, &txn);
+
+	if (rc)
+		return RGPU_ESYS;
+	rc = usage(mc, txn, bytes, images);
+	mdb_txn_abort(txn);
 	return rc ? RGPU_ESYS : 0;
 }
 

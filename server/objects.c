@@ -97,9 +97,13 @@ CUresult srv_obj_create(struct srv_worker *w, const struct srv_obj *o)
 void srv_obj_release(struct srv_worker *w, struct srv_obj *o)
 {
 	uint64_t id = o->id;
+	int registered = srv_obj_find(w, id, 0) == o;
 
+	/* a module's globals: copies to their addresses fail from now on, as they do natively */
+	if (registered && o->kind == ST_KIND_MODULE)
+		srv_forget_globals(w, id);
 	release_handle(w, o);
-	if (srv_obj_find(w, id, 0) == o)
+	if (registered)
 		srv_obj_del(w, id);
 }
 

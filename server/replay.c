@@ -936,7 +936,8 @@ int srv_replay_file(const struct srv_config *cfg, const char *path)
 		fprintf(stderr, "rgpud: cannot replay %s: %s\n", path, why);
 		goto out_journals;
 	}
-	if (cfg->state_dir && srv_modcache_open(cfg->state_dir, &w->modcache))
+	if (cfg->state_dir && cfg->module_cache_bytes &&
+	    srv_modcache_open(cfg->state_dir, cfg->module_cache_bytes, &w->modcache))
 		pr_warn("module cache unavailable in %s: modules cannot be replayed",
 			cfg->state_dir);
 	if (srv_log_init(w)) {

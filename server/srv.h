@@ -26,6 +26,7 @@ struct srv_config {
 	const char *listen;     /* "HOST:PORT" */
 	const char *driver;     /* path of libcuda.so.1 to load; NULL = the system's */
 	const char *state_dir;  /* module cache (and later checkpoints) live here */
+	uint64_t module_cache_bytes; /* bound of the module cache; 0: no cache */
 	uint64_t window_base;
 	uint64_t window_size;
 	int staging_buffers;    /* pinned chunks per worker */
@@ -34,6 +35,9 @@ struct srv_config {
 	const char *admin_port_file;
 	int resume_grace_s;     /* how long a job outlives a broken link */
 };
+
+#define SRV_MODULE_CACHE_BYTES (1ull << 30)   /* --module-cache-bytes by default */
+#define SRV_MODULE_CACHE_MAX (1ull << 40)     /* and at most */
 
 /* ---- supervisor ------------------------------------------------------------------------ */
 int srv_supervise(const struct srv_config *cfg);
@@ -57,7 +61,8 @@ struct srv_obj {
 	int device;
 	int primary;        /* contexts: a retained primary context */
 	int library;        /* modules: a CUlibrary */
-	uint64_t size;      /* physical memory (ST_KIND_PHYSMEM, h its handle): bytes */
+	uint64_t size;      /* physical memory (ST_KIND_PHYSMEM, h its handle): bytes; functions
+			     * and kernels: the bytes their parameters span (a launch's least) */
 };
 
 /*
@@ -70,7 +75,8 @@ struct srv_map {
 	uint64_t size;
 	CUmemGenericAllocationHandle h;
 	int device;
-	uint64_t owner;  /* the application's mapping: the physical memory's id; 0: owns h */
+	uint64_t owner;  /* the application's mapping: the physical memory's id; 0: owns h;
+			  * a module global (w->globals): its module's id */
 	uint64_t offset; /* the application's mapping: where in that memory it starts */
 };
 
@@ -303,8 +309,9 @@ struct srv_obj *srv_obj_find(struct srv_worker *w, uint64_t id, int kind);
  */
 CUresult srv_obj_create(struct srv_worker *w, const struct srv_obj *o);
 /*
- * srv_obj_release() - release the driver object behind o and forget it (the log's removal
- * hook calls it for every record a destroy takes with it). Errors become asynchronous errors.
+ * srv_obj_release() - release the driver object behind o and forget it, a module with the
+ * globals looked up in it (the log's removal hook calls it for every record a destroy takes
+ * with it). Errors become asynchronous errors.
  */
 void srv_obj_release(struct srv_worker *w, struct srv_obj *o);
 void srv_obj_del(struct srv_worker *w, uint64_t id);
@@ -370,8 +377,13 @@ int srv_in_window(struct srv_worker *w, uint64_t addr, uint64_t size);
  * module global it has looked up?
  */
 int srv_dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size);
-/* srv_remember_global() - the client has looked up the global [addr, addr+size): it may name it */
-void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size);
+/*
+ * srv_remember_global() - the client has looked up the global [addr, addr+size) of module (a
+ * module or library id): it may name it until srv_forget_globals(w, module).
+ */
+void srv_remember_global(struct srv_worker *w, uint64_t module, uint64_t addr, uint64_t size);
+/* srv_forget_globals() - module is unloaded: its globals are no longer the job's memory */
+void srv_forget_globals(struct srv_worker *w, uint64_t module);
 /*
  * srv_map_range() - back [addr, addr+size) of the window with memory of device; both granule
  * aligned, not overlapping a live mapping. CUDA_ERROR_INVALID_VALUE for a bad range, else the
@@ -434,14 +446,31 @@ void *srv_staging_tryget(struct srv_staging *s); /* NULL when all are in flight 
 void srv_staging_put(struct srv_staging *s, void *buf);
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
 
-/* ---- module image cache (LMDB, shared by the workers of one server) -------------------- */
+/* ---- module image cache (LMDB, shared by the workers of one server; modcache.c) -------- */
 struct srv_modcache;
-int srv_modcache_open(const char *dir, struct srv_modcache **out);
-/* srv_modcache_get() - a malloc'd copy of the image named by hash, or RGPU_ENOTFOUND */
+/*
+ * srv_modcache_open() - the cache in dir/modules (created), holding at most max_bytes of
+ * images: least recently used ones are evicted at once if it holds more. Returns 0, RGPU_ENOMEM
+ * or RGPU_ESYS (said at warn).
+ */
+int srv_modcache_open(const char *dir, uint64_t max_bytes, struct srv_modcache **out);
+/*
+ * srv_modcache_get() - a malloc'd copy of the image named by hash, which becomes the most
+ * recently used. Returns 0, RGPU_ENOTFOUND, RGPU_ECORRUPT (a damaged entry, now deleted),
+ * RGPU_ENOMEM or RGPU_ESYS.
+ */
 int srv_modcache_get(struct srv_modcache *mc, const uint8_t hash[32], void **data,
 		     size_t *len);
+/*
+ * srv_modcache_put() - keep an image the driver has loaded, evicting the least recently used
+ * images until it fits the bound (one that is cached already only becomes the most recently
+ * used). Returns 0, RGPU_ETOOBIG (larger than the whole bound: not cached, said once at
+ * warn), RGPU_ENOSPC or RGPU_ESYS.
+ */
 int srv_modcache_put(struct srv_modcache *mc, const uint8_t hash[32], const void *data,
 		     size_t len);
+/* srv_modcache_usage() - the image bytes cached (headers not counted) and how many images */
+int srv_modcache_usage(struct srv_modcache *mc, uint64_t *bytes, uint64_t *images);
 void srv_modcache_close(struct srv_modcache *mc);
 
 #endif

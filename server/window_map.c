@@ -5,29 +5,35 @@
  * mappings of its physical memory (its cuMemMap) are made and undone, all tracked in one tree
  * of srv_map ranges so that an overlapping map or a partial unmap is refused. It also
  * remembers the module globals the client has looked up, the only device memory outside the
- * window a client may name. A handler must pass every device address it takes from the client
- * through srv_dev_range_ok() (or map it here) before the driver sees it.
+ * window a client may name, until their module is unloaded. A handler must pass every device
+ * address it takes from the client through srv_dev_range_ok() (or map it here) before the driver
+ * sees it.
  */
 #include <search.h>
 #include <stdlib.h>
 
+#include "rgpu/util.h"
 #include "rgpu/window.h"
 #include "srv.h"
 
+/*
+ * Ranges are compared by their last bytes (every range in a tree, and every key, is at least one
+ * byte long and ends at or below 2^64), so a key near the top of the address space never wraps.
+ */
 static int map_cmp(const void *a, const void *b)
 {
 	const struct srv_map *x = a, *y = b;
-	if (x->addr + x->size <= y->addr)
+	if (x->addr + (x->size - 1) < y->addr)
 		return -1;
-	if (y->addr + y->size <= x->addr)
+	if (y->addr + (y->size - 1) < x->addr)
 		return 1;
 	return 0; /* overlapping ranges compare equal: lookups find the containing mapping */
 }
 
 int srv_in_window(struct srv_worker *w, uint64_t addr, uint64_t size)
 {
-	uint64_t base = w->cfg->window_base, end = base + w->cfg->window_size;
-	return size && addr >= base && addr < end && size <= end - addr;
+	uint64_t base = w->cfg->window_base;
+	return size && addr >= base && rgpu_range_in(addr - base, 1, size, w->cfg->window_size);
 }
 
 /*
@@ -41,12 +47,12 @@ int srv_dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size)
 	if (srv_in_window(w, addr, size))
 		return 1;
 	g = tfind(&key, &w->globals, map_cmp);
-	return g && size <= (*g)->addr + (*g)->size - addr;
+	return g && rgpu_range_in(addr - (*g)->addr, 1, size, (*g)->size);
 }
 
-void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size)
+void srv_remember_global(struct srv_worker *w, uint64_t module, uint64_t addr, uint64_t size)
 {
-	struct srv_map key = {.addr = addr, .size = size ? size : 1}, *g;
+	struct srv_map key = {.addr = addr, .size = size ? size : 1, .owner = module}, *g;
 	if (tfind(&key, &w->globals, map_cmp))
 		return;
 	g = calloc(1, sizeof(*g));
@@ -55,6 +61,43 @@ void srv_remember_global(struct srv_worker *w, uint64_t addr, uint64_t size)
 	*g = key;
 	if (!tsearch(g, &w->globals, map_cmp))
 		free(g);
+}
+
+/* twalk() passes no argument: the walk's state (executor thread only) */
+static struct {
+	uint64_t module;
+	struct srv_map **v;
+	size_t n, cap;
+} forget;
+
+static void forget_walk(const void *node, VISIT which, int depth)
+{
+	struct srv_map *g = *(struct srv_map *const *)node;
+
+	(void)depth;
+	if ((which != postorder && which != leaf) || g->owner != forget.module)
+		return;
+	if (forget.n == forget.cap) {
+		size_t cap = forget.cap ? 2 * forget.cap : 16;
+		struct srv_map **v = realloc(forget.v, cap * sizeof(*v));
+		if (!v)
+			return; /* stays nameable: out of memory, the driver's check is the last */
+		forget.v = v;
+		forget.cap = cap;
+	}
+	forget.v[forget.n++] = g;
+}
+
+void srv_forget_globals(struct srv_worker *w, uint64_t module)
+{
+	forget.module = module;
+	forget.n = 0;
+	twalk(w->globals, forget_walk);
+	for (size_t i = 0; i < forget.n; i++) {
+		tdelete(forget.v[i], &w->globals, map_cmp);
+		free(forget.v[i]);
+	}
+	forget.n = 0;
 }
 
 CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device)

@@ -849,7 +849,8 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	srv_stdio_init(w);
 	if (srv_log_init(w))
 		pr_warn("job %s: out of memory for the state log: nothing is recorded", w->job_hex);
-	if (cfg->state_dir && srv_modcache_open(cfg->state_dir, &w->modcache))
+	if (cfg->state_dir && cfg->module_cache_bytes &&
+	    srv_modcache_open(cfg->state_dir, cfg->module_cache_bytes, &w->modcache))
 		pr_warn("module cache unavailable in %s: images are not kept", cfg->state_dir);
 	rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
 	atomic_store(&w->state, SRV_JOB_RUNNING);

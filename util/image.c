@@ -19,7 +19,6 @@
  * every wrapper or container whose headers cannot be true (RGPU_EINVAL).
  */
 #include <elf.h>
-#include <stdbool.h>
 #include <string.h>
 
 #define LOG_PREFIX "image: "
@@ -33,44 +32,76 @@
 #define FATBIN_MAX_SIZE (1ull << 40)
 #define PRELINKED_MAX 65536u /* far beyond any program's translation units */
 
-/* One warning per reason per process: a refusal repeats for every load of the same kind. */
-enum refusal {
-	REFUSE_WRAPPER_VERSION = 0,
-	REFUSE_RDC_UNLINKED = 1,
-	REFUSE_OLD_CONTAINER = 2,
-	REFUSE_BAD_WRAPPER = 3,
-	REFUSE_BAD_CONTAINER = 4,
-	REFUSE_BAD_PRELINKED = 5,
-	REFUSE_COUNT
-};
-
-static bool first_refusal(enum refusal r)
+/*
+ * An image's headers are read by copying them out: an image may start at any address (a frame
+ * payload, an application's buffer), and an ELF's header tables at any offset.
+ */
+static Elf64_Ehdr elf_hdr(const uint8_t *p)
 {
-	static unsigned char said[REFUSE_COUNT];
+	Elf64_Ehdr eh;
 
-	return !__atomic_exchange_n(&said[r], 1, __ATOMIC_RELAXED);
+	memcpy(&eh, p, sizeof(eh));
+	return eh;
 }
 
-/* Extent of a 64-bit ELF: the furthest byte any header or non-NOBITS section reaches. */
-static size_t elf_extent(const uint8_t *p)
+/* Program header i of the ELF at p (whose table the caller has checked). */
+static Elf64_Phdr elf_phdr(const uint8_t *p, const Elf64_Ehdr *eh, unsigned i)
 {
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)p;
-	size_t end = sizeof(*eh);
+	Elf64_Phdr ph;
 
-	end = MAX(end, (size_t)(eh->e_phoff + (uint64_t)eh->e_phnum * eh->e_phentsize));
-	end = MAX(end, (size_t)(eh->e_shoff + (uint64_t)eh->e_shnum * eh->e_shentsize));
-	for (unsigned i = 0; i < eh->e_phnum && eh->e_phentsize >= sizeof(Elf64_Phdr); i++) {
-		const Elf64_Phdr *ph =
-			(const Elf64_Phdr *)(p + eh->e_phoff + (size_t)i * eh->e_phentsize);
-		end = MAX(end, (size_t)(ph->p_offset + ph->p_filesz));
+	memcpy(&ph, p + eh->e_phoff + (size_t)i * eh->e_phentsize, sizeof(ph));
+	return ph;
+}
+
+/* Section header i of the ELF at p (whose table the caller has checked). */
+static Elf64_Shdr elf_shdr(const uint8_t *p, const Elf64_Ehdr *eh, unsigned i)
+{
+	Elf64_Shdr sh;
+
+	memcpy(&sh, p + eh->e_shoff + (size_t)i * eh->e_shentsize, sizeof(sh));
+	return sh;
+}
+
+/*
+ * Extent of a 64-bit ELF: the furthest byte its header, its header tables and its segments and
+ * non-NOBITS sections reach. A table with no entries is not there, wherever its offset points
+ * (a cubin's unused e_phoff or e_shoff may hold anything; extended section numbering, for
+ * 65280 sections or more, is no cubin's). RGPU_EINVAL when the headers cannot be true: a table
+ * of entries smaller than their struct, or an end beyond 2^64 (before any entry is read).
+ */
+static int elf_extent(const uint8_t *p, size_t *size)
+{
+	const Elf64_Ehdr eh = elf_hdr(p);
+	uint64_t end = sizeof(eh), e;
+
+	if (eh.e_phnum) {
+		if (eh.e_phentsize < sizeof(Elf64_Phdr) ||
+		    rgpu_range_end(eh.e_phoff, eh.e_phnum, eh.e_phentsize, &e))
+			return RGPU_EINVAL;
+		end = MAX(end, e);
 	}
-	for (unsigned i = 0; i < eh->e_shnum && eh->e_shentsize >= sizeof(Elf64_Shdr); i++) {
-		const Elf64_Shdr *sh =
-			(const Elf64_Shdr *)(p + eh->e_shoff + (size_t)i * eh->e_shentsize);
-		if (sh->sh_type != SHT_NOBITS)
-			end = MAX(end, (size_t)(sh->sh_offset + sh->sh_size));
+	if (eh.e_shnum) {
+		if (eh.e_shentsize < sizeof(Elf64_Shdr) ||
+		    rgpu_range_end(eh.e_shoff, eh.e_shnum, eh.e_shentsize, &e))
+			return RGPU_EINVAL;
+		end = MAX(end, e);
 	}
-	return end;
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		const Elf64_Phdr ph = elf_phdr(p, &eh, i);
+		if (rgpu_range_end(ph.p_offset, 1, ph.p_filesz, &e))
+			return RGPU_EINVAL;
+		end = MAX(end, e);
+	}
+	for (unsigned i = 0; i < eh.e_shnum; i++) {
+		const Elf64_Shdr sh = elf_shdr(p, &eh, i);
+		if (sh.sh_type == SHT_NOBITS)
+			continue;
+		if (rgpu_range_end(sh.sh_offset, 1, sh.sh_size, &e))
+			return RGPU_EINVAL;
+		end = MAX(end, e);
+	}
+	*size = (size_t)end;
+	return 0;
 }
 
 static int is_elf64(const uint8_t *p)
@@ -132,10 +163,10 @@ static int wrapper_container(const uint8_t *w, struct rgpu_image *out)
 	const void *data = wrapper_ptr(w, RGPU_FATBIN_WRAPPER_DATA_OFF);
 	int ret = container_at(data, out);
 
-	if (ret && first_refusal(REFUSE_BAD_WRAPPER))
-		pr_warn("refused: a fatbin wrapper (version %u) whose container pointer %p is NULL "
-			"or not a container",
-			rd_le32(w + 4), data);
+	if (ret)
+		pr_warn_once("refused: a fatbin wrapper (version %u) whose container pointer %p is "
+			     "NULL or not a container",
+			     rd_le32(w + 4), data);
 	return ret;
 }
 
@@ -150,9 +181,8 @@ static int locate_linked(const uint8_t *w, struct rgpu_image *out)
 		return ret;
 	ret = rgpu_image_prelinked(w, NULL, 0, &nrel);
 	if (ret) {
-		if (first_refusal(REFUSE_BAD_PRELINKED))
-			pr_warn("refused: a -rdc fatbin wrapper whose list of relocatable "
-				"containers holds something else");
+		pr_warn_once("refused: a -rdc fatbin wrapper whose list of relocatable containers "
+			     "holds something else");
 		return ret;
 	}
 	if (out->size > rd_le16((const uint8_t *)out->data + 6)) {
@@ -160,13 +190,11 @@ static int locate_linked(const uint8_t *w, struct rgpu_image *out)
 		out->prelinked = nrel;
 		return 0;
 	}
-	if (first_refusal(REFUSE_RDC_UNLINKED))
-		pr_warn(
-		    "refused: a -rdc (relocatable device code) image whose device link produced "
-		    "no code, as a PTX-only -rdc build does; the driver would have to JIT-link "
-		    "its %zu relocatable containers, which rgpu does not ship (build with a real "
-		    "architecture, e.g. -arch=sm_90)",
-		    nrel);
+	pr_warn_once("refused: a -rdc (relocatable device code) image whose device link produced "
+		     "no code, as a PTX-only -rdc build does; the driver would have to JIT-link "
+		     "its %zu relocatable containers, which rgpu does not ship (build with a real "
+		     "architecture, e.g. -arch=sm_90)",
+		     nrel);
 	return RGPU_EUNSUPPORTED;
 }
 
@@ -184,10 +212,9 @@ int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
 		if (version == RGPU_FATBIN_WRAPPER_LINKED)
 			return locate_linked(p, out);
 		if (version != RGPU_FATBIN_WRAPPER_PLAIN) {
-			if (first_refusal(REFUSE_WRAPPER_VERSION))
-				pr_warn("refused: a fatbin wrapper of version %u (known: 1, one "
-					"container; 2, -rdc device link)",
-					version);
+			pr_warn_once("refused: a fatbin wrapper of version %u (known: 1, one "
+				     "container; 2, -rdc device link)",
+				     version);
 			return RGPU_EUNSUPPORTED;
 		}
 		ret = wrapper_container(p, out);
@@ -197,22 +224,26 @@ int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
 	}
 	if (rd_le32(p) == RGPU_FATBIN_MAGIC) {
 		int ret = container_at(p, out);
-		if (ret && first_refusal(REFUSE_BAD_CONTAINER))
-			pr_warn(
-			    "refused: a fatbin container with impossible headers (header size %u, "
-			    "%llu bytes of entries)",
-			    rd_le16(p + 6), (unsigned long long)rd_le64(p + 8));
+		if (ret)
+			pr_warn_once("refused: a fatbin container with impossible headers (header "
+				     "size %u, %llu bytes of entries)",
+				     rd_le16(p + 6), (unsigned long long)rd_le64(p + 8));
 		return ret;
 	}
 	if (rd_le32(p) == FATBIN_OLD_MAGIC) {
-		if (first_refusal(REFUSE_OLD_CONTAINER))
-			pr_warn("refused: an old-style fatbin container (magic 0x1ee55a01, CUDA "
-				"before 4.0)");
+		pr_warn_once(
+		    "refused: an old-style fatbin container (magic 0x1ee55a01, CUDA before "
+		    "4.0)");
 		return RGPU_EUNSUPPORTED;
 	}
 	if (is_elf64(p)) {
+		if (elf_extent(p, &out->size)) {
+			pr_warn_once("refused: a 64-bit ELF image whose header tables or sections "
+				     "cannot be true (entries smaller than their struct, or an end "
+				     "beyond 2^64)");
+			return RGPU_EINVAL;
+		}
 		out->data = p;
-		out->size = elf_extent(p);
 		out->kind = RGPU_IMAGE_ELF;
 		return 0;
 	}
@@ -224,26 +255,26 @@ int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
 
 static int check_elf(const uint8_t *p, size_t len)
 {
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)p;
-	if (len < sizeof(*eh))
+	Elf64_Ehdr eh;
+
+	if (len < sizeof(eh))
 		return RGPU_ECORRUPT;
-	if (eh->e_phnum && (eh->e_phentsize < sizeof(Elf64_Phdr) || eh->e_phoff > len ||
-			    (uint64_t)eh->e_phnum * eh->e_phentsize > len - eh->e_phoff))
+	eh = elf_hdr(p);
+	if (eh.e_phnum && (eh.e_phentsize < sizeof(Elf64_Phdr) || eh.e_phoff > len ||
+			   (uint64_t)eh.e_phnum * eh.e_phentsize > len - eh.e_phoff))
 		return RGPU_ECORRUPT;
-	if (eh->e_shnum && (eh->e_shentsize < sizeof(Elf64_Shdr) || eh->e_shoff > len ||
-			    (uint64_t)eh->e_shnum * eh->e_shentsize > len - eh->e_shoff))
+	if (eh.e_shnum && (eh.e_shentsize < sizeof(Elf64_Shdr) || eh.e_shoff > len ||
+			   (uint64_t)eh.e_shnum * eh.e_shentsize > len - eh.e_shoff))
 		return RGPU_ECORRUPT;
-	for (unsigned i = 0; i < eh->e_phnum; i++) {
-		const Elf64_Phdr *ph =
-			(const Elf64_Phdr *)(p + eh->e_phoff + (size_t)i * eh->e_phentsize);
-		if (ph->p_offset > len || ph->p_filesz > len - ph->p_offset)
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		const Elf64_Phdr ph = elf_phdr(p, &eh, i);
+		if (ph.p_offset > len || ph.p_filesz > len - ph.p_offset)
 			return RGPU_ECORRUPT;
 	}
-	for (unsigned i = 0; i < eh->e_shnum; i++) {
-		const Elf64_Shdr *sh =
-			(const Elf64_Shdr *)(p + eh->e_shoff + (size_t)i * eh->e_shentsize);
-		if (sh->sh_type != SHT_NOBITS &&
-		    (sh->sh_offset > len || sh->sh_size > len - sh->sh_offset))
+	for (unsigned i = 0; i < eh.e_shnum; i++) {
+		const Elf64_Shdr sh = elf_shdr(p, &eh, i);
+		if (sh.sh_type != SHT_NOBITS &&
+		    (sh.sh_offset > len || sh.sh_size > len - sh.sh_offset))
 			return RGPU_ECORRUPT;
 	}
 	return 0;

@@ -230,8 +230,7 @@ def dump_of_globals():
     dump = tmp + "/dump"
     os.mkdir(dump)
     env = dict(os.environ, RGPU_STATE_DUMP=dump)
-    # --log-level info, not warn: exec_module.c stores a received image in the module cache
-    # from inside a pr_info() argument, so below info the image would not be cached
+    # --log-level info: the job's end (an info line, " ends: ") is awaited in the log below
     cmd = [rgpud, "--listen", "127.0.0.1:0", "--port-file", tmp + "/port", "--admin", "none",
            "--state-dir", state, "--log-level", "info"]
     if driver != "system":

@@ -63,7 +63,7 @@ run_pair() {
 
 row "test" "native" "rgpu" "native s" "rgpu s" "ratio"
 P="$B/tests/progs"
-for p in vecadd streams globals bigcopy callbacks params vmm; do
+for p in vecadd streams globals globals_unload bigcopy callbacks params vmm; do
 	[ -x "$P/$p" ] && run_pair "$p" "$P/$p"
 done
 # errors: the native run's codes are the reference the rgpu run must reproduce

@@ -57,6 +57,17 @@ void rgpu_log(int level, const char *file, int line, const char *fmt, ...)
 		if (rgpu_log_level >= RGPU_LOG_INFO)                                           \
 			rgpu_log(RGPU_LOG_INFO, NULL, 0, LOG_PREFIX fmt, ##__VA_ARGS__);        \
 	} while (0)
+/*
+ * pr_warn_once() - pr_warn, the first time this line is reached in the process: for refusals a
+ * peer can repeat at will (an rgpud worker is one process per session, so there: once per
+ * session and reason).
+ */
+#define pr_warn_once(fmt, ...)                                                                 \
+	do {                                                                                   \
+		static int said_;                                                              \
+		if (!__atomic_exchange_n(&said_, 1, __ATOMIC_RELAXED))                         \
+			pr_warn(fmt, ##__VA_ARGS__);                                           \
+	} while (0)
 #define pr_debug(fmt, ...)                                                                     \
 	do {                                                                                   \
 		if (rgpu_log_level >= RGPU_LOG_DEBUG)                                          \

@@ -1,10 +1,12 @@
-/* Small shared helpers: array size, alignment, little-endian access, time. */
+/* Small shared helpers: array size, alignment, little-endian access, checked ranges, time. */
 #ifndef RGPU_UTIL_H
 #define RGPU_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "rgpu/err.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ALIGN_UP(x, a) ((((x) + (a) - 1) / (a)) * (a))
@@ -42,6 +44,31 @@ static inline void wr_le32(void *p, uint32_t v)
 static inline void wr_le64(void *p, uint64_t v)
 {
 	memcpy(p, &v, 8);
+}
+
+/*
+ * rgpu_range_end() - *end = off + count * size: where count entries of size bytes that start at
+ * off end (an ELF table; the rows of a pitched range: the last row's bytes from off + the rows
+ * before it at pitch). Every range a peer or a file names is computed here, so that no check
+ * ever compares a value that wrapped around 2^64.
+ * Returns 0, or RGPU_ETOOBIG (*end untouched) when the end does not fit in 64 bits.
+ */
+static inline int rgpu_range_end(uint64_t off, uint64_t count, uint64_t size, uint64_t *end)
+{
+	uint64_t n, e;
+
+	if (__builtin_mul_overflow(count, size, &n) || __builtin_add_overflow(off, n, &e))
+		return RGPU_ETOOBIG;
+	*end = e;
+	return 0;
+}
+
+/* rgpu_range_in() - do count entries of size bytes from off end at or before limit? */
+static inline int rgpu_range_in(uint64_t off, uint64_t count, uint64_t size, uint64_t limit)
+{
+	uint64_t e;
+
+	return rgpu_range_end(off, count, size, &e) == 0 && e <= limit;
 }
 
 /*
