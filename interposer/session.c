@@ -151,7 +151,7 @@ static void *receiver_main(void *arg)
 		int ret = rgpu_frame_recv(S.conn, RGPU_PEER_CLIENT, &h, &body);
 
 		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
-		    ret == RGPU_ETIMEDOUT) {
+		    ret == RGPU_ETIMEDOUT || ret == RGPU_EDEADLINE) {
 			if (!resume(ret == RGPU_ECLOSED ? "the server closed the connection"
 							: rgpu_strerror(ret)))
 				break;

@@ -36,6 +36,10 @@ static void usage(FILE *f)
 		"      --admin-port-file PATH  write the admin port to PATH\n"
 		"      --resume-grace SECONDS  keep a job this long after its client's link breaks,\n"
 		"                          waiting for it to resume (default 60; 0: free at once)\n"
+		"      --hello-timeout SECONDS  a new connection's handshake must arrive whole within\n"
+		"                          this of its accept, else it is closed (default 30)\n"
+		"      --frame-timeout SECONDS  every frame must arrive whole within this of its\n"
+		"                          first byte, else the link is closed (default 30)\n"
 		"      --replay FILE       rebuild the job recorded in the state log FILE (a\n"
 		"                          RGPU_STATE_DUMP .stlog, with its captured graphs from\n"
 		"                          FILE's .journals beside it) on a fresh worker, with images\n"
@@ -71,6 +75,19 @@ static int parse_window(const char *s, struct srv_config *cfg)
 	return 0;
 }
 
+/* A number of seconds in [lo, hi] for option opt, or a message and -1. */
+static int parse_seconds(const char *opt, const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (*s == '\0' || *end || v < lo || v > hi) {
+		fprintf(stderr, "rgpud: --%s wants %d..%d seconds\n", opt, lo, hi);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
 static const char *default_state_dir(void)
 {
 	static char path[4096];
@@ -96,6 +113,8 @@ int main(int argc, char **argv)
 		{"admin", required_argument, NULL, 'A'},
 		{"admin-port-file", required_argument, NULL, 'a'},
 		{"resume-grace", required_argument, NULL, 'g'},
+		{"hello-timeout", required_argument, NULL, 'H'},
+		{"frame-timeout", required_argument, NULL, 'F'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"log-file", required_argument, NULL, 'L'},
 		{"replay", required_argument, NULL, 'R'},
@@ -110,10 +129,10 @@ int main(int argc, char **argv)
 		.staging_buffers = 16,
 		.admin = RGPU_DEFAULT_ADMIN,
 		.resume_grace_s = 60,
+		.hello_timeout_s = 30,
+		.frame_timeout_s = 30,
 	};
 	const char *replay = NULL;
-	char *end;
-	long v;
 	int c, lvl, level_set = 0;
 
 	rgpu_log_set_tag("rgpud");
@@ -140,12 +159,16 @@ int main(int argc, char **argv)
 		case 'A': cfg.admin = strcmp(optarg, "none") ? optarg : NULL; break;
 		case 'a': cfg.admin_port_file = optarg; break;
 		case 'g':
-			v = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end || v < 0 || v > 86400) {
-				fprintf(stderr, "rgpud: --resume-grace wants 0..86400 seconds\n");
+			if (parse_seconds("resume-grace", optarg, 0, 86400, &cfg.resume_grace_s))
 				return 2;
-			}
-			cfg.resume_grace_s = (int)v;
+			break;
+		case 'H':
+			if (parse_seconds("hello-timeout", optarg, 1, 3600, &cfg.hello_timeout_s))
+				return 2;
+			break;
+		case 'F':
+			if (parse_seconds("frame-timeout", optarg, 1, 3600, &cfg.frame_timeout_s))
+				return 2;
 			break;
 		case 'v':
 			lvl = rgpu_log_parse_level(optarg);

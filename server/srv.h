@@ -33,6 +33,8 @@ struct srv_config {
 	const char *admin;      /* "HOST:PORT" of the admin protocol; NULL: none */
 	const char *admin_port_file;
 	int resume_grace_s;     /* how long a job outlives a broken link */
+	int hello_timeout_s;    /* a connection's MSG_HELLO must be whole this long after accept */
+	int frame_timeout_s;    /* every later frame, this long after its first byte */
 };
 
 /* ---- supervisor ------------------------------------------------------------------------ */

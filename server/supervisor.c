@@ -244,7 +244,7 @@ int admin_jobs(const struct srv_config *cfg, struct rgpu_conn *c,
 
 /*
  * One admin request per connection, answered at once from the workers' latest reports (at
- * most INFO_EVERY_MS old). The request must arrive within ADMIN_TIMEOUT_MS.
+ * most INFO_EVERY_MS old). The whole request must arrive within ADMIN_TIMEOUT_MS of accept.
  */
 static void on_admin(const struct srv_config *cfg, int afd)
 {
@@ -256,7 +256,9 @@ static void on_admin(const struct srv_config *cfg, int afd)
 	if (rgpu_tcp_accept(afd, &c))
 		return;
 	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
-	ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, ADMIN_TIMEOUT_MS);
+	/* the whole request, however its bytes are spread: this loop serves everyone */
+	rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
+	ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body);
 	if (ret == 0 && h.type < ARRAY_SIZE(srv_admin_handlers) && srv_admin_handlers[h.type]) {
 		srv_admin_handlers[h.type](cfg, c, &h);
 	} else {

@@ -34,7 +34,6 @@
 #include "rgpu/window.h"
 #include "srv.h"
 
-#define HELLO_TIMEOUT_MS 30000
 #define ROUTE_TIMEOUT_MS 5000
 #define INFO_EVERY_MS 500
 /* the executor tells the client how far it got at least this often while busy */
@@ -243,6 +242,27 @@ static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why, uns
 	}
 }
 
+/*
+ * A frame that did not arrive whole within --frame-timeout of its first byte: a sender that
+ * slow holds the worker for nothing (or the network stalled). Logged as the protocol error it
+ * is; the link is closed and the job waits for a resume like after any break. Returns the
+ * reason for the link's loss.
+ */
+static const char *slow_frame(struct srv_worker *w)
+{
+	pr_warn("protocol error from %s: a frame did not arrive whole within %d s of its first "
+		"byte (rgpud --frame-timeout); closing the link",
+		w->peer, w->cfg->frame_timeout_s);
+	return "a frame too slow";
+}
+
+/* A connection of this job's client: the job protocol, the frame timeout. */
+static void conn_init(struct srv_worker *w, struct rgpu_conn *c)
+{
+	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
+	rgpu_conn_set_frame_timeout(c, w->cfg->frame_timeout_s * 1000);
+}
+
 static void *reader_main(void *arg)
 {
 	struct srv_worker *w = arg;
@@ -270,6 +290,8 @@ static void *reader_main(void *arg)
 		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
 		    ret == RGPU_ETIMEDOUT) {
 			why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c)) : rgpu_strerror(ret);
+		} else if (ret == RGPU_EDEADLINE) {
+			why = slow_frame(w);
 		} else if (ret) {
 			unsigned version = f->hdr.version;
 			if (ret == RGPU_EVERSION)
@@ -299,8 +321,7 @@ static void *reader_main(void *arg)
 			free(f->body);
 			free(f);
 			continue;
-		} else if (f->hdr.type == RGPU_MSG_ACK ||
-			   f->hdr.seq > w->rx_seq + 1) {
+		} else if (f->hdr.type == RGPU_MSG_ACK || f->hdr.seq > w->rx_seq + 1) {
 			srv_protocol_error(w, RGPU_EPROTO, "%s with seq %llu after %llu",
 					   rgpu_msg_name(f->hdr.type),
 					   (unsigned long long)f->hdr.seq,
@@ -329,7 +350,7 @@ static void *reader_main(void *arg)
 			free(f);
 			if (ret == 0)
 				continue;
-			why = rgpu_strerror(ret);
+			why = ret == RGPU_EDEADLINE ? slow_frame(w) : rgpu_strerror(ret);
 			goto lost;
 		}
 		if (f->hdr.type == RGPU_MSG_CALLBACK_DONE) {
@@ -361,12 +382,12 @@ static void *reader_main(void *arg)
 				frame_free(w, f);
 				break;
 			}
-			ret = rgpu_conn_recv_within(c, f->payload, f->hdr.payload_len,
-						    RGPU_FRAME_TIMEOUT_MS);
+			ret = rgpu_conn_recv_payload(c, f->payload, f->hdr.payload_len);
 			if (ret) {
 				frame_free(w, f);
-				why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c))
-						      : rgpu_strerror(ret);
+				why = ret == RGPU_EIO	      ? strerror(rgpu_conn_errno(c))
+				      : ret == RGPU_EDEADLINE ? slow_frame(w)
+							      : rgpu_strerror(ret);
 				goto lost;
 			}
 		}
@@ -446,7 +467,7 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 			close(fd);
 		return;
 	}
-	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
+	conn_init(w, c);
 	hello = rgpu__hello__unpack(NULL, m->hello.len, m->hello.data);
 	if (!hello || hello->job_id.len != SRV_JOB_ID_LEN ||
 	    memcmp(hello->job_id.data, w->job_id, SRV_JOB_ID_LEN))
@@ -699,13 +720,19 @@ static int handshake(struct srv_worker *w)
 	char host[256] = "";
 	int ret;
 
-	ret = rgpu_frame_recv_within(w->conn, RGPU_PEER_SERVER, &h, &body, HELLO_TIMEOUT_MS);
+	/* the whole hello by its deadline (srv_worker_run), however its bytes are spread */
+	ret = rgpu_frame_recv(w->conn, RGPU_PEER_SERVER, &h, &body);
 	if (ret == RGPU_EVERSION) {
 		srv_protocol_error(w, ret, "protocol version %u, this server speaks %u",
 				   (unsigned)h.version, RGPU_PROTO_VERSION);
 		return ret;
 	}
-	if (ret == RGPU_ECLOSED || ret == RGPU_ETIMEDOUT || ret == RGPU_EIO) {
+	if (ret == RGPU_ETIMEDOUT || ret == RGPU_EDEADLINE) {
+		srv_protocol_error(w, ret, "no whole MSG_HELLO within %d s of connecting",
+				   w->cfg->hello_timeout_s);
+		return ret;
+	}
+	if (ret == RGPU_ECLOSED || ret == RGPU_EIO) {
 		pr_info("client %s left before the handshake", w->peer);
 		return ret;
 	}
@@ -732,6 +759,7 @@ static int handshake(struct srv_worker *w)
 		rgpu__hello__free_unpacked(hello, NULL);
 		return RGPU_EVERSION;
 	}
+	rgpu_conn_set_deadline(w->conn, 0);
 	if (hello->job_id.len)
 		route(w, w->conn, hello, body, h.body_len);
 	free(body);
@@ -837,7 +865,8 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 
 	srv_worker_init(w, cfg, ctl_fd, rgpu_conn_peer(conn));
 	w->conn = conn;
-	rgpu_conn_set_msgs(conn, &rgpu_job_msgs);
+	conn_init(w, conn);
+	rgpu_conn_set_deadline(conn, rgpu_deadline_after(cfg->hello_timeout_s * 1000));
 	clock_gettime(CLOCK_REALTIME, &now);
 	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	if (handshake(w))

@@ -1,22 +1,30 @@
 /*
- * Hostile input against a running rgpud (testing.md, reliability targets): truncated frames,
- * empty and oversized lengths, unknown types, a wrong protocol version, a wrong session and an
- * undecodable body. For each, the worker must answer MSG_ERROR and close; afterwards the
- * supervisor must still serve a well-behaved client.
+ * Hostile clients against a running rgpud (testing.md, reliability targets), run by
+ * with_server.sh (which also checks rgpud is still alive; the port is $RGPU_E2E_PORT, the
+ * server's log $RGPU_E2E_LOGFILE).
  *
- * Usage: hostile PORT   (run by with_server.sh, which also checks rgpud is still alive)
+ *   hostile            truncated frames, empty and oversized lengths, unknown types, a wrong
+ *                      protocol version, a wrong session and an undecodable body: for each,
+ *                      the worker must answer MSG_ERROR and close; afterwards the supervisor
+ *                      must still serve a well-behaved client.
+ *   hostile trickle N  a HELLO, then a frame after a valid one, sent a byte at a time over 2N
+ *                      seconds or more: each connection must be closed N s (+ 1) after it
+ *                      began (rgpud --hello-timeout N --frame-timeout N).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rgpu.pb-c.h"
+#include "rgpu/err.h"
 #include "rgpu/frame.h"
 #include "rgpu_msgs.h"
 
@@ -137,18 +145,150 @@ static void expect_error_and_close(int fd, const char *what)
 	close(fd);
 }
 
-int main(int argc, char **argv)
+static double now_s(void)
 {
-	const char *p = argc > 1 ? argv[1] : getenv("RGPU_E2E_PORT");
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Wait up to 3 s for the server's log to contain what; exit 1 if it never does. */
+static void expect_log(const char *what)
+{
+	const char *path = getenv("RGPU_E2E_LOGFILE");
+	char line[1024];
+	for (int i = 0; path && i < 60; i++) {
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (strstr(line, what)) {
+				fclose(f);
+				printf("  log: %s", line);
+				return;
+			}
+		if (f)
+			fclose(f);
+		usleep(50000);
+	}
+	fprintf(stderr, "FAIL: the server's log (%s) never said \"%s\"\n", path ? path : "unset",
+		what);
+	exit(1);
+}
+
+/*
+ * Send frame[0..len) a byte every gap_ms, stopping as soon as the server sends anything or
+ * closes; exit 1 if it has done neither limit_s after the first byte. Returns the seconds from
+ * the first byte to the server's move; *sent: the bytes sent.
+ */
+static double trickle_frame(int fd, const uint8_t *frame, size_t len, int gap_ms, double limit_s,
+			    size_t *sent)
+{
+	double t0 = now_s();
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	for (*sent = 0;;) {
+		if (*sent < len && send(fd, frame + *sent, 1, MSG_NOSIGNAL) == 1)
+			(*sent)++;
+		if (poll(&pf, 1, gap_ms) > 0)
+			return now_s() - t0;
+		if (now_s() - t0 > limit_s) {
+			fprintf(stderr,
+				"FAIL: still connected %.1f s after the first byte, %zu of %zu "
+				"bytes sent a byte every %d ms (limit %.1f s)\n",
+				now_s() - t0, *sent, len, gap_ms, limit_s);
+			exit(1);
+		}
+	}
+}
+
+/* A trickled frame must have been cut between n - 0.1 and n + 1 s after its first byte. */
+static void expect_cut_at(const char *what, double t, int n, size_t sent, size_t len)
+{
+	if (t < n - 0.1 || t > n + 1.0) {
+		fprintf(stderr,
+			"FAIL %s: the server moved %.2f s after the first byte, want %d to %d s\n",
+			what, t, n, n + 1);
+		exit(1);
+	}
+	printf("  %-34s -> closed after %.2f s (%zu of %zu bytes sent)\n", what, t, sent, len);
+}
+
+/*
+ * Issue 8, item 3: the frame and hello limits were per recv(), so a HELLO trickled over 75 s
+ * and a PING over 60 s were accepted. With --hello-timeout N --frame-timeout N, a HELLO must be
+ * whole N s after connecting, any later frame N s after its first byte.
+ */
+static int trickle(int n)
+{
+	Rgpu__Hello hm = RGPU__HELLO__INIT;
+	uint8_t buf[1024], body[4096];
+	uint32_t flags, blen;
+	size_t len, sent;
+	double t;
+	int fd, type, gap;
+
+	/* a HELLO over 2n s or more: an error (or a reset) and a close after n s */
+	hm.protocol_version = RGPU_PROTO_VERSION;
+	hm.client_program = "hostile";
+	len = rgpu_frame_pack(buf, RGPU_MSG_HELLO, 0, 0, 0, &hm.base, 0);
+	gap = (int)(2000 * n / (int)len) > 250 ? (int)(2000 * n / (int)len) : 250;
+	fd = dial();
+	t = trickle_frame(fd, buf, len, gap, n + 1.0, &sent);
+	type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+	if (type == RGPU_MSG_HELLO) {
+		fprintf(stderr, "FAIL: a HELLO trickled over %.1f s was answered\n", t);
+		return 1;
+	}
+	if (type == RGPU_MSG_ERROR) {
+		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, blen, body);
+		if (!pe || pe->code != RGPU_EDEADLINE) {
+			fprintf(stderr,
+				"FAIL: a trickled HELLO got error %d, want %d (RGPU_EDEADLINE)\n",
+				pe ? pe->code : 0, RGPU_EDEADLINE);
+			return 1;
+		}
+		printf("  trickled HELLO: MSG_ERROR %d: %s\n", pe->code, pe->message);
+		rgpu__protocol_error__free_unpacked(pe, NULL);
+		type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+	}
+	if (type != -1) {
+		fprintf(stderr, "FAIL: frame type %d after a trickled HELLO, want a close\n", type);
+		return 1;
+	}
+	close(fd);
+	expect_cut_at("HELLO a byte at a time", t, n, sent, len);
+	char what[128];
+	snprintf(what, sizeof(what), "no whole MSG_HELLO within %d s of connecting", n);
+	expect_log(what);
+
+	/* after a valid hello, a PING (a bare header) the same way: the link is closed */
+	fd = dial();
+	uint64_t s = hello(fd);
+	struct rgpu_frame_hdr h = {
+	    RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, RGPU_MSG_PING, 0, 0, 0, 1, s, 0, 0};
+	rgpu_frame_hdr_encode(&h, buf);
+	len = RGPU_FRAME_HDR_LEN;
+	gap = (int)(2000 * n / (int)len) > 250 ? (int)(2000 * n / (int)len) : 250;
+	t = trickle_frame(fd, buf, len, gap, n + 1.0, &sent);
+	type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+	if (type != -1) {
+		fprintf(stderr,
+			"FAIL: frame type %d (flags %u) for a PING trickled over %.1f s, want "
+			"a close\n",
+			type, flags, t);
+		return 1;
+	}
+	close(fd);
+	expect_cut_at("PING a byte at a time", t, n, sent, len);
+	snprintf(what, sizeof(what), "did not arrive whole within %d s of its first byte", n);
+	expect_log(what);
+	printf("hostile trickle: both closed %d s after they began\n", n);
+	return 0;
+}
+
+static int bad_frames(void)
+{
 	uint8_t junk[64] = {0};
 	uint64_t s;
 	int fd;
-
-	if (!p) {
-		fprintf(stderr, "usage: hostile PORT\n");
-		return 2;
-	}
-	port = atoi(p);
 
 	/* before the handshake */
 	fd = dial();
@@ -231,4 +371,21 @@ int main(int argc, char **argv)
 	close(fd);
 	printf("hostile: every bad frame refused, server still serving\n");
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *p = getenv("RGPU_E2E_PORT");
+
+	if (!p) {
+		fprintf(stderr, "hostile: run me under with_server.sh (no RGPU_E2E_PORT)\n");
+		return 2;
+	}
+	port = atoi(p);
+	if (argc == 1)
+		return bad_frames();
+	if (argc == 3 && !strcmp(argv[1], "trickle"))
+		return trickle(atoi(argv[2]));
+	fprintf(stderr, "usage: hostile [trickle SECONDS]\n");
+	return 2;
 }
