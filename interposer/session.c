@@ -354,6 +354,12 @@ lost:
 		r = CUDA_ERROR_NO_DEVICE;
 		goto out;
 	}
+	/* the worker stops reading past its bound: keep no more than that waiting for it */
+	if (rep->max_queued && S.kept_max > rep->max_queued) {
+		pr_info("RGPU_UNACKED_MAX lowered to %llu bytes, the GPU server's queue bound",
+			(unsigned long long)rep->max_queued);
+		S.kept_max = rep->max_queued;
+	}
 	S.session = rep->session_id;
 	memcpy(S.job_id, rep->job_id.data, IP_JOB_ID_LEN);
 	hex(S.job_id, IP_JOB_ID_LEN, S.job_hex);

@@ -40,6 +40,8 @@ static void usage(FILE *f)
 		"                          this of its accept, else it is closed (default 30)\n"
 		"      --frame-timeout SECONDS  every frame must arrive whole within this of its\n"
 		"                          first byte, else the link is closed (default 30)\n"
+		"      --max-queued SIZE   bytes of frames a session may queue ahead of its GPU work;\n"
+		"                          past it, its worker stops reading (default 256M)\n"
 		"      --replay FILE       rebuild the job recorded in the state log FILE (a\n"
 		"                          RGPU_STATE_DUMP .stlog, with its captured graphs from\n"
 		"                          FILE's .journals beside it) on a fresh worker, with images\n"
@@ -115,6 +117,7 @@ int main(int argc, char **argv)
 		{"resume-grace", required_argument, NULL, 'g'},
 		{"hello-timeout", required_argument, NULL, 'H'},
 		{"frame-timeout", required_argument, NULL, 'F'},
+		{"max-queued", required_argument, NULL, 'Q'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"log-file", required_argument, NULL, 'L'},
 		{"replay", required_argument, NULL, 'R'},
@@ -131,6 +134,7 @@ int main(int argc, char **argv)
 		.resume_grace_s = 60,
 		.hello_timeout_s = 30,
 		.frame_timeout_s = 30,
+		.max_queued = SRV_MAX_QUEUED_DEFAULT,
 	};
 	const char *replay = NULL;
 	int c, lvl, level_set = 0;
@@ -169,6 +173,12 @@ int main(int argc, char **argv)
 		case 'F':
 			if (parse_seconds("frame-timeout", optarg, 1, 3600, &cfg.frame_timeout_s))
 				return 2;
+			break;
+		case 'Q':
+			if (rgpu_parse_size(optarg, &cfg.max_queued) || cfg.max_queued < (1u << 20)) {
+				fprintf(stderr, "rgpud: --max-queued wants a size of at least 1M\n");
+				return 2;
+			}
 			break;
 		case 'v':
 			lvl = rgpu_log_parse_level(optarg);

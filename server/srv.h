@@ -35,6 +35,7 @@ struct srv_config {
 	int resume_grace_s;     /* how long a job outlives a broken link */
 	int hello_timeout_s;    /* a connection's MSG_HELLO must be whole this long after accept */
 	int frame_timeout_s;    /* every later frame, this long after its first byte */
+	uint64_t max_queued;    /* frame bytes a worker's reader queues before it stops reading */
 };
 
 /* ---- supervisor ------------------------------------------------------------------------ */
@@ -88,11 +89,15 @@ struct srv_frame {
 struct srv_staging;
 
 /*
- * Payload bytes the reader may queue ahead of the executor. The reader never waits for a
- * staging buffer (a host function may be holding the stream that frees them while its
- * acknowledgement sits behind this very data); it falls back to plain memory up to this bound.
+ * The default of rgpud --max-queued: frame bytes (header, body and payload) the reader may queue
+ * ahead of the executor. Past it the reader stops reading until the executor catches up, and
+ * the client's sends wait in TCP. The reader never waits for a staging buffer (a host function
+ * may be holding the stream that frees them while its acknowledgement sits behind this very
+ * data); it falls back to plain memory up to this bound. The client is told the bound in the
+ * handshake and keeps no more unexecuted frames than that, so its callback acknowledgements
+ * never wait behind a stopped reader.
  */
-#define RGPU_QUEUE_BYTES (1ull << 30)
+#define SRV_MAX_QUEUED_DEFAULT (256ull << 20)
 
 struct srv_out;
 
@@ -185,7 +190,8 @@ struct srv_worker {
 	pthread_cond_t q_cond;
 	struct srv_frame *q_head, *q_tail;
 	atomic_int q_len;
-	uint64_t q_bytes;        /* payload bytes queued; the reader waits above RGPU_QUEUE_BYTES */
+	uint64_t q_bytes;        /* frame bytes queued; the reader waits above cfg->max_queued */
+	int q_warned;            /* the reader said once that it stopped for the bound */
 	int q_closed;            /* the reader is done (EOF or protocol error) */
 
 	/* host-function triggers waiting for MSG_CALLBACK_DONE */

@@ -44,13 +44,17 @@
 
 /* ---- the reader ------------------------------------------------------------------------- */
 
+/* What a queued frame holds, as the bound counts it (and the client counts what it keeps). */
+static uint64_t frame_bytes(const struct srv_frame *f)
+{
+	return RGPU_FRAME_HDR_LEN + f->hdr.body_len + f->hdr.payload_len;
+}
+
 static void queue_push(struct srv_worker *w, struct srv_frame *f)
 {
 	pthread_mutex_lock(&w->q_lock);
 	if (f) {
-		while (w->q_bytes > RGPU_QUEUE_BYTES && !atomic_load(&w->dead))
-			pthread_cond_wait(&w->q_cond, &w->q_lock);
-		w->q_bytes += f->hdr.payload_len;
+		w->q_bytes += frame_bytes(f);
 		f->next = NULL;
 		if (w->q_tail)
 			w->q_tail->next = f;
@@ -102,11 +106,43 @@ static struct srv_frame *queue_pop(struct srv_worker *w)
 		if (!w->q_head)
 			w->q_tail = NULL;
 		atomic_fetch_sub(&w->q_len, 1);
-		w->q_bytes -= f->hdr.payload_len;
+		w->q_bytes -= frame_bytes(f);
 		pthread_cond_broadcast(&w->q_cond);
 	}
 	pthread_mutex_unlock(&w->q_lock);
 	return f;
+}
+
+/*
+ * Backpressure: while more than --max-queued bytes wait for the executor, the reader reads
+ * nothing, so a client that blocks its executor and keeps sending fills TCP, not this process
+ * (at most the bound and one frame). A client within the bound it was told never waits here.
+ * Returns 0 when there is room, or RGPU_ECLOSED when the client hung up meanwhile: the link is
+ * lost, as if the reader had read the end.
+ */
+static int queue_wait_room(struct srv_worker *w, struct rgpu_conn *c)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&w->q_lock);
+	while (w->q_bytes > w->cfg->max_queued && !atomic_load(&w->dead)) {
+		struct timespec ts;
+		if (!w->q_warned) {
+			w->q_warned = 1;
+			pr_warn("job %s: %llu bytes queued ahead of the executor, over rgpud "
+				"--max-queued %llu: reading from %s paused until it catches up",
+				w->job_hex, (unsigned long long)w->q_bytes,
+				(unsigned long long)w->cfg->max_queued, w->peer);
+		}
+		if (rgpu_conn_hung_up(c)) {
+			ret = RGPU_ECLOSED;
+			break;
+		}
+		rgpu_deadline(&ts, 100000000ull);
+		pthread_cond_timedwait(&w->q_cond, &w->q_lock, &ts);
+	}
+	pthread_mutex_unlock(&w->q_lock);
+	return ret;
 }
 
 static void frame_free(struct srv_worker *w, struct srv_frame *f)
@@ -286,7 +322,9 @@ static void *reader_main(void *arg)
 			why = "taken over by a resume";
 			goto lost;
 		}
-		ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &f->hdr, &f->body);
+		ret = queue_wait_room(w, c);
+		if (!ret)
+			ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &f->hdr, &f->body);
 		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
 		    ret == RGPU_ETIMEDOUT) {
 			why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c)) : rgpu_strerror(ret);
@@ -796,6 +834,7 @@ static int handshake(struct srv_worker *w)
 	rep.resume_token.data = w->token;
 	rep.resume_token.len = SRV_TOKEN_LEN;
 	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
+	rep.max_queued = w->cfg->max_queued;
 
 	Rgpu__DeviceInfo di[16], *dip[16];
 	static int32_t attrs[16][CU_DEVICE_ATTRIBUTE_MAX];

@@ -122,6 +122,11 @@ int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
 	return c->ops->sendv(c, iov, n);
 }
 
+int rgpu_conn_hung_up(struct rgpu_conn *c)
+{
+	return c->ops->hung_up(c);
+}
+
 void rgpu_conn_shutdown(struct rgpu_conn *c)
 {
 	c->ops->shutdown(c);

@@ -16,6 +16,8 @@ struct rgpu_transport_ops {
 	 * (nothing within timeout_ms; -1 waits for ever)
 	 */
 	long (*recv_some)(struct rgpu_conn *c, void *buf, size_t cap, int timeout_ms);
+	/* has the peer closed or reset the connection (bytes may be left to read)? never blocks */
+	int (*hung_up)(struct rgpu_conn *c);
 	/* stop both directions, waking any blocked reader; the conn stays allocated */
 	void (*shutdown)(struct rgpu_conn *c);
 	void (*close)(struct rgpu_conn *c);

@@ -94,6 +94,12 @@ static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 	}
 }
 
+static int tcp_hung_up(struct rgpu_conn *c)
+{
+	struct pollfd pfd = {.fd = c->fd, .events = POLLRDHUP};
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static void tcp_shutdown(struct rgpu_conn *c)
 {
 	shutdown(c->fd, SHUT_RDWR);
@@ -110,6 +116,7 @@ static const struct rgpu_transport_ops tcp_ops = {
 	.name = "tcp",
 	.sendv = tcp_sendv,
 	.recv_some = tcp_recv_some,
+	.hung_up = tcp_hung_up,
 	.shutdown = tcp_shutdown,
 	.close = tcp_close,
 };

@@ -10,6 +10,9 @@
  *   hostile trickle N  a HELLO, then a frame after a valid one, sent a byte at a time over 2N
  *                      seconds or more: each connection must be closed N s (+ 1) after it
  *                      began (rgpud --hello-timeout N --frame-timeout N).
+ *   hostile flood MIB  block the worker's executor, then send 32 MiB frames (16 MiB body, 16
+ *                      MiB payload) as fast as the server takes them: the worker must stop
+ *                      reading, its RSS staying under MIB (rgpud --max-queued) + 64 MiB.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -284,6 +288,183 @@ static int trickle(int n)
 	return 0;
 }
 
+/* This connection's local port, as the server's log names the client. */
+static int local_port(int fd)
+{
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+	getsockname(fd, (struct sockaddr *)&a, &l);
+	return ntohs(a.sin_port);
+}
+
+/* The worker serving connection fd, from the supervisor's line "client ADDR: worker PID". */
+static int worker_pid(int fd)
+{
+	const char *path = getenv("RGPU_E2E_LOGFILE");
+	char want[64], line[1024];
+	snprintf(want, sizeof(want), "client 127.0.0.1:%d: worker ", local_port(fd));
+	for (int i = 0; path && i < 60; i++) {
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			char *p = strstr(line, want);
+			if (p) {
+				fclose(f);
+				return atoi(p + strlen(want));
+			}
+		}
+		if (f)
+			fclose(f);
+		usleep(50000);
+	}
+	fprintf(stderr, "FAIL: no worker for port %d in the server's log\n", local_port(fd));
+	exit(1);
+}
+
+/* VmRSS of process pid in KiB, or -1 once it is gone. */
+static long rss_kib(int pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/* One request frame with a protobuf body and no payload. */
+static void send_msg(int fd, uint16_t type, uint64_t seq, uint64_t session,
+		     const ProtobufCMessage *m)
+{
+	uint8_t buf[4096];
+	put(fd, buf, rgpu_frame_pack(buf, type, 0, seq, session, m, 0));
+}
+
+/*
+ * Make the worker's executor wait for good: a host function on the NULL stream, whose
+ * MSG_CALLBACK this client never answers, then a synchronize of that stream. Returns once the
+ * callback has come (the stream is stuck; the synchronize after it is next). Uses seq 1-3.
+ */
+static void block_executor(int fd, uint64_t s)
+{
+	Rgpu__CtxCreate cc = RGPU__CTX_CREATE__INIT;
+	Rgpu__HostFunc hf = RGPU__HOST_FUNC__INIT;
+	Rgpu__StreamOp so = RGPU__STREAM_OP__INIT;
+	uint8_t body[4096];
+	uint32_t flags, blen;
+	int t;
+
+	cc.ctx = 1;
+	cc.primary = 1;
+	send_msg(fd, RGPU_MSG_CTX_CREATE, 1, s, &cc.base);
+	hf.ctx = 1;
+	hf.callback = 7;
+	send_msg(fd, RGPU_MSG_HOST_FUNC, 2, s, &hf.base);
+	so.ctx = 1;
+	send_msg(fd, RGPU_MSG_STREAM_SYNC, 3, s, &so.base);
+	while ((t = get_frame(fd, &flags, body, sizeof(body), &blen, NULL)) == RGPU_MSG_ACK)
+		;
+	if (t != RGPU_MSG_CALLBACK) {
+		fprintf(stderr, "FAIL: frame type %d, want the host function's MSG_CALLBACK\n", t);
+		exit(1);
+	}
+}
+
+/*
+ * Issue 8, item 2: the reader's bound counted payloads only, and a client that blocked its
+ * executor and kept sending 16 MiB bodies grew a worker to 2.1 GB. Now the worker stops
+ * reading past --max-queued: what it holds stays under the bound and one frame.
+ */
+static int flood(long limit_mib)
+{
+	const size_t body_len = RGPU_MAX_BODY, payload_len = RGPU_MAX_CHUNK;
+	const int frames = 16, margin_mib = 64;
+	uint8_t *junk = malloc(payload_len), hdr[RGPU_FRAME_HDR_LEN];
+	const uint64_t total = frames * (RGPU_FRAME_HDR_LEN + body_len + payload_len);
+	uint64_t sent = 0;
+	int fd = dial(), pid, stalled = 0;
+	uint64_t s = hello(fd);
+	long base, rss;
+
+	if (!junk)
+		return 1;
+	memset(junk, 0x5a, payload_len);
+	pid = worker_pid(fd);
+	block_executor(fd, s);
+	base = rss_kib(pid);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	for (int i = 0; i < frames && !stalled; i++) {
+		struct rgpu_frame_hdr h = {.magic = RGPU_FRAME_MAGIC,
+					   .version = RGPU_PROTO_VERSION,
+					   .type = RGPU_MSG_MEMCPY_HTOD,
+					   .body_len = (uint32_t)body_len,
+					   .payload_len = payload_len,
+					   .seq = 4 + (uint64_t)i,
+					   .session = s};
+		/* the executor never gets to decode the body: it waits for the host function */
+		struct iovec part[3] = {{hdr, sizeof(hdr)}, {junk, body_len}, {junk, payload_len}};
+		rgpu_frame_hdr_encode(&h, hdr);
+		for (int k = 0; k < 3 && !stalled; k++) {
+			size_t off = 0;
+			while (off < part[k].iov_len) {
+				struct pollfd pf = {.fd = fd, .events = POLLOUT};
+				ssize_t w = send(fd, (uint8_t *)part[k].iov_base + off,
+						 part[k].iov_len - off, MSG_NOSIGNAL);
+				if (w > 0) {
+					off += (size_t)w;
+					sent += (uint64_t)w;
+				} else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+					fprintf(stderr, "FAIL: send: %s\n", strerror(errno));
+					return 1;
+				} else if (poll(&pf, 1, 2000) == 0) {
+					/* 2 s without room: the server stopped reading */
+					stalled = 1;
+					break;
+				}
+			}
+		}
+	}
+	usleep(500000);
+	rss = rss_kib(pid);
+	printf("  worker %d: RSS %ld MiB before the flood, %ld MiB after %llu of %llu MiB sent\n",
+	       pid, base >> 10, rss >> 10, (unsigned long long)(sent >> 20),
+	       (unsigned long long)(total >> 20));
+	if (rss < 0 || rss > (limit_mib + margin_mib) << 10) {
+		fprintf(stderr,
+			"FAIL: worker RSS %ld MiB (%ld KiB) after %llu MiB sent, over the "
+			"--max-queued %ld MiB + %d MiB\n",
+			rss >> 10, rss, (unsigned long long)(sent >> 20), limit_mib, margin_mib);
+		return 1;
+	}
+	if (!stalled) {
+		fprintf(stderr,
+			"FAIL: the server took all %llu MiB from a client whose executor is "
+			"blocked (--max-queued %ld MiB)\n",
+			(unsigned long long)(total >> 20), limit_mib);
+		return 1;
+	}
+	char what[128];
+	snprintf(what, sizeof(what), "reading from 127.0.0.1:%d paused", local_port(fd));
+	expect_log(what);
+	/*
+	 * The worker notices its client leave even while it does not read. A reset, as a plain
+	 * close would leave the unsent bytes (and the end behind them) to the kernel to deliver.
+	 */
+	struct linger lg = {1, 0};
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	snprintf(what, sizeof(what), "link to 127.0.0.1:%d lost", local_port(fd));
+	close(fd);
+	expect_log(what);
+	printf("hostile flood: the worker stopped reading at %llu MiB sent; RSS %ld MiB <= %ld + "
+	       "%d MiB\n",
+	       (unsigned long long)(sent >> 20), rss >> 10, limit_mib, margin_mib);
+	free(junk);
+	return 0;
+}
+
 static int bad_frames(void)
 {
 	uint8_t junk[64] = {0};
@@ -386,6 +567,8 @@ int main(int argc, char **argv)
 		return bad_frames();
 	if (argc == 3 && !strcmp(argv[1], "trickle"))
 		return trickle(atoi(argv[2]));
-	fprintf(stderr, "usage: hostile [trickle SECONDS]\n");
+	if (argc == 3 && !strcmp(argv[1], "flood"))
+		return flood(atol(argv[2]));
+	fprintf(stderr, "usage: hostile [trickle SECONDS | flood MIB]\n");
 	return 2;
 }

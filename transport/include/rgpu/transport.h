@@ -69,6 +69,12 @@ void rgpu_conn_set_msgs(struct rgpu_conn *c, const struct rgpu_msg_table *msgs);
 #define RGPU_DEFAULT_ADMIN "127.0.0.1:7071"
 
 #define RGPU_FRAME_TIMEOUT_MS 30000  /* default: a frame must be whole 30 s after its first byte */
+/*
+ * rgpu_conn_hung_up() - has the peer closed or reset the connection? It may still hold bytes
+ * not read yet: for a receiver that stopped reading (backpressure) and must not wait for ever
+ * on a peer that is gone. Never blocks.
+ */
+int rgpu_conn_hung_up(struct rgpu_conn *c);
 /* stop both directions, waking any blocked reader or writer; c stays allocated */
 void rgpu_conn_shutdown(struct rgpu_conn *c);
 void rgpu_conn_close(struct rgpu_conn *c);   /* NULL is fine */
