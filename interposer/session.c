@@ -54,7 +54,7 @@ static void on_error(const struct rgpu_frame_hdr *h, const uint8_t *body)
 {
 	Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h->body_len, body);
 	char why[320];
-	snprintf(why, sizeof(why), "the server reported a protocol error: %s",
+	snprintf(why, sizeof(why), "the server ended the session: %s",
 		 pe && pe->message ? pe->message : "?");
 	if (pe)
 		rgpu__protocol_error__free_unpacked(pe, NULL);

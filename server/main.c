@@ -42,6 +42,10 @@ static void usage(FILE *f)
 		"                          first byte, else the link is closed (default 30)\n"
 		"      --max-queued SIZE   bytes of frames a session may queue ahead of its GPU work;\n"
 		"                          past it, its worker stops reading (default 256M)\n"
+		"      --max-sessions N    serve at most N sessions at once; more are refused with\n"
+		"                          CUDA_ERROR_DEVICE_UNAVAILABLE (default 64; 0: no limit)\n"
+		"      --idle-timeout SECONDS  end a session that sent no frame and ran nothing for\n"
+		"                          this long, freeing its job (default 0: never)\n"
 		"      --replay FILE       rebuild the job recorded in the state log FILE (a\n"
 		"                          RGPU_STATE_DUMP .stlog, with its captured graphs from\n"
 		"                          FILE's .journals beside it) on a fresh worker, with images\n"
@@ -77,13 +81,13 @@ static int parse_window(const char *s, struct srv_config *cfg)
 	return 0;
 }
 
-/* A number of seconds in [lo, hi] for option opt, or a message and -1. */
-static int parse_seconds(const char *opt, const char *s, int lo, int hi, int *out)
+/* A whole number in [lo, hi] for option opt (unit: for the message), or a message and -1. */
+static int parse_int(const char *opt, const char *s, int lo, int hi, const char *unit, int *out)
 {
 	char *end;
 	long v = strtol(s, &end, 10);
 	if (*s == '\0' || *end || v < lo || v > hi) {
-		fprintf(stderr, "rgpud: --%s wants %d..%d seconds\n", opt, lo, hi);
+		fprintf(stderr, "rgpud: --%s wants %d..%d %s\n", opt, lo, hi, unit);
 		return -1;
 	}
 	*out = (int)v;
@@ -118,6 +122,8 @@ int main(int argc, char **argv)
 		{"hello-timeout", required_argument, NULL, 'H'},
 		{"frame-timeout", required_argument, NULL, 'F'},
 		{"max-queued", required_argument, NULL, 'Q'},
+		{"max-sessions", required_argument, NULL, 'M'},
+		{"idle-timeout", required_argument, NULL, 'I'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"log-file", required_argument, NULL, 'L'},
 		{"replay", required_argument, NULL, 'R'},
@@ -135,6 +141,7 @@ int main(int argc, char **argv)
 		.hello_timeout_s = 30,
 		.frame_timeout_s = 30,
 		.max_queued = SRV_MAX_QUEUED_DEFAULT,
+		.max_sessions = 64,
 	};
 	const char *replay = NULL;
 	int c, lvl, level_set = 0;
@@ -163,15 +170,24 @@ int main(int argc, char **argv)
 		case 'A': cfg.admin = strcmp(optarg, "none") ? optarg : NULL; break;
 		case 'a': cfg.admin_port_file = optarg; break;
 		case 'g':
-			if (parse_seconds("resume-grace", optarg, 0, 86400, &cfg.resume_grace_s))
+			if (parse_int("resume-grace", optarg, 0, 86400, "seconds", &cfg.resume_grace_s))
 				return 2;
 			break;
 		case 'H':
-			if (parse_seconds("hello-timeout", optarg, 1, 3600, &cfg.hello_timeout_s))
+			if (parse_int("hello-timeout", optarg, 1, 3600, "seconds", &cfg.hello_timeout_s))
 				return 2;
 			break;
 		case 'F':
-			if (parse_seconds("frame-timeout", optarg, 1, 3600, &cfg.frame_timeout_s))
+			if (parse_int("frame-timeout", optarg, 1, 3600, "seconds", &cfg.frame_timeout_s))
+				return 2;
+			break;
+		case 'M':
+			if (parse_int("max-sessions", optarg, 0, 100000, "sessions (0: no limit)",
+				      &cfg.max_sessions))
+				return 2;
+			break;
+		case 'I':
+			if (parse_int("idle-timeout", optarg, 0, 31 * 86400, "seconds", &cfg.idle_timeout_s))
 				return 2;
 			break;
 		case 'Q':

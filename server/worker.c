@@ -299,6 +299,27 @@ static void conn_init(struct srv_worker *w, struct rgpu_conn *c)
 	rgpu_conn_set_frame_timeout(c, w->cfg->frame_timeout_s * 1000);
 }
 
+/*
+ * --idle-timeout: a session is idle when no frame came from its client and nothing ran for it
+ * for that long. Something runs while the executor runs a frame (a synchronize waiting for a
+ * long kernel included), frames wait for it, or a host function waits for the client.
+ */
+static int busy(struct srv_worker *w)
+{
+	return atomic_load(&w->executing) || atomic_load(&w->q_len) || atomic_load(&w->cb_waiting);
+}
+
+/* How long the reader may wait for a frame to begin: until the session would be idle. */
+static int idle_wait_ms(struct srv_worker *w)
+{
+	if (!w->cfg->idle_timeout_s)
+		return -1;
+	if (busy(w))
+		return w->cfg->idle_timeout_s * 1000; /* look again then */
+	return rgpu_ms_until(atomic_load(&w->active_ns) +
+			     (uint64_t)w->cfg->idle_timeout_s * 1000000000ull);
+}
+
 static void *reader_main(void *arg)
 {
 	struct srv_worker *w = arg;
@@ -324,7 +345,24 @@ static void *reader_main(void *arg)
 		}
 		ret = queue_wait_room(w, c);
 		if (!ret)
-			ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &f->hdr, &f->body);
+			ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &f->hdr, &f->body,
+						     idle_wait_ms(w));
+		if (ret == RGPU_ETIMEDOUT && w->cfg->idle_timeout_s) {
+			/* no frame began within the idle timeout's wait (the only timeout here) */
+			free(f);
+			if (busy(w) || idle_wait_ms(w) > 0)
+				continue;
+			char msg[160];
+			snprintf(msg, sizeof(msg),
+				 "idle for %d s (no frame, nothing running; rgpud --idle-timeout)",
+				 w->cfg->idle_timeout_s);
+			pr_warn("job %s of %s: %s: ending the session and freeing the job",
+				w->job_hex, w->peer, msg);
+			srv_end_session(w, RGPU_ETIMEDOUT, msg);
+			break;
+		}
+		if (ret == 0)
+			atomic_store(&w->active_ns, rgpu_now_ns());
 		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
 		    ret == RGPU_ETIMEDOUT) {
 			why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c)) : rgpu_strerror(ret);
@@ -444,6 +482,7 @@ lost:
 				_exit(0); /* freed now, whatever the executor is waiting for */
 			break;
 		}
+		atomic_store(&w->active_ns, rgpu_now_ns());
 		spoke = 0;
 	}
 	/* the job ends: wake everyone who waits for the client */
@@ -807,18 +846,31 @@ static int handshake(struct srv_worker *w)
 	w->client_caps = hello->capabilities;
 	rgpu__hello__free_unpacked(hello, NULL);
 
-	CUresult r = srv_worker_setup(w, why, sizeof(why));
-	if (r == CUDA_SUCCESS &&
-	    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w))) {
-		snprintf(why, sizeof(why), "the server has no randomness for a job id");
-		r = CUDA_ERROR_OPERATING_SYSTEM;
+	CUresult r;
+	if (w->refuse_new) {
+		/* the server is full: what a CUDA program sees of a GPU another process holds */
+		snprintf(why, sizeof(why),
+			 "the GPU server serves its limit of %d sessions (rgpud --max-sessions); "
+			 "try again later",
+			 w->cfg->max_sessions);
+		pr_warn("client %s pid %d program %s refused: %s", w->peer, w->client_pid,
+			w->client_program, why);
+		r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+	} else {
+		r = srv_worker_setup(w, why, sizeof(why));
+		if (r == CUDA_SUCCESS &&
+		    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w))) {
+			snprintf(why, sizeof(why), "the server has no randomness for a job id");
+			r = CUDA_ERROR_OPERATING_SYSTEM;
+		}
 	}
 	memcpy(&w->session, w->job_id, sizeof(w->session));
 	if (w->session == 0)
 		w->session = 1;
 	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
-	pr_info("job %s: client %s pid %d program %s", w->job_hex, w->peer, w->client_pid,
-		w->client_program);
+	if (!w->refuse_new)
+		pr_info("job %s: client %s pid %d program %s", w->job_hex, w->peer, w->client_pid,
+			w->client_program);
 	gethostname(host, sizeof(host) - 1);
 	rep.result = (int32_t)r;
 	rep.protocol_version = RGPU_PROTO_VERSION;
@@ -850,7 +902,7 @@ static int handshake(struct srv_worker *w)
 		}
 		rep.n_devices = (size_t)w->ndev;
 		rep.devices = dip;
-	} else {
+	} else if (!w->refuse_new) {
 		pr_err("job %s refused: %s", w->job_hex, why);
 	}
 	/* the handshake is not part of the job's stream: unsequenced, not kept */
@@ -893,7 +945,7 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 	pthread_cond_init(&w->link_cond, NULL);
 }
 
-void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd)
+void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd, int admit)
 {
 	static struct srv_worker wk;
 	struct srv_worker *w = &wk;
@@ -903,6 +955,7 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	int ret;
 
 	srv_worker_init(w, cfg, ctl_fd, rgpu_conn_peer(conn));
+	w->refuse_new = !admit;
 	w->conn = conn;
 	conn_init(w, conn);
 	rgpu_conn_set_deadline(conn, rgpu_deadline_after(cfg->hello_timeout_s * 1000));
@@ -920,6 +973,7 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	if (cfg->state_dir && srv_modcache_open(cfg->state_dir, &w->modcache))
 		pr_warn("module cache unavailable in %s: images are not kept", cfg->state_dir);
 	rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
+	atomic_store(&w->active_ns, rgpu_now_ns());
 	atomic_store(&w->state, SRV_JOB_RUNNING);
 	if (pthread_create(&reader, NULL, reader_main, w)) {
 		pr_err("cannot start the reader thread");
@@ -936,7 +990,10 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 		uint64_t f_payload = f->hdr.payload_len;
 		nframes++;
 		nbytes += f_payload;
+		atomic_store(&w->executing, 1);
 		ret = srv_exec(w, f);
+		atomic_store(&w->active_ns, rgpu_now_ns());
+		atomic_store(&w->executing, 0);
 		frame_free(w, f);
 		if (ret)
 			break;

@@ -55,9 +55,11 @@ static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 {
 	/*
 	 * A reply usually follows a request within microseconds; polling briefly saves the
-	 * scheduler's wake-up, which costs more than that on each side of a round trip.
+	 * scheduler's wake-up, which costs more than that on each side of a round trip. Also
+	 * under a timeout (a worker's reader waits for the next frame only until its session would
+	 * be idle), which the spin overshoots by at most spin_ns.
 	 */
-	if (c->spin_ns && timeout_ms < 0) {
+	if (c->spin_ns && timeout_ms != 0) {
 		uint64_t until = rgpu_now_ns() + c->spin_ns;
 		do {
 			ssize_t r = recv(c->fd, buf, cap, MSG_DONTWAIT);

@@ -13,6 +13,12 @@
  *   hostile flood MIB  block the worker's executor, then send 32 MiB frames (16 MiB body, 16
  *                      MiB payload) as fast as the server takes them: the worker must stop
  *                      reading, its RSS staying under MIB (rgpud --max-queued) + 64 MiB.
+ *   hostile idle N     a session silent after its hello ends N s (+ 1) later, its worker
+ *                      freed; one that pings, or whose executor is blocked, is kept (rgpud
+ *                      --idle-timeout N).
+ *   hostile sessions N PROGRAM  with rgpud --max-sessions N: session N + 1 is refused with
+ *                      CUDA_ERROR_DEVICE_UNAVAILABLE, and so is PROGRAM's cuInit; a resume is
+ *                      served; a session that ends frees its place.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +32,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cuda.h>
 
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
@@ -101,8 +109,11 @@ static int get_frame(int fd, uint32_t *flags, uint8_t *body, size_t cap, uint32_
 	return h.type;
 }
 
-/* A valid handshake; returns the session id. */
-static uint64_t hello(int fd)
+/*
+ * Say hello (resuming `resume`'s job when it is not NULL) and return the server's HelloReply,
+ * whatever its result (the caller frees it); exit 1 when there is none.
+ */
+static Rgpu__HelloReply *hello_reply(int fd, const Rgpu__HelloReply *resume)
 {
 	Rgpu__Hello hm = RGPU__HELLO__INIT;
 	uint8_t buf[1 << 16], body[1 << 20];
@@ -111,15 +122,33 @@ static uint64_t hello(int fd)
 	size_t n;
 	hm.protocol_version = RGPU_PROTO_VERSION;
 	hm.client_program = "hostile";
-	n = rgpu_frame_pack(buf, RGPU_MSG_HELLO, 0, 1, 0, &hm.base, 0);
+	if (resume) {
+		hm.job_id = resume->job_id;
+		hm.resume_token = resume->resume_token;
+	}
+	n = rgpu_frame_pack(buf, RGPU_MSG_HELLO, 0, 1, resume ? resume->session_id : 0, &hm.base,
+			    0);
 	put(fd, buf, n);
 	int t = get_frame(fd, &flags, body, sizeof(body), &blen, &session);
-	Rgpu__HelloReply *rep = t == RGPU_MSG_HELLO ? rgpu__hello_reply__unpack(NULL, blen, body) : NULL;
-	if (!rep || rep->result != 0 || !(flags & RGPU_FRAME_REPLY)) {
+	Rgpu__HelloReply *rep =
+	    t == RGPU_MSG_HELLO ? rgpu__hello_reply__unpack(NULL, blen, body) : NULL;
+	if (!rep || !(flags & RGPU_FRAME_REPLY)) {
 		fprintf(stderr, "FAIL: a valid hello was not answered (type %d)\n", t);
 		exit(1);
 	}
-	session = rep->session_id;
+	return rep;
+}
+
+/* A valid handshake; returns the session id. */
+static uint64_t hello(int fd)
+{
+	Rgpu__HelloReply *rep = hello_reply(fd, NULL);
+	uint64_t session = rep->session_id;
+	if (rep->result != 0) {
+		fprintf(stderr, "FAIL: a valid hello was refused: %d (%s)\n", rep->result,
+			rep->error);
+		exit(1);
+	}
 	rgpu__hello_reply__free_unpacked(rep, NULL);
 	return session;
 }
@@ -373,6 +402,237 @@ static void block_executor(int fd, uint64_t s)
 	}
 }
 
+/* The worker process pid must be gone (reaped) within 1 s. */
+static void expect_worker_gone(int pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	for (int i = 0; i < 20 && access(path, F_OK) == 0; i++)
+		usleep(50000);
+	if (access(path, F_OK) == 0) {
+		fprintf(stderr, "FAIL: worker %d still there 1 s after its session ended\n", pid);
+		exit(1);
+	}
+}
+
+/* A PING and its reply (MSG_ACK frames before it skipped); exit 1 on anything else. */
+static void ping(int fd, uint64_t seq, uint64_t s)
+{
+	uint8_t body[4096];
+	uint32_t flags, blen;
+	int t;
+	send_msg(fd, RGPU_MSG_PING, seq, s, NULL);
+	while ((t = get_frame(fd, &flags, body, sizeof(body), &blen, NULL)) == RGPU_MSG_ACK)
+		;
+	if (t != RGPU_MSG_PING || !(flags & RGPU_FRAME_REPLY)) {
+		fprintf(stderr, "FAIL: PING %llu answered with frame type %d (flags %u)\n",
+			(unsigned long long)seq, t, flags);
+		exit(1);
+	}
+}
+
+/*
+ * Issue 8, item 8: with --idle-timeout N, a session that sends nothing and runs nothing is
+ * ended N s (+ 1) after its last frame, with MSG_ERROR, and its worker freed; one that sends
+ * frames, or whose executor is busy, is not.
+ */
+static int idle(int n)
+{
+	uint8_t body[4096];
+	uint32_t flags, blen;
+	double t0, t;
+	int fd, pid, type;
+	uint64_t s;
+
+	/* silent after its hello */
+	fd = dial();
+	s = hello(fd);
+	t0 = now_s();
+	pid = worker_pid(fd);
+	type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+	t = now_s() - t0;
+	Rgpu__ProtocolError *pe =
+	    type == RGPU_MSG_ERROR ? rgpu__protocol_error__unpack(NULL, blen, body) : NULL;
+	if (!pe || pe->code != RGPU_ETIMEDOUT) {
+		fprintf(stderr,
+			"FAIL: an idle session got frame type %d (error %d) after %.2f s, "
+			"want MSG_ERROR %d (RGPU_ETIMEDOUT)\n",
+			type, pe ? pe->code : 0, t, RGPU_ETIMEDOUT);
+		return 1;
+	}
+	printf("  idle session: MSG_ERROR %d after %.2f s: %s\n", pe->code, t, pe->message);
+	rgpu__protocol_error__free_unpacked(pe, NULL);
+	if (t < n - 0.1 || t > n + 1.0) {
+		fprintf(stderr, "FAIL: an idle session ended after %.2f s, want %d to %d s\n", t, n,
+			n + 1);
+		return 1;
+	}
+	if (get_frame(fd, &flags, body, sizeof(body), &blen, NULL) != -1) {
+		fprintf(stderr, "FAIL: the idle session's connection stayed open\n");
+		return 1;
+	}
+	close(fd);
+	expect_worker_gone(pid);
+	char what[128];
+	snprintf(what, sizeof(what),
+		 "idle for %d s (no frame, nothing running; rgpud --idle-timeout)", n);
+	expect_log(what);
+
+	/* a PING every n/4 s for 2n s: never idle */
+	fd = dial();
+	s = hello(fd);
+	t0 = now_s();
+	for (uint64_t seq = 1; now_s() - t0 < 2.0 * n; seq++) {
+		ping(fd, seq, s);
+		usleep((useconds_t)(n * 250000));
+	}
+	printf("  a PING every %.2f s: served for %.1f s\n", n / 4.0, now_s() - t0);
+	close(fd);
+
+	/* an executor blocked in a synchronize is busy: not idle, however long the client waits */
+	fd = dial();
+	s = hello(fd);
+	block_executor(fd, s);
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	t0 = now_s();
+	while (now_s() - t0 < 2.0 * n) {
+		if (poll(&pf, 1, 100) <= 0)
+			continue;
+		type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+		if (type != RGPU_MSG_ACK) {
+			fprintf(stderr,
+				"FAIL: a session blocked in a synchronize got frame type %d "
+				"after %.2f s without a frame\n",
+				type, now_s() - t0);
+			return 1;
+		}
+	}
+	printf("  blocked in a synchronize: kept for %.1f s without a frame\n", now_s() - t0);
+	close(fd);
+	printf("hostile idle: the idle session ended after %d s, the busy ones kept\n", n);
+	return 0;
+}
+
+/*
+ * Issue 8, item 8: with --max-sessions n, session n + 1 is refused in the handshake with
+ * CUDA_ERROR_DEVICE_UNAVAILABLE and a reason, what a program's cuInit returns too (with one log
+ * line); a resume of a running job is not a new session; a session that ends frees its place.
+ */
+static int sessions(int n, const char *prog)
+{
+	Rgpu__HelloReply *first = NULL, *rep;
+	uint8_t body[4096];
+	uint32_t flags, blen;
+	char want[160], cmd[1024], line[1024];
+	int fds[64], fd, t;
+	uint64_t second = 0;
+
+	if (n < 2 || n > 64)
+		return 2;
+	for (int i = 0; i < n; i++) {
+		fds[i] = dial();
+		rep = hello_reply(fds[i], NULL);
+		if (rep->result != CUDA_SUCCESS) {
+			fprintf(stderr, "FAIL: session %d of %d refused: %d (%s)\n", i + 1, n,
+				rep->result, rep->error);
+			return 1;
+		}
+		if (i == 0)
+			first = rep;
+		else if (i == 1)
+			second = rep->session_id;
+		if (i)
+			rgpu__hello_reply__free_unpacked(rep, NULL);
+	}
+
+	/* one more: refused, with the reason, and closed */
+	snprintf(want, sizeof(want),
+		 "the GPU server serves its limit of %d sessions (rgpud --max-sessions); try again "
+		 "later",
+		 n);
+	fd = dial();
+	rep = hello_reply(fd, NULL);
+	if (rep->result != CUDA_ERROR_DEVICE_UNAVAILABLE || strcmp(rep->error, want)) {
+		fprintf(stderr,
+			"FAIL: session %d of a --max-sessions %d server: %d (%s), want %d "
+			"(%s)\n",
+			n + 1, n, rep->result, rep->error, CUDA_ERROR_DEVICE_UNAVAILABLE, want);
+		return 1;
+	}
+	printf("  session %d: refused with %d: %s\n", n + 1, rep->result, rep->error);
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	if (get_frame(fd, &flags, body, sizeof(body), &blen, NULL) != -1) {
+		fprintf(stderr, "FAIL: the refused session's connection stayed open\n");
+		return 1;
+	}
+	close(fd);
+	expect_log(want);
+
+	/* a program's cuInit gets the same, and the interposer says why in one line */
+	snprintf(cmd, sizeof(cmd), "RGPU_LOG=warn %s 2>&1; echo \"exit $?\"", prog);
+	FILE *p = popen(cmd, "r");
+	int saw_fail = 0, saw_exit = 0, rgpu_lines = 0, saw_reason = 0;
+	while (p && fgets(line, sizeof(line), p)) {
+		printf("  %s: %s", prog, line);
+		saw_fail |= strstr(line, "cuInit(0) = 46 (CUDA_ERROR_DEVICE_UNAVAILABLE)") != NULL;
+		saw_exit |= !strcmp(line, "exit 1\n");
+		if (strstr(line, "rgpu[")) {
+			rgpu_lines++;
+			saw_reason |= strstr(line, want) != NULL;
+		}
+	}
+	if (p)
+		pclose(p);
+	if (!saw_fail || !saw_exit || rgpu_lines != 1 || !saw_reason) {
+		fprintf(stderr,
+			"FAIL: %s over the limit: want cuInit = 46 "
+			"(CUDA_ERROR_DEVICE_UNAVAILABLE), exit 1 and one rgpu log line with the "
+			"reason; got %d, %d, %d lines, %d\n",
+			prog, saw_fail, saw_exit, rgpu_lines, saw_reason);
+		return 1;
+	}
+
+	/* resuming the first session's job is not a new session */
+	fd = dial();
+	rep = hello_reply(fd, first);
+	if (rep->result != CUDA_SUCCESS || !rep->resumed) {
+		fprintf(stderr, "FAIL: a resume at the limit: result %d resumed %d (%s)\n",
+			rep->result, rep->resumed, rep->error);
+		return 1;
+	}
+	printf("  the resume of session 1 at the limit: resumed\n");
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	rgpu__hello_reply__free_unpacked(first, NULL);
+
+	/* session 2 says goodbye: its place is free for a new session */
+	double t0 = now_s();
+	send_msg(fds[1], RGPU_MSG_GOODBYE, 1, second, NULL);
+	while ((t = get_frame(fds[1], &flags, body, sizeof(body), &blen, NULL)) == RGPU_MSG_ACK)
+		;
+	close(fds[1]);
+	for (int i = 0;; i++) {
+		fd = dial();
+		rep = hello_reply(fd, NULL);
+		if (rep->result == CUDA_SUCCESS)
+			break;
+		if (i == 30) {
+			fprintf(stderr,
+				"FAIL: 3 s after a goodbye, a new session is still refused: "
+				"%d (%s)\n",
+				rep->result, rep->error);
+			return 1;
+		}
+		rgpu__hello_reply__free_unpacked(rep, NULL);
+		close(fd);
+		usleep(100000);
+	}
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	printf("hostile sessions: session %d refused, a resume served, a freed place taken "
+	       "(%.1f s after the goodbye)\n",
+	       n + 1, now_s() - t0);
+	return 0;
+}
+
 /*
  * Issue 8, item 2: the reader's bound counted payloads only, and a client that blocked its
  * executor and kept sending 16 MiB bodies grew a worker to 2.1 GB. Now the worker stops
@@ -569,6 +829,11 @@ int main(int argc, char **argv)
 		return trickle(atoi(argv[2]));
 	if (argc == 3 && !strcmp(argv[1], "flood"))
 		return flood(atol(argv[2]));
-	fprintf(stderr, "usage: hostile [trickle SECONDS | flood MIB]\n");
+	if (argc == 3 && !strcmp(argv[1], "idle"))
+		return idle(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "sessions"))
+		return sessions(atoi(argv[2]), argv[3]);
+	fprintf(stderr, "usage: hostile [trickle SECONDS | flood MIB | idle SECONDS | sessions N "
+			"PROGRAM]\n");
 	return 2;
 }
