@@ -54,7 +54,7 @@ static void on_error(const struct rgpu_frame_hdr *h, const uint8_t *body)
 {
 	Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h->body_len, body);
 	char why[320];
-	snprintf(why, sizeof(why), "the server reported a protocol error: %s",
+	snprintf(why, sizeof(why), "the server ended the session: %s",
 		 pe && pe->message ? pe->message : "?");
 	if (pe)
 		rgpu__protocol_error__free_unpacked(pe, NULL);
@@ -151,7 +151,7 @@ static void *receiver_main(void *arg)
 		int ret = rgpu_frame_recv(S.conn, RGPU_PEER_CLIENT, &h, &body);
 
 		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
-		    ret == RGPU_ETIMEDOUT) {
+		    ret == RGPU_ETIMEDOUT || ret == RGPU_EDEADLINE) {
 			if (!resume(ret == RGPU_ECLOSED ? "the server closed the connection"
 							: rgpu_strerror(ret)))
 				break;
@@ -353,6 +353,12 @@ lost:
 		       rep->protocol_version, rep->n_devices);
 		r = CUDA_ERROR_NO_DEVICE;
 		goto out;
+	}
+	/* the worker stops reading past its bound: keep no more than that waiting for it */
+	if (rep->max_queued && S.kept_max > rep->max_queued) {
+		pr_info("RGPU_UNACKED_MAX lowered to %llu bytes, the GPU server's queue bound",
+			(unsigned long long)rep->max_queued);
+		S.kept_max = rep->max_queued;
 	}
 	S.session = rep->session_id;
 	memcpy(S.job_id, rep->job_id.data, IP_JOB_ID_LEN);

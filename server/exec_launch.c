@@ -14,6 +14,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
+#include "rgpu/util.h"
 #include "srv.h"
 #include "srv_handlers.h"
 
@@ -185,6 +186,7 @@ void srv_callback_done(struct srv_worker *w, uint64_t id)
 int srv_wait_callback(struct srv_worker *w, uint64_t id)
 {
 	int ret = RGPU_ECLOSED;
+	atomic_fetch_add(&w->cb_waiting, 1); /* the session is not idle (--idle-timeout) */
 	pthread_mutex_lock(&w->cb_lock);
 	while (!atomic_load(&w->dead)) {
 		size_t i;
@@ -198,5 +200,7 @@ int srv_wait_callback(struct srv_worker *w, uint64_t id)
 		pthread_cond_wait(&w->cb_cond, &w->cb_lock);
 	}
 	pthread_mutex_unlock(&w->cb_lock);
+	atomic_store(&w->active_ns, rgpu_now_ns());
+	atomic_fetch_sub(&w->cb_waiting, 1);
 	return ret;
 }

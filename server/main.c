@@ -39,6 +39,16 @@ static void usage(FILE *f)
 		"      --admin-port-file PATH  write the admin port to PATH\n"
 		"      --resume-grace SECONDS  keep a job this long after its client's link breaks,\n"
 		"                          waiting for it to resume (default 60; 0: free at once)\n"
+		"      --hello-timeout SECONDS  a new connection's handshake must arrive whole within\n"
+		"                          this of its accept, else it is closed (default 30)\n"
+		"      --frame-timeout SECONDS  every frame must arrive whole within this of its\n"
+		"                          first byte, else the link is closed (default 30)\n"
+		"      --max-queued SIZE   bytes of frames a session may queue ahead of its GPU work;\n"
+		"                          past it, its worker stops reading (default 256M)\n"
+		"      --max-sessions N    serve at most N sessions at once; more are refused with\n"
+		"                          CUDA_ERROR_DEVICE_UNAVAILABLE (default 64; 0: no limit)\n"
+		"      --idle-timeout SECONDS  end a session that sent no frame and ran nothing for\n"
+		"                          this long, freeing its job (default 0: never)\n"
 		"      --replay FILE       rebuild the job recorded in the state log FILE (a\n"
 		"                          RGPU_STATE_DUMP .stlog, with its captured graphs from\n"
 		"                          FILE's .journals beside it) on a fresh worker, with images\n"
@@ -74,6 +84,19 @@ static int parse_window(const char *s, struct srv_config *cfg)
 	return 0;
 }
 
+/* A whole number in [lo, hi] for option opt (unit: for the message), or a message and -1. */
+static int parse_int(const char *opt, const char *s, int lo, int hi, const char *unit, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (*s == '\0' || *end || v < lo || v > hi) {
+		fprintf(stderr, "rgpud: --%s wants %d..%d %s\n", opt, lo, hi, unit);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
 static const char *default_state_dir(void)
 {
 	static char path[4096];
@@ -99,10 +122,15 @@ int main(int argc, char **argv)
 		{"admin", required_argument, NULL, 'A'},
 		{"admin-port-file", required_argument, NULL, 'a'},
 		{"resume-grace", required_argument, NULL, 'g'},
+		{"hello-timeout", required_argument, NULL, 'H'},
+		{"frame-timeout", required_argument, NULL, 'F'},
+		{"max-queued", required_argument, NULL, 'Q'},
+		{"max-sessions", required_argument, NULL, 'M'},
+		{"idle-timeout", required_argument, NULL, 'I'},
 		{"log-level", required_argument, NULL, 'v'},
 		{"log-file", required_argument, NULL, 'L'},
 		{"replay", required_argument, NULL, 'R'},
-		{"module-cache-bytes", required_argument, NULL, 'M'},
+		{"module-cache-bytes", required_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -115,10 +143,12 @@ int main(int argc, char **argv)
 		.admin = RGPU_DEFAULT_ADMIN,
 		.resume_grace_s = 60,
 		.module_cache_bytes = SRV_MODULE_CACHE_BYTES,
+		.hello_timeout_s = 30,
+		.frame_timeout_s = 30,
+		.max_queued = SRV_MAX_QUEUED_DEFAULT,
+		.max_sessions = 64,
 	};
 	const char *replay = NULL;
-	char *end;
-	long v;
 	int c, lvl, level_set = 0;
 
 	rgpu_log_set_tag("rgpud");
@@ -145,12 +175,31 @@ int main(int argc, char **argv)
 		case 'A': cfg.admin = strcmp(optarg, "none") ? optarg : NULL; break;
 		case 'a': cfg.admin_port_file = optarg; break;
 		case 'g':
-			v = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end || v < 0 || v > 86400) {
-				fprintf(stderr, "rgpud: --resume-grace wants 0..86400 seconds\n");
+			if (parse_int("resume-grace", optarg, 0, 86400, "seconds", &cfg.resume_grace_s))
+				return 2;
+			break;
+		case 'H':
+			if (parse_int("hello-timeout", optarg, 1, 3600, "seconds", &cfg.hello_timeout_s))
+				return 2;
+			break;
+		case 'F':
+			if (parse_int("frame-timeout", optarg, 1, 3600, "seconds", &cfg.frame_timeout_s))
+				return 2;
+			break;
+		case 'M':
+			if (parse_int("max-sessions", optarg, 0, 100000, "sessions (0: no limit)",
+				      &cfg.max_sessions))
+				return 2;
+			break;
+		case 'I':
+			if (parse_int("idle-timeout", optarg, 0, 31 * 86400, "seconds", &cfg.idle_timeout_s))
+				return 2;
+			break;
+		case 'Q':
+			if (rgpu_parse_size(optarg, &cfg.max_queued) || cfg.max_queued < (1u << 20)) {
+				fprintf(stderr, "rgpud: --max-queued wants a size of at least 1M\n");
 				return 2;
 			}
-			cfg.resume_grace_s = (int)v;
 			break;
 		case 'v':
 			lvl = rgpu_log_parse_level(optarg);
@@ -168,7 +217,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'R': replay = optarg; break;
-		case 'M':
+		case 'C':
 			if (rgpu_parse_size(optarg, &cfg.module_cache_bytes) ||
 			    cfg.module_cache_bytes > SRV_MODULE_CACHE_MAX) {
 				fprintf(stderr, "rgpud: --module-cache-bytes wants 0..1T\n");

@@ -84,8 +84,6 @@ int srv_reply_value(struct srv_worker *w, const struct srv_frame *f, CUresult r,
 
 void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 {
-	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ERROR};
 	char msg[256];
 	va_list ap;
 
@@ -98,8 +96,16 @@ void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 	else
 		pr_warn("protocol error from %s: %s (%s); ending the job", w->peer, msg,
 			rgpu_strerror(code));
+	srv_end_session(w, code, msg);
+}
+
+void srv_end_session(struct srv_worker *w, int code, const char *msg)
+{
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ERROR};
+
 	pe.code = code;
-	pe.message = msg;
+	pe.message = (char *)msg;
 	/* unsequenced and not kept: the job ends, there is nothing to resume */
 	pthread_mutex_lock(&w->send_lock);
 	h.session = w->session;

@@ -34,6 +34,11 @@ struct srv_config {
 	const char *admin;      /* "HOST:PORT" of the admin protocol; NULL: none */
 	const char *admin_port_file;
 	int resume_grace_s;     /* how long a job outlives a broken link */
+	int hello_timeout_s;    /* a connection's MSG_HELLO must be whole this long after accept */
+	int frame_timeout_s;    /* every later frame, this long after its first byte */
+	uint64_t max_queued;    /* frame bytes a worker's reader queues before it stops reading */
+	int max_sessions;       /* jobs served at once; a new one beyond is refused (0: no limit) */
+	int idle_timeout_s;     /* a job without a frame or work this long ends (0: never) */
 };
 
 #define SRV_MODULE_CACHE_BYTES (1ull << 30)   /* --module-cache-bytes by default */
@@ -92,11 +97,15 @@ struct srv_frame {
 struct srv_staging;
 
 /*
- * Payload bytes the reader may queue ahead of the executor. The reader never waits for a
- * staging buffer (a host function may be holding the stream that frees them while its
- * acknowledgement sits behind this very data); it falls back to plain memory up to this bound.
+ * The default of rgpud --max-queued: frame bytes (header, body and payload) the reader may queue
+ * ahead of the executor. Past it the reader stops reading until the executor catches up, and
+ * the client's sends wait in TCP. The reader never waits for a staging buffer (a host function
+ * may be holding the stream that frees them while its acknowledgement sits behind this very
+ * data); it falls back to plain memory up to this bound. The client is told the bound in the
+ * handshake and keeps no more unexecuted frames than that, so its callback acknowledgements
+ * never wait behind a stopped reader.
  */
-#define RGPU_QUEUE_BYTES (1ull << 30)
+#define SRV_MAX_QUEUED_DEFAULT (256ull << 20)
 
 struct srv_out;
 
@@ -189,7 +198,8 @@ struct srv_worker {
 	pthread_cond_t q_cond;
 	struct srv_frame *q_head, *q_tail;
 	atomic_int q_len;
-	uint64_t q_bytes;        /* payload bytes queued; the reader waits above RGPU_QUEUE_BYTES */
+	uint64_t q_bytes;        /* frame bytes queued; the reader waits above cfg->max_queued */
+	int q_warned;            /* the reader said once that it stopped for the bound */
 	int q_closed;            /* the reader is done (EOF or protocol error) */
 
 	/* host-function triggers waiting for MSG_CALLBACK_DONE */
@@ -198,6 +208,12 @@ struct srv_worker {
 	uint64_t *cb_done;       /* ids acknowledged and not yet consumed */
 	size_t cb_ndone, cb_cap;
 	atomic_int dead;         /* the client is gone: stop waiting for it */
+	atomic_int cb_waiting;   /* host functions waiting for the client (srv_wait_callback) */
+
+	/* --idle-timeout: idle when nothing runs and no frame came since active_ns */
+	atomic_uint_fast64_t active_ns; /* a frame arrived or the executor finished one */
+	atomic_int executing;    /* the executor is running a frame */
+	int refuse_new;          /* over --max-sessions: a new session refused, a resume routed */
 
 	struct srv_staging *staging;
 	struct srv_modcache *modcache;
@@ -215,9 +231,11 @@ const char *srv_job_state_name(int state);
 /*
  * srv_worker_run() - serve the client on conn (a new job, or the resume of a job living in
  * another worker, which is handed over through the supervisor) until the job ends; never
- * returns (exits). ctl_fd is this worker's control channel to the supervisor.
+ * returns (exits). ctl_fd is this worker's control channel to the supervisor. admit: 0 when
+ * the server already serves --max-sessions jobs: a new session is refused in the handshake
+ * (CUDA_ERROR_DEVICE_UNAVAILABLE), a resume is still routed to its job.
  */
-void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd)
+void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd, int admit)
 	__attribute__((noreturn));
 /*
  * srv_worker_init() - what every worker starts with, a job's or a replay's: its configuration,
@@ -294,6 +312,11 @@ int srv_reply_status(struct srv_worker *w, const struct srv_frame *f, CUresult r
 int srv_reply_value(struct srv_worker *w, const struct srv_frame *f, CUresult r, int64_t v);
 void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/*
+ * srv_end_session() - tell the client why its job ends (MSG_ERROR with code and msg,
+ * unsequenced), close the link and end the job; logging is the caller's.
+ */
+void srv_end_session(struct srv_worker *w, int code, const char *msg);
 /* srv_async_error() - remember the first error of fire-and-forget work */
 void srv_async_error(struct srv_worker *w, CUresult r, const char *what);
 /* srv_take_async_error() - the remembered error, cleared */

@@ -52,6 +52,7 @@ struct worker {
 	pid_t pid;
 	int ctl;               /* our end of its control channel; -1 once closed */
 	int probe;             /* the GPU probe, not a job */
+	int refusing;          /* over --max-sessions: refuses a new session, routes a resume */
 	Rgpu__JobInfo *info;   /* its latest report (NULL before the first) */
 };
 
@@ -70,7 +71,7 @@ static void worker_forget(int i)
 	workers[i] = workers[--nworkers];
 }
 
-static int worker_add(pid_t pid, int ctl, int probe)
+static int worker_add(pid_t pid, int ctl, int probe, int refusing)
 {
 	if (nworkers == cap_workers) {
 		int cap = cap_workers ? 2 * cap_workers : 16;
@@ -80,15 +81,17 @@ static int worker_add(pid_t pid, int ctl, int probe)
 		workers = n;
 		cap_workers = cap;
 	}
-	workers[nworkers++] = (struct worker){.pid = pid, .ctl = ctl, .probe = probe};
+	workers[nworkers++] =
+		(struct worker){.pid = pid, .ctl = ctl, .probe = probe, .refusing = refusing};
 	return 0;
 }
 
+/* Jobs, and workers that may become one (in their handshake): what --max-sessions counts. */
 static int njobs(void)
 {
 	int n = 0;
 	for (int i = 0; i < nworkers; i++)
-		n += !workers[i].probe;
+		n += !workers[i].probe && !workers[i].refusing;
 	return n;
 }
 
@@ -244,7 +247,7 @@ int admin_jobs(const struct srv_config *cfg, struct rgpu_conn *c,
 
 /*
  * One admin request per connection, answered at once from the workers' latest reports (at
- * most INFO_EVERY_MS old). The request must arrive within ADMIN_TIMEOUT_MS.
+ * most INFO_EVERY_MS old). The whole request must arrive within ADMIN_TIMEOUT_MS of accept.
  */
 static void on_admin(const struct srv_config *cfg, int afd)
 {
@@ -256,7 +259,9 @@ static void on_admin(const struct srv_config *cfg, int afd)
 	if (rgpu_tcp_accept(afd, &c))
 		return;
 	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
-	ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, ADMIN_TIMEOUT_MS);
+	/* the whole request, however its bytes are spread: this loop serves everyone */
+	rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
+	ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body);
 	if (ret == 0 && h.type < ARRAY_SIZE(srv_admin_handlers) && srv_admin_handlers[h.type]) {
 		srv_admin_handlers[h.type](cfg, c, &h);
 	} else {
@@ -338,20 +343,26 @@ static void start_probe(const struct srv_config *cfg, int lfd, int afd)
 		srv_probe_run(cfg, sp[1]);
 	}
 	close(sp[1]);
-	if (pid < 0 || worker_add(pid, sp[0], 1)) {
+	if (pid < 0 || worker_add(pid, sp[0], 1, 0)) {
 		close(sp[0]);
 		pr_warn("cannot start the GPU probe; rgpuctl status will show no GPUs");
 	}
 }
 
+/*
+ * A worker for each connection, even over --max-sessions: only the worker reads the client's
+ * hello, and a resume of a running job must still reach it. Over the limit the worker refuses
+ * a new session in the handshake, and does not count as a job.
+ */
 static void start_worker(const struct srv_config *cfg, int lfd, int afd)
 {
 	struct rgpu_conn *conn;
-	int sp[2];
+	int sp[2], admit;
 	pid_t pid;
 
 	if (rgpu_tcp_accept(lfd, &conn))
 		return;
+	admit = !cfg->max_sessions || njobs() < cfg->max_sessions;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
 		pr_err("socketpair: %s; refusing %s", strerror(errno), rgpu_conn_peer(conn));
 		rgpu_conn_close(conn);
@@ -371,14 +382,19 @@ static void start_worker(const struct srv_config *cfg, int lfd, int afd)
 		child_close(lfd, afd);
 		snprintf(tag, sizeof(tag), "rgpud[%d]", (int)getpid());
 		rgpu_log_set_tag(tag);
-		srv_worker_run(cfg, conn, sp[1]);
+		srv_worker_run(cfg, conn, sp[1], admit);
 	}
 	close(sp[1]);
-	if (worker_add(pid, sp[0], 0)) {
+	if (worker_add(pid, sp[0], 0, !admit)) {
 		pr_err("out of memory tracking worker %d; it runs unsupervised", (int)pid);
 		close(sp[0]);
 	}
-	pr_info("client %s: worker %d (%d running)", rgpu_conn_peer(conn), (int)pid, njobs());
+	if (admit)
+		pr_info("client %s: worker %d (%d running)", rgpu_conn_peer(conn), (int)pid,
+			njobs());
+	else /* the worker logs the refusal, or routes a resume */
+		pr_debug("client %s: worker %d, over --max-sessions %d", rgpu_conn_peer(conn),
+			 (int)pid, cfg->max_sessions);
 	rgpu_conn_close(conn);
 }
 
@@ -404,8 +420,10 @@ int srv_supervise(const struct srv_config *cfg)
 			afd = -1;
 		}
 	}
-	pr_info("driver %s, resume grace %d s", cfg->driver ? cfg->driver : "libcuda.so.1",
-		cfg->resume_grace_s);
+	pr_info("driver %s, resume grace %d s, at most %d sessions (0: no limit), idle timeout "
+		"%d s (0: none)",
+		cfg->driver ? cfg->driver : "libcuda.so.1", cfg->resume_grace_s,
+		cfg->max_sessions, cfg->idle_timeout_s);
 
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
 		pr_err("pipe: %s", strerror(errno));

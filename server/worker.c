@@ -34,7 +34,6 @@
 #include "rgpu/window.h"
 #include "srv.h"
 
-#define HELLO_TIMEOUT_MS 30000
 #define ROUTE_TIMEOUT_MS 5000
 #define INFO_EVERY_MS 500
 /* the executor tells the client how far it got at least this often while busy */
@@ -45,13 +44,17 @@
 
 /* ---- the reader ------------------------------------------------------------------------- */
 
+/* What a queued frame holds, as the bound counts it (and the client counts what it keeps). */
+static uint64_t frame_bytes(const struct srv_frame *f)
+{
+	return RGPU_FRAME_HDR_LEN + f->hdr.body_len + f->hdr.payload_len;
+}
+
 static void queue_push(struct srv_worker *w, struct srv_frame *f)
 {
 	pthread_mutex_lock(&w->q_lock);
 	if (f) {
-		while (w->q_bytes > RGPU_QUEUE_BYTES && !atomic_load(&w->dead))
-			pthread_cond_wait(&w->q_cond, &w->q_lock);
-		w->q_bytes += f->hdr.payload_len;
+		w->q_bytes += frame_bytes(f);
 		f->next = NULL;
 		if (w->q_tail)
 			w->q_tail->next = f;
@@ -103,11 +106,43 @@ static struct srv_frame *queue_pop(struct srv_worker *w)
 		if (!w->q_head)
 			w->q_tail = NULL;
 		atomic_fetch_sub(&w->q_len, 1);
-		w->q_bytes -= f->hdr.payload_len;
+		w->q_bytes -= frame_bytes(f);
 		pthread_cond_broadcast(&w->q_cond);
 	}
 	pthread_mutex_unlock(&w->q_lock);
 	return f;
+}
+
+/*
+ * Backpressure: while more than --max-queued bytes wait for the executor, the reader reads
+ * nothing, so a client that blocks its executor and keeps sending fills TCP, not this process
+ * (at most the bound and one frame). A client within the bound it was told never waits here.
+ * Returns 0 when there is room, or RGPU_ECLOSED when the client hung up meanwhile: the link is
+ * lost, as if the reader had read the end.
+ */
+static int queue_wait_room(struct srv_worker *w, struct rgpu_conn *c)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&w->q_lock);
+	while (w->q_bytes > w->cfg->max_queued && !atomic_load(&w->dead)) {
+		struct timespec ts;
+		if (!w->q_warned) {
+			w->q_warned = 1;
+			pr_warn("job %s: %llu bytes queued ahead of the executor, over rgpud "
+				"--max-queued %llu: reading from %s paused until it catches up",
+				w->job_hex, (unsigned long long)w->q_bytes,
+				(unsigned long long)w->cfg->max_queued, w->peer);
+		}
+		if (rgpu_conn_hung_up(c)) {
+			ret = RGPU_ECLOSED;
+			break;
+		}
+		rgpu_deadline(&ts, 100000000ull);
+		pthread_cond_timedwait(&w->q_cond, &w->q_lock, &ts);
+	}
+	pthread_mutex_unlock(&w->q_lock);
+	return ret;
 }
 
 static void frame_free(struct srv_worker *w, struct srv_frame *f)
@@ -243,6 +278,48 @@ static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why, uns
 	}
 }
 
+/*
+ * A frame that did not arrive whole within --frame-timeout of its first byte: a sender that
+ * slow holds the worker for nothing (or the network stalled). Logged as the protocol error it
+ * is; the link is closed and the job waits for a resume like after any break. Returns the
+ * reason for the link's loss.
+ */
+static const char *slow_frame(struct srv_worker *w)
+{
+	pr_warn("protocol error from %s: a frame did not arrive whole within %d s of its first "
+		"byte (rgpud --frame-timeout); closing the link",
+		w->peer, w->cfg->frame_timeout_s);
+	return "a frame too slow";
+}
+
+/* A connection of this job's client: the job protocol, the frame timeout. */
+static void conn_init(struct srv_worker *w, struct rgpu_conn *c)
+{
+	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
+	rgpu_conn_set_frame_timeout(c, w->cfg->frame_timeout_s * 1000);
+}
+
+/*
+ * --idle-timeout: a session is idle when no frame came from its client and nothing ran for it
+ * for that long. Something runs while the executor runs a frame (a synchronize waiting for a
+ * long kernel included), frames wait for it, or a host function waits for the client.
+ */
+static int busy(struct srv_worker *w)
+{
+	return atomic_load(&w->executing) || atomic_load(&w->q_len) || atomic_load(&w->cb_waiting);
+}
+
+/* How long the reader may wait for a frame to begin: until the session would be idle. */
+static int idle_wait_ms(struct srv_worker *w)
+{
+	if (!w->cfg->idle_timeout_s)
+		return -1;
+	if (busy(w))
+		return w->cfg->idle_timeout_s * 1000; /* look again then */
+	return rgpu_ms_until(atomic_load(&w->active_ns) +
+			     (uint64_t)w->cfg->idle_timeout_s * 1000000000ull);
+}
+
 static void *reader_main(void *arg)
 {
 	struct srv_worker *w = arg;
@@ -266,10 +343,31 @@ static void *reader_main(void *arg)
 			why = "taken over by a resume";
 			goto lost;
 		}
-		ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &f->hdr, &f->body);
+		ret = queue_wait_room(w, c);
+		if (!ret)
+			ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &f->hdr, &f->body,
+						     idle_wait_ms(w));
+		if (ret == RGPU_ETIMEDOUT && w->cfg->idle_timeout_s) {
+			/* no frame began within the idle timeout's wait (the only timeout here) */
+			free(f);
+			if (busy(w) || idle_wait_ms(w) > 0)
+				continue;
+			char msg[160];
+			snprintf(msg, sizeof(msg),
+				 "idle for %d s (no frame, nothing running; rgpud --idle-timeout)",
+				 w->cfg->idle_timeout_s);
+			pr_warn("job %s of %s: %s: ending the session and freeing the job",
+				w->job_hex, w->peer, msg);
+			srv_end_session(w, RGPU_ETIMEDOUT, msg);
+			break;
+		}
+		if (ret == 0)
+			atomic_store(&w->active_ns, rgpu_now_ns());
 		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
 		    ret == RGPU_ETIMEDOUT) {
 			why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c)) : rgpu_strerror(ret);
+		} else if (ret == RGPU_EDEADLINE) {
+			why = slow_frame(w);
 		} else if (ret) {
 			unsigned version = f->hdr.version;
 			if (ret == RGPU_EVERSION)
@@ -299,8 +397,7 @@ static void *reader_main(void *arg)
 			free(f->body);
 			free(f);
 			continue;
-		} else if (f->hdr.type == RGPU_MSG_ACK ||
-			   f->hdr.seq > w->rx_seq + 1) {
+		} else if (f->hdr.type == RGPU_MSG_ACK || f->hdr.seq > w->rx_seq + 1) {
 			srv_protocol_error(w, RGPU_EPROTO, "%s with seq %llu after %llu",
 					   rgpu_msg_name(f->hdr.type),
 					   (unsigned long long)f->hdr.seq,
@@ -329,7 +426,7 @@ static void *reader_main(void *arg)
 			free(f);
 			if (ret == 0)
 				continue;
-			why = rgpu_strerror(ret);
+			why = ret == RGPU_EDEADLINE ? slow_frame(w) : rgpu_strerror(ret);
 			goto lost;
 		}
 		if (f->hdr.type == RGPU_MSG_CALLBACK_DONE) {
@@ -361,12 +458,12 @@ static void *reader_main(void *arg)
 				frame_free(w, f);
 				break;
 			}
-			ret = rgpu_conn_recv_within(c, f->payload, f->hdr.payload_len,
-						    RGPU_FRAME_TIMEOUT_MS);
+			ret = rgpu_conn_recv_payload(c, f->payload, f->hdr.payload_len);
 			if (ret) {
 				frame_free(w, f);
-				why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c))
-						      : rgpu_strerror(ret);
+				why = ret == RGPU_EIO	      ? strerror(rgpu_conn_errno(c))
+				      : ret == RGPU_EDEADLINE ? slow_frame(w)
+							      : rgpu_strerror(ret);
 				goto lost;
 			}
 		}
@@ -385,6 +482,7 @@ lost:
 				_exit(0); /* freed now, whatever the executor is waiting for */
 			break;
 		}
+		atomic_store(&w->active_ns, rgpu_now_ns());
 		spoke = 0;
 	}
 	/* the job ends: wake everyone who waits for the client */
@@ -446,7 +544,7 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 			close(fd);
 		return;
 	}
-	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
+	conn_init(w, c);
 	hello = rgpu__hello__unpack(NULL, m->hello.len, m->hello.data);
 	if (!hello || hello->job_id.len != SRV_JOB_ID_LEN ||
 	    memcmp(hello->job_id.data, w->job_id, SRV_JOB_ID_LEN))
@@ -699,13 +797,19 @@ static int handshake(struct srv_worker *w)
 	char host[256] = "";
 	int ret;
 
-	ret = rgpu_frame_recv_within(w->conn, RGPU_PEER_SERVER, &h, &body, HELLO_TIMEOUT_MS);
+	/* the whole hello by its deadline (srv_worker_run), however its bytes are spread */
+	ret = rgpu_frame_recv(w->conn, RGPU_PEER_SERVER, &h, &body);
 	if (ret == RGPU_EVERSION) {
 		srv_protocol_error(w, ret, "protocol version %u, this server speaks %u",
 				   (unsigned)h.version, RGPU_PROTO_VERSION);
 		return ret;
 	}
-	if (ret == RGPU_ECLOSED || ret == RGPU_ETIMEDOUT || ret == RGPU_EIO) {
+	if (ret == RGPU_ETIMEDOUT || ret == RGPU_EDEADLINE) {
+		srv_protocol_error(w, ret, "no whole MSG_HELLO within %d s of connecting",
+				   w->cfg->hello_timeout_s);
+		return ret;
+	}
+	if (ret == RGPU_ECLOSED || ret == RGPU_EIO) {
 		pr_info("client %s left before the handshake", w->peer);
 		return ret;
 	}
@@ -732,6 +836,7 @@ static int handshake(struct srv_worker *w)
 		rgpu__hello__free_unpacked(hello, NULL);
 		return RGPU_EVERSION;
 	}
+	rgpu_conn_set_deadline(w->conn, 0);
 	if (hello->job_id.len)
 		route(w, w->conn, hello, body, h.body_len);
 	free(body);
@@ -741,18 +846,31 @@ static int handshake(struct srv_worker *w)
 	w->client_caps = hello->capabilities;
 	rgpu__hello__free_unpacked(hello, NULL);
 
-	CUresult r = srv_worker_setup(w, why, sizeof(why));
-	if (r == CUDA_SUCCESS &&
-	    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w))) {
-		snprintf(why, sizeof(why), "the server has no randomness for a job id");
-		r = CUDA_ERROR_OPERATING_SYSTEM;
+	CUresult r;
+	if (w->refuse_new) {
+		/* the server is full: what a CUDA program sees of a GPU another process holds */
+		snprintf(why, sizeof(why),
+			 "the GPU server serves its limit of %d sessions (rgpud --max-sessions); "
+			 "try again later",
+			 w->cfg->max_sessions);
+		pr_warn("client %s pid %d program %s refused: %s", w->peer, w->client_pid,
+			w->client_program, why);
+		r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+	} else {
+		r = srv_worker_setup(w, why, sizeof(why));
+		if (r == CUDA_SUCCESS &&
+		    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w))) {
+			snprintf(why, sizeof(why), "the server has no randomness for a job id");
+			r = CUDA_ERROR_OPERATING_SYSTEM;
+		}
 	}
 	memcpy(&w->session, w->job_id, sizeof(w->session));
 	if (w->session == 0)
 		w->session = 1;
 	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
-	pr_info("job %s: client %s pid %d program %s", w->job_hex, w->peer, w->client_pid,
-		w->client_program);
+	if (!w->refuse_new)
+		pr_info("job %s: client %s pid %d program %s", w->job_hex, w->peer, w->client_pid,
+			w->client_program);
 	gethostname(host, sizeof(host) - 1);
 	rep.result = (int32_t)r;
 	rep.protocol_version = RGPU_PROTO_VERSION;
@@ -768,6 +886,7 @@ static int handshake(struct srv_worker *w)
 	rep.resume_token.data = w->token;
 	rep.resume_token.len = SRV_TOKEN_LEN;
 	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
+	rep.max_queued = w->cfg->max_queued;
 
 	Rgpu__DeviceInfo di[16], *dip[16];
 	static int32_t attrs[16][CU_DEVICE_ATTRIBUTE_MAX];
@@ -783,7 +902,7 @@ static int handshake(struct srv_worker *w)
 		}
 		rep.n_devices = (size_t)w->ndev;
 		rep.devices = dip;
-	} else {
+	} else if (!w->refuse_new) {
 		pr_err("job %s refused: %s", w->job_hex, why);
 	}
 	/* the handshake is not part of the job's stream: unsequenced, not kept */
@@ -826,7 +945,7 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 	pthread_cond_init(&w->link_cond, NULL);
 }
 
-void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd)
+void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd, int admit)
 {
 	static struct srv_worker wk;
 	struct srv_worker *w = &wk;
@@ -836,8 +955,10 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	int ret;
 
 	srv_worker_init(w, cfg, ctl_fd, rgpu_conn_peer(conn));
+	w->refuse_new = !admit;
 	w->conn = conn;
-	rgpu_conn_set_msgs(conn, &rgpu_job_msgs);
+	conn_init(w, conn);
+	rgpu_conn_set_deadline(conn, rgpu_deadline_after(cfg->hello_timeout_s * 1000));
 	clock_gettime(CLOCK_REALTIME, &now);
 	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	if (handshake(w))
@@ -853,6 +974,7 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	    srv_modcache_open(cfg->state_dir, cfg->module_cache_bytes, &w->modcache))
 		pr_warn("module cache unavailable in %s: images are not kept", cfg->state_dir);
 	rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
+	atomic_store(&w->active_ns, rgpu_now_ns());
 	atomic_store(&w->state, SRV_JOB_RUNNING);
 	if (pthread_create(&reader, NULL, reader_main, w)) {
 		pr_err("cannot start the reader thread");
@@ -869,7 +991,10 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 		uint64_t f_payload = f->hdr.payload_len;
 		nframes++;
 		nbytes += f_payload;
+		atomic_store(&w->executing, 1);
 		ret = srv_exec(w, f);
+		atomic_store(&w->active_ns, rgpu_now_ns());
+		atomic_store(&w->executing, 0);
 		frame_free(w, f);
 		if (ret)
 			break;

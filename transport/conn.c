@@ -3,14 +3,21 @@
 #include <string.h>
 
 #include "rgpu/err.h"
+#include "rgpu/util.h"
 #include "conn_priv.h"
 
-/* Read len bytes; *got counts what arrived, so a caller can tell EOF from truncation. */
-static int recv_exact(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms, size_t *got)
+/*
+ * Read len bytes by deadline (0: none; the connection's own cap, rgpu_conn_set_deadline,
+ * applies too): 0, RGPU_ETIMEDOUT, RGPU_ECLOSED or RGPU_EIO. Each wait is for what is left of
+ * the deadline, so a peer that sends a byte at a time cannot stretch it. *got counts what
+ * arrived, so a caller can tell EOF from truncation.
+ */
+static int recv_exact(struct rgpu_conn *c, void *buf, size_t len, uint64_t deadline, size_t *got)
 {
 	uint8_t *p = buf;
 	size_t have = c->rlen - c->rpos;
 
+	deadline = rgpu_deadline_min(deadline, c->deadline);
 	*got = 0;
 	if (have) {
 		size_t n = have < len ? have : len;
@@ -21,6 +28,7 @@ static int recv_exact(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms
 		*got += n;
 	}
 	while (len) {
+		int timeout_ms = rgpu_ms_until(deadline);
 		long r;
 		if (len >= sizeof(c->rbuf)) {
 			/* large: straight into the destination */
@@ -47,10 +55,17 @@ static int recv_exact(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms
 	return 0;
 }
 
-int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms)
+/*
+ * More of the frame being received, by its deadline: a peer too slow for it is RGPU_EDEADLINE;
+ * one that closes after part of what was asked for is RGPU_ETRUNC (before any of it, the caller
+ * decides: RGPU_ECLOSED).
+ */
+static int recv_in_frame(struct rgpu_conn *c, void *buf, size_t len)
 {
 	size_t got;
-	int ret = recv_exact(c, buf, len, timeout_ms, &got);
+	int ret = recv_exact(c, buf, len, c->frame_deadline, &got);
+	if (ret == RGPU_ETIMEDOUT)
+		return RGPU_EDEADLINE;
 	if (ret == RGPU_ECLOSED && got)
 		return RGPU_ETRUNC;
 	return ret;
@@ -58,7 +73,26 @@ int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeou
 
 int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len)
 {
-	return rgpu_conn_recv_within(c, buf, len, -1);
+	size_t got;
+	int ret = recv_exact(c, buf, len, 0, &got);
+	if (ret == RGPU_ECLOSED && got)
+		return RGPU_ETRUNC;
+	return ret;
+}
+
+int rgpu_conn_recv_payload(struct rgpu_conn *c, void *buf, size_t len)
+{
+	return recv_in_frame(c, buf, len);
+}
+
+void rgpu_conn_set_frame_timeout(struct rgpu_conn *c, int ms)
+{
+	c->frame_timeout_ms = ms > 0 ? ms : RGPU_FRAME_TIMEOUT_MS;
+}
+
+void rgpu_conn_set_deadline(struct rgpu_conn *c, uint64_t deadline)
+{
+	c->deadline = deadline;
 }
 
 const char *rgpu_conn_peer(const struct rgpu_conn *c)
@@ -86,6 +120,11 @@ int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
 	if (n > RGPU_CONN_MAX_IOV)
 		return RGPU_EINVAL;
 	return c->ops->sendv(c, iov, n);
+}
+
+int rgpu_conn_hung_up(struct rgpu_conn *c)
+{
+	return c->ops->hung_up(c);
 }
 
 void rgpu_conn_shutdown(struct rgpu_conn *c)
@@ -158,16 +197,16 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 			   struct rgpu_frame_hdr *h, uint8_t **body, int timeout_ms)
 {
 	uint8_t raw[RGPU_FRAME_HDR_LEN];
+	size_t got;
 	int ret;
 
-	size_t got;
-
 	*body = NULL;
-	/* wait as told (-1: for ever) for a frame to begin, then bounded for the rest of it */
-	ret = recv_exact(c, raw, 1, timeout_ms, &got);
+	/* wait as told (-1: for ever) for a frame to begin; from its first byte, its deadline */
+	ret = recv_exact(c, raw, 1, rgpu_deadline_after(timeout_ms), &got);
 	if (ret)
 		return ret;
-	ret = rgpu_conn_recv_within(c, raw + 1, sizeof(raw) - 1, c->frame_timeout_ms);
+	c->frame_deadline = rgpu_deadline_after(c->frame_timeout_ms);
+	ret = recv_in_frame(c, raw + 1, sizeof(raw) - 1);
 	if (ret)
 		return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
 	ret = rgpu_frame_hdr_decode(raw, h);
@@ -180,7 +219,7 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 		*body = malloc(h->body_len);
 		if (!*body)
 			return RGPU_ENOMEM;
-		ret = rgpu_conn_recv_within(c, *body, h->body_len, c->frame_timeout_ms);
+		ret = recv_in_frame(c, *body, h->body_len);
 		if (ret == RGPU_ECLOSED)
 			ret = RGPU_ETRUNC;
 		if (ret) {
@@ -198,7 +237,7 @@ int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 	uint64_t done = 0;
 	while (len) {
 		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
-		int ret = rgpu_conn_recv_within(c, buf, n, c->frame_timeout_ms);
+		int ret = recv_in_frame(c, buf, n);
 		if (ret)
 			/* a cut after any discarded byte is a truncated payload, wherever it falls */
 			return ret == RGPU_ECLOSED && done ? RGPU_ETRUNC : ret;

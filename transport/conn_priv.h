@@ -16,6 +16,8 @@ struct rgpu_transport_ops {
 	 * (nothing within timeout_ms; -1 waits for ever)
 	 */
 	long (*recv_some)(struct rgpu_conn *c, void *buf, size_t cap, int timeout_ms);
+	/* has the peer closed or reset the connection (bytes may be left to read)? never blocks */
+	int (*hung_up)(struct rgpu_conn *c);
 	/* stop both directions, waking any blocked reader; the conn stays allocated */
 	void (*shutdown)(struct rgpu_conn *c);
 	void (*close)(struct rgpu_conn *c);
@@ -32,7 +34,9 @@ struct rgpu_conn {
 	int fd;                /* -1 for transports without one */
 	int last_errno;        /* cause kept beside RGPU_EIO */
 	char peer[96];         /* "host:port" for logs */
-	int frame_timeout_ms;  /* once a frame has begun, the rest must come within this */
+	int frame_timeout_ms;  /* a frame must arrive whole within this of its first byte */
+	uint64_t frame_deadline; /* when the frame being received must be whole, payload too */
+	uint64_t deadline;       /* no receive waits past this (0: none): rgpu_conn_set_deadline */
 	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */
 	const struct rgpu_msg_table *msgs; /* the protocol frames are checked against */
 	size_t rpos, rlen;

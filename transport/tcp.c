@@ -55,9 +55,11 @@ static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 {
 	/*
 	 * A reply usually follows a request within microseconds; polling briefly saves the
-	 * scheduler's wake-up, which costs more than that on each side of a round trip.
+	 * scheduler's wake-up, which costs more than that on each side of a round trip. Also
+	 * under a timeout (a worker's reader waits for the next frame only until its session would
+	 * be idle), which the spin overshoots by at most spin_ns.
 	 */
-	if (c->spin_ns && timeout_ms < 0) {
+	if (c->spin_ns && timeout_ms != 0) {
 		uint64_t until = rgpu_now_ns() + c->spin_ns;
 		do {
 			ssize_t r = recv(c->fd, buf, cap, MSG_DONTWAIT);
@@ -94,6 +96,12 @@ static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 	}
 }
 
+static int tcp_hung_up(struct rgpu_conn *c)
+{
+	struct pollfd pfd = {.fd = c->fd, .events = POLLRDHUP};
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static void tcp_shutdown(struct rgpu_conn *c)
 {
 	shutdown(c->fd, SHUT_RDWR);
@@ -110,6 +118,7 @@ static const struct rgpu_transport_ops tcp_ops = {
 	.name = "tcp",
 	.sendv = tcp_sendv,
 	.recv_some = tcp_recv_some,
+	.hung_up = tcp_hung_up,
 	.shutdown = tcp_shutdown,
 	.close = tcp_close,
 };

@@ -31,6 +31,22 @@ uint64_t rgpu_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t rgpu_deadline_after(int ms)
+{
+	return ms < 0 ? 0 : rgpu_now_ns() + (uint64_t)ms * 1000000ull;
+}
+
+int rgpu_ms_until(uint64_t deadline)
+{
+	uint64_t now;
+	if (!deadline)
+		return -1;
+	now = rgpu_now_ns();
+	if (now >= deadline)
+		return 0;
+	return (int)MIN((deadline - now + 999999ull) / 1000000ull, (uint64_t)INT32_MAX);
+}
+
 uint64_t rgpu_spin_budget_ns(uint64_t want_ns)
 {
 	static long cpus;

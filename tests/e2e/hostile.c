@@ -1,31 +1,51 @@
 /*
- * Hostile input against a running rgpud (testing.md, reliability targets): truncated frames,
- * empty and oversized lengths, unknown types, a wrong protocol version, a wrong session and an
- * undecodable body. For each, the worker must answer MSG_ERROR and close; afterwards the
- * supervisor must still serve a well-behaved client.
+ * Hostile clients against a running rgpud (testing.md, reliability targets), run by
+ * with_server.sh (which also checks rgpud is still alive; the port is $RGPU_E2E_PORT, the
+ * server's log $RGPU_E2E_LOGFILE).
  *
- * Then well-formed requests whose values are hostile, each on a session of its own: ranges
- * whose arithmetic wraps around 2^64 or that leave the window, a launch with fewer parameter
- * bytes than its function takes. Each must get CUDA_ERROR_INVALID_VALUE, leave the session
- * serving, and be refused by the worker's own checks before the driver sees it: the worker's
- * log must say so (simgpu would refuse most of them too, and a real driver may not); copies
- * from a module's globals after it is unloaded included. And an image the driver refuses must
- * not enter the module cache.
+ *   hostile            truncated frames, empty and oversized lengths, unknown types, a wrong
+ *                      protocol version, a wrong session and an undecodable body: for each,
+ *                      the worker must answer MSG_ERROR and close; afterwards the supervisor
+ *                      must still serve a well-behaved client.
+ *   hostile trickle N  a HELLO, then a frame after a valid one, sent a byte at a time over 2N
+ *                      seconds or more: each connection must be closed N s (+ 1) after it
+ *                      began (rgpud --hello-timeout N --frame-timeout N).
+ *   hostile flood MIB  block the worker's executor, then send 32 MiB frames (16 MiB body, 16
+ *                      MiB payload) as fast as the server takes them: the worker must stop
+ *                      reading, its RSS staying under MIB (rgpud --max-queued) + 64 MiB.
+ *   hostile idle N     a session silent after its hello ends N s (+ 1) later, its worker
+ *                      freed; one that pings, or whose executor is blocked, is kept (rgpud
+ *                      --idle-timeout N).
+ *   hostile sessions N PROGRAM  with rgpud --max-sessions N: session N + 1 is refused with
+ *                      CUDA_ERROR_DEVICE_UNAVAILABLE, and so is PROGRAM's cuInit; a resume is
+ *                      served; a session that ends frees its place.
  *
- * Usage: hostile [PORT]   (run by with_server.sh, which also checks rgpud is still alive; the
- * worker's log is RGPU_E2E_LOGFILE; RGPU_TEST_IMAGE names tests/progs' kernels.fatbin)
+ *   The first form then sends well-formed requests whose values are hostile, each on a
+ *   session of its own: ranges whose arithmetic wraps around 2^64 or that leave the window,
+ *   a launch with fewer parameter bytes than its function takes, copies from a module's
+ *   globals after it is unloaded. Each must get CUDA_ERROR_INVALID_VALUE, leave the session
+ *   serving, and be refused by the worker's own checks before the driver sees it: the
+ *   worker's log must say so (simgpu would refuse most of them too, and a real driver may
+ *   not). And an image the driver refuses must not enter the module cache. It needs
+ *   RGPU_TEST_IMAGE (tests/progs' kernels.fatbin).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cuda.h>
+
 #include "rgpu.pb-c.h"
+#include "rgpu/err.h"
 #include "rgpu/frame.h"
 #include "rgpu/hash.h"
 #include "rgpu/transport.h"
@@ -107,8 +127,11 @@ static int get_frame(int fd, uint32_t *flags, uint8_t *body, size_t cap, uint32_
 	return h.type;
 }
 
-/* A valid handshake; returns the session id. */
-static uint64_t hello(int fd)
+/*
+ * Say hello (resuming `resume`'s job when it is not NULL) and return the server's HelloReply,
+ * whatever its result (the caller frees it); exit 1 when there is none.
+ */
+static Rgpu__HelloReply *hello_reply(int fd, const Rgpu__HelloReply *resume)
 {
 	Rgpu__Hello hm = RGPU__HELLO__INIT;
 	uint8_t buf[1 << 16], body[1 << 20];
@@ -117,15 +140,33 @@ static uint64_t hello(int fd)
 	size_t n;
 	hm.protocol_version = RGPU_PROTO_VERSION;
 	hm.client_program = "hostile";
-	n = rgpu_frame_pack(buf, RGPU_MSG_HELLO, 0, 1, 0, &hm.base, 0);
+	if (resume) {
+		hm.job_id = resume->job_id;
+		hm.resume_token = resume->resume_token;
+	}
+	n = rgpu_frame_pack(buf, RGPU_MSG_HELLO, 0, 1, resume ? resume->session_id : 0, &hm.base,
+			    0);
 	put(fd, buf, n);
 	int t = get_frame(fd, &flags, body, sizeof(body), &blen, &session);
-	Rgpu__HelloReply *rep = t == RGPU_MSG_HELLO ? rgpu__hello_reply__unpack(NULL, blen, body) : NULL;
-	if (!rep || rep->result != 0 || !(flags & RGPU_FRAME_REPLY)) {
+	Rgpu__HelloReply *rep =
+	    t == RGPU_MSG_HELLO ? rgpu__hello_reply__unpack(NULL, blen, body) : NULL;
+	if (!rep || !(flags & RGPU_FRAME_REPLY)) {
 		fprintf(stderr, "FAIL: a valid hello was not answered (type %d)\n", t);
 		exit(1);
 	}
-	session = rep->session_id;
+	return rep;
+}
+
+/* A valid handshake; returns the session id. */
+static uint64_t hello(int fd)
+{
+	Rgpu__HelloReply *rep = hello_reply(fd, NULL);
+	uint64_t session = rep->session_id;
+	if (rep->result != 0) {
+		fprintf(stderr, "FAIL: a valid hello was refused: %d (%s)\n", rep->result,
+			rep->error);
+		exit(1);
+	}
 	rgpu__hello_reply__free_unpacked(rep, NULL);
 	return session;
 }
@@ -610,18 +651,558 @@ static void hostile_ranges(void)
 	       "copy from the device past the window");
 }
 
-int main(int argc, char **argv)
+static double now_s(void)
 {
-	const char *p = argc > 1 ? argv[1] : getenv("RGPU_E2E_PORT");
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Wait up to 3 s for the server's log to contain what; exit 1 if it never does. */
+static void expect_log(const char *what)
+{
+	const char *path = getenv("RGPU_E2E_LOGFILE");
+	char line[1024];
+	for (int i = 0; path && i < 60; i++) {
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (strstr(line, what)) {
+				fclose(f);
+				printf("  log: %s", line);
+				return;
+			}
+		if (f)
+			fclose(f);
+		usleep(50000);
+	}
+	fprintf(stderr, "FAIL: the server's log (%s) never said \"%s\"\n", path ? path : "unset",
+		what);
+	exit(1);
+}
+
+/*
+ * Send frame[0..len) a byte every gap_ms, stopping as soon as the server sends anything or
+ * closes; exit 1 if it has done neither limit_s after the first byte. Returns the seconds from
+ * the first byte to the server's move; *sent: the bytes sent.
+ */
+static double trickle_frame(int fd, const uint8_t *frame, size_t len, int gap_ms, double limit_s,
+			    size_t *sent)
+{
+	double t0 = now_s();
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	for (*sent = 0;;) {
+		if (*sent < len && send(fd, frame + *sent, 1, MSG_NOSIGNAL) == 1)
+			(*sent)++;
+		if (poll(&pf, 1, gap_ms) > 0)
+			return now_s() - t0;
+		if (now_s() - t0 > limit_s) {
+			fprintf(stderr,
+				"FAIL: still connected %.1f s after the first byte, %zu of %zu "
+				"bytes sent a byte every %d ms (limit %.1f s)\n",
+				now_s() - t0, *sent, len, gap_ms, limit_s);
+			exit(1);
+		}
+	}
+}
+
+/* A trickled frame must have been cut between n - 0.1 and n + 1 s after its first byte. */
+static void expect_cut_at(const char *what, double t, int n, size_t sent, size_t len)
+{
+	if (t < n - 0.1 || t > n + 1.0) {
+		fprintf(stderr,
+			"FAIL %s: the server moved %.2f s after the first byte, want %d to %d s\n",
+			what, t, n, n + 1);
+		exit(1);
+	}
+	printf("  %-34s -> closed after %.2f s (%zu of %zu bytes sent)\n", what, t, sent, len);
+}
+
+/*
+ * Issue 8, item 3: the frame and hello limits were per recv(), so a HELLO trickled over 75 s
+ * and a PING over 60 s were accepted. With --hello-timeout N --frame-timeout N, a HELLO must be
+ * whole N s after connecting, any later frame N s after its first byte.
+ */
+static int trickle(int n)
+{
+	Rgpu__Hello hm = RGPU__HELLO__INIT;
+	uint8_t buf[1024], body[4096];
+	uint32_t flags, blen;
+	size_t len, sent;
+	double t;
+	int fd, type, gap;
+
+	/* a HELLO over 2n s or more: an error (or a reset) and a close after n s */
+	hm.protocol_version = RGPU_PROTO_VERSION;
+	hm.client_program = "hostile";
+	len = rgpu_frame_pack(buf, RGPU_MSG_HELLO, 0, 0, 0, &hm.base, 0);
+	gap = (int)(2000 * n / (int)len) > 250 ? (int)(2000 * n / (int)len) : 250;
+	fd = dial();
+	t = trickle_frame(fd, buf, len, gap, n + 1.0, &sent);
+	type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+	if (type == RGPU_MSG_HELLO) {
+		fprintf(stderr, "FAIL: a HELLO trickled over %.1f s was answered\n", t);
+		return 1;
+	}
+	if (type == RGPU_MSG_ERROR) {
+		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, blen, body);
+		if (!pe || pe->code != RGPU_EDEADLINE) {
+			fprintf(stderr,
+				"FAIL: a trickled HELLO got error %d, want %d (RGPU_EDEADLINE)\n",
+				pe ? pe->code : 0, RGPU_EDEADLINE);
+			return 1;
+		}
+		printf("  trickled HELLO: MSG_ERROR %d: %s\n", pe->code, pe->message);
+		rgpu__protocol_error__free_unpacked(pe, NULL);
+		type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+	}
+	if (type != -1) {
+		fprintf(stderr, "FAIL: frame type %d after a trickled HELLO, want a close\n", type);
+		return 1;
+	}
+	close(fd);
+	expect_cut_at("HELLO a byte at a time", t, n, sent, len);
+	char what[128];
+	snprintf(what, sizeof(what), "no whole MSG_HELLO within %d s of connecting", n);
+	expect_log(what);
+
+	/* after a valid hello, a PING (a bare header) the same way: the link is closed */
+	fd = dial();
+	uint64_t s = hello(fd);
+	struct rgpu_frame_hdr h = {
+	    RGPU_FRAME_MAGIC, RGPU_PROTO_VERSION, RGPU_MSG_PING, 0, 0, 0, 1, s, 0, 0};
+	rgpu_frame_hdr_encode(&h, buf);
+	len = RGPU_FRAME_HDR_LEN;
+	gap = (int)(2000 * n / (int)len) > 250 ? (int)(2000 * n / (int)len) : 250;
+	t = trickle_frame(fd, buf, len, gap, n + 1.0, &sent);
+	type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+	if (type != -1) {
+		fprintf(stderr,
+			"FAIL: frame type %d (flags %u) for a PING trickled over %.1f s, want "
+			"a close\n",
+			type, flags, t);
+		return 1;
+	}
+	close(fd);
+	expect_cut_at("PING a byte at a time", t, n, sent, len);
+	snprintf(what, sizeof(what), "did not arrive whole within %d s of its first byte", n);
+	expect_log(what);
+	printf("hostile trickle: both closed %d s after they began\n", n);
+	return 0;
+}
+
+/* This connection's local port, as the server's log names the client. */
+static int local_port(int fd)
+{
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+	getsockname(fd, (struct sockaddr *)&a, &l);
+	return ntohs(a.sin_port);
+}
+
+/* The worker serving connection fd, from the supervisor's line "client ADDR: worker PID". */
+static int worker_pid(int fd)
+{
+	const char *path = getenv("RGPU_E2E_LOGFILE");
+	char want[64], line[1024];
+	snprintf(want, sizeof(want), "client 127.0.0.1:%d: worker ", local_port(fd));
+	for (int i = 0; path && i < 60; i++) {
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			char *p = strstr(line, want);
+			if (p) {
+				fclose(f);
+				return atoi(p + strlen(want));
+			}
+		}
+		if (f)
+			fclose(f);
+		usleep(50000);
+	}
+	fprintf(stderr, "FAIL: no worker for port %d in the server's log\n", local_port(fd));
+	exit(1);
+}
+
+/* VmRSS of process pid in KiB, or -1 once it is gone. */
+static long rss_kib(int pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/* One request frame with a protobuf body and no payload. */
+static void send_msg(int fd, uint16_t type, uint64_t seq, uint64_t session,
+		     const ProtobufCMessage *m)
+{
+	uint8_t buf[4096];
+	put(fd, buf, rgpu_frame_pack(buf, type, 0, seq, session, m, 0));
+}
+
+/*
+ * Make the worker's executor wait for good: a host function on the NULL stream, whose
+ * MSG_CALLBACK this client never answers, then a synchronize of that stream. Returns once the
+ * callback has come (the stream is stuck; the synchronize after it is next). Uses seq 1-3.
+ */
+static void block_executor(int fd, uint64_t s)
+{
+	Rgpu__CtxCreate cc = RGPU__CTX_CREATE__INIT;
+	Rgpu__HostFunc hf = RGPU__HOST_FUNC__INIT;
+	Rgpu__StreamOp so = RGPU__STREAM_OP__INIT;
+	uint8_t body[4096];
+	uint32_t flags, blen;
+	int t;
+
+	cc.ctx = 1;
+	cc.primary = 1;
+	send_msg(fd, RGPU_MSG_CTX_CREATE, 1, s, &cc.base);
+	hf.ctx = 1;
+	hf.callback = 7;
+	send_msg(fd, RGPU_MSG_HOST_FUNC, 2, s, &hf.base);
+	so.ctx = 1;
+	send_msg(fd, RGPU_MSG_STREAM_SYNC, 3, s, &so.base);
+	while ((t = get_frame(fd, &flags, body, sizeof(body), &blen, NULL)) == RGPU_MSG_ACK)
+		;
+	if (t != RGPU_MSG_CALLBACK) {
+		fprintf(stderr, "FAIL: frame type %d, want the host function's MSG_CALLBACK\n", t);
+		exit(1);
+	}
+}
+
+/* The worker process pid must be gone (reaped) within 1 s. */
+static void expect_worker_gone(int pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	for (int i = 0; i < 20 && access(path, F_OK) == 0; i++)
+		usleep(50000);
+	if (access(path, F_OK) == 0) {
+		fprintf(stderr, "FAIL: worker %d still there 1 s after its session ended\n", pid);
+		exit(1);
+	}
+}
+
+/* A PING and its reply (MSG_ACK frames before it skipped); exit 1 on anything else. */
+static void ping(int fd, uint64_t seq, uint64_t s)
+{
+	uint8_t body[4096];
+	uint32_t flags, blen;
+	int t;
+	send_msg(fd, RGPU_MSG_PING, seq, s, NULL);
+	while ((t = get_frame(fd, &flags, body, sizeof(body), &blen, NULL)) == RGPU_MSG_ACK)
+		;
+	if (t != RGPU_MSG_PING || !(flags & RGPU_FRAME_REPLY)) {
+		fprintf(stderr, "FAIL: PING %llu answered with frame type %d (flags %u)\n",
+			(unsigned long long)seq, t, flags);
+		exit(1);
+	}
+}
+
+/*
+ * Issue 8, item 8: with --idle-timeout N, a session that sends nothing and runs nothing is
+ * ended N s (+ 1) after its last frame, with MSG_ERROR, and its worker freed; one that sends
+ * frames, or whose executor is busy, is not.
+ */
+static int idle(int n)
+{
+	uint8_t body[4096];
+	uint32_t flags, blen;
+	double t0, t;
+	int fd, pid, type;
+	uint64_t s;
+
+	/* silent after its hello */
+	fd = dial();
+	s = hello(fd);
+	t0 = now_s();
+	pid = worker_pid(fd);
+	type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+	t = now_s() - t0;
+	Rgpu__ProtocolError *pe =
+	    type == RGPU_MSG_ERROR ? rgpu__protocol_error__unpack(NULL, blen, body) : NULL;
+	if (!pe || pe->code != RGPU_ETIMEDOUT) {
+		fprintf(stderr,
+			"FAIL: an idle session got frame type %d (error %d) after %.2f s, "
+			"want MSG_ERROR %d (RGPU_ETIMEDOUT)\n",
+			type, pe ? pe->code : 0, t, RGPU_ETIMEDOUT);
+		return 1;
+	}
+	printf("  idle session: MSG_ERROR %d after %.2f s: %s\n", pe->code, t, pe->message);
+	rgpu__protocol_error__free_unpacked(pe, NULL);
+	if (t < n - 0.1 || t > n + 1.0) {
+		fprintf(stderr, "FAIL: an idle session ended after %.2f s, want %d to %d s\n", t, n,
+			n + 1);
+		return 1;
+	}
+	if (get_frame(fd, &flags, body, sizeof(body), &blen, NULL) != -1) {
+		fprintf(stderr, "FAIL: the idle session's connection stayed open\n");
+		return 1;
+	}
+	close(fd);
+	expect_worker_gone(pid);
+	char what[128];
+	snprintf(what, sizeof(what),
+		 "idle for %d s (no frame, nothing running; rgpud --idle-timeout)", n);
+	expect_log(what);
+
+	/* a PING every n/4 s for 2n s: never idle */
+	fd = dial();
+	s = hello(fd);
+	t0 = now_s();
+	for (uint64_t seq = 1; now_s() - t0 < 2.0 * n; seq++) {
+		ping(fd, seq, s);
+		usleep((useconds_t)(n * 250000));
+	}
+	printf("  a PING every %.2f s: served for %.1f s\n", n / 4.0, now_s() - t0);
+	close(fd);
+
+	/* an executor blocked in a synchronize is busy: not idle, however long the client waits */
+	fd = dial();
+	s = hello(fd);
+	block_executor(fd, s);
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	t0 = now_s();
+	while (now_s() - t0 < 2.0 * n) {
+		if (poll(&pf, 1, 100) <= 0)
+			continue;
+		type = get_frame(fd, &flags, body, sizeof(body), &blen, NULL);
+		if (type != RGPU_MSG_ACK) {
+			fprintf(stderr,
+				"FAIL: a session blocked in a synchronize got frame type %d "
+				"after %.2f s without a frame\n",
+				type, now_s() - t0);
+			return 1;
+		}
+	}
+	printf("  blocked in a synchronize: kept for %.1f s without a frame\n", now_s() - t0);
+	close(fd);
+	printf("hostile idle: the idle session ended after %d s, the busy ones kept\n", n);
+	return 0;
+}
+
+/*
+ * Issue 8, item 8: with --max-sessions n, session n + 1 is refused in the handshake with
+ * CUDA_ERROR_DEVICE_UNAVAILABLE and a reason, what a program's cuInit returns too (with one log
+ * line); a resume of a running job is not a new session; a session that ends frees its place.
+ */
+static int sessions(int n, const char *prog)
+{
+	Rgpu__HelloReply *first = NULL, *rep;
+	uint8_t body[4096];
+	uint32_t flags, blen;
+	char want[160], cmd[1024], line[1024];
+	int fds[64], fd, t;
+	uint64_t second = 0;
+
+	if (n < 2 || n > 64)
+		return 2;
+	for (int i = 0; i < n; i++) {
+		fds[i] = dial();
+		rep = hello_reply(fds[i], NULL);
+		if (rep->result != CUDA_SUCCESS) {
+			fprintf(stderr, "FAIL: session %d of %d refused: %d (%s)\n", i + 1, n,
+				rep->result, rep->error);
+			return 1;
+		}
+		if (i == 0)
+			first = rep;
+		else if (i == 1)
+			second = rep->session_id;
+		if (i)
+			rgpu__hello_reply__free_unpacked(rep, NULL);
+	}
+
+	/* one more: refused, with the reason, and closed */
+	snprintf(want, sizeof(want),
+		 "the GPU server serves its limit of %d sessions (rgpud --max-sessions); try again "
+		 "later",
+		 n);
+	fd = dial();
+	rep = hello_reply(fd, NULL);
+	if (rep->result != CUDA_ERROR_DEVICE_UNAVAILABLE || strcmp(rep->error, want)) {
+		fprintf(stderr,
+			"FAIL: session %d of a --max-sessions %d server: %d (%s), want %d "
+			"(%s)\n",
+			n + 1, n, rep->result, rep->error, CUDA_ERROR_DEVICE_UNAVAILABLE, want);
+		return 1;
+	}
+	printf("  session %d: refused with %d: %s\n", n + 1, rep->result, rep->error);
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	if (get_frame(fd, &flags, body, sizeof(body), &blen, NULL) != -1) {
+		fprintf(stderr, "FAIL: the refused session's connection stayed open\n");
+		return 1;
+	}
+	close(fd);
+	expect_log(want);
+
+	/* a program's cuInit gets the same, and the interposer says why in one line */
+	snprintf(cmd, sizeof(cmd), "RGPU_LOG=warn %s 2>&1; echo \"exit $?\"", prog);
+	FILE *p = popen(cmd, "r");
+	int saw_fail = 0, saw_exit = 0, rgpu_lines = 0, saw_reason = 0;
+	while (p && fgets(line, sizeof(line), p)) {
+		printf("  %s: %s", prog, line);
+		saw_fail |= strstr(line, "cuInit(0) = 46 (CUDA_ERROR_DEVICE_UNAVAILABLE)") != NULL;
+		saw_exit |= !strcmp(line, "exit 1\n");
+		if (strstr(line, "rgpu[")) {
+			rgpu_lines++;
+			saw_reason |= strstr(line, want) != NULL;
+		}
+	}
+	if (p)
+		pclose(p);
+	if (!saw_fail || !saw_exit || rgpu_lines != 1 || !saw_reason) {
+		fprintf(stderr,
+			"FAIL: %s over the limit: want cuInit = 46 "
+			"(CUDA_ERROR_DEVICE_UNAVAILABLE), exit 1 and one rgpu log line with the "
+			"reason; got %d, %d, %d lines, %d\n",
+			prog, saw_fail, saw_exit, rgpu_lines, saw_reason);
+		return 1;
+	}
+
+	/* resuming the first session's job is not a new session */
+	fd = dial();
+	rep = hello_reply(fd, first);
+	if (rep->result != CUDA_SUCCESS || !rep->resumed) {
+		fprintf(stderr, "FAIL: a resume at the limit: result %d resumed %d (%s)\n",
+			rep->result, rep->resumed, rep->error);
+		return 1;
+	}
+	printf("  the resume of session 1 at the limit: resumed\n");
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	rgpu__hello_reply__free_unpacked(first, NULL);
+
+	/* session 2 says goodbye: its place is free for a new session */
+	double t0 = now_s();
+	send_msg(fds[1], RGPU_MSG_GOODBYE, 1, second, NULL);
+	while ((t = get_frame(fds[1], &flags, body, sizeof(body), &blen, NULL)) == RGPU_MSG_ACK)
+		;
+	close(fds[1]);
+	for (int i = 0;; i++) {
+		fd = dial();
+		rep = hello_reply(fd, NULL);
+		if (rep->result == CUDA_SUCCESS)
+			break;
+		if (i == 30) {
+			fprintf(stderr,
+				"FAIL: 3 s after a goodbye, a new session is still refused: "
+				"%d (%s)\n",
+				rep->result, rep->error);
+			return 1;
+		}
+		rgpu__hello_reply__free_unpacked(rep, NULL);
+		close(fd);
+		usleep(100000);
+	}
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	printf("hostile sessions: session %d refused, a resume served, a freed place taken "
+	       "(%.1f s after the goodbye)\n",
+	       n + 1, now_s() - t0);
+	return 0;
+}
+
+/*
+ * Issue 8, item 2: the reader's bound counted payloads only, and a client that blocked its
+ * executor and kept sending 16 MiB bodies grew a worker to 2.1 GB. Now the worker stops
+ * reading past --max-queued: what it holds stays under the bound and one frame.
+ */
+static int flood(long limit_mib)
+{
+	const size_t body_len = RGPU_MAX_BODY, payload_len = RGPU_MAX_CHUNK;
+	const int frames = 16, margin_mib = 64;
+	uint8_t *junk = malloc(payload_len), hdr[RGPU_FRAME_HDR_LEN];
+	const uint64_t total = frames * (RGPU_FRAME_HDR_LEN + body_len + payload_len);
+	uint64_t sent = 0;
+	int fd = dial(), pid, stalled = 0;
+	uint64_t s = hello(fd);
+	long base, rss;
+
+	if (!junk)
+		return 1;
+	memset(junk, 0x5a, payload_len);
+	pid = worker_pid(fd);
+	block_executor(fd, s);
+	base = rss_kib(pid);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	for (int i = 0; i < frames && !stalled; i++) {
+		struct rgpu_frame_hdr h = {.magic = RGPU_FRAME_MAGIC,
+					   .version = RGPU_PROTO_VERSION,
+					   .type = RGPU_MSG_MEMCPY_HTOD,
+					   .body_len = (uint32_t)body_len,
+					   .payload_len = payload_len,
+					   .seq = 4 + (uint64_t)i,
+					   .session = s};
+		/* the executor never gets to decode the body: it waits for the host function */
+		struct iovec part[3] = {{hdr, sizeof(hdr)}, {junk, body_len}, {junk, payload_len}};
+		rgpu_frame_hdr_encode(&h, hdr);
+		for (int k = 0; k < 3 && !stalled; k++) {
+			size_t off = 0;
+			while (off < part[k].iov_len) {
+				struct pollfd pf = {.fd = fd, .events = POLLOUT};
+				ssize_t w = send(fd, (uint8_t *)part[k].iov_base + off,
+						 part[k].iov_len - off, MSG_NOSIGNAL);
+				if (w > 0) {
+					off += (size_t)w;
+					sent += (uint64_t)w;
+				} else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+					fprintf(stderr, "FAIL: send: %s\n", strerror(errno));
+					return 1;
+				} else if (poll(&pf, 1, 2000) == 0) {
+					/* 2 s without room: the server stopped reading */
+					stalled = 1;
+					break;
+				}
+			}
+		}
+	}
+	usleep(500000);
+	rss = rss_kib(pid);
+	printf("  worker %d: RSS %ld MiB before the flood, %ld MiB after %llu of %llu MiB sent\n",
+	       pid, base >> 10, rss >> 10, (unsigned long long)(sent >> 20),
+	       (unsigned long long)(total >> 20));
+	if (rss < 0 || rss > (limit_mib + margin_mib) << 10) {
+		fprintf(stderr,
+			"FAIL: worker RSS %ld MiB (%ld KiB) after %llu MiB sent, over the "
+			"--max-queued %ld MiB + %d MiB\n",
+			rss >> 10, rss, (unsigned long long)(sent >> 20), limit_mib, margin_mib);
+		return 1;
+	}
+	if (!stalled) {
+		fprintf(stderr,
+			"FAIL: the server took all %llu MiB from a client whose executor is "
+			"blocked (--max-queued %ld MiB)\n",
+			(unsigned long long)(total >> 20), limit_mib);
+		return 1;
+	}
+	char what[128];
+	snprintf(what, sizeof(what), "reading from 127.0.0.1:%d paused", local_port(fd));
+	expect_log(what);
+	/*
+	 * The worker notices its client leave even while it does not read. A reset, as a plain
+	 * close would leave the unsent bytes (and the end behind them) to the kernel to deliver.
+	 */
+	struct linger lg = {1, 0};
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	snprintf(what, sizeof(what), "link to 127.0.0.1:%d lost", local_port(fd));
+	close(fd);
+	expect_log(what);
+	printf("hostile flood: the worker stopped reading at %llu MiB sent; RSS %ld MiB <= %ld + "
+	       "%d MiB\n",
+	       (unsigned long long)(sent >> 20), rss >> 10, limit_mib, margin_mib);
+	free(junk);
+	return 0;
+}
+
+static int bad_frames(void)
+{
 	uint8_t junk[64] = {0};
 	uint64_t s;
 	int fd;
-
-	if (!p) {
-		fprintf(stderr, "usage: hostile PORT\n");
-		return 2;
-	}
-	port = atoi(p);
 
 	/* before the handshake */
 	fd = dial();
@@ -709,4 +1290,28 @@ int main(int argc, char **argv)
 	close(fd);
 	printf("hostile: every bad frame refused, server still serving\n");
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *p = getenv("RGPU_E2E_PORT");
+
+	if (!p) {
+		fprintf(stderr, "hostile: run me under with_server.sh (no RGPU_E2E_PORT)\n");
+		return 2;
+	}
+	port = atoi(p);
+	if (argc == 1)
+		return bad_frames();
+	if (argc == 3 && !strcmp(argv[1], "trickle"))
+		return trickle(atoi(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "flood"))
+		return flood(atol(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "idle"))
+		return idle(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "sessions"))
+		return sessions(atoi(argv[2]), argv[3]);
+	fprintf(stderr, "usage: hostile [trickle SECONDS | flood MIB | idle SECONDS | sessions N "
+			"PROGRAM]\n");
+	return 2;
 }

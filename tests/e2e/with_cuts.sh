@@ -14,8 +14,11 @@
 # With CUTS 0 only that uncut run is made: a check of the proxy's forwarding.
 #
 # Environment:
-#   RGPUD_ARGS            extra rgpud options (default "--resume-grace 5"); with_server.sh
-#                         passes them on, and the worker check waits the grace they name
+#   RGPUD_ARGS            extra rgpud options (default "--resume-grace 5 --max-sessions 0");
+#                         with_server.sh passes them on, and the worker check waits the grace
+#                         they name. No session limit: jobs whose client process ended without
+#                         a goodbye (most of the errors program's) wait out their grace, and
+#                         up to 75 did at once, over rgpud's default of 64
 #   RGPU_CUT_SEED         seed of the first run (default: the clock); run i uses SEED + i
 #   RGPU_CUT_MAX_RUNS     give up when CUTS cuts have not happened in this many runs after the
 #                         uncut one (default 3 * CUTS + 5)
@@ -28,7 +31,7 @@ set -u
 if [ -z "${RGPU_CUT_INNER:-}" ]; then
 	# outside: start the private rgpud, and come back in as the command it serves
 	[ $# -ge 3 ] || { echo "usage: with_cuts.sh BUILD_DIR CUTS CMD [ARGS...]" >&2; exit 2; }
-	RGPUD_ARGS=${RGPUD_ARGS-"--resume-grace 5"}
+	RGPUD_ARGS=${RGPUD_ARGS-"--resume-grace 5 --max-sessions 0"}
 	RGPU_CUT_INNER=1
 	export RGPUD_ARGS RGPU_CUT_INNER
 	exec "$(dirname "$0")/with_server.sh" "$1" "$0" "$@"

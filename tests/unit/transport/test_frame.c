@@ -33,6 +33,7 @@
 #include "rgpu/err.h"
 #include "rgpu/frame.h"
 #include "rgpu/transport.h"
+#include "rgpu/util.h"
 #include "conn_priv.h" /* white-box: frame_timeout_ms */
 #include "rgpu_admin_msgs.h"
 #include "rgpu_msgs.h"
@@ -1266,7 +1267,7 @@ static void truncated_payload(uint64_t announced, uint64_t sent, int use_within)
 	assert_int_equal(h.payload_len, announced);
 	assert_int_equal(h.body_len, blen);
 	free(body);
-	int ret = use_within ? rgpu_conn_recv_within(c, got, announced, 5000)
+	int ret = use_within ? rgpu_conn_recv_payload(c, got, announced)
 			     : rgpu_conn_recv(c, got, announced);
 	int want = sent ? RGPU_ETRUNC : RGPU_ECLOSED;
 	if (ret != want)
@@ -1296,7 +1297,14 @@ static void test_truncated_payload(void **state)
 	}
 }
 
-/* ---- stalls: once a frame has begun, the rest must come within frame_timeout_ms ---- */
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* ---- stalls: once a frame has begun, all of it must come within frame_timeout_ms ---- */
 
 static void test_stalled_frame(void **state)
 {
@@ -1318,7 +1326,7 @@ static void test_stalled_frame(void **state)
 	hand_hdr(buf, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 50, 0, 1, 1);
 	write_all(raw, buf, 20);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_ETIMEDOUT);
+	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_EDEADLINE);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
 	assert_true(ms >= 140);
@@ -1331,17 +1339,143 @@ static void test_stalled_frame(void **state)
 	c->frame_timeout_ms = 150;
 	memset(buf + hl, 0x08, 50);
 	write_all(raw, buf, hl + 25);
-	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_ETIMEDOUT);
+	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_EDEADLINE);
 	assert_null(body);
 	close(raw);
 	rgpu_conn_close(c);
 
-	/* rgpu_conn_recv_within on its own: 10 of 100 bytes, then silence */
+	/* the header whole, 10 of 100 payload bytes, then silence */
 	raw_pair(&raw, &c);
-	write_all(raw, buf, 10);
-	assert_int_equal(rgpu_conn_recv_within(c, buf, 100, 100), RGPU_ETIMEDOUT);
+	c->frame_timeout_ms = 150;
+	hand_hdr(buf, 0x55504752u, RGPU_PROTO_VERSION, 23, 0, 2, 100, 1, 1);
+	buf[hl] = 0x08;
+	buf[hl + 1] = 0x01;
+	write_all(raw, buf, hl + 2 + 10);
+	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), 0);
+	free(body);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(rgpu_conn_recv_payload(c, buf, 100), RGPU_EDEADLINE);
+	ms = ms_since(&t0);
+	if (ms < 100 || ms > 3000)
+		fail_msg("stalled payload: RGPU_EDEADLINE after %ld ms, want about 150", ms);
 	close(raw);
 	rgpu_conn_close(c);
+}
+
+/*
+ * A peer that sends one byte at a time, each well within the frame timeout, must still send
+ * the whole frame within it: the limit is a deadline per frame, not per receive (issue 8,
+ * item 3: a HELLO trickled over 75 s and a PING over 60 s were accepted).
+ */
+struct trickler {
+	int fd;
+	const uint8_t *buf;
+	size_t len;
+	unsigned gap_ms;
+	pthread_t th;
+};
+
+static void *trickler_main(void *arg)
+{
+	struct trickler *t = arg;
+	for (size_t i = 0; i < t->len; i++) {
+		if (send(t->fd, t->buf + i, 1, MSG_NOSIGNAL) != 1)
+			break; /* the reader gave up and closed */
+		usleep(t->gap_ms * 1000);
+	}
+	return NULL;
+}
+
+static void test_trickled_frame(void **state)
+{
+	(void)state;
+	int raw;
+	struct rgpu_conn *c;
+	struct rgpu_frame_hdr h;
+	uint8_t *body;
+	const size_t hl = RGPU_FRAME_HDR_LEN;
+	uint8_t buf[RGPU_FRAME_HDR_LEN + 50 + 100];
+	struct trickler t;
+	struct timespec t0;
+	long ms;
+
+	/* header and body a byte every 20 ms (2.1 s in all), a frame timeout of 300 ms */
+	hand_hdr(buf, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 50, 0, 1, 1);
+	memset(buf + hl, 0x08, 50);
+	raw_pair(&raw, &c);
+	c->frame_timeout_ms = 300;
+	t = (struct trickler){raw, buf, hl + 50, 20, 0};
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(pthread_create(&t.th, NULL, trickler_main, &t), 0);
+	body = (uint8_t *)0x1;
+	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_EDEADLINE);
+	ms = ms_since(&t0);
+	if (ms < 290 || ms > 1500)
+		fail_msg("trickled frame: RGPU_EDEADLINE after %ld ms, want about 300", ms);
+	assert_null(body);
+	rgpu_conn_close(c);
+	close(raw);
+	pthread_join(t.th, NULL);
+
+	/* the header and body at once, then the payload a byte every 20 ms: the same deadline */
+	hand_hdr(buf, 0x55504752u, RGPU_PROTO_VERSION, 23, 0, 2, 100, 1, 1);
+	buf[hl] = 0x08;
+	buf[hl + 1] = 0x01;
+	memset(buf + hl + 2, 0x5a, 100);
+	raw_pair(&raw, &c);
+	c->frame_timeout_ms = 300;
+	write_all(raw, buf, hl + 2);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), 0);
+	free(body);
+	t = (struct trickler){raw, buf + hl + 2, 100, 20, 0};
+	assert_int_equal(pthread_create(&t.th, NULL, trickler_main, &t), 0);
+	assert_int_equal(rgpu_conn_recv_payload(c, buf, 100), RGPU_EDEADLINE);
+	ms = ms_since(&t0);
+	if (ms < 290 || ms > 1500)
+		fail_msg("trickled payload: RGPU_EDEADLINE after %ld ms, want about 300", ms);
+	rgpu_conn_close(c);
+	close(raw);
+	pthread_join(t.th, NULL);
+
+	/*
+	 * A connection deadline (a handshake's): the whole frame by then, whatever the frame
+	 * timeout; and a peer silent until then is RGPU_ETIMEDOUT, nothing having begun.
+	 */
+	hand_hdr(buf, 0x55504752u, RGPU_PROTO_VERSION, 40, 0, 50, 0, 1, 1);
+	memset(buf + hl, 0x08, 50);
+	raw_pair(&raw, &c);
+	rgpu_conn_set_deadline(c, rgpu_deadline_after(300));
+	t = (struct trickler){raw, buf, hl + 50, 20, 0};
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(pthread_create(&t.th, NULL, trickler_main, &t), 0);
+	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_EDEADLINE);
+	ms = ms_since(&t0);
+	if (ms < 290 || ms > 1500)
+		fail_msg(
+		    "trickled frame by a deadline: RGPU_EDEADLINE after %ld ms, want about 300",
+		    ms);
+	rgpu_conn_close(c);
+	close(raw);
+	pthread_join(t.th, NULL);
+
+	raw_pair(&raw, &c);
+	rgpu_conn_set_deadline(c, rgpu_deadline_after(200));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), RGPU_ETIMEDOUT);
+	ms = ms_since(&t0);
+	if (ms < 190 || ms > 1500)
+		fail_msg("silent peer by a deadline: RGPU_ETIMEDOUT after %ld ms, want about 200",
+			 ms);
+	/* the deadline removed, a frame is received whole */
+	rgpu_conn_set_deadline(c, 0);
+	write_all(raw, buf, hl + 50);
+	assert_int_equal(rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body), 0);
+	assert_int_equal(h.body_len, 50);
+	assert_int_equal(body[49], 0x08);
+	free(body);
+	rgpu_conn_close(c);
+	close(raw);
 }
 
 /* Between frames a receiver waits as long as it takes: an idle client is not an error. */
@@ -1388,13 +1522,6 @@ static void test_idle_between_frames(void **state)
 }
 
 /* ---- rgpu_frame_recv_within: the wait for a frame to begin is bounded too ---- */
-
-static long ms_since(const struct timespec *t0)
-{
-	struct timespec t1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
-}
 
 static void test_recv_within(void **state)
 {
@@ -1466,7 +1593,7 @@ static void test_recv_within(void **state)
 	write_all(raw, buf, 10);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &h, &body, 5000),
-			 RGPU_ETIMEDOUT);
+			 RGPU_EDEADLINE);
 	ms = ms_since(&t0);
 	assert_true(ms >= 140);
 	assert_true(ms < 4000);
@@ -1724,15 +1851,15 @@ static void test_strerror(void **state)
 {
 	(void)state;
 	const int codes[] = {
-	    RGPU_OK,	   RGPU_EINVAL,	   RGPU_ENOMEM,	 RGPU_EIO,	 RGPU_EPROTO,
-	    RGPU_EVERSION, RGPU_ETOOBIG,   RGPU_ECLOSED, RGPU_ETIMEDOUT, RGPU_ECONNECT,
-	    RGPU_ECUDA,	   RGPU_ENOTFOUND, RGPU_EEXIST,	 RGPU_ENOSPC,	 RGPU_EUNSUPPORTED,
-	    RGPU_EWINDOW,  RGPU_ECORRUPT,  RGPU_ESYS,	 RGPU_EBUSY,	 RGPU_EUNKNOWNTYPE,
-	    RGPU_EMAGIC,   RGPU_ETRUNC,
+	    RGPU_OK,	   RGPU_EINVAL,	   RGPU_ENOMEM,	   RGPU_EIO,	   RGPU_EPROTO,
+	    RGPU_EVERSION, RGPU_ETOOBIG,   RGPU_ECLOSED,   RGPU_ETIMEDOUT, RGPU_ECONNECT,
+	    RGPU_ECUDA,	   RGPU_ENOTFOUND, RGPU_EEXIST,	   RGPU_ENOSPC,	   RGPU_EUNSUPPORTED,
+	    RGPU_EWINDOW,  RGPU_ECORRUPT,  RGPU_ESYS,	   RGPU_EBUSY,	   RGPU_EUNKNOWNTYPE,
+	    RGPU_EMAGIC,   RGPU_ETRUNC,	   RGPU_EDEADLINE,
 	};
 	const size_t n = sizeof(codes) / sizeof(codes[0]);
 
-	assert_int_equal(n, 22);
+	assert_int_equal(n, 23);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(codes[i], -(int)i); /* err.h numbers, never renumbered */
 	for (size_t i = 0; i < n; i++) {
@@ -1746,7 +1873,7 @@ static void test_strerror(void **state)
 				fail_msg("codes %d and %d share the name \"%s\"", codes[i],
 					 codes[k], s);
 	}
-	assert_non_null(rgpu_strerror(-22));
+	assert_non_null(rgpu_strerror(-23));
 	assert_non_null(rgpu_strerror(1));
 	assert_non_null(rgpu_strerror(-1000000));
 }
@@ -1772,6 +1899,7 @@ int main(void)
 	    cmocka_unit_test(test_truncated_body),
 	    cmocka_unit_test(test_truncated_payload),
 	    cmocka_unit_test(test_stalled_frame),
+	    cmocka_unit_test(test_trickled_frame),
 	    cmocka_unit_test(test_idle_between_frames),
 	    cmocka_unit_test(test_recv_within),
 	    cmocka_unit_test(test_discard),

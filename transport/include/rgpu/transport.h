@@ -35,12 +35,27 @@ int rgpu_conn_release_fd(struct rgpu_conn *c);
 #define RGPU_CONN_MAX_IOV 128
 int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n);
 /*
- * rgpu_conn_recv() - exactly len bytes, waiting as long as it takes: 0, RGPU_ECLOSED (EOF
- * before the first byte), RGPU_ETRUNC (EOF after some of them: a truncated message), RGPU_EIO.
+ * rgpu_conn_recv() - exactly len bytes, waiting as long as it takes (up to the connection's
+ * deadline, if one is set: RGPU_ETIMEDOUT): 0, RGPU_ECLOSED (EOF before the first byte),
+ * RGPU_ETRUNC (EOF after some of them: a truncated message), RGPU_EIO.
  */
 int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len);
-/* rgpu_conn_recv_within() - the same, but each wait for more bytes is bounded by timeout_ms */
-int rgpu_conn_recv_within(struct rgpu_conn *c, void *buf, size_t len, int timeout_ms);
+/*
+ * rgpu_conn_recv_payload() - the same for the payload of the frame rgpu_frame_recv() just
+ * returned: it must arrive by that frame's deadline (RGPU_EDEADLINE otherwise).
+ */
+int rgpu_conn_recv_payload(struct rgpu_conn *c, void *buf, size_t len);
+/*
+ * rgpu_conn_set_frame_timeout() - every frame received on c must arrive whole, payload
+ * included, within ms of its first byte (ms <= 0: RGPU_FRAME_TIMEOUT_MS, the default).
+ */
+void rgpu_conn_set_frame_timeout(struct rgpu_conn *c, int ms);
+/*
+ * rgpu_conn_set_deadline() - no receive on c waits past deadline (rgpu_now_ns() time; 0
+ * removes it): a whole handshake must arrive by then, however its bytes are spread. A wait cut
+ * short is RGPU_ETIMEDOUT before a frame began, RGPU_EDEADLINE inside one.
+ */
+void rgpu_conn_set_deadline(struct rgpu_conn *c, uint64_t deadline);
 
 /*
  * rgpu_conn_set_msgs() - the protocol this connection speaks: rgpu_frame_recv() checks every
@@ -53,7 +68,13 @@ void rgpu_conn_set_msgs(struct rgpu_conn *c, const struct rgpu_msg_table *msgs);
 /* where rgpud answers the admin protocol (rgpuctl), and where rgpuctl looks */
 #define RGPU_DEFAULT_ADMIN "127.0.0.1:7071"
 
-#define RGPU_FRAME_TIMEOUT_MS 30000  /* default: a started frame must finish within 30 s */
+#define RGPU_FRAME_TIMEOUT_MS 30000  /* default: a frame must be whole 30 s after its first byte */
+/*
+ * rgpu_conn_hung_up() - has the peer closed or reset the connection? It may still hold bytes
+ * not read yet: for a receiver that stopped reading (backpressure) and must not wait for ever
+ * on a peer that is gone. Never blocks.
+ */
+int rgpu_conn_hung_up(struct rgpu_conn *c);
 /* stop both directions, waking any blocked reader or writer; c stays allocated */
 void rgpu_conn_shutdown(struct rgpu_conn *c);
 void rgpu_conn_close(struct rgpu_conn *c);   /* NULL is fine */
@@ -73,11 +94,13 @@ int rgpu_frame_send_hdr(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
  * rgpu_frame_recv() - receive a header and check it for `receiver` against the connection's
  * message table (rgpu_conn_set_msgs), then the body into a malloc'd buffer (*body, NULL when
  * empty). The payload is left on the connection for the caller to read where it belongs (with
- * rgpu_conn_recv_within and c->frame_timeout_ms).
- * Waits indefinitely for a frame to begin; once it has, a peer that closes or stalls for
- * c->frame_timeout_ms makes it RGPU_ETRUNC (truncated) or RGPU_ETIMEDOUT. Returns 0,
- * RGPU_ECLOSED (clean end between frames) or another RGPU_E* code; on RGPU_EVERSION and check
- * failures *h is filled for the error report.
+ * rgpu_conn_recv_payload, or rgpu_conn_discard).
+ * Waits indefinitely for a frame to begin; once it has, the whole frame, payload included,
+ * must arrive within the frame timeout (rgpu_conn_set_frame_timeout) of its first byte,
+ * however the peer spreads its bytes: a peer that closes inside it makes it RGPU_ETRUNC
+ * (truncated), one too slow RGPU_EDEADLINE. Returns 0, RGPU_ECLOSED (clean end between frames)
+ * or another RGPU_E* code; on RGPU_EVERSION and check failures *h is filled for the error
+ * report.
  */
 int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_frame_hdr *h,
 		    uint8_t **body);
@@ -88,7 +111,7 @@ int rgpu_frame_recv(struct rgpu_conn *c, enum rgpu_peer receiver, struct rgpu_fr
 int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 			   struct rgpu_frame_hdr *h, uint8_t **body, int timeout_ms);
 
-/* rgpu_conn_discard() - read and drop len bytes. */
+/* rgpu_conn_discard() - read and drop len bytes of the current frame's payload, by its deadline. */
 int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len);
 
 /* TCP (TCP_NODELAY). host may be a name or address; port 0 for listen picks a free port. */

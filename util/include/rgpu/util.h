@@ -86,6 +86,21 @@ uint64_t rgpu_now_ns(void);
  */
 struct timespec;
 void rgpu_deadline(struct timespec *ts, uint64_t ns);
+/*
+ * Deadlines: a time on rgpu_now_ns()'s clock, 0 meaning none. Every bounded wait in rgpu
+ * (a frame, a handshake, an idle session) is one of these, converted for poll() at each wait
+ * by rgpu_ms_until(), so a peer that sends one byte at a time gains nothing.
+ * rgpu_deadline_after() - the deadline ms milliseconds from now; 0 (none) when ms < 0.
+ * rgpu_deadline_min() - the earlier of two deadlines, either of which may be none.
+ * rgpu_ms_until() - what is left of deadline in milliseconds, rounded up, for poll(): -1 for
+ * none, 0 once it has passed.
+ */
+uint64_t rgpu_deadline_after(int ms);
+static inline uint64_t rgpu_deadline_min(uint64_t a, uint64_t b)
+{
+	return !a ? b : !b ? a : MIN(a, b);
+}
+int rgpu_ms_until(uint64_t deadline);
 /* rgpu_wall_ms() - CLOCK_REALTIME in milliseconds since the epoch. */
 uint64_t rgpu_wall_ms(void);
 
