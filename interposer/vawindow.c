@@ -519,6 +519,14 @@ const struct ip_vaw_resv *ip_vaw_resv_find(struct ip_vaw *w, uint64_t p)
 	return r ? *r : NULL;
 }
 
+int ip_vaw_resv_unmapped(struct ip_vaw *w, uint64_t addr, uint64_t size)
+{
+	const struct ip_vaw_resv *r = ip_vaw_resv_find(w, addr);
+	struct ip_vaw_map key = {.addr = addr, .size = size};
+
+	return size && r && size <= r->addr + r->len - addr && !tfind(&key, &w->maps, range_cmp);
+}
+
 int ip_vaw_map_app(struct ip_vaw *w, uint64_t addr, uint64_t size, void *handle, uint64_t offset,
 		   int device)
 {

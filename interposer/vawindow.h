@@ -130,6 +130,8 @@ const struct ip_vaw_resv *ip_vaw_resv_find(struct ip_vaw *w, uint64_t p);
  * Returns 0, RGPU_EINVAL (size 0, or not wholly inside one reservation), RGPU_EEXIST
  * (overlaps a mapping) or RGPU_ENOMEM.
  */
+/* ip_vaw_resv_unmapped() - [addr, addr + size) lies in one reservation and no mapping overlaps it */
+int ip_vaw_resv_unmapped(struct ip_vaw *w, uint64_t addr, uint64_t size);
 int ip_vaw_map_app(struct ip_vaw *w, uint64_t addr, uint64_t size, void *handle, uint64_t offset,
 		   int device);
 

@@ -347,7 +347,11 @@ IP_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 	pthread_mutex_lock(&ip.mem_lock);
 	ret = ip_vaw_app_maps(&ip.vaw, ptr, size, &maps, &n);
 	if (ret) {
+		/* reserved VA that holds no mapping: nothing to do, CUDA_SUCCESS (measured, H100) */
+		int none = ret == RGPU_EINVAL && ip_vaw_resv_unmapped(&ip.vaw, ptr, size);
 		pthread_mutex_unlock(&ip.mem_lock);
+		if (none)
+			return CUDA_SUCCESS;
 		return ret == RGPU_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -197,7 +197,8 @@ if [ -d "$B/tests/conformance/bin" ]; then
 fi
 
 # ---- rgpu only: hostile input, a client killed mid-copy ---------------------------------
-"$B/tests/e2e/hostile" "$(cat "$OUT/port")" >"$OUT/hostile.log" 2>&1
+RGPU_E2E_PORT=$(cat "$OUT/port") RGPU_E2E_LOGFILE="$OUT/rgpud.log" RGPU_TEST_IMAGE="$P/kernels.fatbin" \
+	"$B/tests/e2e/hostile" >"$OUT/hostile.log" 2>&1
 row hostile "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
 RGPU_E2E_PID=$SRV RGPU_GRACE_MS=$((GRACE * 1000)) "$B/bin/rgpuctl" run -- tests/e2e/kill_client.sh "$P" \
 	>"$OUT/kill_client.log" 2>&1
