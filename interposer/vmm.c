@@ -296,20 +296,27 @@ IP_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (flags || !size || ptr % g || size % g || offset % g)
+	/* the checks in the order the H100's driver makes them (measured: flags, then the
+	 * allocation's extent, then the address's alignment) */
+	if (flags || !size)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&ip.mem_lock);
 	pm = physmem_get(handle);
-	if (!pm || offset > pm->size || size > pm->size - offset) {
+	if (!pm) {
 		pthread_mutex_unlock(&ip.mem_lock);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	if (offset || size != pm->size) {
-		/* measured on the H100: a map of part of an allocation is CUDA_ERROR_NOT_SUPPORTED */
+		/* measured on the H100: a map of part of an allocation, or of more than it, is
+		 * CUDA_ERROR_NOT_SUPPORTED */
 		pthread_mutex_unlock(&ip.mem_lock);
 		ip_refused("cuMemMap of part of an allocation",
 			   "the driver maps whole allocations at offset 0 only");
 		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (ptr % g) {
+		pthread_mutex_unlock(&ip.mem_lock);
+		return CUDA_ERROR_INVALID_VALUE;
 	}
 	ret = ip_vaw_map_app(&ip.vaw, ptr, size, pm, offset, pm->prop.location.id);
 	if (ret) {
