@@ -407,28 +407,18 @@ IP_API CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
 
 CUresult ip_ctx_tpc_map(unsigned char **vgpc, unsigned char **mtpc)
 {
-	Rgpu__DeviceRef m = RGPU__DEVICE_REF__INIT;
-	Rgpu__TpcMapReply *rep = NULL;
+	Rgpu__TpcMapReply *rep;
 	unsigned char *a, *b;
-	struct ip_ctx *c;
 	CUresult r;
 
 	if (!ip.initialized)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!vgpc || !mtpc)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
+	r = ip_ctx_query(RGPU_MSG_TPC_MAP, &rgpu__tpc_map_reply__descriptor,
+			 (ProtobufCMessage **)&rep);
 	if (r != CUDA_SUCCESS)
 		return r;
-	m.device = c->device;
-	m.ctx = c->o.id;
-	r = ip_call_status(RGPU_MSG_TPC_MAP, &m.base, NULL, 0, NULL, 0,
-			   &rgpu__tpc_map_reply__descriptor, (ProtobufCMessage **)&rep);
-	if (r != CUDA_SUCCESS) {
-		if (rep)
-			rgpu__tpc_map_reply__free_unpacked(rep, NULL);
-		return r;
-	}
 	a = malloc(rep->vgpc.len + 1);
 	b = malloc(rep->mtpc.len + 1);
 	if (a && b) {

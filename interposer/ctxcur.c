@@ -8,6 +8,7 @@
  * stands above them all.
  */
 #include "ip.h"
+#include "rgpu.pb-c.h"
 
 static __thread struct ip_ctx *tls_stack[IP_CTX_STACK];
 static __thread int tls_depth;
@@ -124,4 +125,24 @@ unsigned long long ip_ctx_uid(CUcontext h)
 int ip_ctx_alive(CUcontext h)
 {
 	return ip_obj_get(h, ST_KIND_CONTEXT) != NULL;
+}
+
+CUresult ip_ctx_query(uint16_t type, const ProtobufCMessageDescriptor *desc,
+		      ProtobufCMessage **reply)
+{
+	Rgpu__DeviceRef m = RGPU__DEVICE_REF__INIT;
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+
+	*reply = NULL;
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.device = c->device;
+	m.ctx = c->o.id;
+	r = ip_call_status(type, &m.base, NULL, 0, NULL, 0, desc, reply);
+	if (r != CUDA_SUCCESS && *reply) {
+		protobuf_c_message_free_unpacked(*reply, NULL);
+		*reply = NULL;
+	}
+	return r;
 }

@@ -179,6 +179,12 @@ CUresult ip_check_init(void);
 
 /* ip_ctx_require() - the current context (*out), or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult ip_ctx_require(struct ip_ctx **out);
+/*
+ * ip_ctx_query() - a call about the current context's device (a DeviceRef request of type,
+ * answered with a desc message in *reply, which the caller frees; NULL on failure).
+ */
+CUresult ip_ctx_query(uint16_t type, const ProtobufCMessageDescriptor *desc,
+		      ProtobufCMessage **reply);
 /* ip_ctx_cur() - the calling thread's current context, or NULL. */
 struct ip_ctx *ip_ctx_cur(void);
 /* ip_ctx_stack_full() - the calling thread's context stack has no room for one more. */

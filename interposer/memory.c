@@ -301,27 +301,19 @@ IP_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
 
 IP_API CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-	Rgpu__DeviceRef m = RGPU__DEVICE_REF__INIT;
-	Rgpu__MemInfoReply *rep = NULL;
-	struct ip_ctx *c;
+	Rgpu__MemInfoReply *rep;
 	CUresult r;
+
 	if (!free_bytes || !total)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
+	r = ip_ctx_query(RGPU_MSG_MEM_INFO, &rgpu__mem_info_reply__descriptor,
+			 (ProtobufCMessage **)&rep);
 	if (r != CUDA_SUCCESS)
 		return r;
-	m.device = c->device;
-	m.ctx = c->o.id;
-	r = ip_call_status(RGPU_MSG_MEM_INFO, &m.base, NULL, 0, NULL, 0,
-			   &rgpu__mem_info_reply__descriptor, (ProtobufCMessage **)&rep);
-	if (rep) {
-		if (r == CUDA_SUCCESS) {
-			*free_bytes = rep->free;
-			*total = rep->total;
-		}
-		rgpu__mem_info_reply__free_unpacked(rep, NULL);
-	}
-	return r;
+	*free_bytes = rep->free;
+	*total = rep->total;
+	rgpu__mem_info_reply__free_unpacked(rep, NULL);
+	return CUDA_SUCCESS;
 }
 
 /* ---- copies and sets that name pinned host memory as device memory -------------------------- */
