@@ -39,7 +39,9 @@ static CUresult tensor_map_call(CUtensorMap *out, Rgpu__TensorMapEncode *m)
 static CUresult tensor_map_common(Rgpu__TensorMapEncode *m, CUtensorMap *map, unsigned kind,
 				  CUtensorMapDataType type, cuuint32_t rank, void *addr,
 				  const cuuint64_t *dim, const cuuint64_t *strides,
-				  const cuuint32_t *estrides)
+				  const cuuint32_t *estrides, CUtensorMapInterleave interleave,
+				  CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+				  CUtensorMapFloatOOBfill oob)
 {
 	if (!map || rank < 1 || rank > 5 || !dim || !estrides || (rank > 1 && !strides))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -53,6 +55,10 @@ static CUresult tensor_map_common(Rgpu__TensorMapEncode *m, CUtensorMap *map, un
 	m->global_strides = (uint64_t *)strides;
 	m->n_element_strides = rank;
 	m->element_strides = (uint32_t *)estrides;
+	m->interleave = interleave;
+	m->swizzle = swizzle;
+	m->l2_promotion = l2;
+	m->oob_fill = oob;
 	return CUDA_SUCCESS;
 }
 
@@ -64,16 +70,12 @@ IP_API CUresult CUDAAPI cuTensorMapEncodeTiled(
 {
 	Rgpu__TensorMapEncode m = RGPU__TENSOR_MAP_ENCODE__INIT;
 	CUresult r = tensor_map_common(&m, map, TMAP_TILED, type, rank, addr, dim, strides,
-				       estrides);
+				       estrides, interleave, swizzle, l2, oob);
 
 	if (r != CUDA_SUCCESS || !box)
 		return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
 	m.n_box_dim = rank;
 	m.box_dim = (uint32_t *)box;
-	m.interleave = interleave;
-	m.swizzle = swizzle;
-	m.l2_promotion = l2;
-	m.oob_fill = oob;
 	return tensor_map_call(map, &m);
 }
 
@@ -86,7 +88,7 @@ IP_API CUresult CUDAAPI cuTensorMapEncodeIm2col(
 {
 	Rgpu__TensorMapEncode m = RGPU__TENSOR_MAP_ENCODE__INIT;
 	CUresult r = tensor_map_common(&m, map, TMAP_IM2COL, type, rank, addr, dim, strides,
-				       estrides);
+				       estrides, interleave, swizzle, l2, oob);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -97,10 +99,6 @@ IP_API CUresult CUDAAPI cuTensorMapEncodeIm2col(
 	m.upper_corner = (int32_t *)upper;
 	m.channels_per_pixel = channels;
 	m.pixels_per_column = pixels;
-	m.interleave = interleave;
-	m.swizzle = swizzle;
-	m.l2_promotion = l2;
-	m.oob_fill = oob;
 	return tensor_map_call(map, &m);
 }
 
@@ -113,7 +111,7 @@ IP_API CUresult CUDAAPI cuTensorMapEncodeIm2colWide(
 {
 	Rgpu__TensorMapEncode m = RGPU__TENSOR_MAP_ENCODE__INIT;
 	CUresult r = tensor_map_common(&m, map, TMAP_IM2COL_WIDE, type, rank, addr, dim, strides,
-				       estrides);
+				       estrides, interleave, swizzle, l2, oob);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -123,11 +121,7 @@ IP_API CUresult CUDAAPI cuTensorMapEncodeIm2colWide(
 	m.upper_corner_w = upper;
 	m.channels_per_pixel = channels;
 	m.pixels_per_column = pixels;
-	m.interleave = interleave;
 	m.mode = mode;
-	m.swizzle = swizzle;
-	m.l2_promotion = l2;
-	m.oob_fill = oob;
 	return tensor_map_call(map, &m);
 }
 
