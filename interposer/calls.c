@@ -138,6 +138,13 @@ static int32_t field_i32(const ProtobufCMessage *m, unsigned tag)
 	return *(const int32_t *)((const char *)m + f->offset);
 }
 
+void ip_async_forget(void)
+{
+	pthread_mutex_lock(&S.async_lock);
+	S.pending_async = CUDA_SUCCESS;
+	pthread_mutex_unlock(&S.async_lock);
+}
+
 /* Remember an asynchronous error; hand back the oldest one not yet reported. */
 static CUresult take_async(CUresult fresh)
 {

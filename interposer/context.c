@@ -67,6 +67,7 @@ static CUresult ctx_teardown(struct ip_ctx *c)
 	ip_module_ctx_teardown(c);
 	ip_mem_ctx_teardown(c);
 	c->active = 0;
+	ip_async_forget(); /* the context's errors go with it */
 	m.ctx = c->o.id;
 	return ip_post(RGPU_MSG_CTX_DESTROY, &m.base, NULL, 0);
 }

@@ -241,6 +241,11 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *payload,
 			uint64_t plen, void *dst, uint64_t dst_size,
 			const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+/*
+ * ip_async_forget() - drop the asynchronous error not yet reported: a context's teardown,
+ * whose errors go with it (a reset is how a program recovers from a sticky fault).
+ */
+void ip_async_forget(void);
 
 /*
  * ip_post_dtoh() - a fire-and-forget device-to-host copy: the data lands in dst when the

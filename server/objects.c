@@ -35,26 +35,38 @@ static void release_handle(struct srv_worker *w, const struct srv_obj *o)
 	switch (o->kind) {
 	case ST_KIND_CONTEXT:
 		/*
-		 * The worker keeps its own reference on device 0's primary context (the staging
-		 * buffers live in it), so a release never tears it down under us.
+		 * A primary context's object is one activation by the application: its removal is
+		 * the application's last release or a reset. The worker keeps its own reference
+		 * on device 0's (the staging buffers live in it), so it gives that up and takes
+		 * it back (srv_base_ctx_renew), and the driver tears the context down as natively.
 		 */
 		if (o->primary) {
-			/*
-			 * A release the worker's own reference outlives is no teardown, so the
-			 * driver would neither finish the context's work nor flush its device
-			 * printf buffer, as the application's destroy does natively: synchronise.
-			 */
-			if (d->cuCtxSetCurrent(o->h) == CUDA_SUCCESS) {
+			/* finish the context's work and flush its device printf buffer first */
+			CUresult sr = d->cuCtxSetCurrent(o->h);
+			if (sr == CUDA_SUCCESS) {
 				w->cur_ctx_id = o->id;
-				d->cuCtxSynchronize();
+				sr = d->cuCtxSynchronize();
 			}
 			r = d->cuDevicePrimaryCtxRelease(w->dev[o->device]);
+			/*
+			 * Not after a sticky fault: the driver then refuses the context to this
+			 * process for good (measured after a device assert: CUDA_ERROR_ASSERT), as
+			 * CUDA documents, so the worker keeps what it has.
+			 */
+			if (o->device == 0 && w->staging && sr == CUDA_SUCCESS)
+				srv_base_ctx_renew(w);
 		} else
 			r = d->cuCtxDestroy(o->h);
 		if (w->cur_ctx_id == o->id || !o->primary) {
 			w->cur_ctx_id = 0;
 			d->cuCtxSetCurrent(w->base_ctx);
 		}
+		/*
+		 * The context is gone whatever its teardown answered: a sticky fault it held (the
+		 * answer of a release after a kernel fault) died with it, and a reset is how a
+		 * program recovers from one. Kept, it would fail the next call of a fresh context.
+		 */
+		r = CUDA_SUCCESS;
 		break;
 	case ST_KIND_STREAM: r = d->cuStreamDestroy(o->h); break;
 	case ST_KIND_EVENT: r = d->cuEventDestroy(o->h); break;

@@ -160,7 +160,8 @@ struct srv_worker {
 
 	int ndev;
 	CUdevice dev[16];
-	CUcontext base_ctx;      /* device 0's primary context, retained for the worker's life */
+	CUcontext base_ctx;      /* device 0's primary context, retained by the worker (given up and
+				    taken again when the application resets it) */
 	CUdeviceptr window;
 
 	/* client ids -> driver objects; window mappings (tsearch trees) */
@@ -468,6 +469,8 @@ void *srv_staging_get(struct srv_staging *s);   /* blocks until one is free */
 void *srv_staging_tryget(struct srv_staging *s); /* NULL when all are in flight */
 void srv_staging_put(struct srv_staging *s, void *buf);
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
+/* srv_base_ctx_renew() - device 0's primary context torn down and taken again (staging.c) */
+int srv_base_ctx_renew(struct srv_worker *w);
 
 /* ---- module image cache (LMDB, shared by the workers of one server; modcache.c) -------- */
 struct srv_modcache;

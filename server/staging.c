@@ -6,6 +6,7 @@
 #define LOG_PREFIX "staging: "
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "rgpu/err.h"
 #include "rgpu/log.h"
@@ -91,4 +92,56 @@ void srv_staging_free(struct srv_worker *w, struct srv_staging *s)
 	free(s->all);
 	free(s->free);
 	free(s);
+}
+
+/* Wait until every buffer is back (chunks still on their way to the client hold theirs). */
+static void staging_drain(struct srv_staging *s)
+{
+	pthread_mutex_lock(&s->lock);
+	while (s->nfree < s->n)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * srv_base_ctx_renew() - the application's last reference on device 0's primary context went
+ * (cuDevicePrimaryCtxRelease to zero, cuDevicePrimaryCtxReset, cudaDeviceReset): let the
+ * driver tear the context down, as it does natively, then take it back.
+ *
+ * The worker's own reference (its staging buffers live in that context) would otherwise keep
+ * it alive: a library's __device__ data would keep its values and a sticky fault would stay.
+ * Measured on the H100 (driver 580): when every reference goes, the context is destroyed
+ * while the window's reservation, mappings and physical memory survive (they are not the
+ * context's), so only the staging buffers are made again. Returns 0; when the context or the
+ * buffers cannot be made again the worker logs it and ends (it could not serve the job).
+ */
+int srv_base_ctx_renew(struct srv_worker *w)
+{
+	struct srv_driver *d = &w->drv;
+	CUresult r;
+	int n = w->staging ? w->staging->n : w->cfg->staging_buffers;
+
+	if (w->staging) {
+		staging_drain(w->staging);
+		srv_staging_free(w, w->staging);
+		w->staging = NULL;
+	}
+	d->cuDevicePrimaryCtxRelease(w->dev[0]);
+	r = d->cuDevicePrimaryCtxRetain(&w->base_ctx, w->dev[0]);
+	if (r == CUDA_SUCCESS)
+		r = d->cuCtxSetCurrent(w->base_ctx);
+	w->cur_ctx_id = 0;
+	/* without its context and buffers the worker cannot serve the job: end it, its client
+	 * then finds the job gone (CUDA_ERROR_DEVICE_UNAVAILABLE) rather than a worker that crashes */
+	if (r != CUDA_SUCCESS) {
+		pr_err("device 0's primary context could not be taken again (%s): ending the job",
+		       srv_cu_name(d, r));
+		_exit(1);
+	}
+	if (srv_staging_new(w, n, RGPU_COPY_CHUNK, &w->staging)) {
+		pr_err("the staging buffers could not be made again: ending the job");
+		_exit(1);
+	}
+	pr_info("device 0's primary context was reset by the application: made again");
+	return 0;
 }

@@ -355,6 +355,12 @@ static void rt_first_fill(const struct sim_launch *l)
 	*seed += 1;
 }
 
+/* rt_reset.cu: reset_fill(unsigned k), as first_fill above */
+static void rt_reset_fill(const struct sim_launch *l)
+{
+	rt_first_fill(l);
+}
+
 /* rt_symbols.cu: use_symbols(int k), reading the __constant__ and writing the __device__ globals */
 static void rt_use_symbols(const struct sim_launch *l)
 {
@@ -666,6 +672,7 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_ZN3rtk3mixEPjji", rt_mix_salt);
 	sim_register_kernel("_Z11use_symbolsi", rt_use_symbols);
 	sim_register_kernel("_Z10first_fillj", rt_first_fill);
+	sim_register_kernel("_Z10reset_fillj", rt_reset_fill);
 	sim_register_kernel("_Z9slow_fillPjix", rt_slow_fill);
 	sim_register_kernel("_Z9transformPKjPji", rt_transform);
 	sim_register_kernel("_Z12pattern_fillPhmj", rt_pattern_fill);
