@@ -31,12 +31,14 @@ static void usage(FILE *f)
 		"Usage: rgpuctl COMMAND [OPTIONS]\n"
 		"\n"
 		"Commands:\n"
-		"  run [--server HOST:PORT] [--log LEVEL] -- CMD [ARGS...]\n"
+		"  run [--server HOST:PORT] [--key FILE] [--tenant NAME] [--log LEVEL] -- CMD [ARGS...]\n"
 		"      Run CMD with its CUDA calls served by the rgpud at HOST:PORT (default\n"
 		"      $RGPU_SERVER, else %s). The program is not modified: rgpu's\n"
-		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --log sets RGPU_LOG for the\n"
-		"      interposer (warn by default: connection problems and driver calls rgpu\n"
-		"      does not implement are reported on stderr).\n"
+		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --key names the tenant key\n"
+		"      file (sets RGPU_KEY_FILE; the tenant is --tenant, $RGPU_TENANT, or the\n"
+		"      file's name without .key). --log sets RGPU_LOG for the interposer (warn by\n"
+		"      default: connection problems and driver calls rgpu does not implement are\n"
+		"      reported on stderr).\n"
 		"  status [--server ADDR]... [--cluster FILE] [--json]\n"
 		"      Each server's host, driver, GPUs (memory used by rgpu jobs / total), jobs,\n"
 		"      uptime and resume grace period.\n"
@@ -86,19 +88,23 @@ static int cmd_run(int argc, char **argv)
 	static const struct option opts[] = {
 		{"server", required_argument, NULL, 's'},
 		{"log", required_argument, NULL, 'l'},
+		{"key", required_argument, NULL, 'k'},
+		{"tenant", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	const char *server = getenv("RGPU_SERVER"), *log = NULL;
+	const char *server = getenv("RGPU_SERVER"), *log = NULL, *key = NULL, *tenant = NULL;
 	char dir[PATH_MAX], host[256], *ldpath;
 	const char *old;
 	int c, port;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+s:l:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:l:k:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': server = optarg; break;
 		case 'l': log = optarg; break;
+		case 'k': key = optarg; break;
+		case 't': tenant = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -120,6 +126,13 @@ static int cmd_run(int argc, char **argv)
 		return 1;
 	setenv("LD_LIBRARY_PATH", ldpath, 1);
 	setenv("RGPU_SERVER", server, 1);
+	/* the interposer reads the key itself (and checks its file), in the program */
+	if (key)
+		setenv("RGPU_KEY_FILE", key, 1);
+	if (tenant)
+		setenv("RGPU_TENANT", tenant, 1);
+	else if (key)
+		unsetenv("RGPU_TENANT"); /* the file's name says, not an older $RGPU_TENANT */
 	if (log)
 		setenv("RGPU_LOG", log, 1);
 	else if (!getenv("RGPU_LOG"))

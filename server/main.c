@@ -24,6 +24,10 @@ static void usage(FILE *f)
 		"\n"
 		"  -l, --listen HOST:PORT  address to listen on (default " RGPU_DEFAULT_SERVER "; loopback\n"
 		"                          only unless you name another address; PORT 0 picks one)\n"
+		"  -k, --keys DIR          authenticate clients: one key per tenant, DIR/TENANT.key\n"
+		"                          (32+ random bytes, hex or raw, mode 0600); clients\n"
+		"                          without a right key are refused before any CUDA call\n"
+		"      --insecure          allow listening beyond loopback without --keys\n"
 		"  -d, --driver PATH       CUDA driver library to load (default libcuda.so.1)\n"
 		"  -s, --state-dir DIR     module cache directory (default /var/lib/rgpu, or\n"
 		"                          $XDG_CACHE_HOME/rgpu when that is not writable)\n"
@@ -131,6 +135,8 @@ int main(int argc, char **argv)
 		{"log-file", required_argument, NULL, 'L'},
 		{"replay", required_argument, NULL, 'R'},
 		{"module-cache-bytes", required_argument, NULL, 'C'},
+		{"keys", required_argument, NULL, 'k'},
+		{"insecure", no_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -152,7 +158,7 @@ int main(int argc, char **argv)
 	int c, lvl, level_set = 0;
 
 	rgpu_log_set_tag("rgpud");
-	while ((c = getopt_long(argc, argv, "l:d:s:w:v:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:d:s:w:v:k:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': cfg.listen = optarg; break;
 		case 'd': cfg.driver = optarg; break;
@@ -217,6 +223,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'R': replay = optarg; break;
+		case 'k': cfg.keys_dir = optarg; break;
+		case 'N': cfg.insecure = 1; break;
 		case 'C':
 			if (rgpu_parse_size(optarg, &cfg.module_cache_bytes) ||
 			    cfg.module_cache_bytes > SRV_MODULE_CACHE_MAX) {
@@ -241,6 +249,12 @@ int main(int argc, char **argv)
 		if (!level_set)
 			rgpu_log_set_level(RGPU_LOG_WARN);
 		return srv_replay_file(&cfg, replay);
+	}
+	if (cfg.keys_dir) {
+		int n = srv_keys_check(cfg.keys_dir);
+		if (n < 0)
+			return 2;
+		pr_info("authentication: %d tenant key(s) in %s", n, cfg.keys_dir);
 	}
 	return srv_supervise(&cfg);
 }

@@ -164,6 +164,8 @@ static void on_ctl(int i)
 			fwd.kind = RGPU__CTL_KIND__CTL_RESUME;
 			fwd.job_id = m->job_id;
 			fwd.hello = m->hello;
+			fwd.tenant = m->tenant;
+			fwd.server_proof = m->server_proof;
 			res.result = srv_ctl_send(workers[j].ctl, &fwd, fd);
 			if (res.result == 0)
 				pr_debug("resume routed to worker %d", (int)workers[j].pid);
@@ -279,24 +281,39 @@ static void on_admin(const struct srv_config *cfg, int afd)
 	rgpu_conn_close(c);
 }
 
-static int listen_on(const char *what, const char *addr, const char *port_file, int *lfd,
-		     int *bound)
+static int listen_on(const struct srv_config *cfg, const char *what, const char *addr,
+		     const char *port_file, int authed, int *lfd, int *bound)
 {
 	char host[256];
-	int port, ret;
+	int port, ret, loopback;
 
 	if (rgpu_parse_hostport(addr, "127.0.0.1", host, sizeof(host), &port)) {
 		pr_err("bad %s address '%s' (want HOST:PORT)", what, addr);
 		return 2;
+	}
+	/*
+	 * Beyond loopback only with authentication (the client port: --keys; the admin port has
+	 * none yet), or when the operator says so (--insecure).
+	 */
+	loopback = !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+	if (!loopback && (!authed || cfg->insecure)) {
+		if (!cfg->insecure) {
+			pr_err("refusing to serve the %s port on %s without authentication: any host "
+			       "that reaches it could use it. %s, listen on loopback, or accept the "
+			       "risk with --insecure",
+			       strcmp(what, "listening") ? "admin" : "client", host,
+			       strcmp(what, "listening") ? "The admin protocol has no authentication yet"
+							 : "Give --keys DIR (tenant keys)");
+			return 2;
+		}
+		pr_warn("%s on %s without authentication (--insecure): any host that reaches this "
+			"port can use it", what, host);
 	}
 	ret = rgpu_tcp_listen(host, port, lfd, bound);
 	if (ret) {
 		pr_err("cannot listen on %s:%d: %s", host, port, strerror(errno));
 		return 1;
 	}
-	if (strcmp(host, "127.0.0.1") && strcmp(host, "::1") && strcmp(host, "localhost"))
-		pr_warn("%s on %s without authentication: any host that reaches this port can use "
-			"it", what, host);
 	if (port_file) {
 		FILE *pf = fopen(port_file, "w");
 		if (pf) {
@@ -406,11 +423,13 @@ int srv_supervise(const struct srv_config *cfg)
 	int cap_pfd = 0;
 
 	started_ns = rgpu_now_ns();
-	ret = listen_on("listening", cfg->listen, cfg->port_file, &lfd, &bound);
+	ret = listen_on(cfg, "listening", cfg->listen, cfg->port_file, cfg->keys_dir != NULL, &lfd,
+			&bound);
 	if (ret)
 		return ret;
 	if (cfg->admin) {
-		ret = listen_on("admin protocol", cfg->admin, cfg->admin_port_file, &afd, &abound);
+		ret = listen_on(cfg, "admin protocol", cfg->admin, cfg->admin_port_file, 0, &afd,
+				&abound);
 		/* the default address may be taken by another rgpud on this host: serve anyway */
 		if (ret && strcmp(cfg->admin, RGPU_DEFAULT_ADMIN))
 			return ret;

@@ -1,0 +1,88 @@
+#!/bin/sh
+# Authentication end to end (docs/operator-guide.md, "Authentication"):
+#   - rgpud refuses to start on a non-loopback address without --keys (unless --insecure), and
+#     on a key directory holding a group-readable key;
+#   - a client with a key refuses a server that does not prove it holds it (mutual);
+#   - then, against an rgpud with --keys (run through with_server.sh, auth_cases.sh): a right
+#     key runs vecadd; a wrong key, no key and an unknown tenant are refused before any CUDA
+#     call; a replayed handshake and another tenant's resume are refused (tests/e2e/auth.c).
+#   auth.sh BUILD_DIR
+set -u
+build=$1
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+rgpud=$build/bin/rgpud
+
+# ---- start-up refusals ---------------------------------------------------------------------
+"$rgpud" --listen 0.0.0.0:0 --admin none >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "rgpud on 0.0.0.0 without --keys exited $rc, want 2: $(cat "$tmp/out")"
+grep -q "refusing to serve the client port on 0.0.0.0 without authentication.*--insecure" \
+	"$tmp/out" || fail "no clear refusal: $(cat "$tmp/out")"
+echo "ok: rgpud refuses 0.0.0.0 without --keys: $(cat "$tmp/out")"
+
+# --insecure: it serves (and warns)
+"$rgpud" --listen 0.0.0.0:0 --admin none --insecure --port-file "$tmp/p1" >"$tmp/out" 2>&1 &
+pid=$!
+i=0
+while [ ! -s "$tmp/p1" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+kill $pid; wait $pid 2>/dev/null
+[ -s "$tmp/p1" ] || fail "rgpud --insecure did not listen: $(cat "$tmp/out")"
+grep -q "without authentication (--insecure)" "$tmp/out" || fail "no warning: $(cat "$tmp/out")"
+echo "ok: --insecure serves 0.0.0.0, with a warning"
+
+keys=$tmp/keys
+mkdir -p "$keys" "$tmp/other"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$keys/alice.key"   # hex
+head -c 48 /dev/urandom >"$keys/bob.key"                                  # raw bytes
+chmod 600 "$keys/alice.key" "$keys/bob.key"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/other/alice.key"  # a wrong key
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/other/carol.key"  # no such tenant
+chmod 600 "$tmp/other/alice.key" "$tmp/other/carol.key"
+
+# --keys: 0.0.0.0 is allowed
+"$rgpud" --listen 0.0.0.0:0 --admin none --keys "$keys" --port-file "$tmp/p2" >"$tmp/out" 2>&1 &
+pid=$!
+i=0
+while [ ! -s "$tmp/p2" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+kill $pid; wait $pid 2>/dev/null
+[ -s "$tmp/p2" ] || fail "rgpud --keys on 0.0.0.0 did not listen: $(cat "$tmp/out")"
+grep -q "2 tenant key(s)" "$tmp/out" || fail "keys not counted: $(cat "$tmp/out")"
+echo "ok: --keys serves 0.0.0.0"
+
+# a group-readable key: refused at start, naming the file and the fix
+cp "$keys/alice.key" "$tmp/other/dave.key"
+chmod 640 "$tmp/other/dave.key"
+"$rgpud" --listen 127.0.0.1:0 --admin none --keys "$tmp/other" >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "a group-readable key: rgpud exited $rc, want 2"
+grep -q "dave.key is accessible by group or others (mode 0640).*chmod 600" "$tmp/out" ||
+	fail "no clear error for a group-readable key: $(cat "$tmp/out")"
+echo "ok: a group-readable key file is refused: $(cat "$tmp/out")"
+rm -f "$tmp/other/dave.key"
+
+# mutual: a client with a key refuses a server that does not prove it holds the key (here one
+# without --keys, as an impostor would be), before its first CUDA call returns
+"$rgpud" --listen 127.0.0.1:0 --admin none --port-file "$tmp/p3" --driver "$build/lib/simgpu/libcuda.so.1" \
+	--state-dir "$tmp/state" >"$tmp/srv3" 2>&1 &
+pid=$!
+i=0
+while [ ! -s "$tmp/p3" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+"$build/bin/rgpuctl" run --server "127.0.0.1:$(cat "$tmp/p3")" --key "$keys/alice.key" -- \
+	"$build/tests/progs/vecadd" >"$tmp/out" 2>&1
+rc=$?
+kill $pid; wait $pid 2>/dev/null
+[ $rc -eq 1 ] || fail "a client with a key against a server without keys exited $rc"
+grep -q "did not prove that it holds tenant alice's key (it asked for no authentication" \
+	"$tmp/out" || fail "the client does not say why: $(cat "$tmp/out")"
+grep -q "cuInit.* = 800 (CUDA_ERROR_NOT_PERMITTED)" "$tmp/out" || fail "$(cat "$tmp/out")"
+echo "ok: a client with a key refuses a server that proves nothing: $(grep " rgpu\[" "$tmp/out")"
+
+# ---- sessions ------------------------------------------------------------------------------
+# SIMGPU_LOG: each cuInit of the simulated driver logs "simgpu: N device(s)" to rgpud's log,
+# which is how auth_cases.sh sees that a refused client's worker never loaded the driver.
+# RGPU_VERIFY_LOG=0: auth.c's raw sessions make no synchronising call to compare logs at.
+SIMGPU_LOG=1 RGPUD_ARGS="--keys $keys --resume-grace 5" RGPU_VERIFY_LOG=0 \
+	"$here/with_server.sh" "$build" "$here/auth_cases.sh" "$build" "$keys" "$tmp/other"
