@@ -19,6 +19,7 @@
 #include "admin.pb-c.h"
 #include "rgpu.pb-c.h"
 #include "rgpu_admin_msgs.h"
+#include "rgpu/auth.h"
 #include "rgpu/transport.h"
 #include "rgpu/util.h"
 
@@ -39,10 +40,10 @@ static void usage(FILE *f)
 		"      file's name without .key). --log sets RGPU_LOG for the interposer (warn by\n"
 		"      default: connection problems and driver calls rgpu does not implement are\n"
 		"      reported on stderr).\n"
-		"  status [--server ADDR]... [--cluster FILE] [--json]\n"
+		"  status [--server ADDR]... [--cluster FILE] [--admin-key FILE] [--json]\n"
 		"      Each server's host, driver, GPUs (memory used by rgpu jobs / total), jobs,\n"
 		"      uptime and resume grace period.\n"
-		"  jobs [--server ADDR]... [--cluster FILE] [--json]\n"
+		"  jobs [--server ADDR]... [--cluster FILE] [--admin-key FILE] [--json]\n"
 		"      Every job: id, client host/pid/program, device memory, objects, bytes in and\n"
 		"      out, age and state (running, or disconnected: waiting for its client to\n"
 		"      resume).\n"
@@ -51,6 +52,9 @@ static void usage(FILE *f)
 		"ADDR is an rgpud admin address (rgpud --admin, default %s). Without\n"
 		"--server or --cluster, $RGPU_ADMIN or the default is asked. A cluster file lists one\n"
 		"admin address per line ('#' starts a comment); $RGPU_CLUSTER names one too.\n"
+		"--admin-key FILE (also before the command, or $RGPU_ADMIN_KEY_FILE) is the operator\n"
+		"key of servers started with rgpud --admin-key; a server that does not prove it\n"
+		"holds the same key is not believed.\n"
 		"\n"
 		"Exit status: 0 every server answered; 1 some server could not be asked (the others\n"
 		"are still shown; with --json each failure is an entry with \"error\"); 2 usage.\n",
@@ -150,6 +154,10 @@ struct targets {
 	int json;
 };
 
+/* the operator key: rgpuctl [--admin-key FILE] CMD, CMD --admin-key FILE, $RGPU_ADMIN_KEY_FILE */
+static const char *admin_key_file;
+static struct rgpu_key admin_key;
+
 static int add_target(struct targets *t, const char *a)
 {
 	if (t->n == MAX_SERVERS) {
@@ -201,6 +209,7 @@ static int parse_targets(int argc, char **argv, struct targets *t, const char *c
 		{"server", required_argument, NULL, 's'},
 		{"cluster", required_argument, NULL, 'c'},
 		{"json", no_argument, NULL, 'j'},
+		{"admin-key", required_argument, NULL, 'k'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -210,6 +219,7 @@ static int parse_targets(int argc, char **argv, struct targets *t, const char *c
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:c:jh", opts, NULL)) != -1) {
 		switch (c) {
+		case 'k': admin_key_file = optarg; break;
 		case 's':
 			if ((ret = add_target(t, optarg)))
 				return ret;
@@ -223,6 +233,15 @@ static int parse_targets(int argc, char **argv, struct targets *t, const char *c
 	if (optind < argc) {
 		fprintf(stderr, "rgpuctl %s: unexpected argument '%s'\n", cmd, argv[optind]);
 		return 2;
+	}
+	if (!admin_key_file)
+		admin_key_file = getenv("RGPU_ADMIN_KEY_FILE");
+	if (admin_key_file && *admin_key_file) {
+		char why[600];
+		if (rgpu_key_load(admin_key_file, &admin_key, why, sizeof(why))) {
+			fprintf(stderr, "rgpuctl %s: --admin-key: %s\n", cmd, why);
+			return 2;
+		}
 	}
 	if (!cluster && t->n == 0)
 		cluster = getenv("RGPU_CLUSTER");
@@ -306,8 +325,8 @@ static int cmd_status(int argc, char **argv)
 		Rgpu__StatusReply *st = NULL;
 		char err[512], drv[32], up[32];
 		ret = ctl_admin_call(t.addr[i], RGPU_ADMIN_MSG_STATUS,
-				     &rgpu__status_reply__descriptor, (ProtobufCMessage **)&st, err,
-				     sizeof(err));
+				     &rgpu__status_reply__descriptor, &admin_key,
+				     (ProtobufCMessage **)&st, err, sizeof(err));
 		if (ret) {
 			failed = 1;
 			if (t.json)
@@ -384,8 +403,8 @@ static int cmd_jobs(int argc, char **argv)
 		Rgpu__JobsReply *jr = NULL;
 		char err[512];
 		ret = ctl_admin_call(t.addr[i], RGPU_ADMIN_MSG_JOBS,
-				     &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, err,
-				     sizeof(err));
+				     &rgpu__jobs_reply__descriptor, &admin_key,
+				     (ProtobufCMessage **)&jr, err, sizeof(err));
 		if (ret) {
 			failed = 1;
 			if (t.json)
@@ -402,7 +421,7 @@ static int cmd_jobs(int argc, char **argv)
 			hexstr(&j->job_id, id, sizeof(id));
 			if (t.json) {
 				json_array_append_new(
-					arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:I,s:I,s:i}",
+					arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:I,s:I,s:i,s:s}",
 						       "server", t.addr[i], "job", id, "state", j->state,
 						       "client_host", j->client_host, "client_pid",
 						       j->client_pid, "program", j->client_program,
@@ -412,7 +431,8 @@ static int cmd_jobs(int argc, char **argv)
 						       (json_int_t)j->bytes_in, "bytes_out",
 						       (json_int_t)j->bytes_out, "started_unix_ms",
 						       (json_int_t)j->started_unix_ms, "age_s",
-						       (json_int_t)age, "resumes", (int)j->resumes));
+						       (json_int_t)age, "resumes", (int)j->resumes,
+						       "tenant", j->tenant ? j->tenant : ""));
 				continue;
 			}
 			fmt_bytes(j->device_memory, mem, sizeof(mem));
@@ -439,6 +459,11 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
+	}
+	if (!strcmp(argv[1], "--admin-key") && argc > 3) {
+		admin_key_file = argv[2];
+		argc -= 2;
+		argv += 2;
 	}
 	if (!strcmp(argv[1], "run"))
 		return cmd_run(argc - 1, argv + 1);

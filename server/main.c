@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rgpu/err.h"
+#include "rgpu/auth.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
@@ -27,7 +28,10 @@ static void usage(FILE *f)
 		"  -k, --keys DIR          authenticate clients: one key per tenant, DIR/TENANT.key\n"
 		"                          (32+ random bytes, hex or raw, mode 0600); clients\n"
 		"                          without a right key are refused before any CUDA call\n"
-		"      --insecure          allow listening beyond loopback without --keys\n"
+		"      --admin-key FILE    authenticate rgpuctl status/jobs with this operator key\n"
+		"                          (same format); without it the admin port stays on loopback\n"
+		"      --insecure          allow listening beyond loopback without --keys (or, for\n"
+		"                          --admin, without --admin-key)\n"
 		"  -d, --driver PATH       CUDA driver library to load (default libcuda.so.1)\n"
 		"  -s, --state-dir DIR     module cache directory (default /var/lib/rgpu, or\n"
 		"                          $XDG_CACHE_HOME/rgpu when that is not writable)\n"
@@ -137,6 +141,7 @@ int main(int argc, char **argv)
 		{"module-cache-bytes", required_argument, NULL, 'C'},
 		{"keys", required_argument, NULL, 'k'},
 		{"insecure", no_argument, NULL, 'N'},
+		{"admin-key", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -154,7 +159,8 @@ int main(int argc, char **argv)
 		.max_queued = SRV_MAX_QUEUED_DEFAULT,
 		.max_sessions = 64,
 	};
-	const char *replay = NULL;
+	const char *replay = NULL, *admin_key_file = NULL;
+	static struct rgpu_key admin_key;
 	int c, lvl, level_set = 0;
 
 	rgpu_log_set_tag("rgpud");
@@ -225,6 +231,7 @@ int main(int argc, char **argv)
 		case 'R': replay = optarg; break;
 		case 'k': cfg.keys_dir = optarg; break;
 		case 'N': cfg.insecure = 1; break;
+		case 'K': admin_key_file = optarg; break;
 		case 'C':
 			if (rgpu_parse_size(optarg, &cfg.module_cache_bytes) ||
 			    cfg.module_cache_bytes > SRV_MODULE_CACHE_MAX) {
@@ -255,6 +262,14 @@ int main(int argc, char **argv)
 		if (n < 0)
 			return 2;
 		pr_info("authentication: %d tenant key(s) in %s", n, cfg.keys_dir);
+	}
+	if (admin_key_file) {
+		char why[600];
+		if (rgpu_key_load(admin_key_file, &admin_key, why, sizeof(why))) {
+			pr_err("--admin-key: %s", why);
+			return 2;
+		}
+		cfg.admin_key = &admin_key;
 	}
 	return srv_supervise(&cfg);
 }

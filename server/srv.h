@@ -41,6 +41,7 @@ struct srv_config {
 	int idle_timeout_s;     /* a job without a frame or work this long ends (0: never) */
 	const char *keys_dir;   /* tenant keys, DIR/TENANT.key (auth.c); NULL: no authentication */
 	int insecure;           /* --insecure: listen beyond loopback without --keys */
+	const struct rgpu_key *admin_key; /* --admin-key: the operator's key; NULL: none */
 };
 
 #define SRV_MODULE_CACHE_BYTES (1ull << 30)   /* --module-cache-bytes by default */
@@ -49,6 +50,7 @@ struct srv_config {
 /* ---- authentication (auth.c) ------------------------------------------------------------- */
 struct srv_worker;
 struct Rgpu__Hello;
+struct rgpu_key;
 /*
  * srv_keys_check() - at start-up: the key directory exists and every key file in it is a
  * usable key of a valid tenant name. Returns the number of keys, or -1 (logged).

@@ -5,7 +5,8 @@
 #   - a client with a key refuses a server that does not prove it holds it (mutual);
 #   - then, against an rgpud with --keys (run through with_server.sh, auth_cases.sh): a right
 #     key runs vecadd; a wrong key, no key and an unknown tenant are refused before any CUDA
-#     call; a replayed handshake and another tenant's resume are refused (tests/e2e/auth.c).
+#     call; a replayed handshake and another tenant's resume are refused (tests/e2e/auth.c);
+#     rgpuctl status/jobs need the operator key (--admin-key), and jobs name their tenant.
 #   auth.sh BUILD_DIR
 set -u
 build=$1
@@ -65,15 +66,26 @@ rm -f "$tmp/other/dave.key"
 
 # mutual: a client with a key refuses a server that does not prove it holds the key (here one
 # without --keys, as an impostor would be), before its first CUDA call returns
-"$rgpud" --listen 127.0.0.1:0 --admin none --port-file "$tmp/p3" --driver "$build/lib/simgpu/libcuda.so.1" \
+"$rgpud" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --admin-port-file "$tmp/a3" \
+	--port-file "$tmp/p3" --driver "$build/lib/simgpu/libcuda.so.1" \
 	--state-dir "$tmp/state" >"$tmp/srv3" 2>&1 &
 pid=$!
 i=0
-while [ ! -s "$tmp/p3" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+while { [ ! -s "$tmp/p3" ] || [ ! -s "$tmp/a3" ]; } && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+# ... and rgpuctl with an operator key refuses an admin server that proves nothing
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/admin.key"
+chmod 600 "$tmp/admin.key"
+"$build/bin/rgpuctl" status --server "127.0.0.1:$(cat "$tmp/a3")" --admin-key "$tmp/admin.key" \
+	>"$tmp/st3" 2>&1
+rc3=$?
 "$build/bin/rgpuctl" run --server "127.0.0.1:$(cat "$tmp/p3")" --key "$keys/alice.key" -- \
 	"$build/tests/progs/vecadd" >"$tmp/out" 2>&1
 rc=$?
 kill $pid; wait $pid 2>/dev/null
+[ $rc3 -eq 1 ] || fail "rgpuctl with an operator key against a server without: exit $rc3"
+grep -q "did not prove that it holds the operator key (it asked for none" "$tmp/st3" ||
+	fail "rgpuctl does not say why: $(cat "$tmp/st3")"
+echo "ok: rgpuctl with an operator key refuses a server without one: $(cat "$tmp/st3")"
 [ $rc -eq 1 ] || fail "a client with a key against a server without keys exited $rc"
 grep -q "did not prove that it holds tenant alice's key (it asked for no authentication" \
 	"$tmp/out" || fail "the client does not say why: $(cat "$tmp/out")"
@@ -84,5 +96,6 @@ echo "ok: a client with a key refuses a server that proves nothing: $(grep " rgp
 # SIMGPU_LOG: each cuInit of the simulated driver logs "simgpu: N device(s)" to rgpud's log,
 # which is how auth_cases.sh sees that a refused client's worker never loaded the driver.
 # RGPU_VERIFY_LOG=0: auth.c's raw sessions make no synchronising call to compare logs at.
-SIMGPU_LOG=1 RGPUD_ARGS="--keys $keys --resume-grace 5" RGPU_VERIFY_LOG=0 \
-	"$here/with_server.sh" "$build" "$here/auth_cases.sh" "$build" "$keys" "$tmp/other"
+SIMGPU_LOG=1 RGPUD_ARGS="--keys $keys --admin-key $tmp/admin.key --resume-grace 5" \
+	RGPU_VERIFY_LOG=0 "$here/with_server.sh" "$build" "$here/auth_cases.sh" "$build" "$keys" \
+	"$tmp/other" "$tmp/admin.key"

@@ -1,8 +1,10 @@
 #!/bin/sh
 # The session cases of auth.sh, run under with_server.sh against rgpud --keys KEYS.
-#   auth_cases.sh BUILD_DIR KEYS OTHER   (OTHER holds a wrong alice.key and carol.key)
+#   auth_cases.sh BUILD_DIR KEYS OTHER ADMIN_KEY   (OTHER holds a wrong alice.key and carol.key;
+#   rgpud runs with --admin-key ADMIN_KEY)
 set -u
-build=$1 keys=$2 other=$3
+build=$1 keys=$2 other=$3 admin_key=$4
+ctl=$build/bin/rgpuctl
 log=$RGPU_E2E_LOGFILE
 vecadd=$build/tests/progs/vecadd
 tmp=$(mktemp -d)
@@ -76,4 +78,36 @@ settle
 [ "$(loads)" -eq $((before + 1)) ] || fail "resume: $(($(loads) - before)) driver loads, want 1"
 grep -q "refused a resume from .*tenant bob: it comes from another tenant than the job's" "$log" ||
 	fail "bob's refused resume is not in the server log"
+# the admin protocol: the operator key or nothing
+"$ctl" status --server "$RGPU_E2E_ADMIN" >"$tmp/st" 2>&1
+[ $? -eq 1 ] || fail "rgpuctl status without the operator key did not fail"
+grep -q "requires the operator key" "$tmp/st" || fail "status without a key says: $(cat "$tmp/st")"
+"$ctl" status --server "$RGPU_E2E_ADMIN" --admin-key "$other/alice.key" >"$tmp/st" 2>&1
+[ $? -eq 1 ] || fail "rgpuctl status with a wrong operator key did not fail"
+grep -q "authentication failed: not the operator key" "$tmp/st" ||
+	fail "status with a wrong key says: $(cat "$tmp/st")"
+grep -q "admin client .* refused: authentication failed: not the operator key" "$log" ||
+	fail "the refused admin client is not in the log"
+"$ctl" status --server "$RGPU_E2E_ADMIN" --admin-key "$admin_key" >"$tmp/st" 2>&1 ||
+	fail "rgpuctl status with the operator key: $(cat "$tmp/st")"
+grep -q "rgpu simgpu" "$tmp/st" || fail "status: $(cat "$tmp/st")"
+echo "ok: rgpuctl status needs the operator key"
+# a job names its tenant (RGPU_ADMIN_KEY_FILE, and --admin-key before the command)
+"$ctl" run --key "$keys/bob.key" -- "$build/tests/progs/hold" 4 "$tmp/ready" >"$tmp/hold" 2>&1 &
+holder=$!
+i=0
+while [ ! -e "$tmp/ready" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+sleep 0.7 # workers report every 0.5 s
+RGPU_ADMIN_KEY_FILE=$admin_key "$ctl" jobs --server "$RGPU_E2E_ADMIN" --json >"$tmp/jobs.json" ||
+	fail "jobs with RGPU_ADMIN_KEY_FILE: $(cat "$tmp/jobs.json")"
+"$ctl" --admin-key "$admin_key" jobs --server "$RGPU_E2E_ADMIN" >"$tmp/jobs.txt" 2>&1 ||
+	fail "rgpuctl --admin-key FILE jobs: $(cat "$tmp/jobs.txt")"
+rm -f "$tmp/ready"
+wait $holder || fail "hold: $(cat "$tmp/hold")"
+python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"]
+assert len(j) == 1 and j[0]["tenant"] == "bob", j
+' "$tmp/jobs.json" || fail "jobs does not name tenant bob: $(cat "$tmp/jobs.json")"
+echo "ok: rgpuctl jobs names the tenant"
 echo "ok: all authentication cases"

@@ -560,6 +560,14 @@ static void test_check_direction(void **state)
 	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_JOBS, RGPU_FRAME_REPLY, 300, RGPU_PEER_CLIENT), 0);
 	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_ERROR, 0, 30, RGPU_PEER_CLIENT), 0);
 	assert_int_equal(chk_admin(RGPU_MSG_LAUNCH, 0, 16, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
+	/* its authentication: the challenge only to the client, the answer only to the server */
+	assert_int_equal(RGPU_ADMIN_MSG_AUTH_CHALLENGE, 6);
+	assert_int_equal(RGPU_ADMIN_MSG_AUTH, 7);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_AUTH_CHALLENGE, 0, 34, RGPU_PEER_CLIENT), 0);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_AUTH_CHALLENGE, 0, 34, RGPU_PEER_SERVER),
+			 RGPU_EPROTO);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_AUTH, 0, 34, RGPU_PEER_SERVER), 0);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_AUTH, 0, 34, RGPU_PEER_CLIENT), RGPU_EPROTO);
 }
 
 static void test_check_flags(void **state)

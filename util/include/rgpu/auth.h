@@ -14,6 +14,8 @@
 #define RGPU_AUTH_KEY_MIN 32   /* bytes of secret a key file must hold, at least */
 #define RGPU_AUTH_KEY_MAX 1024 /* and at most */
 #define RGPU_TENANT_MAX 64     /* characters of a tenant name */
+/* the "tenant" in the admin protocol's MACs: no tenant can have this name */
+#define RGPU_AUTH_ADMIN "(admin)"
 
 /* Who computes the MAC: the client's answer and the server's proof never equal each other. */
 enum rgpu_auth_role {
