@@ -367,6 +367,10 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 				 !challenged ? "it asked for no authentication: a server without "
 					       "rgpud --keys, or not the server it claims to be"
 					     : "a wrong proof: not the server it claims to be");
+			/* a job made for nothing: let it go now rather than after its grace period */
+			if (!resuming && (*out)->session_id)
+				rgpu_frame_send(c, RGPU_MSG_GOODBYE, 0, 1, (*out)->session_id, NULL,
+						NULL, 0);
 			rgpu__hello_reply__free_unpacked(*out, NULL);
 			*out = NULL;
 			return RGPU_EAUTH;

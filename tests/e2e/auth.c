@@ -2,7 +2,8 @@
  * Authentication by hand, with raw frames, against an rgpud started with --keys (run by
  * auth_cases.sh under with_server.sh). The key directory holds alice.key and bob.key.
  *
- *   auth replay KEYDIR   a handshake as tenant alice succeeds and the server's proof checks;
+ *   auth replay KEYDIR   a handshake as tenant alice succeeds and the server's proof checks
+ *                        (a MSG_AUTH after it is a protocol error);
  *                        the same Hello (same client nonce) and the recorded answer sent again
  *                        on a new connection meet another server nonce and are refused with
  *                        CUDA_ERROR_NOT_PERMITTED, whether the answer is sent after the
@@ -182,7 +183,25 @@ static int replay(const char *dir)
 		FAIL("alice's own handshake: challenged %d, result %d (%s)", a.challenged, a.result,
 		     a.error);
 	check_proof(&a, &alice, "alice");
-	goodbye(c, 1, a.rep->session_id);
+	/* MSG_AUTH belongs to the handshake only: afterwards it is a protocol error */
+	{
+		Rgpu__AuthResponse ar = RGPU__AUTH_RESPONSE__INIT;
+		struct rgpu_frame_hdr h;
+		uint8_t *body = NULL;
+		ar.mac.data = a.mac;
+		ar.mac.len = 32;
+		if (rgpu_frame_send(c, RGPU_MSG_AUTH, 0, 1, a.rep->session_id, &ar.base, NULL, 0))
+			FAIL("cannot send a late MSG_AUTH");
+		do {
+			free(body);
+			body = NULL;
+			if (rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, 10000))
+				FAIL("no MSG_ERROR for a MSG_AUTH after the handshake");
+		} while (h.type == RGPU_MSG_ACK);
+		free(body);
+		if (h.type != RGPU_MSG_ERROR)
+			FAIL("a MSG_AUTH after the handshake got %s", rgpu_msg_name(h.type));
+	}
 	rgpu_conn_close(c);
 	/* the same Hello and the same answer on a new connection: another nonce, refused */
 	c = dial();

@@ -81,7 +81,11 @@ rc3=$?
 "$build/bin/rgpuctl" run --server "127.0.0.1:$(cat "$tmp/p3")" --key "$keys/alice.key" -- \
 	"$build/tests/progs/vecadd" >"$tmp/out" 2>&1
 rc=$?
+# the job the keyless server made for it is let go at once (a goodbye), not after its grace
+i=0
+while ! grep -q "job .* ends" "$tmp/srv3" && [ $i -lt 40 ]; do sleep 0.05; i=$((i + 1)); done
 kill $pid; wait $pid 2>/dev/null
+grep -q "job .* ends" "$tmp/srv3" || fail "the refused server's job did not end: $(cat "$tmp/srv3")"
 [ $rc3 -eq 1 ] || fail "rgpuctl with an operator key against a server without: exit $rc3"
 grep -q "did not prove that it holds the operator key (it asked for none" "$tmp/st3" ||
 	fail "rgpuctl does not say why: $(cat "$tmp/st3")"
