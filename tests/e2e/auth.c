@@ -14,6 +14,10 @@
  *                        routing; then alice resumes with the same token, and gets the server's
  *                        proof.
  *
+ *   auth hostile         (rgpud --keys --hello-timeout 1) a client that never answers the
+ *                        challenge gets MSG_ERROR at the deadline; a 5-byte MAC, and a PING in
+ *                        MSG_AUTH's place, are protocol errors.
+ *
  * Exit 0 when every case behaved, 1 with a FAIL line otherwise. RGPU_E2E_PORT from with_server.sh.
  */
 #include <stdio.h>
@@ -282,14 +286,85 @@ static int resume(const char *dir)
 	return 0;
 }
 
+/* A Hello as alice, then the challenge: returns the connection, the challenge read. */
+static struct rgpu_conn *challenged(void)
+{
+	Rgpu__Hello hm = RGPU__HELLO__INIT;
+	struct rgpu_frame_hdr h;
+	uint8_t *body = NULL, cn[32] = {1};
+	struct rgpu_conn *c = dial();
+
+	hm.protocol_version = RGPU_PROTO_VERSION;
+	hm.tenant = "alice";
+	hm.client_nonce.data = cn;
+	hm.client_nonce.len = 32;
+	if (rgpu_frame_send(c, RGPU_MSG_HELLO, 0, 0, 0, &hm.base, NULL, 0) ||
+	    rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, 10000) ||
+	    h.type != RGPU_MSG_AUTH_CHALLENGE)
+		FAIL("no challenge");
+	free(body);
+	return c;
+}
+
+/* The next frame must be MSG_ERROR with code (0: any); returns after at most 10 s. */
+static void expect_error(struct rgpu_conn *c, int code, const char *what)
+{
+	struct rgpu_frame_hdr h;
+	uint8_t *body = NULL;
+	Rgpu__ProtocolError *pe;
+
+	if (rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, 10000))
+		FAIL("%s: no answer", what);
+	if (h.type != RGPU_MSG_ERROR)
+		FAIL("%s: answered by %s", what, rgpu_msg_name(h.type));
+	pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
+	if (!pe || (code && pe->code != code))
+		FAIL("%s: code %d (%s), want %d", what, pe ? pe->code : 0,
+		     pe && pe->message ? pe->message : "?", code);
+	printf("auth hostile: %s: MSG_ERROR %d (%s)\n", what, pe->code, pe->message);
+	rgpu__protocol_error__free_unpacked(pe, NULL);
+	free(body);
+}
+
+/*
+ * rgpud --keys with a short --hello-timeout: a client that never answers the challenge is cut
+ * at the deadline; a short MAC and another frame in MSG_AUTH's place are protocol errors.
+ */
+static int hostile(void)
+{
+	Rgpu__AuthResponse ar = RGPU__AUTH_RESPONSE__INIT;
+	uint8_t mac[5] = {0};
+	struct rgpu_conn *c = challenged();
+
+	expect_error(c, 0, "no answer to the challenge");
+	rgpu_conn_close(c);
+	c = challenged();
+	ar.mac.data = mac;
+	ar.mac.len = sizeof(mac);
+	if (rgpu_frame_send(c, RGPU_MSG_AUTH, 0, 0, 0, &ar.base, NULL, 0))
+		FAIL("send");
+	expect_error(c, RGPU_EPROTO, "a 5-byte MAC");
+	rgpu_conn_close(c);
+	c = challenged();
+	if (rgpu_frame_send(c, RGPU_MSG_PING, 0, 1, 0, NULL, NULL, 0))
+		FAIL("send");
+	expect_error(c, RGPU_EPROTO, "a PING in place of MSG_AUTH");
+	rgpu_conn_close(c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *p = getenv("RGPU_E2E_PORT");
-	if (!p || argc != 3) {
-		fprintf(stderr, "usage: auth replay|resume KEYDIR (under with_server.sh)\n");
+	if (!p || argc < 2) {
+		fprintf(stderr, "usage: auth replay|resume KEYDIR | hostile (RGPU_E2E_PORT set)\n");
 		return 2;
 	}
 	port = atoi(p);
+	if (!strcmp(argv[1], "hostile"))
+		return hostile();
+	if (argc != 3)
+		return 2;
 	if (!strcmp(argv[1], "replay"))
 		return replay(argv[2]);
 	if (!strcmp(argv[1], "resume"))

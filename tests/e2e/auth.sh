@@ -3,6 +3,8 @@
 #   - rgpud refuses to start on a non-loopback address without --keys (unless --insecure), and
 #     on a key directory holding a group-readable key;
 #   - a client with a key refuses a server that does not prove it holds it (mutual);
+#   - a client that never answers the challenge is cut at --hello-timeout; a malformed answer
+#     is a protocol error; neither loads the driver;
 #   - then, against an rgpud with --keys (run through with_server.sh, auth_cases.sh): a right
 #     key runs vecadd; a wrong key, no key and an unknown tenant are refused before any CUDA
 #     call; a replayed handshake and another tenant's resume are refused (tests/e2e/auth.c);
@@ -95,6 +97,28 @@ grep -q "did not prove that it holds tenant alice's key (it asked for no authent
 	"$tmp/out" || fail "the client does not say why: $(cat "$tmp/out")"
 grep -q "cuInit.* = 800 (CUDA_ERROR_NOT_PERMITTED)" "$tmp/out" || fail "$(cat "$tmp/out")"
 echo "ok: a client with a key refuses a server that proves nothing: $(grep " rgpu\[" "$tmp/out")"
+
+# a client that never answers the challenge holds its worker only until --hello-timeout; bad
+# answers are protocol errors; none of them loads the driver
+SIMGPU_LOG=1 "$rgpud" --listen 127.0.0.1:0 --admin none --port-file "$tmp/p4" --keys "$keys" \
+	--hello-timeout 1 --driver "$build/lib/simgpu/libcuda.so.1" --state-dir "$tmp/state" \
+	>"$tmp/srv4" 2>&1 &
+pid=$!
+i=0
+while [ ! -s "$tmp/p4" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+t0=$(date +%s)
+RGPU_E2E_PORT=$(cat "$tmp/p4") "$build/tests/e2e/auth" hostile
+rc=$?
+t1=$(date +%s)
+sleep 0.2
+kill $pid; wait $pid 2>/dev/null
+[ $rc -eq 0 ] || fail "auth hostile: $(cat "$tmp/srv4")"
+[ $((t1 - t0)) -le 4 ] || fail "auth hostile took $((t1 - t0)) s with --hello-timeout 1"
+grep -q "no answer to the authentication challenge within 1 s" "$tmp/srv4" ||
+	fail "the silent client is not in the log: $(cat "$tmp/srv4")"
+[ "$(grep -c "simgpu: .* device(s)" "$tmp/srv4")" -eq 1 ] ||
+	fail "a hostile client's worker loaded the driver: $(cat "$tmp/srv4")"
+echo "ok: a silent client is cut at --hello-timeout, bad answers are protocol errors"
 
 # ---- sessions ------------------------------------------------------------------------------
 # SIMGPU_LOG: each cuInit of the simulated driver logs "simgpu: N device(s)" to rgpud's log,

@@ -64,6 +64,20 @@ refused "an unknown tenant" "authentication failed for tenant 'carol'" \
 	"tenant 'carol': unknown tenant" \
 	env RGPU_KEY_FILE="$other/carol.key" "$vecadd"
 
+# the client refuses a key file others may read, before it connects
+cp "$keys/alice.key" "$tmp/open.key"
+chmod 644 "$tmp/open.key"
+accepts=$(grep -c "supervisor: client " "$log")
+RGPU_KEY_FILE=$tmp/open.key "$vecadd" >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "a world-readable client key: exit $rc"
+grep -q "cuInit.* = 800 (CUDA_ERROR_NOT_PERMITTED)" "$tmp/out" || fail "$(cat "$tmp/out")"
+grep -q "RGPU_KEY_FILE: key file .*open.key is accessible by group or others (mode 0644)" \
+	"$tmp/out" || fail "the client does not say why: $(cat "$tmp/out")"
+[ "$(grep -c "supervisor: client " "$log")" -eq "$accepts" ] ||
+	fail "a client with an unusable key connected anyway"
+echo "ok: the client refuses a key file others may read: $(grep " rgpu\[" "$tmp/out")"
+
 # the raw cases: a replayed handshake, another tenant's resume token
 before=$(loads)
 "$build/tests/e2e/auth" replay "$keys" || fail "auth replay"
