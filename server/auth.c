@@ -150,7 +150,9 @@ int srv_auth(struct srv_worker *w, const Rgpu__Hello *hello, uint8_t *proof, int
 		return RGPU_EAUTH;
 	}
 	if (!rgpu_tenant_valid(tenant)) {
-		snprintf(reason, sizeof(reason), "'%.64s' is not a tenant name", tenant);
+		/* never echoed: it could hold anything, line breaks for the log included */
+		snprintf(reason, sizeof(reason), "the hello's tenant is not a tenant name");
+		tenant = "?";
 	} else {
 		snprintf(path, sizeof(path), "%s/%s.key", w->cfg->keys_dir, tenant);
 		ret = rgpu_key_load(path, &key, reason, sizeof(reason));
