@@ -7,11 +7,14 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+struct rgpu_key;
 /*
  * ctl_admin_call() - send request `type` to the rgpud admin address `server` and unpack the
- * reply with desc into *out. Returns 0, or an RGPU_E* code with err filled for the operator.
+ * reply with desc into *out. With key (len != 0), answer the server's challenge with the
+ * operator key and accept the reply only with the server's proof. Returns 0, or an RGPU_E*
+ * code with err filled for the operator (RGPU_EAUTH: the server did not prove the key).
  */
 int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDescriptor *desc,
-		   ProtobufCMessage **out, char *err, size_t errlen);
+		   const struct rgpu_key *key, ProtobufCMessage **out, char *err, size_t errlen);
 
 #endif

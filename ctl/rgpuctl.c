@@ -19,6 +19,7 @@
 #include "admin.pb-c.h"
 #include "rgpu.pb-c.h"
 #include "rgpu_admin_msgs.h"
+#include "rgpu/auth.h"
 #include "rgpu/transport.h"
 #include "rgpu/util.h"
 
@@ -31,16 +32,18 @@ static void usage(FILE *f)
 		"Usage: rgpuctl COMMAND [OPTIONS]\n"
 		"\n"
 		"Commands:\n"
-		"  run [--server HOST:PORT] [--log LEVEL] -- CMD [ARGS...]\n"
+		"  run [--server HOST:PORT] [--key FILE] [--tenant NAME] [--log LEVEL] -- CMD [ARGS...]\n"
 		"      Run CMD with its CUDA calls served by the rgpud at HOST:PORT (default\n"
 		"      $RGPU_SERVER, else %s). The program is not modified: rgpu's\n"
-		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --log sets RGPU_LOG for the\n"
-		"      interposer (warn by default: connection problems and driver calls rgpu\n"
-		"      does not implement are reported on stderr).\n"
-		"  status [--server ADDR]... [--cluster FILE] [--json]\n"
+		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --key names the tenant key\n"
+		"      file (sets RGPU_KEY_FILE; the tenant is --tenant, $RGPU_TENANT, or the\n"
+		"      file's name without .key). --log sets RGPU_LOG for the interposer (warn by\n"
+		"      default: connection problems and driver calls rgpu does not implement are\n"
+		"      reported on stderr).\n"
+		"  status [--server ADDR]... [--cluster FILE] [--admin-key FILE] [--json]\n"
 		"      Each server's host, driver, GPUs (memory used by rgpu jobs / total), jobs,\n"
 		"      uptime and resume grace period.\n"
-		"  jobs [--server ADDR]... [--cluster FILE] [--json]\n"
+		"  jobs [--server ADDR]... [--cluster FILE] [--admin-key FILE] [--json]\n"
 		"      Every job: id, client host/pid/program, device memory, objects, bytes in and\n"
 		"      out, age and state (running, or disconnected: waiting for its client to\n"
 		"      resume).\n"
@@ -49,6 +52,9 @@ static void usage(FILE *f)
 		"ADDR is an rgpud admin address (rgpud --admin, default %s). Without\n"
 		"--server or --cluster, $RGPU_ADMIN or the default is asked. A cluster file lists one\n"
 		"admin address per line ('#' starts a comment); $RGPU_CLUSTER names one too.\n"
+		"--admin-key FILE (also before the command, or $RGPU_ADMIN_KEY_FILE) is the operator\n"
+		"key of servers started with rgpud --admin-key; a server that does not prove it\n"
+		"holds the same key is not believed.\n"
 		"\n"
 		"Exit status: 0 every server answered; 1 some server could not be asked (the others\n"
 		"are still shown; with --json each failure is an entry with \"error\"); 2 usage.\n",
@@ -86,19 +92,23 @@ static int cmd_run(int argc, char **argv)
 	static const struct option opts[] = {
 		{"server", required_argument, NULL, 's'},
 		{"log", required_argument, NULL, 'l'},
+		{"key", required_argument, NULL, 'k'},
+		{"tenant", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	const char *server = getenv("RGPU_SERVER"), *log = NULL;
+	const char *server = getenv("RGPU_SERVER"), *log = NULL, *key = NULL, *tenant = NULL;
 	char dir[PATH_MAX], host[256], *ldpath;
 	const char *old;
 	int c, port;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+s:l:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:l:k:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': server = optarg; break;
 		case 'l': log = optarg; break;
+		case 'k': key = optarg; break;
+		case 't': tenant = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -120,6 +130,13 @@ static int cmd_run(int argc, char **argv)
 		return 1;
 	setenv("LD_LIBRARY_PATH", ldpath, 1);
 	setenv("RGPU_SERVER", server, 1);
+	/* the interposer reads the key itself (and checks its file), in the program */
+	if (key)
+		setenv("RGPU_KEY_FILE", key, 1);
+	if (tenant)
+		setenv("RGPU_TENANT", tenant, 1);
+	else if (key)
+		unsetenv("RGPU_TENANT"); /* the file's name says, not an older $RGPU_TENANT */
 	if (log)
 		setenv("RGPU_LOG", log, 1);
 	else if (!getenv("RGPU_LOG"))
@@ -136,6 +153,10 @@ struct targets {
 	int n;
 	int json;
 };
+
+/* the operator key: rgpuctl [--admin-key FILE] CMD, CMD --admin-key FILE, $RGPU_ADMIN_KEY_FILE */
+static const char *admin_key_file;
+static struct rgpu_key admin_key;
 
 static int add_target(struct targets *t, const char *a)
 {
@@ -188,6 +209,7 @@ static int parse_targets(int argc, char **argv, struct targets *t, const char *c
 		{"server", required_argument, NULL, 's'},
 		{"cluster", required_argument, NULL, 'c'},
 		{"json", no_argument, NULL, 'j'},
+		{"admin-key", required_argument, NULL, 'k'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -197,6 +219,7 @@ static int parse_targets(int argc, char **argv, struct targets *t, const char *c
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:c:jh", opts, NULL)) != -1) {
 		switch (c) {
+		case 'k': admin_key_file = optarg; break;
 		case 's':
 			if ((ret = add_target(t, optarg)))
 				return ret;
@@ -210,6 +233,15 @@ static int parse_targets(int argc, char **argv, struct targets *t, const char *c
 	if (optind < argc) {
 		fprintf(stderr, "rgpuctl %s: unexpected argument '%s'\n", cmd, argv[optind]);
 		return 2;
+	}
+	if (!admin_key_file)
+		admin_key_file = getenv("RGPU_ADMIN_KEY_FILE");
+	if (admin_key_file && *admin_key_file) {
+		char why[600];
+		if (rgpu_key_load(admin_key_file, &admin_key, why, sizeof(why))) {
+			fprintf(stderr, "rgpuctl %s: --admin-key: %s\n", cmd, why);
+			return 2;
+		}
 	}
 	if (!cluster && t->n == 0)
 		cluster = getenv("RGPU_CLUSTER");
@@ -293,8 +325,8 @@ static int cmd_status(int argc, char **argv)
 		Rgpu__StatusReply *st = NULL;
 		char err[512], drv[32], up[32];
 		ret = ctl_admin_call(t.addr[i], RGPU_ADMIN_MSG_STATUS,
-				     &rgpu__status_reply__descriptor, (ProtobufCMessage **)&st, err,
-				     sizeof(err));
+				     &rgpu__status_reply__descriptor, &admin_key,
+				     (ProtobufCMessage **)&st, err, sizeof(err));
 		if (ret) {
 			failed = 1;
 			if (t.json)
@@ -371,8 +403,8 @@ static int cmd_jobs(int argc, char **argv)
 		Rgpu__JobsReply *jr = NULL;
 		char err[512];
 		ret = ctl_admin_call(t.addr[i], RGPU_ADMIN_MSG_JOBS,
-				     &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, err,
-				     sizeof(err));
+				     &rgpu__jobs_reply__descriptor, &admin_key,
+				     (ProtobufCMessage **)&jr, err, sizeof(err));
 		if (ret) {
 			failed = 1;
 			if (t.json)
@@ -389,7 +421,7 @@ static int cmd_jobs(int argc, char **argv)
 			hexstr(&j->job_id, id, sizeof(id));
 			if (t.json) {
 				json_array_append_new(
-					arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:I,s:I,s:i}",
+					arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:I,s:I,s:i,s:s}",
 						       "server", t.addr[i], "job", id, "state", j->state,
 						       "client_host", j->client_host, "client_pid",
 						       j->client_pid, "program", j->client_program,
@@ -399,7 +431,8 @@ static int cmd_jobs(int argc, char **argv)
 						       (json_int_t)j->bytes_in, "bytes_out",
 						       (json_int_t)j->bytes_out, "started_unix_ms",
 						       (json_int_t)j->started_unix_ms, "age_s",
-						       (json_int_t)age, "resumes", (int)j->resumes));
+						       (json_int_t)age, "resumes", (int)j->resumes,
+						       "tenant", j->tenant ? j->tenant : ""));
 				continue;
 			}
 			fmt_bytes(j->device_memory, mem, sizeof(mem));
@@ -426,6 +459,11 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
+	}
+	if (!strcmp(argv[1], "--admin-key") && argc > 3) {
+		admin_key_file = argv[2];
+		argc -= 2;
+		argv += 2;
 	}
 	if (!strcmp(argv[1], "run"))
 		return cmd_run(argc - 1, argv + 1);

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -239,8 +240,41 @@ static void hex(const uint8_t *p, size_t n, char *out)
 }
 
 /*
- * Send a hello (a resume when the session has a job) and read the reply. Returns 0 with *out
- * set, RGPU_EPROTO with why filled when the server refused, or the transport's error.
+ * The server's challenge (docs/protocol.md, "Authentication"): answer it with the MAC of this
+ * client's key and keep the server's nonce, to check the proof its reply carries. Returns 0, or
+ * RGPU_EPROTO with why filled, or the transport's error.
+ */
+static int answer_challenge(struct rgpu_conn *c, const struct rgpu_frame_hdr *hello_hdr,
+			    const uint8_t *body, size_t blen, const uint8_t *cnonce,
+			    uint8_t *snonce, char *why, size_t whylen)
+{
+	Rgpu__AuthChallenge *ch = rgpu__auth_challenge__unpack(NULL, blen, body);
+	Rgpu__AuthResponse ar = RGPU__AUTH_RESPONSE__INIT;
+	struct rgpu_frame_hdr ah = {.type = RGPU_MSG_AUTH, .session = hello_hdr->session};
+	uint8_t mac[RGPU_AUTH_MAC_LEN];
+	int ret;
+
+	if (!ch || ch->server_nonce.len != RGPU_AUTH_NONCE_LEN) {
+		if (ch)
+			rgpu__auth_challenge__free_unpacked(ch, NULL);
+		snprintf(why, whylen, "an undecodable authentication challenge");
+		return RGPU_EPROTO;
+	}
+	memcpy(snonce, ch->server_nonce.data, RGPU_AUTH_NONCE_LEN);
+	rgpu__auth_challenge__free_unpacked(ch, NULL);
+	rgpu_auth_mac(&S.key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, S.tenant, snonce, cnonce, mac);
+	ar.mac.data = mac;
+	ar.mac.len = sizeof(mac);
+	ret = rgpu_frame_send_hdr(c, &ah, &ar.base, NULL);
+	explicit_bzero(mac, sizeof(mac));
+	return ret;
+}
+
+/*
+ * Send a hello (a resume when the session has a job), answer the server's challenge when this
+ * client has a key, and read the reply. Returns 0 with *out set, RGPU_EPROTO with why filled
+ * when the server refused, RGPU_EAUTH with why filled when the server did not prove it holds
+ * the key, or the transport's error.
  */
 static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 			  Rgpu__HelloReply **out, char *why, size_t whylen)
@@ -248,6 +282,8 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	Rgpu__Hello hm = RGPU__HELLO__INIT;
 	struct rgpu_frame_hdr h, rh = {.type = RGPU_MSG_HELLO};
 	uint8_t *body = NULL;
+	uint8_t cnonce[RGPU_AUTH_NONCE_LEN], snonce[RGPU_AUTH_NONCE_LEN];
+	int challenged = 0;
 	char host[256] = "", prog[256] = "";
 	ssize_t n;
 	int ret;
@@ -270,12 +306,32 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 		hm.received = S.rx_seq;
 		rh.session = S.session;
 	}
+	if (S.key.len) {
+		if (getrandom(cnonce, sizeof(cnonce), 0) != (ssize_t)sizeof(cnonce)) {
+			snprintf(why, whylen, "no randomness for a nonce: %s", strerror(errno));
+			return RGPU_EAUTH;
+		}
+		hm.tenant = S.tenant;
+		hm.client_nonce.data = cnonce;
+		hm.client_nonce.len = sizeof(cnonce);
+	}
 	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
 	ret = rgpu_frame_send_hdr(c, &rh, &hm.base, NULL);
 	if (!ret)
 		ret = rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, timeout_ms);
 	if (ret)
 		return ret;
+	if (h.type == RGPU_MSG_AUTH_CHALLENGE && S.key.len) {
+		ret = answer_challenge(c, &rh, body, h.body_len, cnonce, snonce, why, whylen);
+		free(body);
+		body = NULL;
+		if (ret)
+			return ret;
+		challenged = 1;
+		ret = rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, timeout_ms);
+		if (ret)
+			return ret;
+	}
 	if (h.type == RGPU_MSG_ERROR) {
 		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
 		snprintf(why, whylen, "%s", pe && pe->message ? pe->message : "protocol error");
@@ -290,6 +346,35 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	if (!*out) {
 		snprintf(why, whylen, "an unexpected first reply");
 		return RGPU_EPROTO;
+	}
+	/*
+	 * Mutual: a client with a key talks only to a server that proves it holds the same key
+	 * (an impostor would simply not ask for one). A refusal carries no proof: its error says.
+	 */
+	if (S.key.len && (*out)->result == CUDA_SUCCESS) {
+		uint8_t want[RGPU_AUTH_MAC_LEN];
+		int ok = 0;
+		if (challenged && (*out)->server_proof.len == RGPU_AUTH_MAC_LEN) {
+			rgpu_auth_mac(&S.key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, S.tenant, snonce,
+				      cnonce, want);
+			ok = rgpu_auth_mac_eq(want, (*out)->server_proof.data);
+		}
+		if (!ok) {
+			snprintf(why, whylen,
+				 "it did not prove that it holds tenant %s's key (%s): refusing it, "
+				 "as RGPU_KEY_FILE is set",
+				 S.tenant,
+				 !challenged ? "it asked for no authentication: a server without "
+					       "rgpud --keys, or not the server it claims to be"
+					     : "a wrong proof: not the server it claims to be");
+			/* a job made for nothing: let it go now rather than after its grace period */
+			if (!resuming && (*out)->session_id)
+				rgpu_frame_send(c, RGPU_MSG_GOODBYE, 0, 1, (*out)->session_id, NULL,
+						NULL, 0);
+			rgpu__hello_reply__free_unpacked(*out, NULL);
+			*out = NULL;
+			return RGPU_EAUTH;
+		}
 	}
 	if ((*out)->resume_token.len == IP_TOKEN_LEN)
 		memcpy(S.token, (*out)->resume_token.data, IP_TOKEN_LEN);
@@ -329,9 +414,18 @@ lost:
 		pr_err("the GPU server %s refused the session: %s", S.server, why);
 		return CUDA_ERROR_NO_DEVICE;
 	}
+	if (ret == RGPU_EAUTH) {
+		pr_err("the GPU server %s: %s", S.server, why);
+		return CUDA_ERROR_NOT_PERMITTED;
+	}
 	if (ret) {
 		pr_err("no answer from the GPU server %s: %s", S.server, rgpu_strerror(ret));
 		return CUDA_ERROR_NO_DEVICE;
+	}
+	if (rep->result == CUDA_ERROR_NOT_PERMITTED) {
+		pr_err("the GPU server %s refused this client: %s", S.server, rep->error);
+		r = CUDA_ERROR_NOT_PERMITTED;
+		goto out;
 	}
 	if (rep->result != CUDA_SUCCESS) {
 		pr_err("the GPU server %s cannot serve: %s", S.server, rep->error);
@@ -450,7 +544,7 @@ static int resume(const char *why)
 		if (!ret)
 			ret = exchange_hello(c, 1, IP_RESUME_HELLO_TIMEOUT_MS, &rep, refused,
 					     sizeof(refused));
-		if (ret == RGPU_EPROTO) {
+		if (ret == RGPU_EPROTO || ret == RGPU_EAUTH) {
 			rgpu_conn_close(c);
 			snprintf(msg, sizeof(msg), "the GPU server %s refused to resume job %s: %s",
 				 S.server, S.job_hex, refused);
@@ -490,6 +584,42 @@ static int resume(const char *why)
 
 /* ---- opening and closing ------------------------------------------------------------------ */
 
+/*
+ * The client's credential: RGPU_KEY_FILE's key, for tenant RGPU_TENANT or the key file's name.
+ * Returns 0 (with no key when RGPU_KEY_FILE is unset), or -1 with one log line.
+ */
+static int load_key(void)
+{
+	const char *file = getenv("RGPU_KEY_FILE"), *tenant = getenv("RGPU_TENANT");
+	char why[600];
+
+	if (!file || !*file) {
+		if (tenant && *tenant) {
+			pr_err("RGPU_TENANT=%s but no RGPU_KEY_FILE: no key to authenticate with",
+			       tenant);
+			return -1;
+		}
+		return 0;
+	}
+	if (tenant && *tenant) {
+		if (!rgpu_tenant_valid(tenant)) {
+			pr_err("RGPU_TENANT='%s' is not a tenant name (1 to %d of A-Z a-z 0-9 . _ -, "
+			       "not starting with '.')",
+			       tenant, RGPU_TENANT_MAX);
+			return -1;
+		}
+		snprintf(S.tenant, sizeof(S.tenant), "%s", tenant);
+	} else if (rgpu_tenant_from_path(file, S.tenant, sizeof(S.tenant))) {
+		pr_err("the key file %s does not name a tenant (TENANT.key): set RGPU_TENANT", file);
+		return -1;
+	}
+	if (rgpu_key_load(file, &S.key, why, sizeof(why))) {
+		pr_err("RGPU_KEY_FILE: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
 CUresult ip_session_open(void)
 {
 	const char *server = getenv("RGPU_SERVER");
@@ -507,6 +637,9 @@ CUresult ip_session_open(void)
 		pr_err("RGPU_SERVER='%s' is not HOST:PORT", server);
 		return CUDA_ERROR_NO_DEVICE;
 	}
+	ret = load_key();
+	if (ret)
+		return CUDA_ERROR_NOT_PERMITTED;
 	S.kept_max = IP_UNACKED_MAX;
 	if (max && *max) {
 		uint64_t v;

@@ -14,6 +14,7 @@
 #ifndef SESSION_STATE_H
 #define SESSION_STATE_H
 
+#include "rgpu/auth.h"
 #include <sys/types.h>
 
 #include "ip.h"
@@ -79,6 +80,8 @@ struct ip_session {
 	int grace_s;
 	pid_t pid;
 	int closing;                 /* goodbye sent: a broken link is the end */
+	struct rgpu_key key;         /* RGPU_KEY_FILE's secret; len 0: no authentication */
+	char tenant[RGPU_TENANT_MAX + 1]; /* RGPU_TENANT, or the key file's name */
 
 	pthread_mutex_t send_lock;   /* one writer on the link */
 	pthread_mutex_t q_lock;      /* the kept list, seq, acked */

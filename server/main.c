@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rgpu/err.h"
+#include "rgpu/auth.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
@@ -24,6 +25,13 @@ static void usage(FILE *f)
 		"\n"
 		"  -l, --listen HOST:PORT  address to listen on (default " RGPU_DEFAULT_SERVER "; loopback\n"
 		"                          only unless you name another address; PORT 0 picks one)\n"
+		"  -k, --keys DIR          authenticate clients: one key per tenant, DIR/TENANT.key\n"
+		"                          (32+ random bytes, hex or raw, mode 0600); clients\n"
+		"                          without a right key are refused before any CUDA call\n"
+		"      --admin-key FILE    authenticate rgpuctl status/jobs with this operator key\n"
+		"                          (same format); without it the admin port stays on loopback\n"
+		"      --insecure          allow listening beyond loopback without --keys (or, for\n"
+		"                          --admin, without --admin-key)\n"
 		"  -d, --driver PATH       CUDA driver library to load (default libcuda.so.1)\n"
 		"  -s, --state-dir DIR     module cache directory (default /var/lib/rgpu, or\n"
 		"                          $XDG_CACHE_HOME/rgpu when that is not writable)\n"
@@ -131,6 +139,9 @@ int main(int argc, char **argv)
 		{"log-file", required_argument, NULL, 'L'},
 		{"replay", required_argument, NULL, 'R'},
 		{"module-cache-bytes", required_argument, NULL, 'C'},
+		{"keys", required_argument, NULL, 'k'},
+		{"insecure", no_argument, NULL, 'N'},
+		{"admin-key", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -148,11 +159,12 @@ int main(int argc, char **argv)
 		.max_queued = SRV_MAX_QUEUED_DEFAULT,
 		.max_sessions = 64,
 	};
-	const char *replay = NULL;
+	const char *replay = NULL, *admin_key_file = NULL;
+	static struct rgpu_key admin_key;
 	int c, lvl, level_set = 0;
 
 	rgpu_log_set_tag("rgpud");
-	while ((c = getopt_long(argc, argv, "l:d:s:w:v:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:d:s:w:v:k:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': cfg.listen = optarg; break;
 		case 'd': cfg.driver = optarg; break;
@@ -217,6 +229,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'R': replay = optarg; break;
+		case 'k': cfg.keys_dir = optarg; break;
+		case 'N': cfg.insecure = 1; break;
+		case 'K': admin_key_file = optarg; break;
 		case 'C':
 			if (rgpu_parse_size(optarg, &cfg.module_cache_bytes) ||
 			    cfg.module_cache_bytes > SRV_MODULE_CACHE_MAX) {
@@ -241,6 +256,20 @@ int main(int argc, char **argv)
 		if (!level_set)
 			rgpu_log_set_level(RGPU_LOG_WARN);
 		return srv_replay_file(&cfg, replay);
+	}
+	if (cfg.keys_dir) {
+		int n = srv_keys_check(cfg.keys_dir);
+		if (n < 0)
+			return 2;
+		pr_info("authentication: %d tenant key(s) in %s", n, cfg.keys_dir);
+	}
+	if (admin_key_file) {
+		char why[600];
+		if (rgpu_key_load(admin_key_file, &admin_key, why, sizeof(why))) {
+			pr_err("--admin-key: %s", why);
+			return 2;
+		}
+		cfg.admin_key = &admin_key;
 	}
 	return srv_supervise(&cfg);
 }

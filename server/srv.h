@@ -39,10 +39,32 @@ struct srv_config {
 	uint64_t max_queued;    /* frame bytes a worker's reader queues before it stops reading */
 	int max_sessions;       /* jobs served at once; a new one beyond is refused (0: no limit) */
 	int idle_timeout_s;     /* a job without a frame or work this long ends (0: never) */
+	const char *keys_dir;   /* tenant keys, DIR/TENANT.key (auth.c); NULL: no authentication */
+	int insecure;           /* --insecure: listen beyond loopback without --keys */
+	const struct rgpu_key *admin_key; /* --admin-key: the operator's key; NULL: none */
 };
 
 #define SRV_MODULE_CACHE_BYTES (1ull << 30)   /* --module-cache-bytes by default */
 #define SRV_MODULE_CACHE_MAX (1ull << 40)     /* and at most */
+
+/* ---- authentication (auth.c) ------------------------------------------------------------- */
+struct srv_worker;
+struct Rgpu__Hello;
+struct rgpu_key;
+/*
+ * srv_keys_check() - at start-up: the key directory exists and every key file in it is a
+ * usable key of a valid tenant name. Returns the number of keys, or -1 (logged).
+ */
+int srv_keys_check(const char *dir);
+/*
+ * srv_auth() - authenticate the client of a new connection, before anything else happens: the
+ * challenge (MSG_AUTH_CHALLENGE), the client's answer (MSG_AUTH), the check. On success the
+ * tenant is in w->tenant and the server's proof in proof (RGPU_AUTH_MAC_LEN bytes; *has_proof
+ * set) when the server has keys. Returns 0, or RGPU_EAUTH with why filled (for the client, the
+ * reason the server logs being fuller), or a transport error (the client left).
+ */
+int srv_auth(struct srv_worker *w, const struct Rgpu__Hello *hello, uint8_t *proof,
+	     int *has_proof, char *why, size_t whylen);
 
 /* ---- supervisor ------------------------------------------------------------------------ */
 int srv_supervise(const struct srv_config *cfg);
@@ -140,6 +162,7 @@ struct srv_worker {
 	char job_hex[2 * SRV_JOB_ID_LEN + 1];
 	uint64_t started_ns;         /* wall clock, for the job's age */
 	char client_host[64], client_program[256], peer[96];
+	char tenant[65];         /* the authenticated tenant (RGPU_TENANT_MAX); "" without keys */
 	int client_pid;
 	atomic_int state;            /* enum srv_job_state */
 
@@ -149,6 +172,8 @@ struct srv_worker {
 	struct rgpu_conn *pending;
 	void *pending_hello;         /* Rgpu__Hello * */
 	unsigned pending_gen;        /* token_gen when it was handed over */
+	uint8_t pending_proof[32];   /* the server's proof for its reply (RGPU_AUTH_MAC_LEN) */
+	int pending_has_proof;
 	int ctl_fd;                  /* datagram socket to the supervisor */
 	uint8_t token_prev[SRV_TOKEN_LEN]; /* still valid until the client speaks on a new link */
 	atomic_int token_prev_ok;

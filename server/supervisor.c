@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu_admin_msgs.h"
 #include "srv_admin_handlers.h"
+#include "rgpu/auth.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
@@ -164,6 +166,8 @@ static void on_ctl(int i)
 			fwd.kind = RGPU__CTL_KIND__CTL_RESUME;
 			fwd.job_id = m->job_id;
 			fwd.hello = m->hello;
+			fwd.tenant = m->tenant;
+			fwd.server_proof = m->server_proof;
 			res.result = srv_ctl_send(workers[j].ctl, &fwd, fd);
 			if (res.result == 0)
 				pr_debug("resume routed to worker %d", (int)workers[j].pid);
@@ -181,6 +185,10 @@ static void on_ctl(int i)
 }
 
 /* ---- the admin protocol ------------------------------------------------------------------ */
+
+/* the server's proof for the admin request being answered (on_admin), when it was authenticated */
+static uint8_t admin_proof[RGPU_AUTH_MAC_LEN];
+static int admin_has_proof;
 
 static void admin_reply(struct rgpu_conn *c, const struct rgpu_frame_hdr *req,
 			const ProtobufCMessage *rep)
@@ -218,6 +226,10 @@ int admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
 	rep.jobs = (uint32_t)njobs();
 	rep.uptime_s = (rgpu_now_ns() - started_ns) / 1000000000ull;
 	rep.resume_grace_s = (uint32_t)cfg->resume_grace_s;
+	if (admin_has_proof) {
+		rep.server_proof.data = admin_proof;
+		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
 	admin_reply(c, req, &rep.base);
 	return 0;
 }
@@ -239,6 +251,10 @@ int admin_jobs(const struct srv_config *cfg, struct rgpu_conn *c,
 	}
 	rep.n_jobs = n;
 	rep.jobs = jobs;
+	if (admin_has_proof) {
+		rep.server_proof.data = admin_proof;
+		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
 	(void)cfg;
 	admin_reply(c, req, &rep.base);
 	free(jobs);
@@ -246,8 +262,73 @@ int admin_jobs(const struct srv_config *cfg, struct rgpu_conn *c,
 }
 
 /*
+ * With --admin-key, the request's sender must prove it holds the operator key before it is
+ * answered: the request carries its nonce, the server sends its own (AUTH_CHALLENGE), the
+ * client answers (AUTH). Returns 0 with admin_proof set, or a refusal for msg (logged here).
+ */
+static int admin_auth(const struct srv_config *cfg, struct rgpu_conn *c,
+		      const struct rgpu_frame_hdr *req, const uint8_t *body, char *msg, size_t len)
+{
+	Rgpu__AdminRequest *ar = rgpu__admin_request__unpack(NULL, req->body_len, body);
+	Rgpu__AuthChallenge ch = RGPU__AUTH_CHALLENGE__INIT;
+	Rgpu__AuthResponse *resp = NULL;
+	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_AUTH_CHALLENGE};
+	uint8_t sn[RGPU_AUTH_NONCE_LEN], cn[RGPU_AUTH_NONCE_LEN], want[RGPU_AUTH_MAC_LEN];
+	uint8_t *abody = NULL;
+	int ret = RGPU_EAUTH;
+
+	if (!ar || ar->client_nonce.len != RGPU_AUTH_NONCE_LEN) {
+		snprintf(msg, len, "this server requires the operator key (rgpuctl --admin-key FILE, "
+				   "or RGPU_ADMIN_KEY_FILE)");
+		goto out;
+	}
+	memcpy(cn, ar->client_nonce.data, sizeof(cn));
+	if (getrandom(sn, sizeof(sn), 0) != (ssize_t)sizeof(sn)) {
+		snprintf(msg, len, "the server has no randomness for a challenge");
+		goto out;
+	}
+	ch.server_nonce.data = sn;
+	ch.server_nonce.len = sizeof(sn);
+	ret = rgpu_frame_send_hdr(c, &h, &ch.base, NULL);
+	if (!ret)
+		ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &abody);
+	if (ret) {
+		snprintf(msg, len, "no answer to the challenge (%s)", rgpu_strerror(ret));
+		goto out;
+	}
+	ret = RGPU_EAUTH;
+	if (h.type != RGPU_ADMIN_MSG_AUTH ||
+	    !(resp = rgpu__auth_response__unpack(NULL, h.body_len, abody)) ||
+	    resp->mac.len != RGPU_AUTH_MAC_LEN) {
+		snprintf(msg, len, "expected an answer to the challenge, got %s",
+			 rgpu_admin_msg_name(h.type));
+		goto out;
+	}
+	rgpu_auth_mac(cfg->admin_key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN, sn, cn,
+		      want);
+	if (!rgpu_auth_mac_eq(want, resp->mac.data)) {
+		snprintf(msg, len, "authentication failed: not the operator key");
+		goto out;
+	}
+	rgpu_auth_mac(cfg->admin_key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN, sn, cn,
+		      admin_proof);
+	admin_has_proof = 1;
+	ret = 0;
+out:
+	if (ret)
+		pr_warn("admin client %s refused: %s", rgpu_conn_peer(c), msg);
+	if (resp)
+		rgpu__auth_response__free_unpacked(resp, NULL);
+	if (ar)
+		rgpu__admin_request__free_unpacked(ar, NULL);
+	free(abody);
+	return ret;
+}
+
+/*
  * One admin request per connection, answered at once from the workers' latest reports (at
- * most INFO_EVERY_MS old). The whole request must arrive within ADMIN_TIMEOUT_MS of accept.
+ * most INFO_EVERY_MS old). The whole request (and, with --admin-key, the challenge's answer)
+ * must arrive within ADMIN_TIMEOUT_MS of accept.
  */
 static void on_admin(const struct srv_config *cfg, int afd)
 {
@@ -262,8 +343,19 @@ static void on_admin(const struct srv_config *cfg, int afd)
 	/* the whole request, however its bytes are spread: this loop serves everyone */
 	rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
 	ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body);
+	admin_has_proof = 0;
 	if (ret == 0 && h.type < ARRAY_SIZE(srv_admin_handlers) && srv_admin_handlers[h.type]) {
-		srv_admin_handlers[h.type](cfg, c, &h);
+		char msg[160];
+		if (cfg->admin_key && admin_auth(cfg, c, &h, body, msg, sizeof(msg))) {
+			Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+			struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
+			pe.code = RGPU_EAUTH;
+			pe.message = msg;
+			rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+		} else {
+			srv_admin_handlers[h.type](cfg, c, &h);
+		}
+		admin_has_proof = 0;
 	} else {
 		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
 		struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
@@ -279,24 +371,39 @@ static void on_admin(const struct srv_config *cfg, int afd)
 	rgpu_conn_close(c);
 }
 
-static int listen_on(const char *what, const char *addr, const char *port_file, int *lfd,
-		     int *bound)
+static int listen_on(const struct srv_config *cfg, const char *what, const char *addr,
+		     const char *port_file, int authed, int *lfd, int *bound)
 {
 	char host[256];
-	int port, ret;
+	int port, ret, loopback;
 
 	if (rgpu_parse_hostport(addr, "127.0.0.1", host, sizeof(host), &port)) {
 		pr_err("bad %s address '%s' (want HOST:PORT)", what, addr);
 		return 2;
+	}
+	/*
+	 * Beyond loopback only with authentication (the client port: --keys; the admin port:
+	 * --admin-key), or when the operator says so (--insecure).
+	 */
+	loopback = !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+	if (!loopback && !authed) {
+		if (!cfg->insecure) {
+			pr_err("refusing to serve the %s port on %s without authentication: any host "
+			       "that reaches it could use it. %s, listen on loopback, or accept the "
+			       "risk with --insecure",
+			       strcmp(what, "listening") ? "admin" : "client", host,
+			       strcmp(what, "listening") ? "Give --admin-key FILE (the operator's key)"
+							 : "Give --keys DIR (tenant keys)");
+			return 2;
+		}
+		pr_warn("%s on %s without authentication (--insecure): any host that reaches this "
+			"port can use it", what, host);
 	}
 	ret = rgpu_tcp_listen(host, port, lfd, bound);
 	if (ret) {
 		pr_err("cannot listen on %s:%d: %s", host, port, strerror(errno));
 		return 1;
 	}
-	if (strcmp(host, "127.0.0.1") && strcmp(host, "::1") && strcmp(host, "localhost"))
-		pr_warn("%s on %s without authentication: any host that reaches this port can use "
-			"it", what, host);
 	if (port_file) {
 		FILE *pf = fopen(port_file, "w");
 		if (pf) {
@@ -406,11 +513,13 @@ int srv_supervise(const struct srv_config *cfg)
 	int cap_pfd = 0;
 
 	started_ns = rgpu_now_ns();
-	ret = listen_on("listening", cfg->listen, cfg->port_file, &lfd, &bound);
+	ret = listen_on(cfg, "listening", cfg->listen, cfg->port_file, cfg->keys_dir != NULL, &lfd,
+			&bound);
 	if (ret)
 		return ret;
 	if (cfg->admin) {
-		ret = listen_on("admin protocol", cfg->admin, cfg->admin_port_file, &afd, &abound);
+		ret = listen_on(cfg, "admin protocol", cfg->admin, cfg->admin_port_file,
+				cfg->admin_key != NULL, &afd, &abound);
 		/* the default address may be taken by another rgpud on this host: serve anyway */
 		if (ret && strcmp(cfg->admin, RGPU_DEFAULT_ADMIN))
 			return ret;

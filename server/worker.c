@@ -28,6 +28,7 @@
 
 #include "admin.pb-c.h"
 #include "rgpu.pb-c.h"
+#include "rgpu/auth.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
@@ -187,7 +188,8 @@ static int new_token(struct srv_worker *w)
  * resends exactly what never arrived; then everything the client has not received goes out
  * again. Returns 0 when the link is up again.
  */
-static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *hello)
+static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *hello,
+		       uint8_t *proof)
 {
 	Rgpu__HelloReply rep = RGPU__HELLO_REPLY__INIT;
 	struct rgpu_frame_hdr h = {.type = RGPU_MSG_HELLO, .flags = RGPU_FRAME_REPLY};
@@ -204,6 +206,10 @@ static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__He
 	rep.received = w->rx_seq;
 	rep.resumed = 1;
 	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
+	if (proof) {
+		rep.server_proof.data = proof;
+		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
 	h.session = w->session;
 	h.ack = atomic_load(&w->executed);
 	ret = rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
@@ -246,6 +252,9 @@ static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why, uns
 			rgpu_deadline(&ts, MIN(left, 100000000ull));
 			pthread_cond_timedwait(&w->link_cond, &w->link_lock, &ts);
 		}
+		uint8_t proof[RGPU_AUTH_MAC_LEN];
+		int has_proof = w->pending_has_proof;
+		memcpy(proof, w->pending_proof, RGPU_AUTH_MAC_LEN);
 		c = w->pending;
 		hello = w->pending_hello;
 		*gen = w->pending_gen;
@@ -261,7 +270,7 @@ static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why, uns
 					w->job_hex, w->peer, why);
 			return NULL;
 		}
-		int ret = resume_link(w, c, hello);
+		int ret = resume_link(w, c, hello, has_proof ? proof : NULL);
 		rgpu__hello__free_unpacked(hello, NULL);
 		if (ret == 0) {
 			atomic_fetch_add(&w->resumes, 1);
@@ -504,6 +513,7 @@ static void fill_info(struct srv_worker *w, Rgpu__JobInfo *ji, uint64_t *gpu_mem
 	ji->client_pid = w->client_pid;
 	ji->client_program = w->client_program;
 	ji->peer = w->peer;
+	ji->tenant = w->tenant;
 	ji->device_memory = atomic_load(&w->dev_bytes);
 	ji->objects = atomic_load(&w->nobjs);
 	ji->bytes_in = w->bytes_in;
@@ -549,6 +559,8 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 	if (!hello || hello->job_id.len != SRV_JOB_ID_LEN ||
 	    memcmp(hello->job_id.data, w->job_id, SRV_JOB_ID_LEN))
 		bad = "it names another job";
+	else if (strcmp(m->tenant ? m->tenant : "", w->tenant))
+		bad = "it comes from another tenant than the job's";
 	else if (hello->resume_token.len != SRV_TOKEN_LEN)
 		bad = "it has no resume token";
 	else if (!token_eq(hello->resume_token.data, w->token) &&
@@ -560,7 +572,9 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 	else if (atomic_load(&w->dead))
 		bad = "the job is ending";
 	if (bad) {
-		pr_warn("job %s: refused a resume from %s: %s", w->job_hex, rgpu_conn_peer(c), bad);
+		pr_warn("job %s%s%s: refused a resume from %s%s%s: %s", w->job_hex,
+			w->tenant[0] ? " of tenant " : "", w->tenant, rgpu_conn_peer(c),
+			m->tenant && m->tenant[0] ? ", tenant " : "", m->tenant ? m->tenant : "", bad);
 		pe.code = RGPU_EPROTO;
 		pe.message = (char *)bad;
 		rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
@@ -598,6 +612,9 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 	}
 	w->pending = c;
 	w->pending_hello = hello;
+	w->pending_has_proof = m->server_proof.len == RGPU_AUTH_MAC_LEN;
+	if (w->pending_has_proof)
+		memcpy(w->pending_proof, m->server_proof.data, RGPU_AUTH_MAC_LEN);
 	w->pending_gen = atomic_load(&w->token_gen);
 	pthread_cond_broadcast(&w->link_cond);
 	pthread_mutex_unlock(&w->link_lock);
@@ -733,7 +750,7 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen)
  * through the supervisor, or refuse it when no such job exists. Never returns.
  */
 static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *hello,
-		  uint8_t *body, size_t blen)
+		  uint8_t *body, size_t blen, uint8_t *proof)
 {
 	Rgpu__Ctl m = RGPU__CTL__INIT, *r = NULL;
 	char job[2 * SRV_JOB_ID_LEN + 1] = "?";
@@ -747,6 +764,12 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 	m.job_id = hello->job_id;
 	m.hello.data = body;
 	m.hello.len = blen;
+	/* the job's worker checks the tenant and sends the proof with its reply */
+	m.tenant = w->tenant;
+	if (proof) {
+		m.server_proof.data = proof;
+		m.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
 	fd = rgpu_conn_release_fd(c);
 	if (fd < 0) {
 		srv_protocol_error(w, RGPU_EPROTO, "bytes after the resume hello");
@@ -836,9 +859,38 @@ static int handshake(struct srv_worker *w)
 		rgpu__hello__free_unpacked(hello, NULL);
 		return RGPU_EVERSION;
 	}
+	/* who the client is, before anything is done for it (auth.c): within the hello deadline */
+	uint8_t proof[RGPU_AUTH_MAC_LEN];
+	int has_proof = 0;
+	ret = srv_auth(w, hello, proof, &has_proof, why, sizeof(why));
+	if (ret == RGPU_EAUTH) {
+		free(body);
+		if (hello->job_id.len) {
+			/* a resume is refused like its other refusals: MSG_ERROR */
+			Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+			struct rgpu_frame_hdr eh = {.type = RGPU_MSG_ERROR};
+			pe.code = RGPU_EAUTH;
+			pe.message = why;
+			rgpu_frame_send_hdr(w->conn, &eh, &pe.base, NULL);
+		} else {
+			/* a new session gets the CUDA error its cuInit returns, and why */
+			rep.result = CUDA_ERROR_NOT_PERMITTED;
+			rep.protocol_version = RGPU_PROTO_VERSION;
+			rep.error = why;
+			rh.ref = h.seq;
+			rgpu_frame_send_hdr(w->conn, &rh, &rep.base, NULL);
+		}
+		rgpu__hello__free_unpacked(hello, NULL);
+		return RGPU_EAUTH;
+	}
+	if (ret) {
+		free(body);
+		rgpu__hello__free_unpacked(hello, NULL);
+		return ret;
+	}
 	rgpu_conn_set_deadline(w->conn, 0);
 	if (hello->job_id.len)
-		route(w, w->conn, hello, body, h.body_len);
+		route(w, w->conn, hello, body, h.body_len, has_proof ? proof : NULL);
 	free(body);
 	snprintf(w->client_host, sizeof(w->client_host), "%s", hello->client_host);
 	snprintf(w->client_program, sizeof(w->client_program), "%s", hello->client_program);
@@ -869,8 +921,8 @@ static int handshake(struct srv_worker *w)
 		w->session = 1;
 	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
 	if (!w->refuse_new)
-		pr_info("job %s: client %s pid %d program %s", w->job_hex, w->peer, w->client_pid,
-			w->client_program);
+		pr_info("job %s: client %s pid %d program %s%s%s", w->job_hex, w->peer, w->client_pid,
+			w->client_program, w->tenant[0] ? " tenant " : "", w->tenant);
 	gethostname(host, sizeof(host) - 1);
 	rep.result = (int32_t)r;
 	rep.protocol_version = RGPU_PROTO_VERSION;
@@ -887,6 +939,10 @@ static int handshake(struct srv_worker *w)
 	rep.resume_token.len = SRV_TOKEN_LEN;
 	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
 	rep.max_queued = w->cfg->max_queued;
+	if (has_proof) {
+		rep.server_proof.data = proof;
+		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
 
 	Rgpu__DeviceInfo di[16], *dip[16];
 	static int32_t attrs[16][CU_DEVICE_ATTRIBUTE_MAX];

@@ -27,6 +27,7 @@ const char *rgpu_strerror(int err)
 	case RGPU_EMAGIC: return "bad magic";
 	case RGPU_ETRUNC: return "connection broken in the middle of a frame";
 	case RGPU_EDEADLINE: return "frame not received whole in time";
+	case RGPU_EAUTH: return "authentication failed";
 	}
 	return "unknown rgpu error";
 }

@@ -102,6 +102,8 @@ static void test_numbers_and_names(void **state)
 	assert_int_equal(RGPU_MSG_ERROR, 2);
 	assert_int_equal(RGPU_MSG_GOODBYE, 3);
 	assert_int_equal(RGPU_MSG_PING, 4);
+	assert_int_equal(RGPU_MSG_AUTH_CHALLENGE, 6);
+	assert_int_equal(RGPU_MSG_AUTH, 7);
 	assert_int_equal(RGPU_MSG_CTX_CREATE, 10);
 	assert_int_equal(RGPU_MSG_MEM_ALLOC, 20);
 	assert_int_equal(RGPU_MSG_DATA, 27);
@@ -261,8 +263,9 @@ static void test_info_rows(void **state)
 
 /*
  * The executor's dispatch: a handler for every request the client sends to the server, except
- * MSG_HELLO (the handshake reads it), MSG_ERROR (ends the session), MSG_CALLBACK_DONE and MSG_ACK
- * (the reader thread consumes them); nothing for types the server only sends, or does not know.
+ * MSG_HELLO and MSG_AUTH (the handshake reads them), MSG_ERROR (ends the session),
+ * MSG_CALLBACK_DONE and MSG_ACK (the reader thread consumes them); nothing for types the server
+ * only sends, or does not know.
  */
 static void test_srv_handlers(void **state)
 {
@@ -274,7 +277,8 @@ static void test_srv_handlers(void **state)
 	for (unsigned t = 0; t < n; t++) {
 		const struct rgpu_msg_info *m = rgpu_msg_info(t);
 		int want = m && (m->rule->dir & RGPU_DIR_TO_SERVER) && t != RGPU_MSG_HELLO &&
-			   t != RGPU_MSG_ERROR && t != RGPU_MSG_CALLBACK_DONE && t != RGPU_MSG_ACK;
+			   t != RGPU_MSG_AUTH && t != RGPU_MSG_ERROR && t != RGPU_MSG_CALLBACK_DONE &&
+			   t != RGPU_MSG_ACK;
 		if (want != (srv_handlers[t] != NULL))
 			fail_msg("%s (%u): handler %s, want %s", m ? m->name : "unknown type", t,
 				 srv_handlers[t] ? "set" : "NULL", want ? "one" : "none");

@@ -60,6 +60,8 @@ static const struct tspec types[] = {
     {3, "MSG_GOODBYE", TO_SRV, 1, RGPU_MAX_DIGEST},
     {4, "MSG_PING", TO_SRV, 1, 0},
     {5, "MSG_ACK", EITHER, 1, 0},
+    {6, "MSG_AUTH_CHALLENGE", TO_CLI, 0, 0},
+    {7, "MSG_AUTH", TO_SRV, 0, 0},
     {10, "MSG_CTX_CREATE", TO_SRV, 0, 0},
     {11, "MSG_CTX_DESTROY", TO_SRV, 0, 0},
     {12, "MSG_CTX_SYNC", TO_SRV, 0, RGPU_MAX_DIGEST},
@@ -127,6 +129,8 @@ _Static_assert(RGPU_MSG_EVENT_ELAPSED == 65, "MSG_EVENT_ELAPSED");
 _Static_assert(RGPU_MSG_CAPTURE_BEGIN == 70, "MSG_CAPTURE_BEGIN");
 _Static_assert(RGPU_MSG_OCCUPANCY == 80, "MSG_OCCUPANCY");
 _Static_assert(RGPU_MSG_ACK == 5, "MSG_ACK");
+_Static_assert(RGPU_MSG_AUTH_CHALLENGE == 6, "MSG_AUTH_CHALLENGE");
+_Static_assert(RGPU_MSG_AUTH == 7, "MSG_AUTH");
 _Static_assert(RGPU_MSG_VMM_CREATE == 90, "MSG_VMM_CREATE");
 _Static_assert(RGPU_MSG_OUTPUT == 44, "MSG_OUTPUT");
 
@@ -492,7 +496,7 @@ static void test_check_unknown_types(void **state)
 	assert_int_equal(chk(999, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(chk(0xffff, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(chk(66, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
-	assert_int_equal(chk(6, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE); /* after ACK */
+	assert_int_equal(chk(8, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE); /* after AUTH */
 	assert_int_equal(chk(199, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(chk(202, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_string_equal(rgpu_msg_name(0x10000), "MSG_?");
@@ -556,6 +560,14 @@ static void test_check_direction(void **state)
 	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_JOBS, RGPU_FRAME_REPLY, 300, RGPU_PEER_CLIENT), 0);
 	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_ERROR, 0, 30, RGPU_PEER_CLIENT), 0);
 	assert_int_equal(chk_admin(RGPU_MSG_LAUNCH, 0, 16, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
+	/* its authentication: the challenge only to the client, the answer only to the server */
+	assert_int_equal(RGPU_ADMIN_MSG_AUTH_CHALLENGE, 6);
+	assert_int_equal(RGPU_ADMIN_MSG_AUTH, 7);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_AUTH_CHALLENGE, 0, 34, RGPU_PEER_CLIENT), 0);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_AUTH_CHALLENGE, 0, 34, RGPU_PEER_SERVER),
+			 RGPU_EPROTO);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_AUTH, 0, 34, RGPU_PEER_SERVER), 0);
+	assert_int_equal(chk_admin(RGPU_ADMIN_MSG_AUTH, 0, 34, RGPU_PEER_CLIENT), RGPU_EPROTO);
 }
 
 static void test_check_flags(void **state)
@@ -1855,11 +1867,11 @@ static void test_strerror(void **state)
 	    RGPU_EVERSION, RGPU_ETOOBIG,   RGPU_ECLOSED,   RGPU_ETIMEDOUT, RGPU_ECONNECT,
 	    RGPU_ECUDA,	   RGPU_ENOTFOUND, RGPU_EEXIST,	   RGPU_ENOSPC,	   RGPU_EUNSUPPORTED,
 	    RGPU_EWINDOW,  RGPU_ECORRUPT,  RGPU_ESYS,	   RGPU_EBUSY,	   RGPU_EUNKNOWNTYPE,
-	    RGPU_EMAGIC,   RGPU_ETRUNC,	   RGPU_EDEADLINE,
+	    RGPU_EMAGIC,   RGPU_ETRUNC,	   RGPU_EDEADLINE, RGPU_EAUTH,
 	};
 	const size_t n = sizeof(codes) / sizeof(codes[0]);
 
-	assert_int_equal(n, 23);
+	assert_int_equal(n, 24);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(codes[i], -(int)i); /* err.h numbers, never renumbered */
 	for (size_t i = 0; i < n; i++) {
@@ -1873,7 +1885,7 @@ static void test_strerror(void **state)
 				fail_msg("codes %d and %d share the name \"%s\"", codes[i],
 					 codes[k], s);
 	}
-	assert_non_null(rgpu_strerror(-23));
+	assert_non_null(rgpu_strerror(-24));
 	assert_non_null(rgpu_strerror(1));
 	assert_non_null(rgpu_strerror(-1000000));
 }
