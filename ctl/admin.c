@@ -9,6 +9,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu_admin_msgs.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/transport.h"
 #include "rgpu/util.h"
 #include "admin.h"
@@ -48,7 +49,7 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 		goto out;
 	}
 	if (h.type == RGPU_ADMIN_MSG_ERROR) {
-		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
+		Rgpu__ProtocolError *pe = RGPU_PB_UNPACK(rgpu__protocol_error, h.body_len, body);
 		snprintf(err, errlen, "%s refused: %s", server,
 			 pe && pe->message ? pe->message : "protocol error");
 		if (pe)
@@ -57,7 +58,7 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 		goto out;
 	}
 	if (h.type != type || !(h.flags & RGPU_FRAME_REPLY) ||
-	    !(*out = protobuf_c_message_unpack(desc, NULL, h.body_len, body))) {
+	    !(*out = rgpu_pb_unpack(desc, h.body_len, body))) {
 		snprintf(err, errlen, "%s: unexpected reply", server);
 		ret = RGPU_EPROTO;
 	}

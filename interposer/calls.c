@@ -13,6 +13,7 @@
 #include "session_state.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 
@@ -112,7 +113,7 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 		goto out;
 	}
 	/* the reply says the worker executed the request, so a borrowed payload is no longer kept */
-	*reply = protobuf_c_message_unpack(desc, NULL, w.body_len, w.body);
+	*reply = rgpu_pb_unpack(desc, w.body_len, w.body);
 	if (!*reply) {
 		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable reply from the server");
 		r = S.dead_err;
@@ -224,7 +225,7 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 /* Returns 0, or the transport error that broke the link in the middle of the payload. */
 int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
 {
-	Rgpu__DataChunk *dc = rgpu__data_chunk__unpack(NULL, h->body_len, body);
+	Rgpu__DataChunk *dc = RGPU_PB_UNPACK(rgpu__data_chunk, h->body_len, body);
 	struct waiter *w;
 	int ret;
 
