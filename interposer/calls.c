@@ -27,17 +27,15 @@ static CUresult send_error(int ret)
 CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void *payload,
 			  uint64_t plen, uint64_t *seq)
 {
-	struct ofr *f;
 	int ret;
 
 	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
 		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
-	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, &f);
+	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, seq);
 	if (ret)
 		return send_error(ret);
-	*seq = f->seq;
 	if (plen > IP_INLINE_MAX)
 		ip_link_flush();
 	return ip_session_error();
@@ -84,7 +82,6 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 		 ProtobufCMessage **reply)
 {
 	struct waiter w = {0};
-	struct ofr *f;
 	CUresult r = CUDA_SUCCESS;
 	int ret;
 
@@ -98,7 +95,7 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 	w.type = type;
 	pthread_mutex_init(&w.m, NULL);
 	pthread_cond_init(&w.c, NULL);
-	ret = ip_link_enqueue(type, req, payload, plen, 0, &w, &f);
+	ret = ip_link_enqueue(type, req, payload, plen, 0, &w, NULL);
 	if (ret) {
 		r = send_error(ret);
 		goto out;
