@@ -69,6 +69,7 @@ struct ip_capture {
 	struct ip_stream *origin;
 	CUstreamCaptureMode mode;
 	int active;
+	atomic_int refs;           /* streams and events that point at it; freed at 0 */
 };
 
 struct ip_stream {
@@ -273,6 +274,12 @@ CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *
 CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stream **s);
 /* ip_capture_of() - the active capture the stream takes part in, or NULL */
 struct ip_capture *ip_capture_of(const struct ip_stream *s);
+/*
+ * ip_capture_set() - point *slot (a stream's or an event's capture) at cap, which may be NULL:
+ * a reference to cap is taken and the one to the capture *slot held is dropped, freeing it
+ * when it was the last.
+ */
+void ip_capture_set(struct ip_capture **slot, struct ip_capture *cap);
 
 /* The id a synchronization listener hears for a context's legacy NULL stream. */
 #define IP_STREAM_LEGACY_ID ((uint64_t)-1)
