@@ -14,6 +14,7 @@
 #include "rgpu_admin_msgs.h"
 #include "rgpu/auth.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/transport.h"
 #include "rgpu/util.h"
 #include "admin.h"
@@ -34,7 +35,7 @@ static const ProtobufCBinaryData *reply_proof(const ProtobufCMessage *m)
 static int answer(struct rgpu_conn *c, const struct rgpu_key *key, const uint8_t *body,
 		  size_t blen, const uint8_t *cn, uint8_t *sn)
 {
-	Rgpu__AuthChallenge *ch = rgpu__auth_challenge__unpack(NULL, blen, body);
+	Rgpu__AuthChallenge *ch = RGPU_PB_UNPACK(rgpu__auth_challenge, blen, body);
 	Rgpu__AuthResponse ar = RGPU__AUTH_RESPONSE__INIT;
 	uint8_t mac[RGPU_AUTH_MAC_LEN];
 	int ret;
@@ -106,7 +107,7 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 		goto out;
 	}
 	if (h.type == RGPU_ADMIN_MSG_ERROR) {
-		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
+		Rgpu__ProtocolError *pe = RGPU_PB_UNPACK(rgpu__protocol_error, h.body_len, body);
 		snprintf(err, errlen, "%s refused: %s", server,
 			 pe && pe->message ? pe->message : "protocol error");
 		if (pe)
@@ -115,7 +116,7 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 		goto out;
 	}
 	if (h.type != type || !(h.flags & RGPU_FRAME_REPLY) ||
-	    !(*out = protobuf_c_message_unpack(desc, NULL, h.body_len, body))) {
+	    !(*out = rgpu_pb_unpack(desc, h.body_len, body))) {
 		snprintf(err, errlen, "%s: unexpected reply", server);
 		ret = RGPU_EPROTO;
 		goto out;

@@ -13,6 +13,7 @@
 #include "session_state.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 
@@ -26,17 +27,15 @@ static CUresult send_error(int ret)
 CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void *payload,
 			  uint64_t plen, uint64_t *seq)
 {
-	struct ofr *f;
 	int ret;
 
 	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
 		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
-	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, &f);
+	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, seq);
 	if (ret)
 		return send_error(ret);
-	*seq = f->seq;
 	if (plen > IP_INLINE_MAX)
 		ip_link_flush();
 	return ip_session_error();
@@ -83,7 +82,6 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 		 ProtobufCMessage **reply)
 {
 	struct waiter w = {0};
-	struct ofr *f;
 	CUresult r = CUDA_SUCCESS;
 	int ret;
 
@@ -97,7 +95,7 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 	w.type = type;
 	pthread_mutex_init(&w.m, NULL);
 	pthread_cond_init(&w.c, NULL);
-	ret = ip_link_enqueue(type, req, payload, plen, 0, &w, &f);
+	ret = ip_link_enqueue(type, req, payload, plen, 0, &w, NULL);
 	if (ret) {
 		r = send_error(ret);
 		goto out;
@@ -112,7 +110,7 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 		goto out;
 	}
 	/* the reply says the worker executed the request, so a borrowed payload is no longer kept */
-	*reply = protobuf_c_message_unpack(desc, NULL, w.body_len, w.body);
+	*reply = rgpu_pb_unpack(desc, w.body_len, w.body);
 	if (!*reply) {
 		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable reply from the server");
 		r = S.dead_err;
@@ -231,7 +229,7 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 /* Returns 0, or the transport error that broke the link in the middle of the payload. */
 int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
 {
-	Rgpu__DataChunk *dc = rgpu__data_chunk__unpack(NULL, h->body_len, body);
+	Rgpu__DataChunk *dc = RGPU_PB_UNPACK(rgpu__data_chunk, h->body_len, body);
 	struct waiter *w;
 	int ret;
 

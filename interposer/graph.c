@@ -34,6 +34,19 @@ static void graph_forget(struct ip_graph *g)
 
 /* ---- capture ----------------------------------------------------------------------------- */
 
+void ip_capture_set(struct ip_capture **slot, struct ip_capture *cap)
+{
+	struct ip_capture *old = *slot;
+
+	if (old == cap)
+		return;
+	if (cap)
+		atomic_fetch_add(&cap->refs, 1);
+	*slot = cap;
+	if (old && atomic_fetch_sub(&old->refs, 1) == 1)
+		free(old);
+}
+
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
 {
 	Rgpu__CaptureOp m = RGPU__CAPTURE_OP__INIT;
@@ -68,7 +81,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
 		return r;
 	}
 	cap->active = 1;
-	s->capture = cap;
+	ip_capture_set(&s->capture, cap);
 	return CUDA_SUCCESS;
 }
 
@@ -115,14 +128,11 @@ static CUresult end_capture(CUstream h, CUgraph *out, int ptds)
 	r = ip_call_status(RGPU_MSG_CAPTURE_END, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	/* ended either way: every stream that took part stops capturing */
 	cap->active = 0;
-	s->capture = NULL;
-	if (r != CUDA_SUCCESS) {
+	*out = r == CUDA_SUCCESS ? (CUgraph)cap->graph : NULL;
+	if (r != CUDA_SUCCESS)
 		graph_forget(cap->graph);
-		*out = NULL;
-		return r;
-	}
-	*out = (CUgraph)cap->graph;
-	return CUDA_SUCCESS;
+	ip_capture_set(&s->capture, NULL); /* may free cap */
+	return r;
 }
 
 IP_API CUresult CUDAAPI cuStreamEndCapture(CUstream h, CUgraph *g)

@@ -39,6 +39,7 @@ struct ip_obj {
 	uint32_t dead;
 	uint64_t id;            /* the session-wide id the server knows it by */
 	struct ip_ctx *owner;   /* the context it lives in (NULL for contexts) */
+	struct ip_obj *dead_next; /* unregistered: the next in the list that keeps the dead */
 };
 
 struct ip_ctx {
@@ -68,6 +69,7 @@ struct ip_capture {
 	struct ip_stream *origin;
 	CUstreamCaptureMode mode;
 	int active;
+	atomic_int refs;           /* streams and events that point at it; freed at 0 */
 };
 
 struct ip_stream {
@@ -139,8 +141,13 @@ int ip_obj_register(struct ip_obj *o, int kind);
 void *ip_obj_new(size_t size, int kind, struct ip_ctx *owner);
 /* ip_obj_drop() - undo ip_obj_new() for an object the server never made: unregister, free. */
 void ip_obj_drop(void *obj);
-/* ip_obj_unregister() - the handle is no longer valid (the memory is the caller's). */
+/*
+ * ip_obj_unregister() - the handle is no longer valid. The object stays allocated for good, on
+ * a list of the dead, so a stale handle stays a recognisably dead address and never a new one.
+ */
 void ip_obj_unregister(struct ip_obj *o);
+/* ip_obj_forget() - unregister an object the caller frees now (the application never had it). */
+void ip_obj_forget(struct ip_obj *o);
 /* ip_obj_get() - the live object behind handle h of kind (0: any), or NULL. */
 void *ip_obj_get(const void *h, int kind);
 /* ip_obj_collect() - live objects of kind owned by ctx (malloc'd array, caller frees). */
@@ -278,6 +285,12 @@ CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *
 CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stream **s);
 /* ip_capture_of() - the active capture the stream takes part in, or NULL */
 struct ip_capture *ip_capture_of(const struct ip_stream *s);
+/*
+ * ip_capture_set() - point *slot (a stream's or an event's capture) at cap, which may be NULL:
+ * a reference to cap is taken and the one to the capture *slot held is dropped, freeing it
+ * when it was the last.
+ */
+void ip_capture_set(struct ip_capture **slot, struct ip_capture *cap);
 
 /* The id a synchronization listener hears for a context's legacy NULL stream. */
 #define IP_STREAM_LEGACY_ID ((uint64_t)-1)

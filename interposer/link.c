@@ -104,7 +104,7 @@ struct waiter *ip_waiter_find_locked(uint64_t seq)
  * them). w, when given, is registered under the same seq before anything can be written.
  */
 int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payload,
-		    uint64_t plen, int urgent, struct waiter *w, struct ofr **out)
+		    uint64_t plen, int urgent, struct waiter *w, uint64_t *seq)
 {
 	int borrow = plen > IP_INLINE_MAX;
 	int digest = plen == 0 && ip_statelog_wants_digest(type);
@@ -162,8 +162,9 @@ int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payl
 	}
 	S.kept_bytes += hlen + plen;
 	pthread_mutex_unlock(&S.q_lock);
-	if (out)
-		*out = f;
+	/* not f->seq: once unlocked, the frame may be written, acknowledged and freed */
+	if (seq)
+		*seq = h.seq;
 	return 0;
 }
 
@@ -195,18 +196,17 @@ static void *copy_get(uint64_t len)
 	return p ? p : malloc(len);
 }
 
-/* The worker executed through seq: drop what it covers. Caller holds q_lock. */
-static void acked_locked(uint64_t seq)
+/*
+ * Free the frames the worker executed, except those a writer is handing to sendmsg outside
+ * q_lock (from busy_first on): the kernel has copied what was acknowledged, but the writer's
+ * iovec still names it until the call returns. Caller holds q_lock.
+ */
+static void release_locked(void)
 {
 	struct ofr *f;
 	int freed = 0;
 
-	if (seq <= S.acked)
-		return;
-	if (seq > S.seq)
-		seq = S.seq; /* never past what was sent */
-	S.acked = seq;
-	while ((f = S.head) && f->seq <= seq) {
+	while ((f = S.head) && f->seq <= S.acked && (!S.busy_first || f->seq < S.busy_first)) {
 		if (f == S.unsent)
 			S.unsent = f->next;
 		S.head = f->next;
@@ -219,6 +219,16 @@ static void acked_locked(uint64_t seq)
 	}
 	if (freed)
 		pthread_cond_broadcast(&S.ack_cond);
+}
+
+/* The worker executed through seq: drop what it covers. Caller holds q_lock. */
+static void acked_locked(uint64_t seq)
+{
+	if (seq <= S.acked)
+		return;
+	S.acked = seq > S.seq ? S.seq : seq; /* never past what was sent */
+	release_locked();
+	pthread_cond_broadcast(&S.ack_cond);
 }
 
 void ip_link_acked(uint64_t seq)
@@ -280,9 +290,12 @@ void ip_link_flush_locked(void)
 		}
 		gen = S.gen;
 		last_seq = last->seq;
+		S.busy_first = S.unsent->seq;
 		pthread_mutex_unlock(&S.q_lock);
 		ret = rgpu_conn_sendv(S.conn, iov, n);
 		pthread_mutex_lock(&S.q_lock);
+		S.busy_first = 0;
+		release_locked();
 		if (ret) {
 			link_broken_locked();
 		} else if (gen == S.gen) {

@@ -163,7 +163,7 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 	if (rep)
 		rgpu__module_load_reply__free_unpacked(rep, NULL);
 	if (r != CUDA_SUCCESS) {
-		ip_obj_unregister(&m->o);
+		ip_obj_forget(&m->o);
 		module_free(m);
 		return r;
 	}

@@ -12,6 +12,7 @@
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *registry;
+static struct ip_obj *dead; /* unregistered objects, kept: never freed, never reused */
 static atomic_uint_fast64_t next_id;
 
 static int ptr_cmp(const void *a, const void *b)
@@ -52,15 +53,26 @@ void ip_obj_drop(void *obj)
 {
 	if (!obj)
 		return;
-	ip_obj_unregister(obj);
+	ip_obj_forget(obj);
 	free(obj);
+}
+
+void ip_obj_forget(struct ip_obj *o)
+{
+	pthread_mutex_lock(&reg_lock);
+	tdelete(o, &registry, ptr_cmp);
+	o->dead = 1;
+	pthread_mutex_unlock(&reg_lock);
 }
 
 void ip_obj_unregister(struct ip_obj *o)
 {
 	pthread_mutex_lock(&reg_lock);
-	tdelete(o, &registry, ptr_cmp);
-	o->dead = 1;
+	if (tdelete(o, &registry, ptr_cmp)) {
+		o->dead = 1;
+		o->dead_next = dead;
+		dead = o;
+	}
 	pthread_mutex_unlock(&reg_lock);
 }
 

@@ -45,6 +45,7 @@
 #include "session_state.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
@@ -53,7 +54,7 @@
 
 static void on_error(const struct rgpu_frame_hdr *h, const uint8_t *body)
 {
-	Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h->body_len, body);
+	Rgpu__ProtocolError *pe = RGPU_PB_UNPACK(rgpu__protocol_error, h->body_len, body);
 	char why[320];
 	snprintf(why, sizeof(why), "the server ended the session: %s",
 		 pe && pe->message ? pe->message : "?");
@@ -112,7 +113,7 @@ static int lock_stdio(FILE *f)
 static int on_output(const struct rgpu_frame_hdr *h, const uint8_t *body)
 {
 	static uint8_t buf[RGPU_MAX_OUTPUT]; /* receiver thread only; the frame check bounds it */
-	Rgpu__Output *m = rgpu__output__unpack(NULL, h->body_len, body);
+	Rgpu__Output *m = RGPU_PB_UNPACK(rgpu__output, h->body_len, body);
 	int ret, fd;
 
 	if (!m) {
@@ -198,7 +199,7 @@ static void *receiver_main(void *arg)
 		} else if (h.type == RGPU_MSG_OUTPUT) {
 			ret = on_output(&h, body);
 		} else if (h.type == RGPU_MSG_CALLBACK) {
-			Rgpu__Callback *cb = rgpu__callback__unpack(NULL, h.body_len, body);
+			Rgpu__Callback *cb = RGPU_PB_UNPACK(rgpu__callback, h.body_len, body);
 			if (cb) {
 				ip_callback_push(cb->callback);
 				rgpu__callback__free_unpacked(cb, NULL);
@@ -248,7 +249,7 @@ static int answer_challenge(struct rgpu_conn *c, const struct rgpu_frame_hdr *he
 			    const uint8_t *body, size_t blen, const uint8_t *cnonce,
 			    uint8_t *snonce, char *why, size_t whylen)
 {
-	Rgpu__AuthChallenge *ch = rgpu__auth_challenge__unpack(NULL, blen, body);
+	Rgpu__AuthChallenge *ch = RGPU_PB_UNPACK(rgpu__auth_challenge, blen, body);
 	Rgpu__AuthResponse ar = RGPU__AUTH_RESPONSE__INIT;
 	struct rgpu_frame_hdr ah = {.type = RGPU_MSG_AUTH, .session = hello_hdr->session};
 	uint8_t mac[RGPU_AUTH_MAC_LEN];
@@ -333,7 +334,7 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 			return ret;
 	}
 	if (h.type == RGPU_MSG_ERROR) {
-		Rgpu__ProtocolError *pe = rgpu__protocol_error__unpack(NULL, h.body_len, body);
+		Rgpu__ProtocolError *pe = RGPU_PB_UNPACK(rgpu__protocol_error, h.body_len, body);
 		snprintf(why, whylen, "%s", pe && pe->message ? pe->message : "protocol error");
 		if (pe)
 			rgpu__protocol_error__free_unpacked(pe, NULL);
@@ -341,7 +342,7 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 		return RGPU_EPROTO;
 	}
 	if (h.type == RGPU_MSG_HELLO && (h.flags & RGPU_FRAME_REPLY))
-		*out = rgpu__hello_reply__unpack(NULL, h.body_len, body);
+		*out = RGPU_PB_UNPACK(rgpu__hello_reply, h.body_len, body);
 	free(body);
 	if (!*out) {
 		snprintf(why, whylen, "an unexpected first reply");

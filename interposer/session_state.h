@@ -90,6 +90,7 @@ struct ip_session {
 	struct ofr *head, *tail, *unsent;
 	uint64_t seq;                /* last seq assigned */
 	uint64_t acked;              /* the worker executed through this seq */
+	uint64_t busy_first;         /* 0, or the first frame a writer is sending: kept till done */
 	uint64_t kept_bytes, kept_max;
 	int link_up;
 	unsigned gen;                /* +1 at every break and every resume */
@@ -133,11 +134,11 @@ void ip_session_die(CUresult err, const char *why);
  * ip_link_enqueue() - append one frame to the kept list under the next seq. urgent: do not wait
  * for room below the bound. w, when given, is registered under the same seq before the frame
  * can be written. A payload over IP_INLINE_MAX stays the caller's until written or copied by
- * ip_link_keep_copy(). Returns 0 (*out, when given, is the frame), RGPU_ENOMEM or
+ * ip_link_keep_copy(). Returns 0 (*seq, when given, is the frame's seq), RGPU_ENOMEM or
  * RGPU_ECLOSED (the session is dead).
  */
 int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payload,
-		    uint64_t plen, int urgent, struct waiter *w, struct ofr **out);
+		    uint64_t plen, int urgent, struct waiter *w, uint64_t *seq);
 /* ip_link_flush_locked() - write every unwritten frame; caller holds S.send_lock. */
 void ip_link_flush_locked(void);
 /* ip_link_flush() - ip_link_flush_locked under S.send_lock. */

@@ -174,6 +174,7 @@ IP_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream h)
 	m.stream = s->o.id;
 	m.ctx = s->ctx->o.id;
 	ip_obj_unregister(&s->o);
+	ip_capture_set(&s->capture, NULL);
 	return ip_post(RGPU_MSG_STREAM_DESTROY, &m.base, NULL, 0);
 }
 
@@ -234,7 +235,7 @@ static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
 	if (r == CUDA_SUCCESS && e->capture && e->capture->active) {
 		struct ip_stream *so;
 		if (ip_stream_get(h, ptds, &c, &so) == CUDA_SUCCESS && so)
-			so->capture = e->capture;
+			ip_capture_set(&so->capture, e->capture);
 	}
 	return r;
 }
@@ -338,6 +339,7 @@ IP_API CUresult CUDAAPI cuEventDestroy_v2(CUevent h)
 	m.event = e->o.id;
 	m.ctx = e->ctx->o.id;
 	ip_obj_unregister(&e->o);
+	ip_capture_set(&e->capture, NULL);
 	return ip_post(RGPU_MSG_EVENT_DESTROY, &m.base, NULL, 0);
 }
 
@@ -362,7 +364,7 @@ static CUresult event_record(CUevent h, CUstream s, unsigned flags, int ptds)
 	if (c != e->ctx)
 		return CUDA_ERROR_INVALID_HANDLE;
 	sid = so ? so->o.id : 0;
-	e->capture = ip_capture_of(so);
+	ip_capture_set(&e->capture, ip_capture_of(so));
 	m.event = e->o.id;
 	m.stream = sid;
 	m.ctx = c->o.id;

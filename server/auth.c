@@ -19,6 +19,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/auth.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "srv.h"
@@ -114,7 +115,7 @@ static int recv_answer(struct srv_worker *w, uint8_t *mac)
 				   rgpu_msg_name(h.type));
 		return RGPU_EPROTO;
 	}
-	ar = rgpu__auth_response__unpack(NULL, h.body_len, body);
+	ar = RGPU_PB_UNPACK(rgpu__auth_response, h.body_len, body);
 	free(body);
 	if (!ar || ar->mac.len != RGPU_AUTH_MAC_LEN) {
 		if (ar)

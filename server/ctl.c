@@ -12,6 +12,7 @@
 
 #include "admin.pb-c.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "srv.h"
 
 #define CTL_MAX (64u << 10)
@@ -102,7 +103,7 @@ int srv_ctl_recv(int fd, struct Rgpu__Ctl **out, int *got_fd, int timeout_ms)
 			else
 				close(rfd);
 		}
-	*out = rgpu__ctl__unpack(NULL, (size_t)n, buf);
+	*out = RGPU_PB_UNPACK(rgpu__ctl, (size_t)n, buf);
 	free(buf);
 	if (!*out) {
 		if (got_fd && *got_fd >= 0) {

@@ -16,9 +16,10 @@
 
 #include <cuda.h>
 
+#include "rgpu/pbdecode.h"
 #include "srv.h"
 
-#define UNPACK(type, fn, f) rgpu__##fn##__unpack(NULL, (f)->hdr.body_len, (f)->body)
+#define UNPACK(type, fn, f) RGPU_PB_UNPACK(rgpu__##fn, (f)->hdr.body_len, (f)->body)
 
 /* Decode or end the session. */
 #define DECODE(var, Type, fn, w, f)                                                            \

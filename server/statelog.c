@@ -20,6 +20,7 @@
 
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
 #include "rgpu/record.h"
 #include "rgpu/util.h"
@@ -118,7 +119,7 @@ void srv_log_record(struct srv_worker *w, const struct srv_frame *f, const Proto
 	/* fire-and-forget work that failed made nothing; a call's builder reads its reply */
 	if (!rep && w->exec_result != CUDA_SUCCESS)
 		return;
-	req = protobuf_c_message_unpack(mi->body, NULL, f->hdr.body_len, f->body);
+	req = rgpu_pb_unpack(mi->body, f->hdr.body_len, f->body);
 	if (!req)
 		return; /* the handler already ended the job over it */
 	ret = rgpu_record_build(f->hdr.type, req, rep, &ops);

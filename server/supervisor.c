@@ -29,6 +29,7 @@
 #include "srv_admin_handlers.h"
 #include "rgpu/auth.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "srv.h"
@@ -269,7 +270,7 @@ int admin_jobs(const struct srv_config *cfg, struct rgpu_conn *c,
 static int admin_auth(const struct srv_config *cfg, struct rgpu_conn *c,
 		      const struct rgpu_frame_hdr *req, const uint8_t *body, char *msg, size_t len)
 {
-	Rgpu__AdminRequest *ar = rgpu__admin_request__unpack(NULL, req->body_len, body);
+	Rgpu__AdminRequest *ar = RGPU_PB_UNPACK(rgpu__admin_request, req->body_len, body);
 	Rgpu__AuthChallenge ch = RGPU__AUTH_CHALLENGE__INIT;
 	Rgpu__AuthResponse *resp = NULL;
 	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_AUTH_CHALLENGE};
@@ -298,7 +299,7 @@ static int admin_auth(const struct srv_config *cfg, struct rgpu_conn *c,
 	}
 	ret = RGPU_EAUTH;
 	if (h.type != RGPU_ADMIN_MSG_AUTH ||
-	    !(resp = rgpu__auth_response__unpack(NULL, h.body_len, abody)) ||
+	    !(resp = RGPU_PB_UNPACK(rgpu__auth_response, h.body_len, abody)) ||
 	    resp->mac.len != RGPU_AUTH_MAC_LEN) {
 		snprintf(msg, len, "expected an answer to the challenge, got %s",
 			 rgpu_admin_msg_name(h.type));

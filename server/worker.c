@@ -30,6 +30,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/auth.h"
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
@@ -440,7 +441,7 @@ static void *reader_main(void *arg)
 		}
 		if (f->hdr.type == RGPU_MSG_CALLBACK_DONE) {
 			Rgpu__Callback *cb =
-				rgpu__callback__unpack(NULL, f->hdr.body_len, f->body);
+				RGPU_PB_UNPACK(rgpu__callback, f->hdr.body_len, f->body);
 			free(f->body);
 			free(f);
 			if (!cb) {
@@ -555,7 +556,7 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 		return;
 	}
 	conn_init(w, c);
-	hello = rgpu__hello__unpack(NULL, m->hello.len, m->hello.data);
+	hello = RGPU_PB_UNPACK(rgpu__hello, m->hello.len, m->hello.data);
 	if (!hello || hello->job_id.len != SRV_JOB_ID_LEN ||
 	    memcmp(hello->job_id.data, w->job_id, SRV_JOB_ID_LEN))
 		bad = "it names another job";
@@ -846,7 +847,7 @@ static int handshake(struct srv_worker *w)
 				   rgpu_msg_name(h.type));
 		return RGPU_EPROTO;
 	}
-	hello = rgpu__hello__unpack(NULL, h.body_len, body);
+	hello = RGPU_PB_UNPACK(rgpu__hello, h.body_len, body);
 	if (!hello) {
 		free(body);
 		srv_protocol_error(w, RGPU_EPROTO, "undecodable MSG_HELLO");

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "rgpu/err.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/statetrack.h"
 #include "rgpu/util.h"
 #include "st_int.h"
@@ -320,7 +321,7 @@ int st_deserialize(const uint8_t *buf, size_t len, struct st_log **out, struct s
 		if (rd_le32(buf + off + 4) != crc(buf + off, 4, buf + off + ST_FRAME_HDR_LEN, blen))
 			break;
 
-		m = rgpu__st_record__unpack(NULL, blen, buf + off + ST_FRAME_HDR_LEN);
+		m = RGPU_PB_UNPACK(rgpu__st_record, blen, buf + off + ST_FRAME_HDR_LEN);
 		if (!m) {
 			rc = RGPU_ECORRUPT;
 			goto out_free;

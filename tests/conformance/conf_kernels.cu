@@ -119,6 +119,11 @@ int main()
 	CK(cudaFree(dx));
 	CK(cudaFree(dy));
 	CK(cudaFree(dv));
-	return conf_result("kernels_" CONF_VARIANT, "saxpy=%016llx total=%llu",
-			   (unsigned long long)conf_fnv(hy, n * sizeof(float)), total);
+	int rc = conf_result("kernels_" CONF_VARIANT, "saxpy=%016llx total=%llu",
+			     (unsigned long long)conf_fnv(hy, n * sizeof(float)), total);
+	free(hx);
+	free(hy);
+	free(ref);
+	free(hv);
+	return rc;
 }

@@ -68,5 +68,8 @@ int main()
 	CK(cudaFree(b));
 	CK(cudaFree(c));
 	printf("rt_basic: %d elements OK\n", n);
+	free(ha);
+	free(hb);
+	free(hc);
 	return 0;
 }

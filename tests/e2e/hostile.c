@@ -4,7 +4,8 @@
  * server's log $RGPU_E2E_LOGFILE).
  *
  *   hostile            truncated frames, empty and oversized lengths, unknown types, a wrong
- *                      protocol version, a wrong session and an undecodable body: for each,
+ *                      protocol version, a wrong session, an undecodable body and the two
+ *                      encodings protobuf-c mishandles (pbdecode.c): for each,
  *                      the worker must answer MSG_ERROR and close; afterwards the supervisor
  *                      must still serve a well-behaved client.
  *   hostile trickle N  a HELLO, then a frame after a valid one, sent a byte at a time over 2N
@@ -1266,6 +1267,26 @@ static int bad_frames(void)
 		put(fd, body, sizeof(body));
 	}
 	expect_error_and_close(fd, "undecodable body (huge count)");
+
+	/* the encodings protobuf-c 1.4.1 has undefined behaviour on (docs/upstream-protobuf-c.md):
+	 * refused before it decodes them */
+	fd = dial();
+	s = hello(fd);
+	{
+		uint8_t body[] = {0x22, 0x00}; /* Occupancy.block_size packed, no elements */
+		put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_OCCUPANCY, 0, sizeof(body), 0, 1, s);
+		put(fd, body, sizeof(body));
+	}
+	expect_error_and_close(fd, "empty packed field");
+
+	fd = dial();
+	s = hello(fd);
+	{
+		uint8_t body[] = {0xf8, 0xff, 0xff, 0xff, 0x7f, 0x00}; /* field number 2^32 - 1 */
+		put_hdr(fd, RGPU_PROTO_VERSION, RGPU_MSG_OCCUPANCY, 0, sizeof(body), 0, 1, s);
+		put(fd, body, sizeof(body));
+	}
+	expect_error_and_close(fd, "5-byte key over the field limit");
 
 	fd = dial();
 	s = hello(fd);

@@ -195,7 +195,7 @@ def replay(name, data, want_status, want_first=None, want_prefixes=()):
 
 # ---- a log built by hand: refusals -----------------------------------------------------------
 
-base = 0x600000000000
+base = 0x200000000000  # window.h: RGPU_WINDOW_BASE, rgpud's default window
 frames = [
     record(1, 1, fields=(0, 0, 1)),                       # primary context of device 0
     record(3, (1 << 62) | base, fields=(base, 2 << 20)),  # a 2 MiB mapping

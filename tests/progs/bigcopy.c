@@ -52,5 +52,7 @@ int main(int argc, char **argv)
 	CHECK(cuMemFree(d2));
 	printf("bigcopy: %zu MiB both ways OK (H2D %.2f GB/s, D2D+D2H %.2f GB/s)\n", mib,
 	       n / (t1 - t0) / 1e9, n / (t2 - t1) / 1e9);
+	free(src);
+	free(dst);
 	return 0;
 }

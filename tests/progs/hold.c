@@ -41,5 +41,6 @@ int main(int argc, char **argv)
 		EXPECT(h[i] == pattern32((int)i, 11), "word %zu = %08x", i, h[i]);
 	CHECK(cuMemFree(d));
 	printf("hold: %zu MiB held and verified\n", mib);
+	free(h);
 	return 0;
 }

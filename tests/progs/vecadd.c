@@ -52,5 +52,8 @@ int main(void)
 	CHECK(cuModuleUnload(mod));
 	CHECK(cuDevicePrimaryCtxRelease(0));
 	printf("vecadd: %d elements OK\n", n);
+	free(ha);
+	free(hb);
+	free(hc);
 	return 0;
 }

@@ -49,10 +49,11 @@ static void attr_init(struct sim_fattr *a, const struct sim_kernel_info *ki)
 /*
  * Where module globals go: one region at a fixed address, handed out by a bump allocator, as a
  * driver's module memory is for the same loads in a fresh process. Far from the device window
- * (0x600000000000, 1 TiB) and below where the kernel puts ld.so, glibc and thread stacks (just
- * under 0x800000000000, growing down). Reserved PROT_NONE on first use and made writable as the
- * allocator reaches it, so only what globals use is committed. Addresses are never reused:
- * unloading a module gives back the memory of the pages its globals filled, not the addresses.
+ * (RGPU_WINDOW_BASE, 1 TiB) and from ASan's allocator (0x600000000000, 4 TiB), and below where
+ * the kernel puts ld.so, glibc and thread stacks (just under 0x800000000000, growing down).
+ * Reserved PROT_NONE on first use and made writable as the allocator reaches it, so only what
+ * globals use is committed. Addresses are never reused: unloading a module gives back the
+ * memory of the pages its globals filled, not the addresses.
  * Under sim_lock (module_new runs under it); global_free needs none (globals_base is set once,
  * before any global it frees was handed out).
  */

@@ -30,6 +30,7 @@
 #include "ip.h"
 #include "ip_entries.h"
 #include "rgpu/log.h"
+#include "rgpu/window.h"
 
 /* ---- the rest of the interposer, mocked ---------------------------------------------------- */
 
@@ -116,7 +117,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
 /* ---- fixtures ------------------------------------------------------------------------------ */
 
 #define GRANULE (2ull << 20)
-#define WINDOW_BASE 0x600000000000ull
+#define WINDOW_BASE RGPU_WINDOW_BASE
 
 static uint64_t small_addr, large_addr; /* 1000 and 5 MiB, device 0 */
 static uint64_t vmm_resv, vmm_addr;	/* an application's reservation (8 MiB), and its mapping

@@ -5,7 +5,7 @@
  * a seeded randomized stress checked against a model of the window kept by the test, and the
  * application's own reservations (hints, alignment) and mappings in them (tiling, access).
  *
- * Every expected address is written out from the rules (window base 0x600000000000, 64 MiB,
+ * Every expected address is written out from the rules (window base RGPU_WINDOW_BASE, 64 MiB,
  * 2 MiB granules, 256-byte units, small means <= 1 MiB, first fit), never asked of the
  * allocator.
  */
@@ -19,11 +19,12 @@
 #include <cmocka.h>
 
 #include "rgpu/err.h"
+#include "rgpu/window.h"
 #include "vawindow.h"
 
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
-#define BASE 0x600000000000ull
+#define BASE RGPU_WINDOW_BASE
 #define GRAN (2 * MiB)
 #define WSIZE (64 * MiB)
 #define NGRAN (WSIZE / GRAN) /* 32 */
