@@ -104,6 +104,7 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 	struct rgpu_image img;
 	struct ip_module *m;
 	struct ip_ctx *c;
+	void *bundle = NULL;
 	CUresult r;
 	int ret;
 
@@ -124,9 +125,21 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 		return ret == RGPU_EUNSUPPORTED ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_IMAGE;
 	if (img.size > RGPU_MAX_IMAGE)
 		return CUDA_ERROR_INVALID_IMAGE;
+	if (img.kind == RGPU_IMAGE_BUNDLE) {
+		/* a PTX-only -rdc wrapper: its containers go as one bundle, linked by the server */
+		bundle = malloc(img.size);
+		if (!bundle)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		rgpu_image_bundle_write(&img, bundle);
+		img.data = bundle;
+		pr_debug("a PTX-only -rdc image: %zu relocatable containers in a %zu-byte bundle",
+			 img.prelinked, img.size);
+	}
 	m = calloc(1, sizeof(*m));
-	if (!m)
+	if (!m) {
+		free(bundle);
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	pthread_mutex_init(&m->lock, NULL);
 	m->library = library;
 	m->image_size = img.size;
@@ -134,6 +147,7 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 	rgpu_sha256(img.data, img.size, m->hash);
 	if (ip_obj_register(&m->o, ST_KIND_MODULE)) {
 		module_free(m);
+		free(bundle);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	m->o.owner = c;
@@ -162,6 +176,7 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 		r = take_functions(m, rep);
 	if (rep)
 		rgpu__module_load_reply__free_unpacked(rep, NULL);
+	free(bundle);
 	if (r != CUDA_SUCCESS) {
 		ip_obj_forget(&m->o);
 		module_free(m);

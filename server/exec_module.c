@@ -101,7 +101,8 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 	Rgpu__ModuleLoadReply rep = RGPU__MODULE_LOAD_REPLY__INIT;
 	struct srv_obj o = {.id = m->module, .kind = ST_KIND_MODULE, .library = m->library,
 			    .ctx = m->ctx};
-	void *image = NULL;
+	void *image = NULL, *wrap = NULL;
+	const void *code;
 	size_t len = 0;
 	int owned = 0, ret;
 	char hexbuf[16];
@@ -135,10 +136,21 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 		pr_info("module image %s: %zu bytes from the cache",
 			rgpu_hex(m->hash.data, 6, hexbuf), len);
 	}
+	code = image;
+	if (len >= 4 && rd_le32(image) == RGPU_IMAGE_BUNDLE_MAGIC) {
+		/* a PTX-only -rdc program: the driver JIT-links the wrapper made of its bundle */
+		if (rgpu_image_bundle_wrap(image, len, &wrap)) {
+			pr_warn("module image refused: a link bundle whose headers do not describe it");
+			r = CUDA_ERROR_INVALID_IMAGE;
+			goto reply;
+		}
+		code = wrap;
+	}
 	if (m->library)
-		r = w->drv.cuLibraryLoadData((CUlibrary *)&o.h, image, NULL, NULL, 0, NULL, NULL, 0);
+		r = w->drv.cuLibraryLoadData((CUlibrary *)&o.h, code, NULL, NULL, 0, NULL, NULL, 0);
 	else
-		r = w->drv.cuModuleLoadData((CUmodule *)&o.h, image);
+		r = w->drv.cuModuleLoadData((CUmodule *)&o.h, code);
+	free(wrap);
 	if (m->has_image) {
 		const char *cached;
 		/*

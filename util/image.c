@@ -13,12 +13,21 @@
  * executable cubin of each real architecture named at link time: every kernel, every
  * __device__ / __constant__ variable and every parameter layout of the program, with all its
  * cross-TU calls resolved. That container is what rgpu ships for it. It is empty when no real
- * architecture was linked (a PTX-only `-rdc` build): the driver would then have to JIT-link
- * the relocatable PTX of the other containers, which no single image can carry; that case is
- * refused (RGPU_EUNSUPPORTED) and said once at warn, as is every other refused image kind and
- * every wrapper or container whose headers cannot be true (RGPU_EINVAL).
+ * architecture was linked (a PTX-only `-rdc` build): the driver then JIT-links the relocatable
+ * PTX of the other containers when the wrapper is loaded. No single container carries that, so
+ * rgpu ships a *link bundle* (RGPU_IMAGE_BUNDLE, its own format below): the empty linked
+ * container and every relocatable one, which the server turns back into a version-2 wrapper
+ * for its driver to link. Every refused image kind, and every wrapper or container whose
+ * headers cannot be true (RGPU_EINVAL), is said once at warn.
+ *
+ * A link bundle, all integers little-endian:
+ *   u32 magic "RGLB", u32 version 1, u32 count n (2..65537), u32 zero,
+ *   n u64 sizes, then the n containers, each at an offset that is a multiple of 16
+ *   (zero padding); container 0 is the device-linked one, 1..n-1 the wrapper's list in order.
+ * Its size is exactly what those fields add up to.
  */
 #include <elf.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LOG_PREFIX "image: "
@@ -170,7 +179,59 @@ static int wrapper_container(const uint8_t *w, struct rgpu_image *out)
 	return ret;
 }
 
-/* A version-2 wrapper: its device-linked container, or a refusal when that holds no code. */
+#define BUNDLE_ALIGN 16u
+#define BUNDLE_HDR 16u
+#define BUNDLE_MAX_PARTS (PRELINKED_MAX + 1u)
+
+/* Where the bundle's parts start: after its header and sizes, rounded up. */
+static uint64_t bundle_first(uint64_t nparts)
+{
+	return ALIGN_UP(BUNDLE_HDR + 8 * nparts, BUNDLE_ALIGN);
+}
+
+/*
+ * out describes a version-2 wrapper w whose linked container is empty: make it a link
+ * bundle of that container and the wrapper's relocatable ones (data stays the wrapper).
+ */
+static int bundle_size(const uint8_t *w, struct rgpu_image *out)
+{
+	struct rgpu_image part;
+	const void *const *list = wrapper_ptr(w, RGPU_FATBIN_WRAPPER_FATBINS_OFF);
+	uint64_t size = bundle_first(out->prelinked + 1) + ALIGN_UP(out->size, BUNDLE_ALIGN);
+
+	for (size_t i = 0; i < out->prelinked; i++) {
+		if (container_at(list[i], &part))
+			return RGPU_EINVAL;
+		size += ALIGN_UP(part.size, BUNDLE_ALIGN);
+	}
+	out->data = w;
+	out->size = (size_t)size;
+	out->kind = RGPU_IMAGE_BUNDLE;
+	return 0;
+}
+
+void rgpu_image_bundle_write(const struct rgpu_image *img, void *buf)
+{
+	const uint8_t *w = img->data;
+	const void *const *list = wrapper_ptr(w, RGPU_FATBIN_WRAPPER_FATBINS_OFF);
+	uint64_t n = img->prelinked + 1, off = bundle_first(n);
+	uint8_t *b = buf;
+
+	memset(b, 0, off);
+	wr_le32(b, RGPU_IMAGE_BUNDLE_MAGIC);
+	wr_le32(b + 4, RGPU_IMAGE_BUNDLE_VERSION);
+	wr_le32(b + 8, (uint32_t)n);
+	for (uint64_t i = 0; i < n; i++) {
+		struct rgpu_image part = {0};
+		container_at(i ? list[i - 1] : wrapper_ptr(w, RGPU_FATBIN_WRAPPER_DATA_OFF), &part);
+		wr_le64(b + BUNDLE_HDR + 8 * i, part.size);
+		memcpy(b + off, part.data, part.size);
+		memset(b + off + part.size, 0, ALIGN_UP(part.size, BUNDLE_ALIGN) - part.size);
+		off += ALIGN_UP(part.size, BUNDLE_ALIGN);
+	}
+}
+
+/* A version-2 wrapper: its device-linked container, or a link bundle when that holds no code. */
 static int locate_linked(const uint8_t *w, struct rgpu_image *out)
 {
 	size_t nrel = 0;
@@ -185,17 +246,17 @@ static int locate_linked(const uint8_t *w, struct rgpu_image *out)
 			     "holds something else");
 		return ret;
 	}
-	if (out->size > rd_le16((const uint8_t *)out->data + 6)) {
-		out->wrapper = RGPU_FATBIN_WRAPPER_LINKED;
-		out->prelinked = nrel;
+	out->wrapper = RGPU_FATBIN_WRAPPER_LINKED;
+	out->prelinked = nrel;
+	if (out->size > rd_le16((const uint8_t *)out->data + 6))
 		return 0;
+	if (!nrel) {
+		pr_warn_once("refused: a -rdc (relocatable device code) wrapper whose device-linked "
+			     "container is empty and which names no relocatable container");
+		return RGPU_EINVAL;
 	}
-	pr_warn_once("refused: a -rdc (relocatable device code) image whose device link produced "
-		     "no code, as a PTX-only -rdc build does; the driver would have to JIT-link "
-		     "its %zu relocatable containers, which rgpu does not ship (build with a real "
-		     "architecture, e.g. -arch=sm_90)",
-		     nrel);
-	return RGPU_EUNSUPPORTED;
+	/* a PTX-only -rdc build: the driver JIT-links the relocatable containers */
+	return bundle_size(w, out);
 }
 
 int rgpu_image_locate(const void *ptr, struct rgpu_image *out)
@@ -280,34 +341,97 @@ static int check_elf(const uint8_t *p, size_t len)
 	return 0;
 }
 
+/* A fatbin container of exactly len bytes: its entries tile it. */
+static int check_container(const uint8_t *p, size_t len)
+{
+	uint16_t hsize;
+	uint64_t fat, off;
+
+	if (len < 16 || rd_le32(p) != RGPU_FATBIN_MAGIC)
+		return RGPU_ECORRUPT;
+	hsize = rd_le16(p + 6);
+	fat = rd_le64(p + 8);
+	if (hsize < 16 || hsize > len || fat != len - hsize)
+		return RGPU_ECORRUPT;
+	/* the entries must tile the container exactly */
+	for (off = hsize; off < len;) {
+		uint32_t eh, payload;
+		if (len - off < 16)
+			return RGPU_ECORRUPT;
+		eh = rd_le32(p + off + 4);
+		payload = rd_le32(p + off + 8);
+		if (eh < 16 || (uint64_t)eh + payload > len - off)
+			return RGPU_ECORRUPT;
+		off += (uint64_t)eh + payload;
+	}
+	return 0;
+}
+
+/* A link bundle of exactly len bytes (the format is at the top of this file). */
+static int check_bundle(const uint8_t *p, size_t len)
+{
+	uint64_t n, off;
+
+	if (len < BUNDLE_HDR || rd_le32(p + 4) != RGPU_IMAGE_BUNDLE_VERSION || rd_le32(p + 12))
+		return RGPU_ECORRUPT;
+	n = rd_le32(p + 8);
+	if (n < 2 || n > BUNDLE_MAX_PARTS || bundle_first(n) > len)
+		return RGPU_ECORRUPT;
+	off = bundle_first(n);
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t size = rd_le64(p + BUNDLE_HDR + 8 * i);
+		if (size > len - off || ALIGN_UP(size, BUNDLE_ALIGN) > len - off ||
+		    check_container(p + off, size))
+			return RGPU_ECORRUPT;
+		off += ALIGN_UP(size, BUNDLE_ALIGN);
+	}
+	return off == len ? 0 : RGPU_ECORRUPT;
+}
+
+int rgpu_image_bundle_wrap(const void *bundle, size_t len, void **wrapper)
+{
+	const uint8_t *p = bundle;
+	uint64_t n, off, head;
+	uint8_t *blk, *copy;
+	const void **list;
+
+	if (!p || !wrapper || len < 4 || rd_le32(p) != RGPU_IMAGE_BUNDLE_MAGIC ||
+	    check_bundle(p, len))
+		return RGPU_ECORRUPT;
+	n = rd_le32(p + 8);
+	/* one block: the wrapper, its NULL-terminated list, then the bundle, 16-byte aligned */
+	head = ALIGN_UP(24 + 8 * n, BUNDLE_ALIGN);
+	if (posix_memalign((void **)&blk, BUNDLE_ALIGN, head + len))
+		return RGPU_ENOMEM;
+	copy = memcpy(blk + head, p, len);
+	list = (const void **)(blk + 24);
+	off = bundle_first(n);
+	for (uint64_t i = 0; i < n; i++) {
+		const void *part = copy + off;
+		if (i == 0)
+			memcpy(blk + RGPU_FATBIN_WRAPPER_DATA_OFF, &part, sizeof(part));
+		else
+			list[i - 1] = part;
+		off += ALIGN_UP(rd_le64(p + BUNDLE_HDR + 8 * i), BUNDLE_ALIGN);
+	}
+	list[n - 1] = NULL;
+	wr_le32(blk, RGPU_FATBIN_WRAPPER_MAGIC);
+	wr_le32(blk + 4, RGPU_FATBIN_WRAPPER_LINKED);
+	memcpy(blk + RGPU_FATBIN_WRAPPER_FATBINS_OFF, &list, sizeof(list));
+	*wrapper = blk;
+	return 0;
+}
+
 int rgpu_image_check(const void *data, size_t len)
 {
 	const uint8_t *p = data;
 
 	if (!p || len < 4)
 		return RGPU_ECORRUPT;
-	if (rd_le32(p) == RGPU_FATBIN_MAGIC) {
-		uint16_t hsize;
-		uint64_t fat, off;
-		if (len < 16)
-			return RGPU_ECORRUPT;
-		hsize = rd_le16(p + 6);
-		fat = rd_le64(p + 8);
-		if (hsize < 16 || hsize > len || fat != len - hsize)
-			return RGPU_ECORRUPT;
-		/* the entries must tile the container exactly */
-		for (off = hsize; off < len;) {
-			uint32_t eh, payload;
-			if (len - off < 16)
-				return RGPU_ECORRUPT;
-			eh = rd_le32(p + off + 4);
-			payload = rd_le32(p + off + 8);
-			if (eh < 16 || (uint64_t)eh + payload > len - off)
-				return RGPU_ECORRUPT;
-			off += (uint64_t)eh + payload;
-		}
-		return 0;
-	}
+	if (rd_le32(p) == RGPU_FATBIN_MAGIC)
+		return check_container(p, len);
+	if (rd_le32(p) == RGPU_IMAGE_BUNDLE_MAGIC)
+		return check_bundle(p, len);
 	if (rd_le32(p) == RGPU_FATBIN_WRAPPER_MAGIC)
 		return RGPU_ECORRUPT; /* wrappers hold pointers: never valid on the wire */
 	if (len >= 5 && is_elf64(p))

@@ -323,7 +323,8 @@ static CUresult parse_elf(const uint8_t *p, size_t n, struct sim_image **out)
 			if (shared >= 0)
 				k->shared_bytes = (int)(e.sh[shared].sh_size -
 							MIN(e.sh[shared].sh_size, reserved_smem));
-		} else if (type == STT_OBJECT && is_var_section(sn)) {
+		} else if ((type == STT_OBJECT || type == STT_LOPROC) && is_var_section(sn)) {
+			/* (a relocatable cubin's variables have type 13, STT_LOPROC) */
 			const void *init = NULL;
 			if (e.sh[s->st_shndx].sh_type != SHT_NOBITS) {
 				d = sec_data(&e, s->st_shndx, &len);
@@ -719,13 +720,78 @@ static CUresult parse_fatbin(const uint8_t *p, size_t n, struct sim_image **out)
 	return r;
 }
 
+/* Move src's kernels and variables to the end of dst's; src is freed. */
+static CUresult merge_image(struct sim_image *dst, struct sim_image *src)
+{
+	struct sim_kernel_info *k = NULL;
+	struct sim_global_info *g = NULL;
+
+	if (src->nkernels &&
+	    !(k = realloc(dst->kernels, (dst->nkernels + src->nkernels) * sizeof(*k))))
+		goto oom;
+	if (k)
+		dst->kernels = k;
+	if (src->nglobals &&
+	    !(g = realloc(dst->globals, (dst->nglobals + src->nglobals) * sizeof(*g))))
+		goto oom;
+	if (g)
+		dst->globals = g;
+	memcpy(dst->kernels + dst->nkernels, src->kernels, src->nkernels * sizeof(*k));
+	memcpy(dst->globals + dst->nglobals, src->globals, src->nglobals * sizeof(*g));
+	dst->nkernels += src->nkernels;
+	dst->nglobals += src->nglobals;
+	dst->ptx_version = MAX(dst->ptx_version, src->ptx_version);
+	src->nkernels = src->nglobals = 0;
+	sim_image_free(src);
+	return CUDA_SUCCESS;
+oom:
+	sim_image_free(src);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/*
+ * A PTX-only -rdc wrapper, which the driver JIT-links: the kernels and variables of every
+ * relocatable container it names, as one image. A container with no code for this GPU (the
+ * device runtime's, when CDP is not used) adds nothing, as the linker then needs nothing from it.
+ */
+static CUresult link_prelinked(const void *wrapper, size_t n, struct sim_image **out)
+{
+	struct rgpu_image *parts = calloc(n, sizeof(*parts));
+	struct sim_image *img = calloc(1, sizeof(*img)), *one;
+	CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+	size_t got;
+
+	if (!parts || !img)
+		goto out;
+	img->refs = 1;
+	r = CUDA_ERROR_INVALID_IMAGE;
+	if (rgpu_image_prelinked(wrapper, parts, n, &got) || got != n)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		r = parse_fatbin(parts[i].data, parts[i].size, &one);
+		if (r == CUDA_ERROR_NO_BINARY_FOR_GPU)
+			continue;
+		if (r != CUDA_SUCCESS || (r = merge_image(img, one)) != CUDA_SUCCESS)
+			goto out;
+	}
+	img->binary_version = 0;
+	*out = img;
+	img = NULL;
+	r = CUDA_SUCCESS;
+out:
+	sim_image_free(img);
+	free(parts);
+	return r;
+}
+
 /*
  * sim_image_load() - read the kernels and variables of the image at p.
  * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (NULL), CUDA_ERROR_INVALID_IMAGE,
  * CUDA_ERROR_INVALID_PTX, CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_NOT_SUPPORTED (LZ4, and
- * what rgpu_image_locate refuses: a PTX-only -rdc wrapper, an old-style container) or
+ * what rgpu_image_locate refuses: an old-style container) or
  * CUDA_ERROR_OUT_OF_MEMORY. A version-2 (-rdc) wrapper is read through its device-linked
- * container, as the driver reads it.
+ * container, as the driver reads it, or when that is empty (PTX only) through the containers
+ * it was linked from.
  */
 CUresult sim_image_load(const void *p, struct sim_image **out)
 {
@@ -742,6 +808,8 @@ CUresult sim_image_load(const void *p, struct sim_image **out)
 		return parse_fatbin(im.data, im.size, out);
 	case RGPU_IMAGE_ELF:
 		return parse_elf(im.data, im.size, out);
+	case RGPU_IMAGE_BUNDLE:
+		return link_prelinked(p, im.prelinked, out);
 	default:
 		return parse_ptx(im.data, im.size, out);
 	}

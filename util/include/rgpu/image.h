@@ -27,11 +27,16 @@ enum rgpu_image_kind {
 	RGPU_IMAGE_FATBIN = 1, /* fatbin container (also what a wrapper points to) */
 	RGPU_IMAGE_ELF = 2,    /* cubin */
 	RGPU_IMAGE_PTX = 3,    /* NUL-terminated text */
+	RGPU_IMAGE_BUNDLE = 4, /* rgpu's link bundle: a PTX-only -rdc wrapper's containers */
 };
 
+/* A link bundle (util/image.c gives its layout): "RGLB", format version 1. */
+#define RGPU_IMAGE_BUNDLE_MAGIC 0x424C4752u
+#define RGPU_IMAGE_BUNDLE_VERSION 1u
+
 struct rgpu_image {
-	const void *data; /* first byte to ship */
-	size_t size;      /* bytes to ship */
+	const void *data; /* first byte to ship; for a bundle, the wrapper it is made from */
+	size_t size;      /* bytes to ship (a bundle's, once written) */
 	int kind;         /* enum rgpu_image_kind */
 	int wrapper;      /* the wrapper's version (RGPU_FATBIN_WRAPPER_*), 0 for none */
 	size_t prelinked; /* version 2: how many relocatable containers it names */
@@ -42,13 +47,27 @@ struct rgpu_image {
  *
  * A version-1 wrapper resolves to its container; a version-2 (-rdc) wrapper to its
  * device-linked container, the one image that holds every kernel and variable of the link.
- * Reads only inside the image's own headers. Returns 0, RGPU_EINVAL for a NULL pointer or an
- * image with impossible headers, or RGPU_EUNSUPPORTED for a wrapper of another version, a
- * version-2 wrapper whose device-linked container is empty (a PTX-only -rdc build: only a JIT
- * link of its relocatable containers could load it) or an old-style container (magic
- * 0x1EE55A01). Each refused kind is logged once per process at warn, with the reason.
+ * A version-2 wrapper whose device-linked container is empty (a PTX-only -rdc build, which
+ * the driver JIT-links) resolves to RGPU_IMAGE_BUNDLE: data is the wrapper, size the bytes
+ * rgpu_image_bundle_write() makes of it. Reads only inside the image's own headers. Returns 0,
+ * RGPU_EINVAL for a NULL pointer or an image with impossible headers, or RGPU_EUNSUPPORTED for
+ * a wrapper of another version or an old-style container (magic 0x1EE55A01). Each refused
+ * kind is logged once per process at warn, with the reason.
  */
 int rgpu_image_locate(const void *p, struct rgpu_image *out);
+
+/* rgpu_image_bundle_write() - write the bundle img (located as RGPU_IMAGE_BUNDLE) to buf,
+ * which holds img->size bytes. */
+void rgpu_image_bundle_write(const struct rgpu_image *img, void *buf);
+
+/*
+ * rgpu_image_bundle_wrap() - a version-2 wrapper made of the untrusted link bundle [bundle,
+ * bundle+len), for a driver to JIT-link: one allocation holding the wrapper, its list and a
+ * copy of the bundle, which the caller frees with free() once the driver has loaded it.
+ * Returns 0, RGPU_ECORRUPT (not a bundle, or headers that do not describe the bytes) or
+ * RGPU_ENOMEM.
+ */
+int rgpu_image_bundle_wrap(const void *bundle, size_t len, void **wrapper);
 
 /*
  * rgpu_image_prelinked() - the relocatable containers a version-2 wrapper names, in the order
