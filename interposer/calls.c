@@ -24,15 +24,30 @@ static CUresult send_error(int ret)
 	return ret == RGPU_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
+/*
+ * After a sticky fault the driver does no more work in the context: a post, which has no reply
+ * to carry the error, fails here with it (ctxcur.c), except what creates or tears down a
+ * context (a device reset is how a program ends such a context).
+ */
+static CUresult post_sticky(uint16_t type)
+{
+	if (type == RGPU_MSG_CTX_CREATE || type == RGPU_MSG_CTX_DESTROY)
+		return CUDA_SUCCESS;
+	return ip_ctx_sticky();
+}
+
 CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void *payload,
 			  uint64_t plen, uint64_t *seq)
 {
+	CUresult r;
 	int ret;
 
 	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
 		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
+	if ((r = post_sticky(type)) != CUDA_SUCCESS)
+		return r;
 	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, seq);
 	if (ret)
 		return send_error(ret);
@@ -188,6 +203,8 @@ CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *
 	if (own == CUDA_ERROR_ILLEGAL_STATE && rep->descriptor == &rgpu__status__descriptor &&
 	    ((Rgpu__Status *)rep)->server_log.len)
 		ip_statelog_mismatch(type, &((Rgpu__Status *)rep)->server_log);
+	ip_ctx_note_error(own);
+	ip_ctx_note_error(async);
 	if (own != CUDA_SUCCESS) {
 		keep_async(async);
 		r = own;
@@ -210,6 +227,8 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
 		return S.dead_err;
+	if (ip_ctx_sticky() != CUDA_SUCCESS)
+		return ip_ctx_sticky();
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -39,6 +39,19 @@ static struct ip_ctx *ctx_get(CUcontext h)
 static CUresult ctx_activate(struct ip_ctx *c)
 {
 	Rgpu__CtxCreate m = RGPU__CTX_CREATE__INIT;
+	CUresult fault = atomic_load(&ip.dev[c->device].faulted);
+
+	/*
+	 * After a sticky fault the driver gives this process no context on that device again,
+	 * reset or not (measured on the H100: every call after cudaDeviceReset returns
+	 * cudaErrorDevicesUnavailable; tests/cuda/rt_sticky.cu)
+	 */
+	if (fault != CUDA_SUCCESS) {
+		pr_warn_once("refused: a context on device %d, which had a sticky fault (error %d): "
+			     "the driver gives none to this process again",
+			     c->device, (int)fault);
+		return CUDA_ERROR_DEVICE_UNAVAILABLE;
+	}
 	m.ctx = c->o.id;
 	m.device = c->device;
 	m.flags = c->flags;
@@ -68,6 +81,7 @@ static CUresult ctx_teardown(struct ip_ctx *c)
 	ip_mem_ctx_teardown(c);
 	c->active = 0;
 	ip_async_forget(); /* the context's errors go with it */
+	atomic_store(&c->sticky, CUDA_SUCCESS);
 	m.ctx = c->o.id;
 	return ip_post(RGPU_MSG_CTX_DESTROY, &m.base, NULL, 0);
 }

@@ -37,6 +37,58 @@ CUresult ip_ctx_require(struct ip_ctx **out)
 	return CUDA_SUCCESS;
 }
 
+/*
+ * The errors after which the driver refuses all further work in the context (CUDA's
+ * "sticky" errors: the process must end or reset the device). Measured on the H100 after an
+ * illegal address (tests/cuda/rt_sticky.cu): every call that does work in the context
+ * returns it, allocations the client answers itself included; queries of the device, of a
+ * pointer's attributes and of the current device still succeed.
+ */
+static int is_sticky(CUresult r)
+{
+	switch (r) {
+	case CUDA_ERROR_ILLEGAL_ADDRESS:
+	case CUDA_ERROR_LAUNCH_TIMEOUT:
+	case CUDA_ERROR_ASSERT:
+	case CUDA_ERROR_HARDWARE_STACK_ERROR:
+	case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+	case CUDA_ERROR_MISALIGNED_ADDRESS:
+	case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+	case CUDA_ERROR_INVALID_PC:
+	case CUDA_ERROR_LAUNCH_FAILED:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+void ip_ctx_note_error(CUresult r)
+{
+	struct ip_ctx *c = ip_ctx_cur();
+	CUresult none = CUDA_SUCCESS;
+
+	if (!c || !is_sticky(r))
+		return;
+	atomic_compare_exchange_strong(&c->sticky, &none, r);
+	none = CUDA_SUCCESS;
+	if (c->device >= 0 && c->device < ip.ndev)
+		atomic_compare_exchange_strong(&ip.dev[c->device].faulted, &none, r);
+}
+
+CUresult ip_ctx_sticky(void)
+{
+	struct ip_ctx *c = ip_ctx_cur();
+
+	return c ? atomic_load(&c->sticky) : CUDA_SUCCESS;
+}
+
+CUresult ip_ctx_require_live(struct ip_ctx **out)
+{
+	CUresult r = ip_ctx_require(out);
+
+	return r != CUDA_SUCCESS ? r : atomic_load(&(*out)->sticky);
+}
+
 int ip_ctx_stack_full(void)
 {
 	return tls_depth == IP_CTX_STACK;

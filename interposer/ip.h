@@ -51,6 +51,7 @@ struct ip_ctx {
 	int active;               /* exists on the server */
 	unsigned long long uid;   /* cuCtxGetId */
 	CUfunc_cache cache_config;
+	_Atomic CUresult sticky;  /* a sticky fault the server reported (ctxcur.c) */
 };
 
 struct ip_graph {
@@ -162,6 +163,7 @@ struct ip_device {
 	uint64_t total_mem;
 	int attr[CU_DEVICE_ATTRIBUTE_MAX];
 	struct ip_ctx *primary;
+	_Atomic CUresult faulted; /* a context on it had a sticky fault (ctxcur.c) */
 };
 
 struct ip_state {
@@ -192,6 +194,15 @@ CUresult ip_ctx_require(struct ip_ctx **out);
  */
 CUresult ip_ctx_query(uint16_t type, const ProtobufCMessageDescriptor *desc,
 		      ProtobufCMessage **reply);
+/*
+ * ip_ctx_require_live() - ip_ctx_require for calls that do work in the context: after a
+ * sticky fault (a kernel's illegal address, assert, ...) they fail with it, as natively.
+ */
+CUresult ip_ctx_require_live(struct ip_ctx **out);
+/* ip_ctx_note_error() - an error the server reported: a sticky one marks the current context. */
+void ip_ctx_note_error(CUresult r);
+/* ip_ctx_sticky() - the current context's sticky fault, or CUDA_SUCCESS. */
+CUresult ip_ctx_sticky(void);
 /* ip_ctx_cur() - the calling thread's current context, or NULL. */
 struct ip_ctx *ip_ctx_cur(void);
 /* ip_ctx_stack_full() - the calling thread's context stack has no room for one more. */
@@ -200,6 +211,17 @@ int ip_ctx_stack_full(void);
 void ip_ctx_push(struct ip_ctx *c);
 /* ip_ctx_unstack() - c was destroyed: drop it from the calling thread's stack. */
 void ip_ctx_unstack(struct ip_ctx *c);
+
+/* ---- mapped host memory (hostmirror.c) ------------------------------------------------- */
+
+/*
+ * ip_hm_alloc() - a zeroed region of the host area, mirrored in the worker for kernels to
+ * dereference, or NULL (too large, the area or the budget full, or no mirroring on this
+ * server): the caller then allocates plain memory.
+ */
+void *ip_hm_alloc(size_t size);
+/* ip_hm_free() - 1 if p was a region of the host area (now freed), 0 if not. */
+int ip_hm_free(void *p);
 
 /* ---- the session: one connection to rgpud ---------------------------------------------- */
 

@@ -217,7 +217,7 @@ IP_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 	CUresult r;
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
+	r = ip_ctx_require_live(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (size == 0)
@@ -233,7 +233,7 @@ IP_API CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, siz
 	size_t p;
 	if (!dptr || !pitch)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
+	r = ip_ctx_require_live(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (!width || !height || (elem != 4 && elem != 8 && elem != 16))
@@ -255,6 +255,8 @@ IP_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 		return r;
 	if (dptr == 0)
 		return CUDA_SUCCESS; /* as the driver answers (measured on 580.159.04) */
+	if ((r = ip_ctx_sticky()) != CUDA_SUCCESS)
+		return r;
 	return mem_free(dptr, NULL);
 }
 
@@ -752,18 +754,23 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
 
 	if (!pp)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
+	r = ip_ctx_require_live(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (size == 0 || flags & ~(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
 				   CU_MEMHOSTALLOC_WRITECOMBINED))
 		return CUDA_ERROR_INVALID_VALUE;
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	/* small ones in the host area, where kernels can dereference them (hostmirror.c) */
+	p = ip_hm_alloc(size);
+	if (!p) {
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	r = host_add(p, size, flags, 1);
 	if (r != CUDA_SUCCESS) {
-		munmap(p, size);
+		if (!ip_hm_free(p))
+			munmap(p, size);
 		return r;
 	}
 	*pp = p;
@@ -789,7 +796,8 @@ IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
 	h = host_remove(p, 1);
 	if (!h)
 		return CUDA_ERROR_INVALID_VALUE;
-	munmap(p, h->size);
+	if (!ip_hm_free(p))
+		munmap(p, h->size);
 	free(h);
 	return CUDA_SUCCESS;
 }
@@ -841,9 +849,10 @@ IP_API CUresult CUDAAPI cuMemHostGetFlags(unsigned int *flags, void *p)
 }
 
 /*
- * Unified addressing: a pinned host buffer's device address is its host address. rgpu's GPU
- * cannot reach client memory, so a kernel that dereferences it faults on the server; copies
- * to and from it work like any host memory.
+ * Unified addressing: a pinned host buffer's device address is its host address. A kernel can
+ * dereference it on the server when it lies in the host area (hostmirror.c: small
+ * cuMemHostAlloc allocations); other pinned memory stays this machine's, and a kernel that
+ * dereferences it faults on the server. Copies to and from any of it work like host memory.
  */
 IP_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags)
 {

@@ -144,6 +144,26 @@ static int on_output(const struct rgpu_frame_hdr *h, const uint8_t *body)
 	return 0;
 }
 
+/* MSG_HOST_UPDATE: what the device wrote to a mirrored host region (hostmirror.c). */
+static int on_host_update(const struct rgpu_frame_hdr *h, const uint8_t *body)
+{
+	static uint8_t buf[RGPU_MAX_HOST_WRITE]; /* receiver thread only; the frame check bounds it */
+	Rgpu__HostWrite *m = RGPU_PB_UNPACK(rgpu__host_write, h->body_len, body);
+	uint64_t addr;
+	int ret;
+
+	if (!m) {
+		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable host memory update");
+		return 0;
+	}
+	addr = m->addr;
+	rgpu__host_write__free_unpacked(m, NULL);
+	ret = rgpu_conn_recv(S.conn, buf, h->payload_len);
+	if (ret)
+		return ret;
+	return ip_hm_on_update(addr, buf, h->payload_len);
+}
+
 static void *receiver_main(void *arg)
 {
 	(void)arg;
@@ -198,6 +218,8 @@ static void *receiver_main(void *arg)
 			ret = ip_call_on_data(&h, body);
 		} else if (h.type == RGPU_MSG_OUTPUT) {
 			ret = on_output(&h, body);
+		} else if (h.type == RGPU_MSG_HOST_UPDATE) {
+			ret = on_host_update(&h, body);
 		} else if (h.type == RGPU_MSG_CALLBACK) {
 			Rgpu__Callback *cb = RGPU_PB_UNPACK(rgpu__callback, h.body_len, body);
 			if (cb) {

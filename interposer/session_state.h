@@ -139,6 +139,13 @@ void ip_session_die(CUresult err, const char *why);
  */
 int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payload,
 		    uint64_t plen, int urgent, struct waiter *w, uint64_t *seq);
+/* ---- hostmirror.c ------------------------------------------------------------------------- */
+
+/* ip_hm_push() - queue the host's writes to mirrored regions (ip_link_enqueue calls it first). */
+void ip_hm_push(void);
+/* ip_hm_on_update() - the receiver's MSG_HOST_UPDATE: the device's bytes at addr. Returns 0. */
+int ip_hm_on_update(uint64_t addr, const uint8_t *bytes, uint64_t len);
+
 /* ip_link_flush_locked() - write every unwritten frame; caller holds S.send_lock. */
 void ip_link_flush_locked(void);
 /* ip_link_flush() - ip_link_flush_locked under S.send_lock. */

@@ -143,7 +143,7 @@ IP_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *ph, unsigned int fl
 	CUresult r;
 	if (!ph)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
+	r = ip_ctx_require_live(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (flags & ~CU_STREAM_NON_BLOCKING)
@@ -299,7 +299,7 @@ IP_API CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
 
 	if (!ph)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
+	r = ip_ctx_require_live(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (flags & ~(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS))

@@ -19,7 +19,8 @@
 	X(cuCtxSynchronize) X(cuCtxSetLimit) X(cuCtxGetLimit)                                  \
 	X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)  \
 	X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuMemGetInfo)       \
-	X(cuMemHostAlloc) X(cuMemFreeHost)                                                     \
+	X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister)         \
+	X(cuMemHostGetDevicePointer)                                                           \
 	X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async)      \
 	X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async) X(cuMemsetD2D16Async)     \
 	X(cuMemsetD2D32Async)                                                                  \

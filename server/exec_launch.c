@@ -130,6 +130,7 @@ static void CUDA_CB host_trigger_cb(void *arg)
 	 * reaches the program before its callback runs.
 	 */
 	srv_stdio_flush(t->w);
+	srv_hm_sync(t->w); /* the device's writes to mirrored host memory, before the function */
 	/* the stream waits here until the client's function has returned */
 	if (!atomic_load(&t->w->dead) &&
 	    srv_send(t->w, RGPU_MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)

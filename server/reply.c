@@ -64,6 +64,8 @@ int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage 
 	 */
 	if (srv_stdio_flush_point(f->hdr.type))
 		srv_stdio_flush(w);
+	/* what the device wrote to mirrored host memory, before the call returns there */
+	srv_hm_sync(w);
 	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, NULL, 0);
 }
 

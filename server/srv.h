@@ -242,6 +242,7 @@ struct srv_worker {
 	int refuse_new;          /* over --max-sessions: a new session refused, a resume routed */
 
 	struct srv_staging *staging;
+	struct srv_hm *hm;           /* the host area (hostmirror.c) */
 	struct srv_modcache *modcache;
 	struct srv_stdio *stdio; /* the driver's stdout and stderr, for the client (stdio.c) */
 };
@@ -473,6 +474,20 @@ int srv_stdio_init(struct srv_worker *w);
  * goodbye.
  */
 int srv_stdio_flush_point(unsigned type);
+
+/* ---- mapped host memory (hostmirror.c) ---------------------------------------------------- */
+
+struct srv_hm;
+/* srv_hm_init() - map the host area (a failure is logged and leaves it off). 0 or RGPU_ENOMEM. */
+int srv_hm_init(struct srv_worker *w);
+/* srv_hm_register() - register the area with the driver in the current (base) context. */
+void srv_hm_register(struct srv_worker *w);
+/* srv_hm_unregister() - undo srv_hm_register (before its context goes). */
+void srv_hm_unregister(struct srv_worker *w);
+/* srv_hm_frame() - the reader's MSG_HOST_MIRROR or MSG_HOST_WRITE. 0, or RGPU_EINVAL. */
+int srv_hm_frame(struct srv_worker *w, const struct srv_frame *f);
+/* srv_hm_sync() - send the client what the device changed in its regions (MSG_HOST_UPDATE). */
+void srv_hm_sync(struct srv_worker *w);
 /*
  * srv_stdio_flush() - send what the driver has written to stdout and stderr so far to the
  * client as MSG_OUTPUT (to the original stdout and stderr for a client without

@@ -126,6 +126,7 @@ int srv_base_ctx_renew(struct srv_worker *w)
 		srv_staging_free(w, w->staging);
 		w->staging = NULL;
 	}
+	srv_hm_unregister(w);
 	d->cuDevicePrimaryCtxRelease(w->dev[0]);
 	r = d->cuDevicePrimaryCtxRetain(&w->base_ctx, w->dev[0]);
 	if (r == CUDA_SUCCESS)
@@ -142,6 +143,7 @@ int srv_base_ctx_renew(struct srv_worker *w)
 		pr_err("the staging buffers could not be made again: ending the job");
 		_exit(1);
 	}
+	srv_hm_register(w); /* the area's registration went with the context */
 	pr_info("device 0's primary context was reset by the application: made again");
 	return 0;
 }

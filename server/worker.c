@@ -479,6 +479,18 @@ static void *reader_main(void *arg)
 		}
 		w->rx_seq++;
 		w->bytes_in += RGPU_FRAME_HDR_LEN + f->hdr.body_len + f->hdr.payload_len;
+		if (f->hdr.type == RGPU_MSG_HOST_MIRROR || f->hdr.type == RGPU_MSG_HOST_WRITE) {
+			/* host memory takes a write at once, whatever the streams are doing */
+			ret = srv_hm_frame(w, f);
+			unsigned type = f->hdr.type;
+			frame_free(w, f);
+			if (ret) {
+				srv_protocol_error(w, RGPU_EPROTO, "%s outside the host area's regions",
+						   rgpu_msg_name(type));
+				break;
+			}
+			continue;
+		}
 		queue_push(w, f);
 		continue;
 lost:
@@ -717,6 +729,11 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen)
 			 srv_cu_name(&w->drv, r));
 		return r;
 	}
+	/* the host area first, beside the window, before the driver can take its addresses */
+	if (srv_hm_init(w)) {
+		snprintf(why, whylen, "out of memory");
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	r = w->drv.cuMemAddressReserve(&w->window, w->cfg->window_size, 0,
 				       (CUdeviceptr)w->cfg->window_base, 0);
 	if (r != CUDA_SUCCESS) {
@@ -743,6 +760,7 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen)
 		snprintf(why, whylen, "cannot allocate pinned staging memory");
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	srv_hm_register(w);
 	return CUDA_SUCCESS;
 }
 

@@ -361,6 +361,74 @@ static void rt_reset_fill(const struct sim_launch *l)
 	rt_first_fill(l);
 }
 
+/* rt_sticky.cu: sticky_poke(unsigned *p, unsigned v), one thread */
+static void rt_sticky_poke(const struct sim_launch *l)
+{
+	unsigned *p = P(l, 0, unsigned *);
+
+	if (!sim_device_ok(p, 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	*p = P(l, 1, unsigned);
+}
+
+/* rt_zerocopy.cu: zc_fill(unsigned *out, unsigned n, unsigned salt), a grid-stride loop */
+static void rt_zc_fill(const struct sim_launch *l)
+{
+	unsigned *out = P(l, 0, unsigned *), n = P(l, 1, unsigned), salt = P(l, 2, unsigned);
+
+	if (!sim_device_ok(out, (size_t)n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		out[i] = i * 2654435761u ^ salt;
+}
+
+/* rt_zerocopy.cu: zc_sum(const unsigned *in, unsigned n, unsigned long long *sum) */
+static void rt_zc_sum(const struct sim_launch *l)
+{
+	const unsigned *in = P(l, 0, const unsigned *);
+	unsigned n = P(l, 1, unsigned);
+	unsigned long long *sum = P(l, 2, unsigned long long *), s = 0;
+
+	if (!sim_device_ok(in, (size_t)n * 4, 0) || !sim_device_ok(sum, 8, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		s += in[i];
+	*sum = s;
+}
+
+/*
+ * rt_zerocopy.cu: zc_wait(volatile unsigned *flag, unsigned release, unsigned *state, long long
+ * timeout_cycles): spin until another thread stores release, or 20 s (the device's timeout
+ * is in clock cycles; this one in time).
+ */
+static void rt_zc_wait(const struct sim_launch *l)
+{
+	volatile unsigned *flag = P(l, 0, volatile unsigned *);
+	unsigned release = P(l, 1, unsigned), *state = P(l, 2, unsigned *);
+	struct timespec t0, t;
+
+	if (!sim_device_ok((const void *)flag, 4, 0) || !sim_device_ok(state, 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != release) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 20) {
+			*state = 2;
+			return;
+		}
+		sleep_ns(1000);
+	}
+	*state = 1;
+}
+
 /* rt_symbols.cu: use_symbols(int k), reading the __constant__ and writing the __device__ globals */
 static void rt_use_symbols(const struct sim_launch *l)
 {
@@ -673,6 +741,10 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z11use_symbolsi", rt_use_symbols);
 	sim_register_kernel("_Z10first_fillj", rt_first_fill);
 	sim_register_kernel("_Z10reset_fillj", rt_reset_fill);
+	sim_register_kernel("_Z7zc_fillPjjj", rt_zc_fill);
+	sim_register_kernel("_Z11sticky_pokePjj", rt_sticky_poke);
+	sim_register_kernel("_Z6zc_sumPKjjPy", rt_zc_sum);
+	sim_register_kernel("_Z7zc_waitPVjjPjx", rt_zc_wait);
 	sim_register_kernel("_Z9slow_fillPjix", rt_slow_fill);
 	sim_register_kernel("_Z9transformPKjPji", rt_transform);
 	sim_register_kernel("_Z12pattern_fillPhmj", rt_pattern_fill);

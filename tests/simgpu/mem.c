@@ -302,6 +302,8 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((r = sim_ctx_current(&ctx)))
 		return r;
+	if (ctx->sticky) /* as the driver answers after a sticky fault (measured on the H100) */
+		return ctx->sticky;
 	*total = sim.mem_total;
 	*free = sim.mem_total - sim_mem_used(ctx->dev);
 	return CUDA_SUCCESS;
@@ -733,6 +735,25 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
 	SIM_ENTER();
 	sim_device_sync();
 	return host_del(p, HOST_REGISTERED) ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+/* Unified addressing: pinned or registered host memory's device address is its host address. */
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+	struct range *rg;
+	int host;
+
+	SIM_ENTER();
+	if (!pdptr || Flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_rwlock_rdlock(&rlock);
+	rg = find((uintptr_t)p);
+	host = rg && rg->kind == SIM_RANGE_HOST;
+	pthread_rwlock_unlock(&rlock);
+	if (!host)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pdptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
 }
 
 /* --- copies and sets --------------------------------------------------------------------- */

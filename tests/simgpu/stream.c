@@ -873,7 +873,8 @@ CUresult CUDAAPI cuEventQuery(CUevent h)
 	if ((r = event_check(h)))
 		return r;
 	pthread_mutex_lock(&sim_sched);
-	r = event_done(ev) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	/* after a sticky fault, as the driver answers (measured on the H100) */
+	r = ev->ctx->sticky ? ev->ctx->sticky : event_done(ev) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&sim_sched);
 	return r;
 }

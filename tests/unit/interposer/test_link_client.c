@@ -62,6 +62,11 @@ int ip_statelog_digest(uint16_t type, uint8_t out[ST_DIGEST_LEN])
 	return 0;
 }
 
+/* no mirrored host memory in these tests (hostmirror.c) */
+void ip_hm_push(void)
+{
+}
+
 /* ---- helpers ------------------------------------------------------------------------------- */
 
 /* byte i of pattern `salt`: never constant, different for every salt */

@@ -143,8 +143,11 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_OUTPUT, 32);
 	assert_int_equal(RGPU_CAP_VMM, 64);
 	assert_int_equal(RGPU_CAP_QUERIES, 128);
-	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128);
-	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128);
+	assert_int_equal(RGPU_CAP_HOST_MIRROR, 256);
+	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256);
+	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_HOST_UPDATE)->call_class, RGPU_CLASS_PUSH);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_HOST_WRITE)->cap, RGPU_CAP_HOST_MIRROR);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_TENSOR_MAP)->cap, RGPU_CAP_QUERIES);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_TPC_MAP)->call_class, RGPU_CLASS_CALL);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_VMM_MAP)->cap, RGPU_CAP_VMM);
@@ -264,8 +267,8 @@ static void test_info_rows(void **state)
 /*
  * The executor's dispatch: a handler for every request the client sends to the server, except
  * MSG_HELLO and MSG_AUTH (the handshake reads them), MSG_ERROR (ends the session),
- * MSG_CALLBACK_DONE and MSG_ACK (the reader thread consumes them); nothing for types the server
- * only sends, or does not know.
+ * MSG_CALLBACK_DONE, MSG_ACK, MSG_HOST_MIRROR and MSG_HOST_WRITE (the reader thread consumes
+ * them); nothing for types the server only sends, or does not know.
  */
 static void test_srv_handlers(void **state)
 {
@@ -278,7 +281,7 @@ static void test_srv_handlers(void **state)
 		const struct rgpu_msg_info *m = rgpu_msg_info(t);
 		int want = m && (m->rule->dir & RGPU_DIR_TO_SERVER) && t != RGPU_MSG_HELLO &&
 			   t != RGPU_MSG_AUTH && t != RGPU_MSG_ERROR && t != RGPU_MSG_CALLBACK_DONE &&
-			   t != RGPU_MSG_ACK;
+			   t != RGPU_MSG_ACK && t != RGPU_MSG_HOST_MIRROR && t != RGPU_MSG_HOST_WRITE;
 		if (want != (srv_handlers[t] != NULL))
 			fail_msg("%s (%u): handler %s, want %s", m ? m->name : "unknown type", t,
 				 srv_handlers[t] ? "set" : "NULL", want ? "one" : "none");

@@ -114,6 +114,9 @@ static const struct tspec types[] = {
     {94, "MSG_VMM_ACCESS", TO_SRV, 0, 0},
     {100, "MSG_TPC_MAP", TO_SRV, 0, 0},
     {101, "MSG_TENSOR_MAP", TO_SRV, 0, 0},
+    {110, "MSG_HOST_MIRROR", TO_SRV, 0, 0},
+    {111, "MSG_HOST_WRITE", TO_SRV, 0, 64 * 1024},
+    {112, "MSG_HOST_UPDATE", TO_CLI, 0, 64 * 1024},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 

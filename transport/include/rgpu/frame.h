@@ -44,6 +44,7 @@
 #define RGPU_MAX_DIGEST 32ull              /* a state-log digest (RGPU_VERIFY_LOG) */
 #define RGPU_MAX_OUTPUT (64ull << 10)      /* one MSG_OUTPUT: device printf or assert bytes */
 #define RGPU_COPY_CHUNK (4ull << 20)       /* chunk size senders use for bulk copies */
+#define RGPU_MAX_HOST_WRITE (64ull << 10)  /* MSG_HOST_WRITE/UPDATE: one region at most */
 
 /* Who receives a frame: used to refuse frames that only the other side may send. */
 enum rgpu_peer {

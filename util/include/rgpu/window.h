@@ -22,4 +22,20 @@
 #define RGPU_GRANULE (2ull << 20)              /* mapping granularity: 2 MiB */
 #define RGPU_SUBALLOC_ALIGN 256ull             /* alignment of sub-allocations */
 
+/*
+ * The host area: small mapped pinned host allocations (cuMemHostAlloc), at the same address in
+ * the client and in the worker, whose driver maps its copy for the GPU (unified addressing: a
+ * kernel dereferences the host address). It lies RGPU_HOSTAREA_GAP below the window's base,
+ * in the same free part of the address space; RGPU_HOSTAREA_PAGE is its allocation unit, and
+ * one region holds at most RGPU_MAX_HOST_WRITE bytes (rgpu/frame.h).
+ */
+#define RGPU_HOSTAREA_GAP (1ull << 30)
+#define RGPU_HOSTAREA_SIZE (1ull << 20)
+#define RGPU_HOSTAREA_PAGE 4096ull
+
+static inline uint64_t rgpu_hostarea_base(uint64_t window_base)
+{
+	return window_base > RGPU_HOSTAREA_GAP ? window_base - RGPU_HOSTAREA_GAP : 0;
+}
+
 #endif
