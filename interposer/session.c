@@ -404,32 +404,46 @@ static CUresult hello(int connect_ms)
 {
 	char cwhy[512];
 	Rgpu__HelloReply *rep = NULL;
-	char why[320] = "";
+	char why[600] = "";
 	uint64_t backoff_us = 2000, deadline = rgpu_now_ns() + 10000000000ull;
 	int ret;
 	CUresult r;
 
 	/*
 	 * A link that breaks during the handshake (before the session has a job to resume) is
-	 * tried again from the start, for up to 10 s; a refusal is final.
+	 * tried again from the start, for up to 10 s; a refusal is final. S.conn is NULL when the
+	 * first TLS handshake broke (ip_session_open). A TLS refusal (RGPU_ETLS: an untrusted
+	 * certificate, a server with TLS off) is final too.
 	 */
+	ret = RGPU_ECLOSED;
 	for (;;) {
-		ret = exchange_hello(S.conn, 0, IP_HELLO_TIMEOUT_MS, &rep, why, sizeof(why));
-		if (ret != RGPU_ECLOSED && ret != RGPU_ETRUNC && ret != RGPU_EIO)
-			break;
-		rgpu_conn_close(S.conn);
-		S.conn = NULL;
+		if (S.conn) {
+			ret = exchange_hello(S.conn, 0, IP_HELLO_TIMEOUT_MS, &rep, why, sizeof(why));
+			if (ret != RGPU_ECLOSED && ret != RGPU_ETRUNC && ret != RGPU_EIO)
+				break;
+			rgpu_conn_close(S.conn);
+			S.conn = NULL;
+			pr_info("the handshake with %s broke (%s); trying again", S.server,
+				rgpu_strerror(ret));
+		}
 		do {
 			if (rgpu_now_ns() + backoff_us * 1000 > deadline)
 				goto lost;
 			struct timespec ts = {0, (long)backoff_us * 1000};
 			nanosleep(&ts, NULL);
 			backoff_us = MIN(backoff_us * 2, 500000ull);
-		} while (ip_connect(connect_ms, &S.conn, cwhy, sizeof(cwhy)));
-		pr_info("the handshake with %s broke (%s); trying again", S.server,
-			rgpu_strerror(ret));
+			ret = ip_connect(connect_ms, &S.conn, cwhy, sizeof(cwhy));
+			if (ret == RGPU_ETLS) {
+				snprintf(why, sizeof(why), "%s", cwhy);
+				goto lost;
+			}
+		} while (ret);
 	}
 lost:
+	if (ret == RGPU_ETLS) {
+		pr_err("no TLS with the GPU server %s: %s", S.server, why);
+		return CUDA_ERROR_NO_DEVICE;
+	}
 	if (ret == RGPU_EPROTO) {
 		pr_err("the GPU server %s refused the session: %s", S.server, why);
 		return CUDA_ERROR_NO_DEVICE;
@@ -701,7 +715,8 @@ CUresult ip_session_open(void)
 		return CUDA_ERROR_NO_DEVICE;
 	char why[512];
 	ret = ip_connect(tmo ? atoi(tmo) : 5000, &S.conn, why, sizeof(why));
-	if (ret) {
+	/* a TLS handshake the link cut (not refused: that is RGPU_ETLS) is tried again by hello() */
+	if (ret && !(ret == RGPU_ECLOSED && S.tls)) {
 		if (S.tls && ret != RGPU_ECONNECT && ret != RGPU_ETIMEDOUT)
 			pr_err("no TLS with the GPU server %s: %s", server, why);
 		else

@@ -5,7 +5,9 @@
  * with one log line here and a sentence for the client, and neither waits on the other.
  */
 #define LOG_PREFIX "tls: "
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/uio.h>
 
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
@@ -21,10 +23,17 @@ int srv_tls_start(const struct srv_config *cfg, struct rgpu_conn *c, const char 
 	if (!cfg->tls) {
 		if (tls != 1)
 			return 0; /* plaintext as expected, or nothing: the frame code says */
-		/* a TLS client cannot read a plaintext error: closing is all it will see */
+		/*
+		 * A TLS client cannot read a plaintext error; a TLS alert it can, and it tells a
+		 * refusal from a cut link (which it would try again): protocol_version, an alert no
+		 * TLS 1.3 rgpud ever sends to a TLS 1.3 client, so the client can name the cause.
+		 */
+		static const uint8_t alert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 70};
+		struct iovec iov = {.iov_base = (void *)alert, .iov_len = sizeof(alert)};
 		pr_warn("%s %s starts TLS, but this server has TLS off (rgpud --tls-cert FILE "
-			"--tls-key FILE); closing",
+			"--tls-key FILE); refused",
 			who, rgpu_conn_peer(c));
+		rgpu_conn_sendv(c, &iov, 1);
 		return RGPU_ETLS;
 	}
 	if (tls < 0) {

@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,11 +443,80 @@ static void handshake_why(SSL *ssl, int server, int err, int saved_errno, char *
 		return;
 	}
 	char what[200];
+	unsigned long e = ERR_peek_last_error();
+	if (!server && ERR_GET_LIB(e) == ERR_LIB_SSL &&
+	    ERR_GET_REASON(e) == SSL_R_TLSV1_ALERT_PROTOCOL_VERSION) {
+		/* what rgpud with TLS off answers a ClientHello (server/tls.c) */
+		snprintf(why, whylen, "the server has TLS off (start it with rgpud --tls-cert FILE "
+				      "--tls-key FILE, or unset RGPU_TLS and RGPU_TLS_CA)");
+		ERR_clear_error();
+		return;
+	}
 	if (server)
 		snprintf(what, sizeof(what), "TLS handshake failed");
 	else
 		snprintf(what, sizeof(what), "the server does not speak TLS 1.3 as expected%s", hint);
 	ssl_why(what, why, whylen);
+}
+
+/*
+ * OpenSSL's socket BIO writes with write(2): a peer that reset the connection would kill the
+ * process with SIGPIPE, and the interposer cannot ignore that signal for the program it lives
+ * in. So SSL writes through this BIO, which sends with MSG_NOSIGNAL as tcp.c does; it reads
+ * through the ordinary socket BIO.
+ */
+static BIO_METHOD *nosig_method;
+static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *buf, int len)
+{
+	int fd = (int)(intptr_t)BIO_get_data(b);
+	ssize_t w;
+
+	BIO_clear_retry_flags(b);
+	do {
+		w = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+	} while (w < 0 && errno == EINTR);
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		BIO_set_retry_write(b);
+	return (int)w;
+}
+
+static long nosig_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)b, (void)num, (void)ptr;
+	return cmd == BIO_CTRL_FLUSH || cmd == BIO_CTRL_PUSH || cmd == BIO_CTRL_POP;
+}
+
+static void nosig_make(void)
+{
+	BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "rgpu send");
+	if (m && (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_ctrl(m, nosig_ctrl))) {
+		BIO_meth_free(m);
+		m = NULL;
+	}
+	nosig_method = m;
+}
+
+/* SSL on fd: reads through a socket BIO, writes through the MSG_NOSIGNAL one. */
+static int attach_fd(SSL *ssl, int fd)
+{
+	BIO *r, *w;
+
+	pthread_once(&nosig_once, nosig_make);
+	if (!nosig_method)
+		return 0;
+	r = BIO_new_socket(fd, BIO_NOCLOSE);
+	w = BIO_new(nosig_method);
+	if (!r || !w) {
+		BIO_free(r);
+		BIO_free(w);
+		return 0;
+	}
+	BIO_set_data(w, (void *)(intptr_t)fd);
+	BIO_set_init(w, 1);
+	SSL_set_bio(ssl, r, w);
+	return 1;
 }
 
 static int handshake(struct rgpu_conn *c, struct rgpu_tls *t, const char *name, char *why,
@@ -466,7 +537,7 @@ static int handshake(struct rgpu_conn *c, struct rgpu_tls *t, const char *name, 
 		ssl_why("cannot make a TLS connection", why, whylen);
 		return RGPU_ETLS;
 	}
-	if (!SSL_set_fd(ssl, c->fd)) {
+	if (!attach_fd(ssl, c->fd)) {
 		ssl_why("cannot attach TLS to the socket", why, whylen);
 		goto out_free;
 	}
