@@ -38,6 +38,8 @@
 /* the RFC 5705 / RFC 8446 exporter label for the authentication MACs' channel binding */
 static const char exporter_label[] = "EXPORTER-rgpu-auth-v1";
 
+#define TLS_READ_BUFFER (256u << 10)
+
 struct rgpu_tls {
 	SSL_CTX *ctx;
 	int server;
@@ -92,14 +94,12 @@ static SSL_CTX *ctx_new(const SSL_METHOD *m, char *why, size_t whylen)
 	 */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
-#ifdef SSL_OP_ENABLE_KTLS
-	{
-		/* kernel TLS, where the kernel has it: records are sealed in the socket layer */
-		const char *k = getenv("RGPU_TLS_KTLS");
-		if (k && !strcmp(k, "1"))
-			SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
-	}
-#endif
+	/*
+	 * Read ahead into a large buffer: one recv() takes in many 16 KiB records of a bulk
+	 * payload, instead of two system calls (header, then body) for each.
+	 */
+	SSL_CTX_set_read_ahead(ctx, 1);
+	SSL_CTX_set_default_read_buffer_len(ctx, TLS_READ_BUFFER);
 	return ctx;
 }
 
@@ -583,7 +583,8 @@ static int handshake(struct rgpu_conn *c, struct rgpu_tls *t, const char *name, 
 		}
 		handshake_why(ssl, t->server, err, se, why, whylen);
 		/* a peer that closed may be a broken link (worth another try) or a plain server */
-		if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && !se))
+		if (err == SSL_ERROR_ZERO_RETURN ||
+		    (err == SSL_ERROR_SYSCALL && (!se || se == ECONNRESET || se == EPIPE)))
 			ret = RGPU_ECLOSED;
 		goto out_block;
 	}
@@ -636,20 +637,6 @@ int rgpu_conn_tls_binding(struct rgpu_conn *c, uint8_t *out)
 	return ok == 1 ? 0 : RGPU_ETLS;
 }
 
-int rgpu_conn_tls_ktls(struct rgpu_conn *c)
-{
-	int k = 0;
-	if (!c->ssl)
-		return 0;
-	pthread_mutex_lock(&c->ssl_lock);
-#ifdef SSL_OP_ENABLE_KTLS
-	k = (BIO_get_ktls_send(SSL_get_wbio(c->ssl)) ? 1 : 0) |
-	    (BIO_get_ktls_recv(SSL_get_rbio(c->ssl)) ? 2 : 0);
-#endif
-	pthread_mutex_unlock(&c->ssl_lock);
-	return k;
-}
-
 int rgpu_connect(const char *host, int port, int timeout_ms, struct rgpu_tls *tls,
 		 const char *name, struct rgpu_conn **out, char *why, size_t whylen)
 {
@@ -671,7 +658,7 @@ int rgpu_connect(const char *host, int port, int timeout_ms, struct rgpu_tls *tl
 		if (ret) {
 			snprintf(why, whylen, "TLS with %s:%d: %s", host, port, tw);
 			rgpu_conn_close(c);
-			return ret == RGPU_ETIMEDOUT ? RGPU_ETLS : ret;
+			return ret;
 		}
 	}
 	*out = c;

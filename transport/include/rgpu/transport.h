@@ -175,8 +175,6 @@ int rgpu_conn_tls_binding(struct rgpu_conn *c, uint8_t *out);
  */
 int rgpu_connect(const char *host, int port, int timeout_ms, struct rgpu_tls *tls,
 		 const char *name, struct rgpu_conn **out, char *why, size_t whylen);
-/* rgpu_conn_tls_ktls() - kernel TLS in use: 1 sending, 2 receiving, 3 both, 0 none */
-int rgpu_conn_tls_ktls(struct rgpu_conn *c);
 
 /*
  * rgpu_conn_relay() - copy bytes both ways between c and the socket fd until either side ends
