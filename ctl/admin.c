@@ -33,7 +33,7 @@ static const ProtobufCBinaryData *reply_proof(const ProtobufCMessage *m)
 
 /* Answer the server's challenge (h, body) with key's MAC; keeps the server's nonce in sn. */
 static int answer(struct rgpu_conn *c, const struct rgpu_key *key, const uint8_t *body,
-		  size_t blen, const uint8_t *cn, uint8_t *sn)
+		  size_t blen, const uint8_t *cn, const uint8_t *bind, uint8_t *sn)
 {
 	Rgpu__AuthChallenge *ch = RGPU_PB_UNPACK(rgpu__auth_challenge, blen, body);
 	Rgpu__AuthResponse ar = RGPU__AUTH_RESPONSE__INIT;
@@ -47,11 +47,21 @@ static int answer(struct rgpu_conn *c, const struct rgpu_key *key, const uint8_t
 	}
 	memcpy(sn, ch->server_nonce.data, RGPU_AUTH_NONCE_LEN);
 	rgpu__auth_challenge__free_unpacked(ch, NULL);
-	rgpu_auth_mac(key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN, sn, cn, mac);
+	rgpu_auth_mac_bound(key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN, sn, cn, bind,
+			    mac);
 	ar.mac.data = mac;
 	ar.mac.len = sizeof(mac);
 	ret = rgpu_frame_send(c, RGPU_ADMIN_MSG_AUTH, 0, 0, 0, &ar.base, NULL, 0);
 	return ret;
+}
+
+static struct rgpu_tls *admin_tls;
+static const char *admin_tls_name;
+
+void ctl_admin_set_tls(struct rgpu_tls *tls, const char *name)
+{
+	admin_tls = tls;
+	admin_tls_name = name;
 }
 
 int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDescriptor *desc,
@@ -62,8 +72,10 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 	struct rgpu_conn *c = NULL;
 	uint8_t *body = NULL;
 	uint8_t cn[RGPU_AUTH_NONCE_LEN], sn[RGPU_AUTH_NONCE_LEN];
+	uint8_t binding[RGPU_AUTH_BINDING_LEN];
+	const uint8_t *bind = NULL;
 	int challenged = 0;
-	char host[256];
+	char host[256], why[400];
 	int port, ret;
 
 	*out = NULL;
@@ -71,11 +83,14 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 		snprintf(err, errlen, "bad server address '%s' (want HOST:PORT)", server);
 		return RGPU_EINVAL;
 	}
-	ret = rgpu_tcp_connect(host, port, ADMIN_TIMEOUT_MS, &c);
+	ret = rgpu_connect(host, port, ADMIN_TIMEOUT_MS, admin_tls, admin_tls_name, &c, why,
+			   sizeof(why));
 	if (ret) {
-		snprintf(err, errlen, "cannot reach %s: %s", server, rgpu_strerror(ret));
+		snprintf(err, errlen, "%s%s", ret == RGPU_ETLS ? "" : "cannot reach ", why);
 		return ret;
 	}
+	if (admin_tls && rgpu_conn_tls_binding(c, binding) == 0)
+		bind = binding;
 	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
 	req.version = RGPU_PROTO_VERSION;
 	if (key && key->len) {
@@ -91,7 +106,7 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 	if (!ret)
 		ret = rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, ADMIN_TIMEOUT_MS);
 	if (!ret && h.type == RGPU_ADMIN_MSG_AUTH_CHALLENGE && key && key->len) {
-		ret = answer(c, key, body, h.body_len, cn, sn);
+		ret = answer(c, key, body, h.body_len, cn, bind, sn);
 		free(body);
 		body = NULL;
 		challenged = 1;
@@ -127,8 +142,8 @@ int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDesc
 		uint8_t want[RGPU_AUTH_MAC_LEN];
 		int ok = 0;
 		if (challenged && p && p->len == RGPU_AUTH_MAC_LEN) {
-			rgpu_auth_mac(key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN, sn,
-				      cn, want);
+			rgpu_auth_mac_bound(key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION,
+					    RGPU_AUTH_ADMIN, sn, cn, bind, want);
 			ok = rgpu_auth_mac_eq(want, p->data);
 		}
 		if (!ok) {

@@ -14,6 +14,13 @@ struct rgpu_key;
  * operator key and accept the reply only with the server's proof. Returns 0, or an RGPU_E*
  * code with err filled for the operator (RGPU_EAUTH: the server did not prove the key).
  */
+struct rgpu_tls;
+/*
+ * ctl_admin_set_tls() - speak TLS to every server asked from now on (NULL: plaintext), and
+ * check that its certificate names `name` (NULL: the host of the address asked).
+ */
+void ctl_admin_set_tls(struct rgpu_tls *tls, const char *name);
+
 int ctl_admin_call(const char *server, uint16_t type, const ProtobufCMessageDescriptor *desc,
 		   const struct rgpu_key *key, ProtobufCMessage **out, char *err, size_t errlen);
 

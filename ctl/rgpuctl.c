@@ -32,14 +32,18 @@ static void usage(FILE *f)
 		"Usage: rgpuctl COMMAND [OPTIONS]\n"
 		"\n"
 		"Commands:\n"
-		"  run [--server HOST:PORT] [--key FILE] [--tenant NAME] [--log LEVEL] -- CMD [ARGS...]\n"
+		"  run [--server HOST:PORT] [--key FILE] [--tenant NAME] [--log LEVEL]\n"
+		"      [--tls] [--tls-ca FILE] [--tls-name NAME] -- CMD [ARGS...]\n"
 		"      Run CMD with its CUDA calls served by the rgpud at HOST:PORT (default\n"
 		"      $RGPU_SERVER, else %s). The program is not modified: rgpu's\n"
 		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --key names the tenant key\n"
 		"      file (sets RGPU_KEY_FILE; the tenant is --tenant, $RGPU_TENANT, or the\n"
 		"      file's name without .key). --log sets RGPU_LOG for the interposer (warn by\n"
 		"      default: connection problems and driver calls rgpu does not implement are\n"
-		"      reported on stderr).\n"
+		"      reported on stderr). --tls-ca FILE speaks TLS to the server and trusts its\n"
+		"      certificate if it chains to a CA in FILE (sets RGPU_TLS_CA); --tls alone\n"
+		"      trusts the system's CAs (RGPU_TLS=1); --tls-name NAME is the name the\n"
+		"      certificate must carry, if not the server's host (RGPU_TLS_NAME).\n"
 		"  status [--server ADDR]... [--cluster FILE] [--admin-key FILE] [--json]\n"
 		"      Each server's host, driver, GPUs (memory used by rgpu jobs / total), jobs,\n"
 		"      uptime and resume grace period.\n"
@@ -54,7 +58,9 @@ static void usage(FILE *f)
 		"admin address per line ('#' starts a comment); $RGPU_CLUSTER names one too.\n"
 		"--admin-key FILE (also before the command, or $RGPU_ADMIN_KEY_FILE) is the operator\n"
 		"key of servers started with rgpud --admin-key; a server that does not prove it\n"
-		"holds the same key is not believed.\n"
+		"holds the same key is not believed. --tls-ca FILE, --tls and --tls-name NAME (also\n"
+		"$RGPU_TLS_CA, $RGPU_TLS=1, $RGPU_TLS_NAME) speak TLS to servers started with\n"
+		"rgpud --tls-cert, as for run.\n"
 		"\n"
 		"Exit status: 0 every server answered; 1 some server could not be asked (the others\n"
 		"are still shown; with --json each failure is an entry with \"error\"); 2 usage.\n",
@@ -94,10 +100,15 @@ static int cmd_run(int argc, char **argv)
 		{"log", required_argument, NULL, 'l'},
 		{"key", required_argument, NULL, 'k'},
 		{"tenant", required_argument, NULL, 't'},
+		{"tls", no_argument, NULL, 'T'},
+		{"tls-ca", required_argument, NULL, 'C'},
+		{"tls-name", required_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	const char *server = getenv("RGPU_SERVER"), *log = NULL, *key = NULL, *tenant = NULL;
+	const char *tls_ca = NULL, *tls_name = NULL;
+	int tls = 0;
 	char dir[PATH_MAX], host[256], *ldpath;
 	const char *old;
 	int c, port;
@@ -109,6 +120,9 @@ static int cmd_run(int argc, char **argv)
 		case 'l': log = optarg; break;
 		case 'k': key = optarg; break;
 		case 't': tenant = optarg; break;
+		case 'T': tls = 1; break;
+		case 'C': tls_ca = optarg; break;
+		case 'N': tls_name = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -137,6 +151,13 @@ static int cmd_run(int argc, char **argv)
 		setenv("RGPU_TENANT", tenant, 1);
 	else if (key)
 		unsetenv("RGPU_TENANT"); /* the file's name says, not an older $RGPU_TENANT */
+	/* the interposer reads the CA itself, and touches OpenSSL only then */
+	if (tls || tls_ca)
+		setenv("RGPU_TLS", "1", 1);
+	if (tls_ca)
+		setenv("RGPU_TLS_CA", tls_ca, 1);
+	if (tls_name)
+		setenv("RGPU_TLS_NAME", tls_name, 1);
 	if (log)
 		setenv("RGPU_LOG", log, 1);
 	else if (!getenv("RGPU_LOG"))
@@ -210,16 +231,23 @@ static int parse_targets(int argc, char **argv, struct targets *t, const char *c
 		{"cluster", required_argument, NULL, 'c'},
 		{"json", no_argument, NULL, 'j'},
 		{"admin-key", required_argument, NULL, 'k'},
+		{"tls", no_argument, NULL, 'T'},
+		{"tls-ca", required_argument, NULL, 'C'},
+		{"tls-name", required_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	const char *cluster = NULL;
-	int c, ret;
+	const char *cluster = NULL, *tls_ca = getenv("RGPU_TLS_CA"), *tls_name = getenv("RGPU_TLS_NAME");
+	const char *tls_env = getenv("RGPU_TLS");
+	int c, ret, tls = tls_env && !strcmp(tls_env, "1");
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:c:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'k': admin_key_file = optarg; break;
+		case 'T': tls = 1; break;
+		case 'C': tls_ca = optarg; break;
+		case 'N': tls_name = optarg; break;
 		case 's':
 			if ((ret = add_target(t, optarg)))
 				return ret;
@@ -242,6 +270,15 @@ static int parse_targets(int argc, char **argv, struct targets *t, const char *c
 			fprintf(stderr, "rgpuctl %s: --admin-key: %s\n", cmd, why);
 			return 2;
 		}
+	}
+	if (tls || (tls_ca && *tls_ca)) {
+		static struct rgpu_tls *ctx;
+		char why[800];
+		if (rgpu_tls_client_new(tls_ca, &ctx, why, sizeof(why))) {
+			fprintf(stderr, "rgpuctl %s: TLS: %s\n", cmd, why);
+			return 2;
+		}
+		ctl_admin_set_tls(ctx, tls_name && *tls_name ? tls_name : NULL);
 	}
 	if (!cluster && t->n == 0)
 		cluster = getenv("RGPU_CLUSTER");

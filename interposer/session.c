@@ -269,7 +269,7 @@ static void hex(const uint8_t *p, size_t n, char *out)
  */
 static int answer_challenge(struct rgpu_conn *c, const struct rgpu_frame_hdr *hello_hdr,
 			    const uint8_t *body, size_t blen, const uint8_t *cnonce,
-			    uint8_t *snonce, char *why, size_t whylen)
+			    const uint8_t *bind, uint8_t *snonce, char *why, size_t whylen)
 {
 	Rgpu__AuthChallenge *ch = RGPU_PB_UNPACK(rgpu__auth_challenge, blen, body);
 	Rgpu__AuthResponse ar = RGPU__AUTH_RESPONSE__INIT;
@@ -285,7 +285,8 @@ static int answer_challenge(struct rgpu_conn *c, const struct rgpu_frame_hdr *he
 	}
 	memcpy(snonce, ch->server_nonce.data, RGPU_AUTH_NONCE_LEN);
 	rgpu__auth_challenge__free_unpacked(ch, NULL);
-	rgpu_auth_mac(&S.key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, S.tenant, snonce, cnonce, mac);
+	rgpu_auth_mac_bound(&S.key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, S.tenant, snonce, cnonce,
+			    bind, mac);
 	ar.mac.data = mac;
 	ar.mac.len = sizeof(mac);
 	ret = rgpu_frame_send_hdr(c, &ah, &ar.base, NULL);
@@ -306,6 +307,8 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	struct rgpu_frame_hdr h, rh = {.type = RGPU_MSG_HELLO};
 	uint8_t *body = NULL;
 	uint8_t cnonce[RGPU_AUTH_NONCE_LEN], snonce[RGPU_AUTH_NONCE_LEN];
+	uint8_t binding[RGPU_AUTH_BINDING_LEN];
+	const uint8_t *bind = NULL;
 	int challenged = 0;
 	char host[256] = "", prog[256] = "";
 	ssize_t n;
@@ -337,6 +340,14 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 		hm.tenant = S.tenant;
 		hm.client_nonce.data = cnonce;
 		hm.client_nonce.len = sizeof(cnonce);
+		/* under TLS, both MACs are bound to this TLS connection (docs/protocol.md, "TLS") */
+		if (rgpu_conn_is_tls(c)) {
+			if (rgpu_conn_tls_binding(c, binding)) {
+				snprintf(why, whylen, "no TLS exporter value to bind the key to");
+				return RGPU_EAUTH;
+			}
+			bind = binding;
+		}
 	}
 	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
 	ret = rgpu_frame_send_hdr(c, &rh, &hm.base, NULL);
@@ -345,7 +356,7 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	if (ret)
 		return ret;
 	if (h.type == RGPU_MSG_AUTH_CHALLENGE && S.key.len) {
-		ret = answer_challenge(c, &rh, body, h.body_len, cnonce, snonce, why, whylen);
+		ret = answer_challenge(c, &rh, body, h.body_len, cnonce, bind, snonce, why, whylen);
 		free(body);
 		body = NULL;
 		if (ret)
@@ -378,8 +389,8 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 		uint8_t want[RGPU_AUTH_MAC_LEN];
 		int ok = 0;
 		if (challenged && (*out)->server_proof.len == RGPU_AUTH_MAC_LEN) {
-			rgpu_auth_mac(&S.key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, S.tenant, snonce,
-				      cnonce, want);
+			rgpu_auth_mac_bound(&S.key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, S.tenant,
+					    snonce, cnonce, bind, want);
 			ok = rgpu_auth_mac_eq(want, (*out)->server_proof.data);
 		}
 		if (!ok) {
@@ -404,35 +415,57 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	return 0;
 }
 
+/* A connection to the server: TCP, then TLS when configured (RGPU_TLS, RGPU_TLS_CA). */
+static int ip_connect(int timeout_ms, struct rgpu_conn **c, char *why, size_t whylen)
+{
+	return rgpu_connect(S.host, S.port, timeout_ms, S.tls, S.tls_name[0] ? S.tls_name : NULL,
+			    c, why, whylen);
+}
+
 static CUresult hello(int connect_ms)
 {
+	char cwhy[512];
 	Rgpu__HelloReply *rep = NULL;
-	char why[320] = "";
+	char why[600] = "";
 	uint64_t backoff_us = 2000, deadline = rgpu_now_ns() + 10000000000ull;
 	int ret;
 	CUresult r;
 
 	/*
 	 * A link that breaks during the handshake (before the session has a job to resume) is
-	 * tried again from the start, for up to 10 s; a refusal is final.
+	 * tried again from the start, for up to 10 s; a refusal is final. S.conn is NULL when the
+	 * first TLS handshake broke (ip_session_open). A TLS refusal (RGPU_ETLS: an untrusted
+	 * certificate, a server with TLS off) is final too.
 	 */
+	ret = RGPU_ECLOSED;
 	for (;;) {
-		ret = exchange_hello(S.conn, 0, IP_HELLO_TIMEOUT_MS, &rep, why, sizeof(why));
-		if (ret != RGPU_ECLOSED && ret != RGPU_ETRUNC && ret != RGPU_EIO)
-			break;
-		rgpu_conn_close(S.conn);
-		S.conn = NULL;
+		if (S.conn) {
+			ret = exchange_hello(S.conn, 0, IP_HELLO_TIMEOUT_MS, &rep, why, sizeof(why));
+			if (ret != RGPU_ECLOSED && ret != RGPU_ETRUNC && ret != RGPU_EIO)
+				break;
+			rgpu_conn_close(S.conn);
+			S.conn = NULL;
+			pr_info("the handshake with %s broke (%s); trying again", S.server,
+				rgpu_strerror(ret));
+		}
 		do {
 			if (rgpu_now_ns() + backoff_us * 1000 > deadline)
 				goto lost;
 			struct timespec ts = {0, (long)backoff_us * 1000};
 			nanosleep(&ts, NULL);
 			backoff_us = MIN(backoff_us * 2, 500000ull);
-		} while (rgpu_tcp_connect(S.host, S.port, connect_ms, &S.conn));
-		pr_info("the handshake with %s broke (%s); trying again", S.server,
-			rgpu_strerror(ret));
+			ret = ip_connect(connect_ms, &S.conn, cwhy, sizeof(cwhy));
+			if (ret == RGPU_ETLS) {
+				snprintf(why, sizeof(why), "%s", cwhy);
+				goto lost;
+			}
+		} while (ret);
 	}
 lost:
+	if (ret == RGPU_ETLS) {
+		pr_err("no TLS with the GPU server %s: %s", S.server, why);
+		return CUDA_ERROR_NO_DEVICE;
+	}
 	if (ret == RGPU_EPROTO) {
 		pr_err("the GPU server %s refused the session: %s", S.server, why);
 		return CUDA_ERROR_NO_DEVICE;
@@ -563,7 +596,7 @@ static int resume(const char *why)
 		int ret;
 
 		tries++;
-		ret = rgpu_tcp_connect(S.host, S.port, 2000, &c);
+		ret = ip_connect(2000, &c, msg, sizeof(msg));
 		if (!ret)
 			ret = exchange_hello(c, 1, IP_RESUME_HELLO_TIMEOUT_MS, &rep, refused,
 					     sizeof(refused));
@@ -643,6 +676,35 @@ static int load_key(void)
 	return 0;
 }
 
+/*
+ * TLS to the server: RGPU_TLS=1, or RGPU_TLS_CA=FILE (the CA the server's certificate must chain
+ * to; without it, the system's CAs), RGPU_TLS_NAME (the name the certificate must carry; by
+ * default the host of RGPU_SERVER); RGPU_TLS=0 turns it off. OpenSSL is touched only here, and
+ * only when TLS is asked for. Returns 0, or -1 with one log line.
+ */
+static int load_tls(void)
+{
+	const char *on = getenv("RGPU_TLS"), *ca = getenv("RGPU_TLS_CA");
+	const char *name = getenv("RGPU_TLS_NAME");
+	char why[800];
+
+	if (on && *on && strcmp(on, "0") && strcmp(on, "1")) {
+		pr_err("RGPU_TLS='%s': want 1 (TLS) or 0 (none)", on);
+		return -1;
+	}
+	if (on && !strcmp(on, "0"))
+		return 0;
+	if (!(on && !strcmp(on, "1")) && !(ca && *ca))
+		return 0;
+	if (name && *name)
+		snprintf(S.tls_name, sizeof(S.tls_name), "%s", name);
+	if (rgpu_tls_client_new(ca, &S.tls, why, sizeof(why))) {
+		pr_err("RGPU_TLS: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
 CUresult ip_session_open(void)
 {
 	const char *server = getenv("RGPU_SERVER");
@@ -671,10 +733,17 @@ CUresult ip_session_open(void)
 		else
 			S.kept_max = v;
 	}
-	ret = rgpu_tcp_connect(S.host, S.port, tmo ? atoi(tmo) : 5000, &S.conn);
-	if (ret) {
-		pr_err("cannot reach the GPU server %s: %s (set RGPU_SERVER=HOST:PORT)", server,
-		       ret == RGPU_ETIMEDOUT ? "timed out" : strerror(errno));
+	if (load_tls())
+		return CUDA_ERROR_NO_DEVICE;
+	char why[512];
+	ret = ip_connect(tmo ? atoi(tmo) : 5000, &S.conn, why, sizeof(why));
+	/* a TLS handshake the link cut (not refused: that is RGPU_ETLS) is tried again by hello() */
+	if (ret && !(ret == RGPU_ECLOSED && S.tls)) {
+		if (S.tls && ret != RGPU_ECONNECT && ret != RGPU_ETIMEDOUT)
+			pr_err("no TLS with the GPU server %s: %s", server, why);
+		else
+			pr_err("cannot reach the GPU server %s: %s (set RGPU_SERVER=HOST:PORT)",
+			       server, why);
 		return CUDA_ERROR_NO_DEVICE;
 	}
 	r = hello(tmo ? atoi(tmo) : 5000);

@@ -82,6 +82,8 @@ struct ip_session {
 	int closing;                 /* goodbye sent: a broken link is the end */
 	struct rgpu_key key;         /* RGPU_KEY_FILE's secret; len 0: no authentication */
 	char tenant[RGPU_TENANT_MAX + 1]; /* RGPU_TENANT, or the key file's name */
+	struct rgpu_tls *tls;        /* RGPU_TLS / RGPU_TLS_CA: TLS to the server; NULL: none */
+	char tls_name[256];          /* RGPU_TLS_NAME: the name its certificate must carry */
 
 	pthread_mutex_t send_lock;   /* one writer on the link */
 	pthread_mutex_t q_lock;      /* the kept list, seq, acked */

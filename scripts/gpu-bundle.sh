@@ -8,6 +8,7 @@ rm -rf gpubundle
 mkdir -p gpubundle/bin gpubundle/lib gpubundle/tests/progs gpubundle/tests/e2e
 cp -a "$B"/bin/rgpud "$B"/bin/rgpuctl "$B"/bin/procaddr_dump gpubundle/bin/
 cp -a "$B"/lib/*.so.* gpubundle/lib/
+[ -d "$B"/lib/fallback ] && cp -a "$B"/lib/fallback gpubundle/lib/   # libssl, libcrypto (run.sh: if the host lacks them)
 cp -a "$B"/lib/interposer gpubundle/lib/
 [ -d "$B"/lib/darktrace ] && cp -a "$B"/lib/darktrace gpubundle/lib/
 cp -a "$B"/tests/progs/* gpubundle/tests/progs/ 2>/dev/null || true

@@ -137,10 +137,22 @@ int srv_auth(struct srv_worker *w, const Rgpu__Hello *hello, uint8_t *proof, int
 	char path[4096], reason[4200] = "";
 	int known = 0, ret;
 
+	uint8_t binding[RGPU_AUTH_BINDING_LEN];
+	const uint8_t *bind = NULL;
+
 	*has_proof = 0;
 	w->tenant[0] = '\0';
 	if (!w->cfg->keys_dir)
 		return 0; /* loopback, or --insecure: anyone who reaches the port */
+	/* under TLS the MACs are bound to this TLS connection (docs/protocol.md, "TLS") */
+	if (rgpu_conn_is_tls(w->conn)) {
+		if (rgpu_conn_tls_binding(w->conn, binding)) {
+			snprintf(why, whylen, "the server cannot bind authentication to TLS");
+			pr_err("client %s refused: no TLS exporter value", w->peer);
+			return RGPU_EAUTH;
+		}
+		bind = binding;
+	}
 	if (!*tenant || hello->client_nonce.len != RGPU_AUTH_NONCE_LEN) {
 		snprintf(why, whylen,
 			 "this GPU server requires authentication: give the client its tenant key "
@@ -179,13 +191,16 @@ int srv_auth(struct srv_worker *w, const Rgpu__Hello *hello, uint8_t *proof, int
 		return ret;
 	}
 	if (known) {
-		rgpu_auth_mac(&key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, tenant, snonce,
-			      hello->client_nonce.data, want);
+		rgpu_auth_mac_bound(&key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, tenant, snonce,
+				    hello->client_nonce.data, bind, want);
 		if (!rgpu_auth_mac_eq(mac, want)) {
 			known = 0;
 			snprintf(
 			    reason, sizeof(reason),
-			    "wrong answer to the challenge (another key, or a replayed handshake)");
+			    "wrong answer to the challenge (%s)",
+			    bind ? "another key, a replayed handshake, or one relayed from another "
+				   "TLS connection"
+				 : "another key, or a replayed handshake");
 		}
 	}
 	if (!known) {
@@ -200,8 +215,8 @@ int srv_auth(struct srv_worker *w, const Rgpu__Hello *hello, uint8_t *proof, int
 			w->peer, hello->client_pid, hello->client_program, tenant, reason);
 		return RGPU_EAUTH;
 	}
-	rgpu_auth_mac(&key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, tenant, snonce,
-		      hello->client_nonce.data, proof);
+	rgpu_auth_mac_bound(&key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, tenant, snonce,
+			    hello->client_nonce.data, bind, proof);
 	rgpu_key_wipe(&key);
 	*has_proof = 1;
 	snprintf(w->tenant, sizeof(w->tenant), "%s", tenant);

@@ -30,8 +30,14 @@ static void usage(FILE *f)
 		"                          without a right key are refused before any CUDA call\n"
 		"      --admin-key FILE    authenticate rgpuctl status/jobs with this operator key\n"
 		"                          (same format); without it the admin port stays on loopback\n"
+		"      --tls-cert FILE     TLS 1.3 on the client and admin ports with this certificate\n"
+		"      --tls-key FILE      (PEM chain, the server's first) and its private key (PEM);\n"
+		"                          given, TLS is on; beyond loopback it is required\n"
+		"      --tls               require TLS (an error without --tls-cert/--tls-key)\n"
+		"      --no-tls            plaintext, even with a certificate configured nowhere else:\n"
+		"                          on loopback, or beyond it with --insecure\n"
 		"      --insecure          allow listening beyond loopback without --keys (or, for\n"
-		"                          --admin, without --admin-key)\n"
+		"                          --admin, without --admin-key), or without TLS\n"
 		"  -d, --driver PATH       CUDA driver library to load (default libcuda.so.1)\n"
 		"  -s, --state-dir DIR     module cache directory (default /var/lib/rgpu, or\n"
 		"                          $XDG_CACHE_HOME/rgpu when that is not writable)\n"
@@ -142,6 +148,10 @@ int main(int argc, char **argv)
 		{"keys", required_argument, NULL, 'k'},
 		{"insecure", no_argument, NULL, 'N'},
 		{"admin-key", required_argument, NULL, 'K'},
+		{"tls-cert", required_argument, NULL, 'T'},
+		{"tls-key", required_argument, NULL, 'Y'},
+		{"tls", no_argument, NULL, 'E'},
+		{"no-tls", no_argument, NULL, 'O'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
@@ -161,7 +171,7 @@ int main(int argc, char **argv)
 	};
 	const char *replay = NULL, *admin_key_file = NULL;
 	static struct rgpu_key admin_key;
-	int c, lvl, level_set = 0;
+	int c, lvl, level_set = 0, tls_mode = 0; /* --tls: 1, --no-tls: -1 */
 
 	rgpu_log_set_tag("rgpud");
 	while ((c = getopt_long(argc, argv, "l:d:s:w:v:k:h", opts, NULL)) != -1) {
@@ -232,6 +242,10 @@ int main(int argc, char **argv)
 		case 'k': cfg.keys_dir = optarg; break;
 		case 'N': cfg.insecure = 1; break;
 		case 'K': admin_key_file = optarg; break;
+		case 'T': cfg.tls_cert = optarg; break;
+		case 'Y': cfg.tls_key = optarg; break;
+		case 'E': tls_mode = 1; break;
+		case 'O': tls_mode = -1; break;
 		case 'C':
 			if (rgpu_parse_size(optarg, &cfg.module_cache_bytes) ||
 			    cfg.module_cache_bytes > SRV_MODULE_CACHE_MAX) {
@@ -270,6 +284,31 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		cfg.admin_key = &admin_key;
+	}
+	/*
+	 * TLS: on when a certificate is given (unless --no-tls); --tls insists on it. Whether a
+	 * port beyond loopback may go without is the supervisor's check (listen_on).
+	 */
+	if (!cfg.tls_cert != !cfg.tls_key) {
+		pr_err("--tls-cert and --tls-key go together: give both (the certificate and its "
+		       "private key, PEM)");
+		return 2;
+	}
+	if (tls_mode < 0 && cfg.tls_cert) {
+		pr_err("--no-tls contradicts --tls-cert/--tls-key: give one or the other");
+		return 2;
+	}
+	if (tls_mode > 0 && !cfg.tls_cert) {
+		pr_err("--tls needs a certificate: give --tls-cert FILE --tls-key FILE");
+		return 2;
+	}
+	if (cfg.tls_cert) {
+		char why[800];
+		if (rgpu_tls_server_new(cfg.tls_cert, cfg.tls_key, &cfg.tls, why, sizeof(why))) {
+			pr_err("TLS: %s", why);
+			return 2;
+		}
+		pr_info("TLS 1.3 on the client and admin ports (certificate %s)", cfg.tls_cert);
 	}
 	return srv_supervise(&cfg);
 }

@@ -42,6 +42,9 @@ struct srv_config {
 	const char *keys_dir;   /* tenant keys, DIR/TENANT.key (auth.c); NULL: no authentication */
 	int insecure;           /* --insecure: listen beyond loopback without --keys */
 	const struct rgpu_key *admin_key; /* --admin-key: the operator's key; NULL: none */
+	const char *tls_cert;   /* --tls-cert, --tls-key: PEM files */
+	const char *tls_key;
+	struct rgpu_tls *tls;   /* TLS on both ports (made from them); NULL: plaintext */
 };
 
 #define SRV_MODULE_CACHE_BYTES (1ull << 30)   /* --module-cache-bytes by default */
@@ -65,6 +68,16 @@ int srv_keys_check(const char *dir);
  */
 int srv_auth(struct srv_worker *w, const struct Rgpu__Hello *hello, uint8_t *proof,
 	     int *has_proof, char *why, size_t whylen);
+
+/* ---- TLS (tls.c) ------------------------------------------------------------------------ */
+/*
+ * srv_tls_start() - at a new connection, by its deadline: with cfg->tls, the TLS handshake (a
+ * peer that starts plaintext gets an error frame of error_type saying TLS is required); without
+ * it, a peer that starts TLS is refused. Logs once at warn why a peer is refused. Returns 0 (go
+ * on with the first frame), RGPU_ETLS, or the transport's error. who names the peer in logs.
+ */
+int srv_tls_start(const struct srv_config *cfg, struct rgpu_conn *c, const char *who,
+		  uint16_t error_type);
 
 /* ---- supervisor ------------------------------------------------------------------------ */
 int srv_supervise(const struct srv_config *cfg);

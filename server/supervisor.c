@@ -170,8 +170,11 @@ static void on_ctl(int i)
 			fwd.tenant = m->tenant;
 			fwd.server_proof = m->server_proof;
 			res.result = srv_ctl_send(workers[j].ctl, &fwd, fd);
-			if (res.result == 0)
+			if (res.result == 0) {
 				pr_debug("resume routed to worker %d", (int)workers[j].pid);
+				/* the router is no job (under TLS it stays, relaying: worker.c) */
+				workers[i].refusing = 1;
+			}
 		}
 		srv_ctl_send(workers[i].ctl, &res, -1);
 		break;
@@ -275,6 +278,8 @@ static int admin_auth(const struct srv_config *cfg, struct rgpu_conn *c,
 	Rgpu__AuthResponse *resp = NULL;
 	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_AUTH_CHALLENGE};
 	uint8_t sn[RGPU_AUTH_NONCE_LEN], cn[RGPU_AUTH_NONCE_LEN], want[RGPU_AUTH_MAC_LEN];
+	uint8_t binding[RGPU_AUTH_BINDING_LEN];
+	const uint8_t *bind = NULL;
 	uint8_t *abody = NULL;
 	int ret = RGPU_EAUTH;
 
@@ -305,14 +310,21 @@ static int admin_auth(const struct srv_config *cfg, struct rgpu_conn *c,
 			 rgpu_admin_msg_name(h.type));
 		goto out;
 	}
-	rgpu_auth_mac(cfg->admin_key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN, sn, cn,
-		      want);
+	if (rgpu_conn_is_tls(c)) {
+		if (rgpu_conn_tls_binding(c, binding)) {
+			snprintf(msg, len, "the server cannot bind authentication to TLS");
+			goto out;
+		}
+		bind = binding;
+	}
+	rgpu_auth_mac_bound(cfg->admin_key, RGPU_AUTH_CLIENT, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN,
+			    sn, cn, bind, want);
 	if (!rgpu_auth_mac_eq(want, resp->mac.data)) {
 		snprintf(msg, len, "authentication failed: not the operator key");
 		goto out;
 	}
-	rgpu_auth_mac(cfg->admin_key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN, sn, cn,
-		      admin_proof);
+	rgpu_auth_mac_bound(cfg->admin_key, RGPU_AUTH_SERVER, RGPU_PROTO_VERSION, RGPU_AUTH_ADMIN,
+			    sn, cn, bind, admin_proof);
 	admin_has_proof = 1;
 	ret = 0;
 out:
@@ -343,6 +355,10 @@ static void on_admin(const struct srv_config *cfg, int afd)
 	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
 	/* the whole request, however its bytes are spread: this loop serves everyone */
 	rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
+	if (srv_tls_start(cfg, c, "admin client", RGPU_ADMIN_MSG_ERROR)) {
+		rgpu_conn_close(c);
+		return;
+	}
 	ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body);
 	admin_has_proof = 0;
 	if (ret == 0 && h.type < ARRAY_SIZE(srv_admin_handlers) && srv_admin_handlers[h.type]) {
@@ -400,6 +416,18 @@ static int listen_on(const struct srv_config *cfg, const char *what, const char 
 		pr_warn("%s on %s without authentication (--insecure): any host that reaches this "
 			"port can use it", what, host);
 	}
+	/* and beyond loopback, encrypted (TLS) unless the operator says otherwise */
+	if (!loopback && !cfg->tls) {
+		if (!cfg->insecure) {
+			pr_err("refusing to serve the %s port on %s in the clear: anyone on the path "
+			       "could read and change its traffic. Give --tls-cert FILE --tls-key "
+			       "FILE, listen on loopback, or accept the risk with --insecure",
+			       strcmp(what, "listening") ? "admin" : "client", host);
+			return 2;
+		}
+		pr_warn("%s on %s without TLS (--insecure): its traffic crosses the network in the "
+			"clear", what, host);
+	}
 	ret = rgpu_tcp_listen(host, port, lfd, bound);
 	if (ret) {
 		pr_err("cannot listen on %s:%d: %s", host, port, strerror(errno));
@@ -414,7 +442,7 @@ static int listen_on(const struct srv_config *cfg, const char *what, const char 
 	}
 	if (!strcmp(what, "listening"))
 		snprintf(listen_addr, sizeof(listen_addr), "%s:%d", host, *bound);
-	pr_info("%s on %s:%d", what, host, *bound);
+	pr_info("%s on %s:%d%s", what, host, *bound, cfg->tls ? " (TLS)" : "");
 	return 0;
 }
 

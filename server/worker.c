@@ -774,7 +774,7 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 	Rgpu__Ctl m = RGPU__CTL__INIT, *r = NULL;
 	char job[2 * SRV_JOB_ID_LEN + 1] = "?";
 	char peer[96];
-	int fd, ret, result = RGPU_EPROTO;
+	int fd, ret, result = RGPU_EPROTO, relay = rgpu_conn_is_tls(c), sp[2] = {-1, -1};
 
 	snprintf(peer, sizeof(peer), "%s", rgpu_conn_peer(c));
 	if (hello->job_id.len == SRV_JOB_ID_LEN)
@@ -789,7 +789,20 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 		m.server_proof.data = proof;
 		m.server_proof.len = RGPU_AUTH_MAC_LEN;
 	}
-	fd = rgpu_conn_release_fd(c);
+	/*
+	 * Under TLS the connection's state cannot go with its descriptor: the job's worker gets one
+	 * end of a local socket pair, and this process stays, relaying between it and the client.
+	 */
+	if (relay) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp)) {
+			srv_protocol_error(w, RGPU_ESYS, "no socket pair to relay a resume (%s)",
+					   strerror(errno));
+			_exit(0);
+		}
+		fd = sp[1];
+	} else {
+		fd = rgpu_conn_release_fd(c);
+	}
 	if (fd < 0) {
 		srv_protocol_error(w, RGPU_EPROTO, "bytes after the resume hello");
 		_exit(0);
@@ -814,7 +827,10 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 		snprintf(msg, sizeof(msg),
 			 "no job %s on this server (it ended, or its grace period passed)", job);
 		pr_warn("refused a resume from %s: %s", peer, msg);
-		c = rgpu_tcp_wrap(fd);
+		if (relay)
+			close(fd);
+		else
+			c = rgpu_tcp_wrap(fd);
 		if (c) {
 			rgpu_conn_set_msgs(c, &rgpu_job_msgs);
 			pe.code = RGPU_ENOTFOUND;
@@ -823,8 +839,14 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 			rgpu_conn_close(c);
 		}
 	} else {
-		pr_debug("resume of job %s from %s handed to its worker", job, peer);
+		pr_debug("resume of job %s from %s handed to its worker%s", job, peer,
+			 relay ? " (relayed: TLS)" : "");
 		close(fd);
+		if (relay) {
+			ret = rgpu_conn_relay(c, sp[0]);
+			pr_debug("relay of job %s from %s ends (%s)", job, peer,
+				 ret ? rgpu_strerror(ret) : "closed");
+		}
 	}
 	_exit(0);
 }
@@ -1036,7 +1058,8 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	rgpu_conn_set_deadline(conn, rgpu_deadline_after(cfg->hello_timeout_s * 1000));
 	clock_gettime(CLOCK_REALTIME, &now);
 	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	if (handshake(w))
+	/* TLS first (tls.c), within the same deadline as the hello */
+	if (srv_tls_start(cfg, conn, "client", RGPU_MSG_ERROR) || handshake(w))
 		goto out;
 	/*
 	 * The job starts: whatever the driver writes to stdout and stderr from now on is the

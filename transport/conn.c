@@ -1,6 +1,10 @@
-/* Frame-level send and receive over any transport. */
+/* Frame-level send and receive over any transport, and the relay between two connections. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "rgpu/err.h"
 #include "rgpu/util.h"
@@ -141,7 +145,7 @@ void rgpu_conn_close(struct rgpu_conn *c)
 int rgpu_conn_release_fd(struct rgpu_conn *c)
 {
 	int fd = c->fd;
-	if (fd < 0)
+	if (fd < 0 || c->ssl)
 		return RGPU_EUNSUPPORTED;
 	if (c->rpos != c->rlen)
 		return RGPU_EBUSY;
@@ -245,4 +249,80 @@ int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 		done += n;
 	}
 	return 0;
+}
+
+/* ---- relaying ------------------------------------------------------------------------------ */
+
+struct relay {
+	struct rgpu_conn *c;
+	int fd;
+	int ret;  /* the fd-to-conn direction's end */
+};
+
+/* fd to c, in its own thread */
+static void *relay_up(void *arg)
+{
+	struct relay *r = arg;
+	uint8_t buf[16384];
+	for (;;) {
+		ssize_t n = read(r->fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r->ret = n == 0 || errno == ECONNRESET ? 0 : RGPU_EIO;
+			break;
+		}
+		struct iovec iov = {.iov_base = buf, .iov_len = (size_t)n};
+		r->ret = r->c->ops->sendv(r->c, &iov, 1);
+		if (r->ret)
+			break;
+	}
+	shutdown(r->fd, SHUT_RDWR);
+	rgpu_conn_shutdown(r->c);
+	return NULL;
+}
+
+static int write_fd(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return errno == EPIPE || errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int rgpu_conn_relay(struct rgpu_conn *c, int fd)
+{
+	struct relay r = {.c = c, .fd = fd};
+	pthread_t up;
+	int ret = 0;
+
+	if (c->rpos != c->rlen) {
+		ret = write_fd(fd, c->rbuf + c->rpos, c->rlen - c->rpos);
+		c->rpos = c->rlen = 0;
+		if (ret)
+			return ret;
+	}
+	if (pthread_create(&up, NULL, relay_up, &r))
+		return RGPU_ESYS;
+	/* c to fd, here */
+	for (;;) {
+		long n = c->ops->recv_some(c, c->rbuf, sizeof(c->rbuf), -1);
+		if (n < 0) {
+			ret = n == RGPU_ECLOSED ? 0 : (int)n;
+			break;
+		}
+		ret = write_fd(fd, c->rbuf, (size_t)n);
+		if (ret)
+			break;
+	}
+	shutdown(fd, SHUT_RDWR);
+	rgpu_conn_shutdown(c);
+	pthread_join(up, NULL);
+	return ret ? ret : r.ret;
 }

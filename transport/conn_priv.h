@@ -5,7 +5,11 @@
 #ifndef RGPU_CONN_PRIV_H
 #define RGPU_CONN_PRIV_H
 
+#include <pthread.h>
+
 #include "rgpu/transport.h"
+
+struct ssl_st;
 
 struct rgpu_transport_ops {
 	const char *name;
@@ -39,6 +43,12 @@ struct rgpu_conn {
 	uint64_t deadline;       /* no receive waits past this (0: none): rgpu_conn_set_deadline */
 	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */
 	const struct rgpu_msg_table *msgs; /* the protocol frames are checked against */
+	/*
+	 * TLS (tls.c), once rgpu_tls_accept/_connect succeeded: the socket is then non-blocking
+	 * and every call into ssl holds ssl_lock, since the reader and the sender use it at once
+	 */
+	struct ssl_st *ssl;
+	pthread_mutex_t ssl_lock;
 	size_t rpos, rlen;
 	uint8_t rbuf[RGPU_CONN_RBUF];
 };

@@ -143,6 +143,10 @@ static void peer_name(int fd, char *out, size_t len)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	char host[64] = "?", serv[16] = "?";
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_UNIX) {
+		snprintf(out, len, "local"); /* a socket pair: a relayed connection, a test */
+		return;
+	}
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
 		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), serv, sizeof(serv),
 			    NI_NUMERICHOST | NI_NUMERICSERV);

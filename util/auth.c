@@ -22,6 +22,13 @@ static const char auth_label[] = "rgpu-auth-v1";
 int rgpu_auth_mac(const struct rgpu_key *key, enum rgpu_auth_role role, uint32_t version,
 		  const char *tenant, const uint8_t *snonce, const uint8_t *cnonce, uint8_t *out)
 {
+	return rgpu_auth_mac_bound(key, role, version, tenant, snonce, cnonce, NULL, out);
+}
+
+int rgpu_auth_mac_bound(const struct rgpu_key *key, enum rgpu_auth_role role, uint32_t version,
+			const char *tenant, const uint8_t *snonce, const uint8_t *cnonce,
+			const uint8_t *binding, uint8_t *out)
+{
 	struct hmac_sha256_ctx ctx;
 	size_t tlen = tenant ? strlen(tenant) : 0;
 	uint8_t r = (uint8_t)role, v[4], tl;
@@ -41,6 +48,8 @@ int rgpu_auth_mac(const struct rgpu_key *key, enum rgpu_auth_role role, uint32_t
 	hmac_sha256_update(&ctx, 4, v);
 	hmac_sha256_update(&ctx, 1, &tl);
 	hmac_sha256_update(&ctx, tlen, (const uint8_t *)tenant);
+	if (binding)
+		hmac_sha256_update(&ctx, RGPU_AUTH_BINDING_LEN, binding);
 	hmac_sha256_digest(&ctx, RGPU_AUTH_MAC_LEN, out);
 	explicit_bzero(&ctx, sizeof(ctx));
 	return 0;

@@ -28,6 +28,7 @@ const char *rgpu_strerror(int err)
 	case RGPU_ETRUNC: return "connection broken in the middle of a frame";
 	case RGPU_EDEADLINE: return "frame not received whole in time";
 	case RGPU_EAUTH: return "authentication failed";
+	case RGPU_ETLS: return "TLS failed";
 	}
 	return "unknown rgpu error";
 }

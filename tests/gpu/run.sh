@@ -33,6 +33,12 @@ fi
 [ "${RGPU_DRY_RUN:-0}" = 1 ] || nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv >>"$OUT/gpu.txt" 2>&1
 echo "== $(head -1 "$OUT/gpu.txt")"
 
+# libssl/libcrypto (TLS): the system's, or the build's copies where the host has none
+if ! ldconfig -p 2>/dev/null | grep -q 'libssl\.so\.3 '; then
+	export LD_LIBRARY_PATH=$(realpath "$B/lib/fallback")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	echo "== no libssl.so.3 on this host: using $B/lib/fallback"
+fi
+
 # ---- the server ------------------------------------------------------------------------
 GRACE=5
 # every job writes its state log at its largest synchronising call, for the replay below
@@ -299,6 +305,13 @@ python3 tests/gpu/report.py "$OUT/bench.native.txt" "$AFTER_FILES" $BEFORE_FILES
 cat "$OUT"/*.ilog "$OUT"/cut_*.log 2>/dev/null | grep -o 'resumed on [^ ]* after [0-9.]* s' |
 	awk '{ print $(NF-1) * 1000 }' | sort -n >"$OUT/resume_ms.txt"
 
+# ---- the cost of TLS: the benchmark against a plaintext and a TLS rgpud from one run ------
+# (RGPU_GPU_TLS=0 leaves it out; it needs the openssl command for its throw-away certificate)
+if [ "${RGPU_GPU_TLS:-1}" = 1 ]; then
+	RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system} timeout 600 tests/bench/tls_compare.sh "$B" \
+		rtt launch bw >"$OUT/bench.tls.table" 2>&1 || echo "tls_compare failed" >>"$OUT/bench.tls.table"
+fi
+
 # ---- what the interposer did not implement ----------------------------------------------
 cat "$OUT"/*.rgpu.ilog 2>/dev/null | grep -o 'unimplemented: [A-Za-z0-9_]*' | sort | uniq -c \
 	>"$OUT/unimplemented.txt"
@@ -332,5 +345,6 @@ awk '/bytes received/ { for (i = 1; i < NF; i++) if ($(i+1) == "bytes") v = $i; 
      END { printf "   second PyTorch run: %d shipped, %d from the cache\n", n, h }' "$OUT/rgpud.second_torch.log"
 echo "== errors: native codes vs the expectations in errors.c (rgpu is compared with native)"
 grep -h "FAIL" "$OUT/errors.native.err" "$OUT/errors.rgpu.log" 2>/dev/null | head -5
+[ -s "$OUT/bench.tls.table" ] && { echo "== TLS: rgpu plaintext vs TLS 1.3 (one run)"; cat "$OUT/bench.tls.table"; }
 echo "== tests"
 cat "$TABLE"

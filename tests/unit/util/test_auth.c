@@ -56,6 +56,31 @@ static void test_vectors(void **state)
 	assert_memory_equal(mac, want, 32);
 }
 
+/*
+ * Bound to a TLS connection: the exporter value is MACed after the tenant (vector from Python's
+ * hmac over that layout); without one the MAC is rgpu_auth_mac()'s; another binding, another MAC.
+ */
+static void test_bound(void **state)
+{
+	struct rgpu_key k;
+	uint8_t sn[32], cn[32], b[RGPU_AUTH_BINDING_LEN], mac[32], want[32], other[32];
+
+	(void)state;
+	fixture(&k, sn, cn);
+	for (int i = 0; i < RGPU_AUTH_BINDING_LEN; i++)
+		b[i] = (uint8_t)(0xc0 + i);
+	assert_int_equal(rgpu_auth_mac_bound(&k, RGPU_AUTH_CLIENT, 2, "alice", sn, cn, b, mac), 0);
+	unhex("46b8842e5a6217ea448274f265b912123e306eca42593a015205dadcea9c7946", want);
+	assert_memory_equal(mac, want, 32);
+	assert_int_equal(rgpu_auth_mac_bound(&k, RGPU_AUTH_CLIENT, 2, "alice", sn, cn, NULL, mac), 0);
+	unhex("940976fa254a264c33692d5d3f83cae3c9e29e193ab2e50eae6b304a06c9de84", want);
+	assert_memory_equal(mac, want, 32);
+	b[31] ^= 1;
+	rgpu_auth_mac_bound(&k, RGPU_AUTH_CLIENT, 2, "alice", sn, cn, b, other);
+	unhex("46b8842e5a6217ea448274f265b912123e306eca42593a015205dadcea9c7946", want);
+	assert_false(rgpu_auth_mac_eq(other, want));
+}
+
 /* A key of another length (4 bytes, below the file minimum): HMAC pads it, as Python's does. */
 static void test_short_key(void **state)
 {
@@ -197,7 +222,8 @@ static void test_tenants(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_vectors), cmocka_unit_test(test_short_key),
+	    cmocka_unit_test(test_vectors), cmocka_unit_test(test_bound),
+	    cmocka_unit_test(test_short_key),
 	    cmocka_unit_test(test_changes), cmocka_unit_test(test_key_files),
 	    cmocka_unit_test(test_tenants),
 	};

@@ -121,4 +121,67 @@ int rgpu_tcp_connect(const char *host, int port, int timeout_ms, struct rgpu_con
 /* rgpu_tcp_wrap() - a conn over an already connected socket fd (takes ownership). */
 struct rgpu_conn *rgpu_tcp_wrap(int fd);
 
+/*
+ * TLS 1.3 (tls.c, OpenSSL): a property of a connection, not a transport of its own. Connect or
+ * accept over TCP as always, then shake hands on the conn; from then on rgpu_conn_* and the
+ * frame functions seal and open every byte, and one reader and one sender may still use the
+ * connection at once. OpenSSL is first touched by rgpu_tls_*_new().
+ */
+struct rgpu_tls;   /* a TLS configuration (an SSL_CTX): a server's or a client's */
+#define RGPU_TLS_BINDING_LEN 32
+/*
+ * rgpu_tls_server_new() - a server's configuration: the certificate chain (PEM, the server's
+ * own first) and its private key (PEM). Returns 0, or RGPU_ETLS / RGPU_ENOMEM with why filled.
+ */
+int rgpu_tls_server_new(const char *cert, const char *key, struct rgpu_tls **out, char *why,
+			size_t whylen);
+/*
+ * rgpu_tls_client_new() - a client's configuration: the server's certificate must chain to a CA
+ * in the PEM file ca (NULL or "": the system's CAs). Returns 0, or RGPU_ETLS with why filled.
+ */
+int rgpu_tls_client_new(const char *ca, struct rgpu_tls **out, char *why, size_t whylen);
+void rgpu_tls_free(struct rgpu_tls *t);   /* NULL is fine */
+/*
+ * rgpu_tls_accept() / rgpu_tls_connect() - the TLS handshake on a fresh TCP connection, by the
+ * connection's deadline (rgpu_conn_set_deadline; none: as long as it takes). The client checks
+ * that the server's certificate names `name` (a DNS name or an address; NULL: no name check).
+ * Returns 0, RGPU_ETLS (not TLS, an untrusted certificate, a TLS error), RGPU_ECLOSED (the peer
+ * closed during the handshake: a broken link, or a server with TLS off), RGPU_ETIMEDOUT, or
+ * RGPU_EPROTO (bytes already read: TLS must come first), with why filled. On failure c is
+ * still a plain connection, for the caller to close.
+ */
+int rgpu_tls_accept(struct rgpu_conn *c, struct rgpu_tls *t, char *why, size_t whylen);
+int rgpu_tls_connect(struct rgpu_conn *c, struct rgpu_tls *t, const char *name, char *why,
+		     size_t whylen);
+/*
+ * rgpu_conn_starts_tls() - peek, by the connection's deadline, at the peer's first byte: 1 when
+ * it begins a TLS handshake, 0 when it does not (an rgpu frame, say), or RGPU_ETIMEDOUT,
+ * RGPU_ECLOSED, RGPU_EIO. Nothing is consumed.
+ */
+int rgpu_conn_starts_tls(struct rgpu_conn *c);
+int rgpu_conn_is_tls(const struct rgpu_conn *c);
+/*
+ * rgpu_conn_tls_binding() - RGPU_TLS_BINDING_LEN bytes both ends of this TLS connection, and
+ * nobody else, compute (the RFC 8446 exporter, label "EXPORTER-rgpu-auth-v1"): mixed into the
+ * authentication MACs so that a MAC made on one connection is worthless on another. Returns 0,
+ * RGPU_EUNSUPPORTED (no TLS) or RGPU_ETLS.
+ */
+int rgpu_conn_tls_binding(struct rgpu_conn *c, uint8_t *out);
+/*
+ * rgpu_connect() - a client's connection: TCP to host:port within timeout_ms, then, with tls,
+ * the TLS handshake within as long again, checking that the certificate names `name` (NULL:
+ * host). Returns 0 with *out set, or RGPU_ECONNECT, RGPU_ETIMEDOUT, RGPU_ETLS... with why
+ * filled with a sentence naming host:port.
+ */
+int rgpu_connect(const char *host, int port, int timeout_ms, struct rgpu_tls *tls,
+		 const char *name, struct rgpu_conn **out, char *why, size_t whylen);
+
+/*
+ * rgpu_conn_relay() - copy bytes both ways between c and the socket fd until either side ends
+ * or fails, then shut both down: for a connection whose session lives in another process and
+ * whose TLS state cannot travel with its descriptor. Bytes c read ahead go to fd first. Returns
+ * 0 when a side ended cleanly, or the first error.
+ */
+int rgpu_conn_relay(struct rgpu_conn *c, int fd);
+
 #endif

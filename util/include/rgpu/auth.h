@@ -44,6 +44,18 @@ struct rgpu_key {
 int rgpu_auth_mac(const struct rgpu_key *key, enum rgpu_auth_role role, uint32_t version,
 		  const char *tenant, const uint8_t *snonce, const uint8_t *cnonce, uint8_t *out);
 
+#define RGPU_AUTH_BINDING_LEN 32 /* a TLS connection's exporter value (RGPU_TLS_BINDING_LEN) */
+/*
+ * rgpu_auth_mac_bound() - the same MAC bound to the connection it travels on: with binding
+ * (RGPU_AUTH_BINDING_LEN bytes, the TLS exporter value both ends of one TLS connection compute)
+ * those bytes are MACed after the tenant, so a man in the middle who relays the exchange between
+ * two TLS connections of his own cannot make either side accept it. binding NULL: exactly
+ * rgpu_auth_mac() (a connection without TLS).
+ */
+int rgpu_auth_mac_bound(const struct rgpu_key *key, enum rgpu_auth_role role, uint32_t version,
+			const char *tenant, const uint8_t *snonce, const uint8_t *cnonce,
+			const uint8_t *binding, uint8_t *out);
+
 /* rgpu_auth_mac_eq() - 1 when two MACs are equal, compared in constant time; else 0. */
 int rgpu_auth_mac_eq(const uint8_t *a, const uint8_t *b);
 

@@ -31,6 +31,7 @@ enum rgpu_err {
 	RGPU_ETRUNC = -21,     /* the peer stopped in the middle of a frame (a broken link) */
 	RGPU_EDEADLINE = -22,  /* a frame did not arrive whole within its time limit */
 	RGPU_EAUTH = -23,      /* authentication failed or a key is unusable */
+	RGPU_ETLS = -24,       /* TLS failed: no TLS peer, a bad certificate, or a TLS error */
 };
 
 /* rgpu_strerror() - a short, stable name and description of an RGPU_E* code. */
