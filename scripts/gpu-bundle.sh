@@ -7,6 +7,7 @@ B=${BUILD_DIR:-build}
 rm -rf gpubundle
 mkdir -p gpubundle/bin gpubundle/lib gpubundle/tests/progs gpubundle/tests/e2e
 cp -a "$B"/bin/rgpud "$B"/bin/rgpuctl "$B"/bin/procaddr_dump gpubundle/bin/
+[ -x "$B"/bin/gpuhash_check ] && cp -a "$B"/bin/gpuhash_check gpubundle/bin/
 cp -a "$B"/lib/*.so.* gpubundle/lib/
 [ -d "$B"/lib/fallback ] && cp -a "$B"/lib/fallback gpubundle/lib/   # libssl, libcrypto (run.sh: if the host lacks them)
 cp -a "$B"/lib/interposer gpubundle/lib/

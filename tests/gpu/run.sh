@@ -312,6 +312,13 @@ if [ "${RGPU_GPU_TLS:-1}" = 1 ]; then
 		rtt launch bw >"$OUT/bench.tls.table" 2>&1 || echo "tls_compare failed" >>"$OUT/bench.tls.table"
 fi
 
+# ---- the checkpoint chunk hash on the GPU: equal to the C definition, and its speed ---------
+if [ -x "$B/bin/gpuhash_check" ]; then
+	timeout 300 "$B/bin/gpuhash_check" ${DRIVER_ARG[1]:+--driver "${DRIVER_ARG[1]}"} \
+		${RGPU_GPUHASH_MIB:-1024 8192 32768} >"$OUT/gpuhash.txt" 2>&1; rc=$?
+	row gpuhash - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+fi
+
 # ---- what the interposer did not implement ----------------------------------------------
 cat "$OUT"/*.rgpu.ilog 2>/dev/null | grep -o 'unimplemented: [A-Za-z0-9_]*' | sort | uniq -c \
 	>"$OUT/unimplemented.txt"
@@ -327,6 +334,8 @@ grep -h "^FAILED" "$OUT/replay.txt" 2>/dev/null | head -10
 grep -h "^moved" "$OUT/replay.txt" 2>/dev/null | sort | uniq -c | head -5
 echo "== benchmarks (rgpu over TCP loopback vs native, same run; best of ${RGPU_BENCH_ROUNDS:-2} for rgpu and before)"
 cat "$OUT/bench.table"
+echo "== chunk hash on the GPU (tests/gpu/gpuhash_check.c)"
+[ -s "$OUT/gpuhash.txt" ] && sed 's/^/   /' "$OUT/gpuhash.txt"
 echo "== resume: the delay one resume added, as the client saw it (ms)"
 if [ -s "$OUT/resume_ms.txt" ]; then
 	awk '{ v[NR] = $1 } END { printf "   %d resumes: median %.1f, p90 %.1f, max %.1f\n", NR, v[int((NR + 1) / 2)], v[int(NR * 0.9 + 0.5)], v[NR] }' "$OUT/resume_ms.txt"

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rgpu/hash.h"
 #include "simgpu.h"
 
 #define P(l, i, T) (*(T *)(l)->params[i])
@@ -359,6 +360,56 @@ static void rt_first_fill(const struct sim_launch *l)
 static void rt_reset_fill(const struct sim_launch *l)
 {
 	rt_first_fill(l);
+}
+
+/*
+ * rgpud's own kernels (server/gpuhash.cu): the chunk hash, leaves then roots, computed with
+ * the C definition (util/hash.c) so that the worker's GPU path runs on simgpu too.
+ */
+static void rgpu_hash_leaves(const struct sim_launch *l)
+{
+	const uint8_t *data = P(l, 0, const uint8_t *);
+	uint64_t n = P(l, 1, uint64_t), nleaves = (n + RGPU_CHUNK_LEAF - 1) / RGPU_CHUNK_LEAF;
+	uint8_t *leaves = P(l, 2, uint8_t *);
+
+	if (!sim_device_ok(data, n, 0) || !sim_device_ok(leaves, nleaves * RGPU_HASH_LEN, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (uint64_t i = 0; i < nleaves && i < threads_all(l); i++) {
+		uint64_t off = i * RGPU_CHUNK_LEAF;
+		rgpu_sha256(data + off, n - off < RGPU_CHUNK_LEAF ? n - off : RGPU_CHUNK_LEAF,
+			    leaves + i * RGPU_HASH_LEN);
+	}
+}
+
+static void rgpu_hash_roots(const struct sim_launch *l)
+{
+	const uint8_t *leaves = P(l, 0, const uint8_t *);
+	uint64_t n = P(l, 1, uint64_t), chunk = P(l, 2, uint64_t);
+	uint8_t *out = P(l, 3, uint8_t *);
+	uint64_t nchunks = chunk ? (n + chunk - 1) / chunk : 0;
+	uint64_t nleaves = (n + RGPU_CHUNK_LEAF - 1) / RGPU_CHUNK_LEAF;
+	uint8_t *msg = malloc(16 + RGPU_HASH_LEN * (RGPU_CHUNK_MAX / RGPU_CHUNK_LEAF));
+
+	if (!msg || !chunk || chunk % RGPU_CHUNK_LEAF || chunk > RGPU_CHUNK_MAX ||
+	    !sim_device_ok(leaves, nleaves * RGPU_HASH_LEN, 0) ||
+	    !sim_device_ok(out, nchunks * RGPU_HASH_LEN, 1)) {
+		free(msg);
+		sim_kernel_fault();
+		return;
+	}
+	for (uint64_t c = 0; c < nchunks && c < threads_all(l); c++) {
+		uint64_t len = n - c * chunk < chunk ? n - c * chunk : chunk;
+		uint64_t k = (len + RGPU_CHUNK_LEAF - 1) / RGPU_CHUNK_LEAF;
+		memcpy(msg, RGPU_CHUNK_TAG, 8);
+		for (int b = 0; b < 8; b++)
+			msg[8 + b] = (uint8_t)(len >> (8 * b));
+		memcpy(msg + 16, leaves + c * (chunk / RGPU_CHUNK_LEAF) * RGPU_HASH_LEN,
+		       k * RGPU_HASH_LEN);
+		rgpu_sha256(msg, 16 + k * RGPU_HASH_LEN, out + c * RGPU_HASH_LEN);
+	}
+	free(msg);
 }
 
 /* rt_sticky.cu: sticky_poke(unsigned *p, unsigned v), one thread */
@@ -743,6 +794,8 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z10reset_fillj", rt_reset_fill);
 	sim_register_kernel("_Z7zc_fillPjjj", rt_zc_fill);
 	sim_register_kernel("_Z11sticky_pokePjj", rt_sticky_poke);
+	sim_register_kernel("rgpu_hash_leaves", rgpu_hash_leaves);
+	sim_register_kernel("rgpu_hash_roots", rgpu_hash_roots);
 	sim_register_kernel("_Z6zc_sumPKjjPy", rt_zc_sum);
 	sim_register_kernel("_Z7zc_waitPVjjPjx", rt_zc_wait);
 	sim_register_kernel("_Z9slow_fillPjix", rt_slow_fill);
