@@ -70,7 +70,7 @@ static void expect_cached(struct srv_modcache *mc, const struct img *im)
 {
 	void *data = NULL;
 	size_t len = 0;
-	assert_int_equal(srv_modcache_get(mc, im->hash, &data, &len), 0);
+	assert_int_equal(srv_modcache_get(mc, "", im->hash, &data, &len), 0);
 	assert_int_equal(len, im->len);
 	assert_memory_equal(data, im->data, len);
 	free(data);
@@ -80,7 +80,7 @@ static void expect_absent(struct srv_modcache *mc, const struct img *im)
 {
 	void *data = NULL;
 	size_t len = 0;
-	assert_int_equal(srv_modcache_get(mc, im->hash, &data, &len), RGPU_ENOTFOUND);
+	assert_int_equal(srv_modcache_get(mc, "", im->hash, &data, &len), RGPU_ENOTFOUND);
 }
 
 static void test_lru(void **state)
@@ -92,14 +92,14 @@ static void test_lru(void **state)
 	(void)state;
 	assert_int_equal(srv_modcache_open(dir, 3000, &mc), 0);
 	expect_usage(mc, 0, 0);
-	assert_int_equal(srv_modcache_put(mc, a.hash, a.data, a.len), 0);
-	assert_int_equal(srv_modcache_put(mc, b.hash, b.data, b.len), 0);
-	assert_int_equal(srv_modcache_put(mc, c.hash, c.data, c.len), 0);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, b.hash, b.data, b.len), 0);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, c.hash, c.data, c.len), 0);
 	expect_usage(mc, 3000, 3);
 
 	/* a was loaded since: b is the least recently used, and goes for d */
 	expect_cached(mc, &a);
-	assert_int_equal(srv_modcache_put(mc, d.hash, d.data, d.len), 0);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, d.hash, d.data, d.len), 0);
 	expect_usage(mc, 3000, 3);
 	expect_absent(mc, &b);
 	/* order now, oldest first: c, d, a (each get above counts as a use) */
@@ -108,7 +108,7 @@ static void test_lru(void **state)
 	expect_cached(mc, &a);
 
 	/* 1500 more bytes: c (1000) is not enough room, d goes too; a stays */
-	assert_int_equal(srv_modcache_put(mc, e.hash, e.data, e.len), 0);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, e.hash, e.data, e.len), 0);
 	expect_usage(mc, 2500, 2);
 	expect_absent(mc, &c);
 	expect_absent(mc, &d);
@@ -116,11 +116,11 @@ static void test_lru(void **state)
 	expect_cached(mc, &e);
 
 	/* larger than the whole bound: refused, nothing evicted */
-	assert_int_equal(srv_modcache_put(mc, big.hash, big.data, big.len), RGPU_ETOOBIG);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, big.hash, big.data, big.len), RGPU_ETOOBIG);
 	expect_usage(mc, 2500, 2);
 
 	/* a put of what is cached only makes it the most recently used: a, then e */
-	assert_int_equal(srv_modcache_put(mc, a.hash, a.data, a.len), 0);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
 	expect_usage(mc, 2500, 2);
 	srv_modcache_close(mc);
 
@@ -159,7 +159,7 @@ static void test_version1(void **state)
 	assert_int_equal(srv_modcache_open(dir, 1 << 20, &mc), 0);
 	expect_usage(mc, 0, 0);
 	expect_absent(mc, &a);
-	assert_int_equal(srv_modcache_put(mc, a.hash, a.data, a.len), 0);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
 	expect_usage(mc, 700, 1);
 	expect_cached(mc, &a);
 	srv_modcache_close(mc);
