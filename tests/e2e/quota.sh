@@ -41,6 +41,16 @@ rc=$?
 	fail "a missing --config: $(cat "$tmp/out")"
 echo "ok: $(cat "$tmp/out")"
 
+# the shipped example parses, with every limit and tenant section in it uncommented (--help:
+# the file is read first, then nothing is started)
+sed -e 's/^; \(\[tenant\)/\1/' -e '/^\[server\]/,/^\[defaults\]/!s/^; \([a-z_]* = \)/\1/' \
+	"$here/../../docs/rgpud.conf.example" >"$tmp/example.conf"
+[ "$(grep -c "^[a-z_]* = \|^\[tenant" "$tmp/example.conf")" -eq 13 ] ||
+	fail "the example's keys were not uncommented: $(cat "$tmp/example.conf")"
+"$rgpud" --config "$tmp/example.conf" --help >/dev/null 2>"$tmp/out" ||
+	fail "docs/rgpud.conf.example does not parse: $(cat "$tmp/out")"
+echo "ok: docs/rgpud.conf.example parses"
+
 # ---- sessions ------------------------------------------------------------------------------
 keys=$tmp/keys
 mkdir -p "$keys"
