@@ -166,7 +166,10 @@ static char *read_line(char *str, int num, void *stream)
 	}
 	if (p->err_line)
 		return NULL; /* the first error is enough */
-	s = trim(str);
+	s = str;
+	if (p->line == 1 && !strncmp(s, "\xEF\xBB\xBF", 3))
+		s += 3; /* a byte-order mark: inih skips it too */
+	s = trim(s);
 	if (*s == '[') {
 		char copy[INI_MAX_LINE + 1];
 		snprintf(copy, sizeof(copy), "%s", s);

@@ -839,8 +839,8 @@ static void tenant_admit(struct srv_worker *w, char *why, size_t whylen)
 			 srv_tenant_label(w->tenant), (unsigned long long)w->limits.sessions);
 	else if (ret)
 		snprintf(why, whylen,
-			 "the GPU server cannot count another session (%s); try again later",
-			 rgpu_strerror(ret));
+			 "the GPU server cannot count another session or tenant (its accounting "
+			 "table is full); try again later");
 	else
 		pr_debug("%s: session %u of %s", w->peer, n, srv_tenant_label(w->tenant));
 	w->refuse_new = ret != 0;

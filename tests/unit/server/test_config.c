@@ -207,6 +207,23 @@ static void errors(void **state)
 	refused(text, 2, "a line longer than 198 characters");
 }
 
+/* a byte-order mark before the first section, and CRLF line ends */
+static void bom(void **state)
+{
+	struct srv_conf c;
+	char err[600] = "";
+
+	(void)state;
+	write_file("\xEF\xBB\xBF[defaults]\r\nsessions = 5\r\n[tenant a]\r\nmemory = 2M\r\n");
+	assert_int_equal(srv_conf_load(path, opts, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.defaults.sessions, 5);
+	assert_int_equal(c.ntenants, 1);
+	assert_string_equal(c.tenants[0].name, "a");
+	assert_int_equal(c.tenants[0].lim.memory, 2ull << 20);
+	srv_conf_free(&c);
+	unlink(path);
+}
+
 static void missing(void **state)
 {
 	struct srv_conf c;
@@ -223,6 +240,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(good),
 	    cmocka_unit_test(errors),
+	    cmocka_unit_test(bom),
 	    cmocka_unit_test(missing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
