@@ -48,6 +48,7 @@ struct srv_acct {
 	pthread_mutex_t lock;           /* robust, process-shared: joins and charges */
 	atomic_int ntenants;            /* names[0, ntenants) are written and never change */
 	int nslots;
+	atomic_int hiwater;             /* slots[hiwater, nslots) were never given to a worker */
 	char names[SRV_ACCT_TENANTS][RGPU_TENANT_MAX + 1];
 	struct acct_slot slots[];
 };
@@ -105,9 +106,12 @@ int srv_acct_slot_take(void)
 {
 	if (!acct)
 		return -1;
+	/* the lowest free slot: sums stop at the highest ever taken (hiwater) */
 	for (int i = 0; i < acct->nslots; i++)
 		if (!taken[i]) {
 			taken[i] = 1;
+			if (i >= atomic_load(&acct->hiwater))
+				atomic_store(&acct->hiwater, i + 1);
 			return i;
 		}
 	return -1;
@@ -163,9 +167,11 @@ static int tenant_index(const char *tenant)
 /* What the slots of tenant index t hold together. */
 static void sum(int t, uint64_t *bytes, unsigned *sessions)
 {
+	int n = atomic_load(&acct->hiwater);
+
 	*bytes = 0;
 	*sessions = 0;
-	for (int i = 0; i < acct->nslots; i++) {
+	for (int i = 0; i < n; i++) {
 		struct acct_slot *s = &acct->slots[i];
 		if (atomic_load(&s->tenant) != t + 1)
 			continue;
