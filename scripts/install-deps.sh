@@ -6,7 +6,7 @@ set -eu
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PKGS="build-essential cmake pkg-config python3 procps
       libprotobuf-c-dev protobuf-c-compiler liblmdb-dev libzstd-dev libcmocka-dev
-      nettle-dev zlib1g-dev libibverbs-dev libjansson-dev libssl-dev openssl"
+      nettle-dev zlib1g-dev libibverbs-dev libjansson-dev libssl-dev openssl libinih-dev"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""

@@ -364,16 +364,19 @@ int h_vmm_create(struct srv_worker *w, struct srv_frame *f)
 		r = CUDA_ERROR_INVALID_VALUE;
 	else if (srv_obj_find(w, m->handle, 0))
 		r = CUDA_ERROR_INVALID_HANDLE;
+	/* counted first: over the tenant's quota the driver is never asked (quota.c) */
+	if (r == CUDA_SUCCESS)
+		r = srv_mem_charge(w, m->device, m->size);
 	if (r == CUDA_SUCCESS) {
 		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 		prop.location.id = w->dev[m->device];
 		r = w->drv.cuMemCreate(&h, m->size, &prop, 0);
+		if (r != CUDA_SUCCESS)
+			srv_mem_uncharge(w, m->device, m->size);
 	}
 	if (r == CUDA_SUCCESS) {
-		/* counted before it is registered: a refused registration releases and uncounts */
-		atomic_fetch_add(&w->dev_bytes, m->size);
-		atomic_fetch_add(&w->dev_bytes_by[m->device], m->size);
+		/* a refused registration releases the memory, and uncounts it (objects.c) */
 		o.h = (void *)(uintptr_t)h;
 		r = srv_obj_create(w, &o);
 	}

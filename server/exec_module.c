@@ -127,8 +127,9 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 			goto reply;
 		}
 	} else if (!w->modcache ||
-		   /* any session's image, by its hash alone: not yet per tenant (modcache.c) */
-		   srv_modcache_get(w->modcache, m->hash.data, &image, &len) != 0) {
+		   /* only an image its tenant shipped itself; a replay is the operator's: any */
+		   srv_modcache_get(w->modcache, w->replaying ? NULL : w->tenant, m->hash.data,
+				    &image, &len) != 0) {
 		rep.need_image = 1;
 		goto reply;
 	} else {
@@ -159,7 +160,9 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 		 */
 		if (r != CUDA_SUCCESS)
 			cached = " (the driver refused it: not cached)";
-		else if (!w->modcache || srv_modcache_put(w->modcache, m->hash.data, image, len))
+		else if (!w->modcache ||
+			 srv_modcache_put(w->modcache, w->tenant, w->limits.module_cache,
+					  m->hash.data, image, len))
 			cached = " (not cached)";
 		else
 			cached = " and cached";

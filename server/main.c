@@ -23,6 +23,9 @@ static void usage(FILE *f)
 		"       rgpud --replay FILE.stlog [--driver PATH] [--state-dir DIR]\n"
 		"Serve this machine's GPUs to rgpu clients: one worker process per session.\n"
 		"\n"
+		"      --config FILE       read options and tenant limits from FILE (default\n"
+		"                          " SRV_CONFIG_FILE " when it exists; 'none': no file);\n"
+		"                          options on the command line override it\n"
 		"  -l, --listen HOST:PORT  address to listen on (default " RGPU_DEFAULT_SERVER "; loopback\n"
 		"                          only unless you name another address; PORT 0 picks one)\n"
 		"  -k, --keys DIR          authenticate clients: one key per tenant, DIR/TENANT.key\n"
@@ -124,13 +127,57 @@ static const char *default_state_dir(void)
 	return path;
 }
 
-int main(int argc, char **argv)
+/* "FILE:LINE" of the configuration file's option being parsed; NULL: the command line's */
+static const char *conf_from;
+static struct srv_conf conf;
+
+/*
+ * --config FILE, or the default file when it exists: its [server] options go before the
+ * command line's in *argv, so that one parser reads both and the command line wins; its limits
+ * stay in conf. Returns 0, or 2 (said why).
+ */
+static int read_config(int *argc, char ***argv, const struct option *opts, const char *shortopts)
+{
+	const char *path = NULL;
+	char err[1024], **nargv;
+	int c, ret;
+
+	opterr = 0; /* only --config is looked for here; the real pass says what is wrong */
+	while ((c = getopt_long(*argc, *argv, shortopts, opts, NULL)) != -1)
+		if (c == 'c')
+			path = optarg;
+	opterr = 1;
+	optind = 0; /* the next getopt_long() starts afresh */
+	if (path && !strcmp(path, "none"))
+		return 0;
+	ret = srv_conf_load(path ? path : SRV_CONFIG_FILE, opts, &conf, err, sizeof(err));
+	if (ret == RGPU_ENOTFOUND && !path)
+		return 0; /* no file where the default is: the built-in defaults */
+	if (ret) {
+		fprintf(stderr, "rgpud: %s\n", err);
+		return 2;
+	}
+	nargv = calloc((size_t)(*argc + conf.argc + 1), sizeof(*nargv));
+	if (!nargv) {
+		fprintf(stderr, "rgpud: out of memory\n");
+		return 2;
+	}
+	nargv[0] = (*argv)[0];
+	memcpy(nargv + 1, conf.argv, (size_t)conf.argc * sizeof(*nargv));
+	memcpy(nargv + 1 + conf.argc, *argv + 1, (size_t)(*argc - 1) * sizeof(*nargv));
+	*argc += conf.argc;
+	*argv = nargv;
+	return 0;
+}
+
+static int rgpud(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"listen", required_argument, NULL, 'l'},
 		{"driver", required_argument, NULL, 'd'},
 		{"state-dir", required_argument, NULL, 's'},
 		{"window", required_argument, NULL, 'w'},
+		{"config", required_argument, NULL, 'c'},
 		{"staging", required_argument, NULL, 'S'},
 		{"port-file", required_argument, NULL, 'P'},
 		{"admin", required_argument, NULL, 'A'},
@@ -174,7 +221,11 @@ int main(int argc, char **argv)
 	int c, lvl, level_set = 0, tls_mode = 0; /* --tls: 1, --no-tls: -1 */
 
 	rgpu_log_set_tag("rgpud");
+	srv_limits_init(&cfg.tenant_defaults);
+	if (read_config(&argc, &argv, opts, "l:d:s:w:v:k:h"))
+		return 2;
 	while ((c = getopt_long(argc, argv, "l:d:s:w:v:k:h", opts, NULL)) != -1) {
+		conf_from = optind - 2 >= 0 && optind - 2 < conf.argc ? conf.where[optind - 2] : NULL;
 		switch (c) {
 		case 'l': cfg.listen = optarg; break;
 		case 'd': cfg.driver = optarg; break;
@@ -239,6 +290,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'R': replay = optarg; break;
+		case 'c': break; /* read_config() */
 		case 'k': cfg.keys_dir = optarg; break;
 		case 'N': cfg.insecure = 1; break;
 		case 'K': admin_key_file = optarg; break;
@@ -258,11 +310,15 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
+	conf_from = NULL;
 	if (optind < argc) {
 		fprintf(stderr, "rgpud: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
 		return 2;
 	}
+	cfg.tenant_defaults = conf.defaults;
+	cfg.tenants = conf.tenants;
+	cfg.ntenants = conf.ntenants;
 	if (!cfg.state_dir)
 		cfg.state_dir = default_state_dir();
 	if (replay) {
@@ -276,6 +332,15 @@ int main(int argc, char **argv)
 		if (n < 0)
 			return 2;
 		pr_info("authentication: %d tenant key(s) in %s", n, cfg.keys_dir);
+	}
+	for (size_t i = 0; i < cfg.ntenants; i++) {
+		char key[4200];
+		snprintf(key, sizeof(key), "%s/%s.key", cfg.keys_dir ? cfg.keys_dir : "",
+			 cfg.tenants[i].name);
+		/* tenants come and go with their key files: a section may wait for its key */
+		if (!cfg.keys_dir || access(key, F_OK))
+			pr_warn("the configuration's [tenant %s] has no key %s: its limits apply once "
+				"it has one", cfg.tenants[i].name, cfg.keys_dir ? key : "(no --keys)");
 	}
 	if (admin_key_file) {
 		char why[600];
@@ -311,4 +376,14 @@ int main(int argc, char **argv)
 		pr_info("TLS 1.3 on the client and admin ports (certificate %s)", cfg.tls_cert);
 	}
 	return srv_supervise(&cfg);
+}
+
+int main(int argc, char **argv)
+{
+	int rc = rgpud(argc, argv);
+
+	/* the option's own message named it; a value from the configuration file needs its place */
+	if (rc && conf_from)
+		fprintf(stderr, "rgpud: (that option is set in %s)\n", conf_from);
+	return rc;
 }

@@ -12,18 +12,24 @@
  * one bound; a put and its evictions are one write transaction. The bound counts image bytes;
  * LMDB's file is larger by its page overhead, and reuses the pages of evicted images.
  *
- * Layout (formats.md), three named databases:
+ * Scoped per tenant: a session may load an image by its hash alone only when its tenant has
+ * shipped that image itself (an entry in owners); for any other tenant the image is a miss, the
+ * client sends the bytes, and the tenant becomes an owner too (the bytes are stored once). So
+ * a session cannot probe by hash what other tenants run. Each tenant may own at most its
+ * module_cache bytes (rgpud.conf): past it, its least recently used images stop being its own,
+ * and an image nobody owns any more leaves the cache. Without --keys all sessions are one
+ * tenant, "". rgpud --replay, the operator's, reads any image.
+ *
+ * Layout (formats.md), five named databases:
  *   images  hash -> magic "RGMI" (u32 0x494d4752), format version (u32, 1), then the image
  *   uses    hash -> last use (u64 LE), image bytes (u64 LE)
  *   lru     last use (u64 big-endian: LMDB's key order is then the age order) -> hash
+ *   owners  tenant, NUL, hash -> the tenant's last use (u64 LE), image bytes (u64 LE)
+ *   holders hash -> tenant, NUL (sorted duplicates: every owner of the image)
  * A last use is a counter: the largest in lru, plus one. A value that fails its magic, version
  * or hash is deleted, so the next load ships the image again and repairs the cache. Version 1
- * of the layout kept the images in the unnamed database; they are dropped when the cache opens.
- *
- * Not yet per tenant: any session may load any cached image by its hash alone, which tells it
- * what other sessions have run. Once sessions are authenticated (issue 8), a load by hash must
- * be answered only for a tenant that has shipped that image itself (a tenant key beside the
- * hash in uses), and the byte bound becomes a per-tenant quota.
+ * of the layout kept the images in the unnamed database; they are dropped when the cache opens,
+ * as are images that no tenant owns (a cache written before owners existed).
  */
 #define LOG_PREFIX "modcache: "
 #include <errno.h>
@@ -33,6 +39,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "rgpu/auth.h"
 #include "rgpu/err.h"
 #include "rgpu/hash.h"
 #include "rgpu/log.h"
@@ -43,13 +50,23 @@
 #define MODCACHE_MAGIC 0x494d4752u         /* "RGMI" */
 #define MODCACHE_VERSION 1u
 #define MODCACHE_HDR 8
-#define MODCACHE_USE_LEN 16                /* uses: last use, bytes */
+#define MODCACHE_USE_LEN 16                /* uses and owners: last use, bytes */
+#define MODCACHE_OWNER_KEY (RGPU_TENANT_MAX + 1 + RGPU_HASH_LEN)
 
 struct srv_modcache {
 	MDB_env *env;
-	MDB_dbi images, uses, lru;
+	MDB_dbi images, uses, lru, owners, holders;
 	uint64_t max_bytes;
 };
+
+/* owners' key: the tenant's name, NUL, the hash; its length */
+static size_t owner_key(uint8_t *out, const char *tenant, const uint8_t *hash)
+{
+	size_t n = strlen(tenant) + 1;
+	memcpy(out, tenant, n);
+	memcpy(out + n, hash, RGPU_HASH_LEN);
+	return n + RGPU_HASH_LEN;
+}
 
 static void be64(uint8_t out[8], uint64_t v)
 {
@@ -131,9 +148,14 @@ static int usage(struct srv_modcache *mc, MDB_txn *txn, uint64_t *bytes, uint64_
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* Make the image named hash (len bytes) the most recently used. */
-static int touch(struct srv_modcache *mc, MDB_txn *txn, const uint8_t *hash, uint64_t len)
+/*
+ * Make the image named hash (len bytes) the most recently used, and tenant's most recently
+ * used when it owns it (tenant NULL: nobody's).
+ */
+static int touch(struct srv_modcache *mc, MDB_txn *txn, const uint8_t *hash, uint64_t len,
+		 const char *tenant)
 {
+	uint8_t ok[MODCACHE_OWNER_KEY];
 	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash}, v, sk, last;
 	uint8_t use[MODCACHE_USE_LEN], stamp[8];
 	uint64_t next = 1;
@@ -160,14 +182,39 @@ static int touch(struct srv_modcache *mc, MDB_txn *txn, const uint8_t *hash, uin
 	wr_le64(use + 8, len);
 	v.mv_size = sizeof(use);
 	v.mv_data = use;
-	return rc ? rc : mdb_put(txn, mc->uses, &k, &v, 0);
+	if (!rc)
+		rc = mdb_put(txn, mc->uses, &k, &v, 0);
+	if (!rc && tenant) {
+		MDB_val o = {.mv_size = owner_key(ok, tenant, hash), .mv_data = ok}, ov;
+		if (mdb_get(txn, mc->owners, &o, &ov) == 0)
+			rc = mdb_put(txn, mc->owners, &o, &v, 0);
+	}
+	return rc;
 }
 
-/* Forget the image named hash: its bytes, its use and its place in the order. */
+/* Forget the image named hash: its bytes, its use, its place in the order, its owners. */
 static void forget(struct srv_modcache *mc, MDB_txn *txn, const uint8_t *hash)
 {
-	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash}, v, sk;
-	uint8_t stamp[8];
+	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash}, v, sk, hv;
+	uint8_t stamp[8], ok[MODCACHE_OWNER_KEY];
+	MDB_cursor *cur;
+
+	if (mdb_cursor_open(txn, mc->holders, &cur) == 0) {
+		for (int rc = mdb_cursor_get(cur, &k, &hv, MDB_SET_KEY); rc == 0;
+		     rc = mdb_cursor_get(cur, &k, &hv, MDB_NEXT_DUP)) {
+			MDB_val o = {.mv_data = ok};
+			/* a holder is a tenant's name and its NUL */
+			if (hv.mv_size < 1 || hv.mv_size > RGPU_TENANT_MAX + 1 ||
+			    ((const char *)hv.mv_data)[hv.mv_size - 1])
+				continue;
+			o.mv_size = owner_key(ok, hv.mv_data, hash);
+			mdb_del(txn, mc->owners, &o, NULL);
+		}
+		mdb_cursor_close(cur);
+	}
+	k.mv_size = RGPU_HASH_LEN;
+	k.mv_data = (void *)hash;
+	mdb_del(txn, mc->holders, &k, NULL);
 
 	if (mdb_get(txn, mc->uses, &k, &v) == 0 && v.mv_size == MODCACHE_USE_LEN) {
 		be64(stamp, rd_le64(v.mv_data));
@@ -222,6 +269,146 @@ static int evict(struct srv_modcache *mc, MDB_txn *txn, uint64_t room)
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/*
+ * What tenant owns: its image bytes and how many; with oldest set, the hash of its least
+ * recently used image (and *oldest_len its bytes).
+ */
+static int tenant_usage(struct srv_modcache *mc, MDB_txn *txn, const char *tenant,
+			uint64_t *bytes, uint64_t *images, uint8_t *oldest, uint64_t *oldest_len)
+{
+	uint8_t prefix[RGPU_TENANT_MAX + 1];
+	size_t plen = strlen(tenant) + 1;
+	uint64_t best = UINT64_MAX;
+	MDB_val k = {.mv_size = plen, .mv_data = prefix}, v;
+	MDB_cursor *cur;
+	int rc;
+
+	*bytes = *images = 0;
+	memcpy(prefix, tenant, plen);
+	rc = mdb_cursor_open(txn, mc->owners, &cur);
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != plen + RGPU_HASH_LEN || memcmp(k.mv_data, prefix, plen))
+			break;
+		if (v.mv_size != MODCACHE_USE_LEN)
+			continue;
+		uint64_t stamp = rd_le64(v.mv_data), len = rd_le64((const uint8_t *)v.mv_data + 8);
+		*bytes += len;
+		(*images)++;
+		if (oldest && stamp < best) {
+			best = stamp;
+			memcpy(oldest, (const uint8_t *)k.mv_data + plen, RGPU_HASH_LEN);
+			*oldest_len = len;
+		}
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* The image stops being tenant's; when nobody owns it any more, it leaves the cache. */
+static int disown(struct srv_modcache *mc, MDB_txn *txn, const char *tenant, const uint8_t *hash)
+{
+	uint8_t ok[MODCACHE_OWNER_KEY];
+	MDB_val o = {.mv_size = owner_key(ok, tenant, hash), .mv_data = ok};
+	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash};
+	MDB_val hv = {.mv_size = strlen(tenant) + 1, .mv_data = (void *)tenant}, v;
+	int rc = mdb_del(txn, mc->owners, &o, NULL);
+
+	if (!rc || rc == MDB_NOTFOUND)
+		rc = mdb_del(txn, mc->holders, &k, &hv);
+	if (rc && rc != MDB_NOTFOUND)
+		return rc;
+	if (mdb_get(txn, mc->holders, &k, &v) == MDB_NOTFOUND)
+		forget(mc, txn, hash);
+	return 0;
+}
+
+/*
+ * Make tenant an owner of the image named hash (len bytes, last used at the stamp in use),
+ * first giving up its least recently used images until it owns at most tenant_max bytes.
+ */
+static int own(struct srv_modcache *mc, MDB_txn *txn, const char *tenant, uint64_t tenant_max,
+	       const uint8_t *hash, uint64_t len)
+{
+	uint8_t ok[MODCACHE_OWNER_KEY], use[MODCACHE_USE_LEN], oldest[RGPU_HASH_LEN];
+	MDB_val o = {.mv_size = owner_key(ok, tenant, hash), .mv_data = ok}, v;
+	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash};
+	MDB_val hv = {.mv_size = strlen(tenant) + 1, .mv_data = (void *)tenant};
+	uint64_t bytes, images, oldest_len = 0, freed = 0;
+	unsigned n = 0;
+	int rc;
+
+	if (mdb_get(txn, mc->owners, &o, &v) == 0)
+		return 0; /* its own already: touch() made it its most recently used */
+	rc = mdb_get(txn, mc->uses, &k, &v);
+	if (rc || v.mv_size != MODCACHE_USE_LEN)
+		return rc ? rc : MDB_CORRUPTED;
+	memcpy(use, v.mv_data, sizeof(use));
+	if (tenant_max != SRV_UNLIMITED) {
+		rc = tenant_usage(mc, txn, tenant, &bytes, &images, oldest, &oldest_len);
+		while (!rc && images && bytes + len > tenant_max) {
+			rc = disown(mc, txn, tenant, oldest);
+			bytes -= MIN(oldest_len, bytes);
+			freed += oldest_len;
+			n++;
+			if (!rc)
+				rc = tenant_usage(mc, txn, tenant, &bytes, &images, oldest,
+						  &oldest_len);
+		}
+		if (rc)
+			return rc;
+		if (n)
+			pr_info("%s gave up %u least recently used image(s), %llu bytes, to stay "
+				"within its module_cache of %llu bytes",
+				srv_tenant_label(tenant), n, (unsigned long long)freed,
+				(unsigned long long)tenant_max);
+	}
+	v.mv_size = sizeof(use);
+	v.mv_data = use;
+	rc = mdb_put(txn, mc->owners, &o, &v, 0);
+	return rc ? rc : mdb_put(txn, mc->holders, &k, &hv, MDB_NODUPDATA);
+}
+
+/* Images no tenant owns (a cache written before owners existed): dropped when it opens. */
+static int drop_unowned(struct srv_modcache *mc, MDB_txn *txn)
+{
+	MDB_cursor *cur;
+	MDB_val k, v, hv;
+	uint8_t (*drop)[RGPU_HASH_LEN] = NULL;
+	size_t n = 0, cap = 0;
+	int rc = mdb_cursor_open(txn, mc->uses, &cur);
+
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != RGPU_HASH_LEN || mdb_get(txn, mc->holders, &k, &hv) == 0)
+			continue;
+		if (n == cap) {
+			void *p = realloc(drop, (cap = cap ? 2 * cap : 16) * sizeof(*drop));
+			if (!p) {
+				rc = ENOMEM;
+				break;
+			}
+			drop = p;
+		}
+		memcpy(drop[n++], k.mv_data, RGPU_HASH_LEN);
+	}
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		rc = 0;
+	for (size_t i = 0; !rc && i < n; i++)
+		forget(mc, txn, drop[i]);
+	if (!rc && n)
+		pr_info("dropped %zu image(s) that no tenant owns (a cache from before per-tenant "
+			"owners)",
+			n);
+	free(drop);
+	return rc;
+}
+
 int srv_modcache_open(const char *dir, uint64_t max_bytes, struct srv_modcache **out)
 {
 	char path[4096];
@@ -238,7 +425,7 @@ int srv_modcache_open(const char *dir, uint64_t max_bytes, struct srv_modcache *
 	rc = mdb_env_create(&mc->env);
 	if (rc)
 		goto out_free;
-	mdb_env_set_maxdbs(mc->env, 3);
+	mdb_env_set_maxdbs(mc->env, 5);
 	/* twice the bound: evicted pages are reused only once no reader holds them */
 	mdb_env_set_mapsize(mc->env, MAX(MODCACHE_MAP_SIZE, 2 * max_bytes));
 	rc = mdb_env_open(mc->env, path, MDB_NOTLS, 0640);
@@ -256,6 +443,12 @@ int srv_modcache_open(const char *dir, uint64_t max_bytes, struct srv_modcache *
 		rc = mdb_dbi_open(txn, "uses", MDB_CREATE, &mc->uses);
 	if (!rc)
 		rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &mc->lru);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "owners", MDB_CREATE, &mc->owners);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "holders", MDB_CREATE | MDB_DUPSORT, &mc->holders);
+	if (!rc)
+		rc = drop_unowned(mc, txn);
 	/* a server started with a smaller bound than the cache holds */
 	if (!rc)
 		rc = evict(mc, txn, 0);
@@ -285,16 +478,25 @@ static void drop(struct srv_modcache *mc, const uint8_t hash[32])
 	mdb_txn_commit(txn);
 }
 
-int srv_modcache_get(struct srv_modcache *mc, const uint8_t hash[32], void **data, size_t *len)
+int srv_modcache_get(struct srv_modcache *mc, const char *tenant, const uint8_t hash[32],
+		     void **data, size_t *len)
 {
 	MDB_txn *txn;
 	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash}, v;
-	uint8_t check[RGPU_HASH_LEN];
+	uint8_t check[RGPU_HASH_LEN], ok[MODCACHE_OWNER_KEY];
 	const uint8_t *p;
 	int rc = mdb_txn_begin(mc->env, NULL, MDB_RDONLY, &txn);
 
 	if (rc)
 		return RGPU_ESYS;
+	if (tenant) {
+		/* another tenant's image is a miss like any other: nothing tells them apart */
+		MDB_val o = {.mv_size = owner_key(ok, tenant, hash), .mv_data = ok};
+		if (mdb_get(txn, mc->owners, &o, &v)) {
+			mdb_txn_abort(txn);
+			return RGPU_ENOTFOUND;
+		}
+	}
 	rc = mdb_get(txn, mc->images, &k, &v);
 	if (rc) {
 		mdb_txn_abort(txn);
@@ -326,7 +528,7 @@ int srv_modcache_get(struct srv_modcache *mc, const uint8_t hash[32], void **dat
 	}
 	/* the most recently used now; failing that, it only ages sooner */
 	if (mdb_txn_begin(mc->env, NULL, 0, &txn) == 0) {
-		if (touch(mc, txn, hash, *len) == 0)
+		if (touch(mc, txn, hash, *len, tenant) == 0)
 			mdb_txn_commit(txn);
 		else
 			mdb_txn_abort(txn);
@@ -334,8 +536,8 @@ int srv_modcache_get(struct srv_modcache *mc, const uint8_t hash[32], void **dat
 	return 0;
 }
 
-int srv_modcache_put(struct srv_modcache *mc, const uint8_t hash[32], const void *data,
-		     size_t len)
+int srv_modcache_put(struct srv_modcache *mc, const char *tenant, uint64_t tenant_max,
+		     const uint8_t hash[32], const void *data, size_t len)
 {
 	MDB_txn *txn;
 	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash};
@@ -348,11 +550,20 @@ int srv_modcache_put(struct srv_modcache *mc, const uint8_t hash[32], const void
 			     len, (unsigned long long)mc->max_bytes);
 		return RGPU_ETOOBIG;
 	}
+	if (tenant && tenant_max != SRV_UNLIMITED && len > tenant_max) {
+		pr_warn_once("not caching a %zu-byte image for %s: more than its module_cache of "
+			     "%llu bytes (rgpud.conf)",
+			     len, srv_tenant_label(tenant), (unsigned long long)tenant_max);
+		return RGPU_ETOOBIG;
+	}
 	rc = mdb_txn_begin(mc->env, NULL, 0, &txn);
 	if (rc)
 		return RGPU_ESYS;
 	if (mdb_get(txn, mc->images, &k, &v) == 0) {
-		rc = touch(mc, txn, hash, len); /* cached already: just used */
+		/* cached already (perhaps for another tenant): just used, and this tenant's too */
+		rc = touch(mc, txn, hash, len, tenant);
+		if (!rc && tenant)
+			rc = own(mc, txn, tenant, tenant_max, hash, len);
 		goto out_commit;
 	}
 	rc = evict(mc, txn, len);
@@ -364,8 +575,10 @@ int srv_modcache_put(struct srv_modcache *mc, const uint8_t hash[32], const void
 		wr_le32(v.mv_data, MODCACHE_MAGIC);
 		wr_le32((uint8_t *)v.mv_data + 4, MODCACHE_VERSION);
 		memcpy((uint8_t *)v.mv_data + MODCACHE_HDR, data, len);
-		rc = touch(mc, txn, hash, len);
+		rc = touch(mc, txn, hash, len, tenant);
 	}
+	if (!rc && tenant)
+		rc = own(mc, txn, tenant, tenant_max, hash, len);
 out_commit:
 	if (rc) {
 		pr_warn("cannot cache a %zu-byte image: %s", len, mdb_strerror(rc));
@@ -384,6 +597,19 @@ int srv_modcache_usage(struct srv_modcache *mc, uint64_t *bytes, uint64_t *image
 	if (rc)
 		return RGPU_ESYS;
 	rc = usage(mc, txn, bytes, images);
+	mdb_txn_abort(txn);
+	return rc ? RGPU_ESYS : 0;
+}
+
+int srv_modcache_tenant_usage(struct srv_modcache *mc, const char *tenant, uint64_t *bytes,
+			      uint64_t *images)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(mc->env, NULL, MDB_RDONLY, &txn);
+
+	if (rc)
+		return RGPU_ESYS;
+	rc = tenant_usage(mc, txn, tenant, bytes, images, NULL, NULL);
 	mdb_txn_abort(txn);
 	return rc ? RGPU_ESYS : 0;
 }

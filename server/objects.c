@@ -78,9 +78,7 @@ static void release_handle(struct srv_worker *w, const struct srv_obj *o)
 	case ST_KIND_PHYSMEM:
 		/* the application's physical memory: its mappings went first (the state log) */
 		r = d->cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)o->h);
-		atomic_fetch_sub(&w->dev_bytes, o->size);
-		if (o->device >= 0 && o->device < 16)
-			atomic_fetch_sub(&w->dev_bytes_by[o->device], o->size);
+		srv_mem_uncharge(w, o->device, o->size);
 		break;
 	default: break; /* functions and kernels go with their module */
 	}

@@ -22,6 +22,32 @@
 #include "rgpu/transport.h"
 #include "rgpu_msgs.h"
 
+/*
+ * A tenant's limits (rgpud.conf's [defaults] and [tenant NAME] sections; config.c, quota.c).
+ * Counts and bytes are SRV_UNLIMITED for no limit; `set` says which fields the file gave, so
+ * a [tenant NAME] section overrides only what it names of [defaults].
+ */
+#define SRV_UNLIMITED UINT64_MAX
+struct srv_limits {
+	uint64_t memory;        /* device memory of all its sessions together, bytes */
+	uint64_t sessions;      /* its sessions at once */
+	uint64_t queued;        /* a session's --max-queued; 0: the server's */
+	uint64_t module_cache;  /* image bytes of the module cache it may own */
+	int idle_timeout_s;     /* a session's --idle-timeout; -1: the server's; 0: never */
+	unsigned set;           /* SRV_LIM_* bits: fields the configuration gave */
+};
+#define SRV_LIM_MEMORY 1u
+#define SRV_LIM_SESSIONS 2u
+#define SRV_LIM_QUEUED 4u
+#define SRV_LIM_MODULE_CACHE 8u
+#define SRV_LIM_IDLE 16u
+
+/* [tenant NAME]: one tenant's limits */
+struct srv_tenant_limits {
+	char name[65];          /* RGPU_TENANT_MAX */
+	struct srv_limits lim;
+};
+
 struct srv_config {
 	const char *listen;     /* "HOST:PORT" */
 	const char *driver;     /* path of libcuda.so.1 to load; NULL = the system's */
@@ -45,10 +71,93 @@ struct srv_config {
 	const char *tls_cert;   /* --tls-cert, --tls-key: PEM files */
 	const char *tls_key;
 	struct rgpu_tls *tls;   /* TLS on both ports (made from them); NULL: plaintext */
+	struct srv_limits tenant_defaults;       /* [defaults] of the config file */
+	const struct srv_tenant_limits *tenants; /* its [tenant NAME] sections */
+	size_t ntenants;
 };
 
 #define SRV_MODULE_CACHE_BYTES (1ull << 30)   /* --module-cache-bytes by default */
 #define SRV_MODULE_CACHE_MAX (1ull << 40)     /* and at most */
+#define SRV_CONFIG_FILE "/etc/rgpu/rgpud.conf" /* rgpud --config by default, when it exists */
+
+/* ---- the configuration file (config.c) --------------------------------------------------- */
+struct option;
+/* What a configuration file says (srv_conf_load). */
+struct srv_conf {
+	char **argv;            /* [server] as rgpud's long options, "--NAME=VALUE" or "--NAME" */
+	char **where;           /* for each, "FILE:LINE" */
+	int argc;
+	struct srv_limits defaults;        /* [defaults] */
+	struct srv_tenant_limits *tenants; /* [tenant NAME] sections */
+	size_t ntenants;
+};
+/*
+ * srv_conf_load() - read the configuration file at path. [server] keys must be names of opts
+ * (rgpud's long options, not config, replay, help or version); an option without an argument
+ * takes true or false. Limits are checked here, [server] values by the caller's parser.
+ * @err, @errlen: on failure, "PATH:LINE: what is wrong" (or "PATH: why it cannot be read").
+ * Returns 0, RGPU_ENOTFOUND (no such file), RGPU_ESYS (unreadable) or RGPU_EINVAL (the first
+ * error; nothing is kept). srv_conf_free() frees what it filled.
+ */
+int srv_conf_load(const char *path, const struct option *opts, struct srv_conf *out, char *err,
+		  size_t errlen);
+void srv_conf_free(struct srv_conf *c);
+/* srv_limits_init() - no limit set: unlimited, the server's --max-queued and --idle-timeout */
+void srv_limits_init(struct srv_limits *l);
+/*
+ * srv_limits_for() - tenant's limits ("" without keys): its [tenant NAME] over [defaults] over
+ * no limit; queued and idle_timeout_s resolved to the server's when neither section set them.
+ */
+void srv_limits_for(const struct srv_config *cfg, const char *tenant, struct srv_limits *out);
+
+/* ---- per-tenant accounting across the workers (quota.c) ---------------------------------- */
+#define SRV_ACCT_TENANTS 4096  /* distinct tenants a server counts from its start */
+#define SRV_ACCT_SLOTS 4096    /* sessions at once counted when --max-sessions is 0 */
+/*
+ * srv_acct_create() - the supervisor, before it forks: map the shared table, nslots sessions.
+ * Returns 0, RGPU_ENOMEM or RGPU_ESYS (logged). srv_acct_destroy() unmaps it.
+ */
+int srv_acct_create(int nslots);
+void srv_acct_destroy(void);
+/* srv_acct_slot_take() - the supervisor: a free slot for a new worker, or -1 (all taken) */
+int srv_acct_slot_take(void);
+/*
+ * srv_acct_slot_release() - the supervisor, when it reaps the slot's worker: whatever the
+ * worker held (device bytes, its session) is given back, however the worker ended.
+ */
+void srv_acct_slot_release(int slot);
+/* srv_acct_become() - in the new worker: its slot (-1: none) */
+void srv_acct_become(int slot);
+/*
+ * srv_acct_join() - the worker, once its tenant is known: its slot names tenant, and counts as
+ * one of its sessions unless it already has max_sessions (SRV_UNLIMITED: no limit). *sessions:
+ * the tenant's sessions, this one included when it joined. Returns 0, RGPU_EBUSY (over
+ * max_sessions) or RGPU_ENOSPC (no slot, or SRV_ACCT_TENANTS tenants already).
+ */
+int srv_acct_join(const char *tenant, uint64_t max_sessions, unsigned *sessions);
+/* srv_acct_leave() - the worker's job ends: its bytes and session are given back now */
+void srv_acct_leave(void);
+/*
+ * srv_acct_charge() - count bytes more of device memory for this worker's tenant, unless its
+ * sessions would then hold more than limit (SRV_UNLIMITED: no limit). *used: what they held.
+ * Returns 0 (also in a process with no slot: nothing is counted) or RGPU_ENOSPC.
+ * srv_acct_uncharge() gives bytes back.
+ */
+int srv_acct_charge(uint64_t bytes, uint64_t limit, uint64_t *used);
+void srv_acct_uncharge(uint64_t bytes);
+/* srv_acct_usage() - what tenant's sessions hold now; RGPU_ENOTFOUND for a tenant never seen */
+int srv_acct_usage(const char *tenant, uint64_t *bytes, unsigned *sessions);
+/*
+ * srv_mem_charge() - device memory of bytes on device is about to be made for w's job: count it
+ * (w->dev_bytes, its tenant's use). CUDA_ERROR_OUT_OF_MEMORY, said once at warn, when that
+ * would take the tenant over its memory quota; what the driver answers when the GPU is full.
+ * srv_mem_uncharge() - the memory is released (or was never made).
+ */
+struct srv_worker;
+CUresult srv_mem_charge(struct srv_worker *w, int device, uint64_t bytes);
+void srv_mem_uncharge(struct srv_worker *w, int device, uint64_t bytes);
+/* srv_tenant_label() - "tenant 'NAME'", or "the anonymous tenant" for "" (one static buffer) */
+const char *srv_tenant_label(const char *tenant);
 
 /* ---- authentication (auth.c) ------------------------------------------------------------- */
 struct srv_worker;
@@ -237,7 +346,7 @@ struct srv_worker {
 	pthread_cond_t q_cond;
 	struct srv_frame *q_head, *q_tail;
 	atomic_int q_len;
-	uint64_t q_bytes;        /* frame bytes queued; the reader waits above cfg->max_queued */
+	uint64_t q_bytes;        /* frame bytes queued; the reader waits above limits.queued */
 	int q_warned;            /* the reader said once that it stopped for the bound */
 	int q_closed;            /* the reader is done (EOF or protocol error) */
 
@@ -253,6 +362,7 @@ struct srv_worker {
 	atomic_uint_fast64_t active_ns; /* a frame arrived or the executor finished one */
 	atomic_int executing;    /* the executor is running a frame */
 	int refuse_new;          /* over --max-sessions: a new session refused, a resume routed */
+	struct srv_limits limits; /* its tenant's, resolved (srv_limits_for) once authenticated */
 
 	struct srv_staging *staging;
 	struct srv_hm *hm;           /* the host area (hostmirror.c) */
@@ -535,21 +645,28 @@ struct srv_modcache;
 int srv_modcache_open(const char *dir, uint64_t max_bytes, struct srv_modcache **out);
 /*
  * srv_modcache_get() - a malloc'd copy of the image named by hash, which becomes the most
- * recently used. Returns 0, RGPU_ENOTFOUND, RGPU_ECORRUPT (a damaged entry, now deleted),
- * RGPU_ENOMEM or RGPU_ESYS.
+ * recently used (and tenant's). tenant: only an image that tenant owns (has shipped itself) is
+ * found; NULL: any (rgpud --replay). Returns 0, RGPU_ENOTFOUND (not cached, or not tenant's:
+ * the two are not told apart), RGPU_ECORRUPT (a damaged entry, now deleted), RGPU_ENOMEM or
+ * RGPU_ESYS.
  */
-int srv_modcache_get(struct srv_modcache *mc, const uint8_t hash[32], void **data,
-		     size_t *len);
+int srv_modcache_get(struct srv_modcache *mc, const char *tenant, const uint8_t hash[32],
+		     void **data, size_t *len);
 /*
- * srv_modcache_put() - keep an image the driver has loaded, evicting the least recently used
- * images until it fits the bound (one that is cached already only becomes the most recently
- * used). Returns 0, RGPU_ETOOBIG (larger than the whole bound: not cached, said once at
- * warn), RGPU_ENOSPC or RGPU_ESYS.
+ * srv_modcache_put() - keep an image the driver has loaded for tenant, evicting the least
+ * recently used images until it fits the bound, and tenant's least recently used ones until it
+ * owns at most tenant_max bytes (SRV_UNLIMITED: no limit). An image cached already is stored
+ * once: it only becomes the most recently used, and tenant's. Returns 0, RGPU_ETOOBIG (larger
+ * than the whole bound or than tenant_max: not cached, said once at warn), RGPU_ENOSPC or
+ * RGPU_ESYS.
  */
-int srv_modcache_put(struct srv_modcache *mc, const uint8_t hash[32], const void *data,
-		     size_t len);
+int srv_modcache_put(struct srv_modcache *mc, const char *tenant, uint64_t tenant_max,
+		     const uint8_t hash[32], const void *data, size_t len);
 /* srv_modcache_usage() - the image bytes cached (headers not counted) and how many images */
 int srv_modcache_usage(struct srv_modcache *mc, uint64_t *bytes, uint64_t *images);
+/* srv_modcache_tenant_usage() - the same of the images tenant owns */
+int srv_modcache_tenant_usage(struct srv_modcache *mc, const char *tenant, uint64_t *bytes,
+			      uint64_t *images);
 void srv_modcache_close(struct srv_modcache *mc);
 
 #endif

@@ -56,6 +56,7 @@ struct worker {
 	int ctl;               /* our end of its control channel; -1 once closed */
 	int probe;             /* the GPU probe, not a job */
 	int refusing;          /* over --max-sessions: refuses a new session, routes a resume */
+	int slot;              /* its slot in the tenant accounting table (quota.c); -1: none */
 	Rgpu__JobInfo *info;   /* its latest report (NULL before the first) */
 };
 
@@ -67,6 +68,8 @@ static char listen_addr[300];
 
 static void worker_forget(int i)
 {
+	/* what it held is its tenant's again, however it ended */
+	srv_acct_slot_release(workers[i].slot);
 	if (workers[i].ctl >= 0)
 		close(workers[i].ctl);
 	if (workers[i].info)
@@ -74,7 +77,7 @@ static void worker_forget(int i)
 	workers[i] = workers[--nworkers];
 }
 
-static int worker_add(pid_t pid, int ctl, int probe, int refusing)
+static int worker_add(pid_t pid, int ctl, int probe, int refusing, int slot)
 {
 	if (nworkers == cap_workers) {
 		int cap = cap_workers ? 2 * cap_workers : 16;
@@ -85,7 +88,8 @@ static int worker_add(pid_t pid, int ctl, int probe, int refusing)
 		cap_workers = cap;
 	}
 	workers[nworkers++] =
-		(struct worker){.pid = pid, .ctl = ctl, .probe = probe, .refusing = refusing};
+		(struct worker){.pid = pid, .ctl = ctl, .probe = probe, .refusing = refusing,
+				.slot = slot};
 	return 0;
 }
 
@@ -479,7 +483,7 @@ static void start_probe(const struct srv_config *cfg, int lfd, int afd)
 		srv_probe_run(cfg, sp[1]);
 	}
 	close(sp[1]);
-	if (pid < 0 || worker_add(pid, sp[0], 1, 0)) {
+	if (pid < 0 || worker_add(pid, sp[0], 1, 0, -1)) {
 		close(sp[0]);
 		pr_warn("cannot start the GPU probe; rgpuctl status will show no GPUs");
 	}
@@ -493,12 +497,15 @@ static void start_probe(const struct srv_config *cfg, int lfd, int afd)
 static void start_worker(const struct srv_config *cfg, int lfd, int afd)
 {
 	struct rgpu_conn *conn;
-	int sp[2], admit;
+	int sp[2], admit, slot = -1;
 	pid_t pid;
 
 	if (rgpu_tcp_accept(lfd, &conn))
 		return;
 	admit = !cfg->max_sessions || njobs() < cfg->max_sessions;
+	/* an admitted worker counts its tenant's memory and sessions in a slot (quota.c) */
+	if (admit)
+		slot = srv_acct_slot_take();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
 		pr_err("socketpair: %s; refusing %s", strerror(errno), rgpu_conn_peer(conn));
 		rgpu_conn_close(conn);
@@ -510,6 +517,7 @@ static void start_worker(const struct srv_config *cfg, int lfd, int afd)
 		rgpu_conn_close(conn);
 		close(sp[0]);
 		close(sp[1]);
+		srv_acct_slot_release(slot);
 		return;
 	}
 	if (pid == 0) {
@@ -518,10 +526,12 @@ static void start_worker(const struct srv_config *cfg, int lfd, int afd)
 		child_close(lfd, afd);
 		snprintf(tag, sizeof(tag), "rgpud[%d]", (int)getpid());
 		rgpu_log_set_tag(tag);
+		srv_acct_become(slot);
 		srv_worker_run(cfg, conn, sp[1], admit);
 	}
 	close(sp[1]);
-	if (worker_add(pid, sp[0], 0, !admit)) {
+	if (worker_add(pid, sp[0], 0, !admit, slot)) {
+		/* its slot stays taken: an unsupervised worker is never reaped by its entry */
 		pr_err("out of memory tracking worker %d; it runs unsupervised", (int)pid);
 		close(sp[0]);
 	}
@@ -562,6 +572,10 @@ int srv_supervise(const struct srv_config *cfg)
 		"%d s (0: none)",
 		cfg->driver ? cfg->driver : "libcuda.so.1", cfg->resume_grace_s,
 		cfg->max_sessions, cfg->idle_timeout_s);
+	/* before any fork: every worker inherits the one table */
+	ret = srv_acct_create(cfg->max_sessions ? cfg->max_sessions : SRV_ACCT_SLOTS);
+	if (ret)
+		return 1;
 
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
 		pr_err("pipe: %s", strerror(errno));
@@ -633,5 +647,6 @@ int srv_supervise(const struct srv_config *cfg)
 			reap();
 		}
 	}
+	srv_acct_destroy();
 	return 0;
 }

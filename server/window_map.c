@@ -113,9 +113,15 @@ CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int d
 		return CUDA_ERROR_INVALID_VALUE;
 	if (tfind(&key, &w->maps, map_cmp))
 		return CUDA_ERROR_INVALID_VALUE; /* overlaps a live mapping */
+	/* counted first: a tenant at its quota is answered as a full GPU, the driver never asked */
+	r = srv_mem_charge(w, device, size);
+	if (r != CUDA_SUCCESS)
+		return r;
 	m = calloc(1, sizeof(*m));
-	if (!m)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!m) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out_uncharge;
+	}
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	prop.location.id = w->dev[device];
@@ -137,8 +143,6 @@ CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int d
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out_unmap;
 	}
-	atomic_fetch_add(&w->dev_bytes, size);
-	atomic_fetch_add(&w->dev_bytes_by[device], size);
 	return CUDA_SUCCESS;
 out_unmap:
 	d->cuMemUnmap(addr, size);
@@ -146,6 +150,8 @@ out_release:
 	d->cuMemRelease(m->h);
 out_free:
 	free(m);
+out_uncharge:
+	srv_mem_uncharge(w, device, size);
 	return r;
 }
 
@@ -214,8 +220,7 @@ CUresult srv_unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size)
 	w->drv.cuMemUnmap(m->addr, m->size);
 	if (!m->owner) {
 		w->drv.cuMemRelease(m->h);
-		atomic_fetch_sub(&w->dev_bytes, m->size);
-		atomic_fetch_sub(&w->dev_bytes_by[m->device], m->size);
+		srv_mem_uncharge(w, m->device, m->size);
 	}
 	tdelete(m, &w->maps, map_cmp);
 	free(m);

@@ -127,14 +127,16 @@ static int queue_wait_room(struct srv_worker *w, struct rgpu_conn *c)
 	int ret = 0;
 
 	pthread_mutex_lock(&w->q_lock);
-	while (w->q_bytes > w->cfg->max_queued && !atomic_load(&w->dead)) {
+	while (w->q_bytes > w->limits.queued && !atomic_load(&w->dead)) {
 		struct timespec ts;
 		if (!w->q_warned) {
 			w->q_warned = 1;
-			pr_warn("job %s: %llu bytes queued ahead of the executor, over rgpud "
-				"--max-queued %llu: reading from %s paused until it catches up",
+			pr_warn("job %s: %llu bytes queued ahead of the executor, over %s %llu: "
+				"reading from %s paused until it catches up",
 				w->job_hex, (unsigned long long)w->q_bytes,
-				(unsigned long long)w->cfg->max_queued, w->peer);
+				w->limits.set & SRV_LIM_QUEUED ? "the tenant's queued limit (rgpud.conf)"
+							       : "rgpud --max-queued",
+				(unsigned long long)w->limits.queued, w->peer);
 		}
 		if (rgpu_conn_hung_up(c)) {
 			ret = RGPU_ECLOSED;
@@ -310,8 +312,8 @@ static void conn_init(struct srv_worker *w, struct rgpu_conn *c)
 }
 
 /*
- * --idle-timeout: a session is idle when no frame came from its client and nothing ran for it
- * for that long. Something runs while the executor runs a frame (a synchronize waiting for a
+ * --idle-timeout (or its tenant's idle_timeout): a session is idle when no frame came from its
+ * client and nothing ran for it for that long. Something runs while the executor runs a frame (a synchronize waiting for a
  * long kernel included), frames wait for it, or a host function waits for the client.
  */
 static int busy(struct srv_worker *w)
@@ -322,12 +324,12 @@ static int busy(struct srv_worker *w)
 /* How long the reader may wait for a frame to begin: until the session would be idle. */
 static int idle_wait_ms(struct srv_worker *w)
 {
-	if (!w->cfg->idle_timeout_s)
+	if (w->limits.idle_timeout_s <= 0)
 		return -1;
 	if (busy(w))
-		return w->cfg->idle_timeout_s * 1000; /* look again then */
+		return w->limits.idle_timeout_s * 1000; /* look again then */
 	return rgpu_ms_until(atomic_load(&w->active_ns) +
-			     (uint64_t)w->cfg->idle_timeout_s * 1000000000ull);
+			     (uint64_t)w->limits.idle_timeout_s * 1000000000ull);
 }
 
 static void *reader_main(void *arg)
@@ -357,15 +359,16 @@ static void *reader_main(void *arg)
 		if (!ret)
 			ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &f->hdr, &f->body,
 						     idle_wait_ms(w));
-		if (ret == RGPU_ETIMEDOUT && w->cfg->idle_timeout_s) {
+		if (ret == RGPU_ETIMEDOUT && w->limits.idle_timeout_s > 0) {
 			/* no frame began within the idle timeout's wait (the only timeout here) */
 			free(f);
 			if (busy(w) || idle_wait_ms(w) > 0)
 				continue;
-			char msg[160];
-			snprintf(msg, sizeof(msg),
-				 "idle for %d s (no frame, nothing running; rgpud --idle-timeout)",
-				 w->cfg->idle_timeout_s);
+			char msg[200];
+			snprintf(msg, sizeof(msg), "idle for %d s (no frame, nothing running; %s)",
+				 w->limits.idle_timeout_s,
+				 w->limits.set & SRV_LIM_IDLE ? "the tenant's idle_timeout in rgpud.conf"
+							      : "rgpud --idle-timeout");
 			pr_warn("job %s of %s: %s: ending the session and freeing the job",
 				w->job_hex, w->peer, msg);
 			srv_end_session(w, RGPU_ETIMEDOUT, msg);
@@ -851,6 +854,38 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 	_exit(0);
 }
 
+/*
+ * A new session of an authenticated client: over --max-sessions already (refuse_new), or its
+ * tenant's limits decide. Sets w->limits; on a refusal sets refuse_new and says why.
+ */
+static void tenant_admit(struct srv_worker *w, char *why, size_t whylen)
+{
+	unsigned n = 0;
+	int ret;
+
+	if (w->refuse_new) {
+		snprintf(why, whylen,
+			 "the GPU server serves its limit of %d sessions (rgpud --max-sessions); "
+			 "try again later",
+			 w->cfg->max_sessions);
+		return;
+	}
+	srv_limits_for(w->cfg, w->tenant, &w->limits);
+	ret = srv_acct_join(w->tenant, w->limits.sessions, &n);
+	if (ret == RGPU_EBUSY)
+		snprintf(why, whylen,
+			 "%s has its limit of %llu sessions on this GPU server (rgpud.conf, "
+			 "sessions); try again later",
+			 srv_tenant_label(w->tenant), (unsigned long long)w->limits.sessions);
+	else if (ret)
+		snprintf(why, whylen,
+			 "the GPU server cannot count another session or tenant (its accounting "
+			 "table is full); try again later");
+	else
+		pr_debug("%s: session %u of %s", w->peer, n, srv_tenant_label(w->tenant));
+	w->refuse_new = ret != 0;
+}
+
 static int handshake(struct srv_worker *w)
 {
 	struct rgpu_frame_hdr h, rh = {.type = RGPU_MSG_HELLO, .flags = RGPU_FRAME_REPLY};
@@ -940,12 +975,9 @@ static int handshake(struct srv_worker *w)
 	rgpu__hello__free_unpacked(hello, NULL);
 
 	CUresult r;
+	tenant_admit(w, why, sizeof(why));
 	if (w->refuse_new) {
-		/* the server is full: what a CUDA program sees of a GPU another process holds */
-		snprintf(why, sizeof(why),
-			 "the GPU server serves its limit of %d sessions (rgpud --max-sessions); "
-			 "try again later",
-			 w->cfg->max_sessions);
+		/* the server or the tenant is full: what a CUDA program sees of a GPU in use */
 		pr_warn("client %s pid %d program %s refused: %s", w->peer, w->client_pid,
 			w->client_program, why);
 		r = CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -979,7 +1011,7 @@ static int handshake(struct srv_worker *w)
 	rep.resume_token.data = w->token;
 	rep.resume_token.len = SRV_TOKEN_LEN;
 	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
-	rep.max_queued = w->cfg->max_queued;
+	rep.max_queued = w->limits.queued;
 	if (has_proof) {
 		rep.server_proof.data = proof;
 		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
@@ -1030,6 +1062,7 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 	w->cfg = cfg;
 	w->ctl_fd = ctl_fd;
 	w->caps = RGPU_CAPS_SERVER;
+	srv_limits_for(cfg, "", &w->limits); /* its tenant's once authenticated (handshake) */
 	snprintf(w->peer, sizeof(w->peer), "%s", peer);
 	snprintf(w->job_hex, sizeof(w->job_hex), "?");
 	pthread_mutex_init(&w->send_lock, NULL);
@@ -1118,5 +1151,6 @@ out:
 	 */
 	srv_link_end(w);
 	srv_link_down(w);
+	srv_acct_leave(); /* its tenant's again now; the supervisor's reap would be later */
 	_exit(0);
 }
