@@ -59,7 +59,7 @@ static int area_ready_locked(void)
 {
 	uint64_t base;
 	void *p;
-	const char *e;
+	const char *e, *why;
 
 	if (H.state)
 		return H.state > 0 ? 0 : -1;
@@ -74,15 +74,11 @@ static int area_ready_locked(void)
 	if (H.budget == 0)
 		return -1;
 	base = rgpu_hostarea_base(ip.vaw.base);
-	p = mmap((void *)(uintptr_t)base, RGPU_HOSTAREA_SIZE, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	if (p != (void *)(uintptr_t)base) {
+	p = rgpu_map_at(base, RGPU_HOSTAREA_SIZE, PROT_READ | PROT_WRITE, &why);
+	if (!p) {
 		pr_warn("cannot map the host area 0x%llx+0x%llx in this process (%s): kernels "
 			"cannot dereference pinned host memory",
-			(unsigned long long)base, (unsigned long long)RGPU_HOSTAREA_SIZE,
-			p == MAP_FAILED ? strerror(errno) : "placed elsewhere");
-		if (p != MAP_FAILED)
-			munmap(p, RGPU_HOSTAREA_SIZE);
+			(unsigned long long)base, (unsigned long long)RGPU_HOSTAREA_SIZE, why);
 		return -1;
 	}
 	H.shadow = calloc(1, RGPU_HOSTAREA_SIZE);

@@ -530,14 +530,11 @@ lost:
 	 * The same range, inaccessible, in this process: no host allocation can ever land on a
 	 * device address, so any pointer is classified by a range check.
 	 */
-	void *p = mmap((void *)(uintptr_t)rep->window_base, rep->window_size, PROT_NONE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-	if (p != (void *)(uintptr_t)rep->window_base) {
+	const char *map_why;
+	if (!rgpu_map_at(rep->window_base, rep->window_size, PROT_NONE, &map_why)) {
 		pr_err("cannot reserve the device address window 0x%llx+0x%llx in this process: %s",
 		       (unsigned long long)rep->window_base, (unsigned long long)rep->window_size,
-		       p == MAP_FAILED ? strerror(errno) : "placed elsewhere");
-		if (p != MAP_FAILED)
-			munmap(p, rep->window_size);
+		       map_why);
 		r = CUDA_ERROR_NO_DEVICE;
 		goto out;
 	}

@@ -40,21 +40,17 @@ int srv_hm_init(struct srv_worker *w)
 {
 	uint64_t base = rgpu_hostarea_base(w->cfg->window_base);
 	struct srv_hm *h = calloc(1, sizeof(*h));
+	const char *why;
 	void *p;
 
 	if (!h)
 		return RGPU_ENOMEM;
 	pthread_mutex_init(&h->lock, NULL);
-	p = base ? mmap((void *)(uintptr_t)base, RGPU_HOSTAREA_SIZE, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0)
-		 : MAP_FAILED;
-	if (p != (void *)(uintptr_t)base) {
+	p = rgpu_map_at(base, RGPU_HOSTAREA_SIZE, PROT_READ | PROT_WRITE, &why);
+	if (!p) {
 		pr_warn("cannot map the host area 0x%llx+0x%llx (%s): kernels will not reach the "
 			"client's mapped host memory",
-			(unsigned long long)base, (unsigned long long)RGPU_HOSTAREA_SIZE,
-			p == MAP_FAILED ? strerror(errno) : "placed elsewhere");
-		if (p != MAP_FAILED)
-			munmap(p, RGPU_HOSTAREA_SIZE);
+			(unsigned long long)base, (unsigned long long)RGPU_HOSTAREA_SIZE, why);
 	} else if (!(h->shadow = calloc(1, RGPU_HOSTAREA_SIZE)) ||
 		   !(h->tmp = malloc(RGPU_MAX_HOST_WRITE))) {
 		munmap(p, RGPU_HOSTAREA_SIZE);

@@ -3,11 +3,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "rgpu/err.h"
 #include "rgpu/util.h"
+
+void *rgpu_map_at(uint64_t base, uint64_t size, int prot, const char **why)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE |
+		    (prot == PROT_NONE ? MAP_NORESERVE : 0);
+	void *p = base ? mmap((void *)(uintptr_t)base, size, prot, flags, -1, 0) : MAP_FAILED;
+
+	if (p == (void *)(uintptr_t)base)
+		return p;
+	*why = p == MAP_FAILED ? (base ? strerror(errno) : "no address") : "placed elsewhere";
+	if (p != MAP_FAILED)
+		munmap(p, size);
+	return NULL;
+}
 
 void rgpu_deadline(struct timespec *ts, uint64_t ns)
 {

@@ -78,6 +78,14 @@ static inline int rgpu_range_in(uint64_t off, uint64_t count, uint64_t size, uin
  */
 uint64_t rgpu_spin_budget_ns(uint64_t want_ns);
 
+/*
+ * rgpu_map_at() - anonymous private memory at exactly [base, base + size) (the device window,
+ * the host area: addresses that must be the same in every process), with prot (PROT_NONE:
+ * reserved without swap). Never replaces a mapping. Returns the mapping, or NULL with *why set
+ * to what went wrong (errno's text, or "placed elsewhere" by a kernel that ignores the flag).
+ */
+void *rgpu_map_at(uint64_t base, uint64_t size, int prot, const char **why);
+
 /* rgpu_now_ns() - CLOCK_MONOTONIC in nanoseconds. */
 uint64_t rgpu_now_ns(void);
 /*
