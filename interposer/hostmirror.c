@@ -173,6 +173,13 @@ int ip_hm_free(void *p)
 	return 1;
 }
 
+int ip_hm_contains(const void *p)
+{
+	const uint8_t *b = H.base; /* set once, before any region exists */
+
+	return b && (const uint8_t *)p >= b && (const uint8_t *)p < b + RGPU_HOSTAREA_SIZE;
+}
+
 /* The span [*lo, *hi) where a and b differ, or 0 when they are equal. */
 static int diff_span(const uint8_t *a, const uint8_t *b, uint64_t n, uint64_t *lo, uint64_t *hi)
 {

@@ -222,6 +222,8 @@ void ip_ctx_unstack(struct ip_ctx *c);
 void *ip_hm_alloc(size_t size);
 /* ip_hm_free() - 1 if p was a region of the host area (now freed), 0 if not. */
 int ip_hm_free(void *p);
+/* ip_hm_contains() - p lies in this process's host area. */
+int ip_hm_contains(const void *p);
 
 /* ---- the session: one connection to rgpud ---------------------------------------------- */
 

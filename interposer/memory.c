@@ -793,6 +793,12 @@ IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
+	/*
+	 * A region the device may still be writing: wait for it first, as cudaFreeHost does, so
+	 * that no late write lands in the next region made there (the server zeroes it now)
+	 */
+	if (ip_hm_contains(p) && ip_ctx_cur())
+		(void)cuCtxSynchronize();
 	h = host_remove(p, 1);
 	if (!h)
 		return CUDA_ERROR_INVALID_VALUE;
