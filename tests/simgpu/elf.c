@@ -736,8 +736,10 @@ static CUresult merge_image(struct sim_image *dst, struct sim_image *src)
 		goto oom;
 	if (g)
 		dst->globals = g;
-	memcpy(dst->kernels + dst->nkernels, src->kernels, src->nkernels * sizeof(*k));
-	memcpy(dst->globals + dst->nglobals, src->globals, src->nglobals * sizeof(*g));
+	if (src->nkernels) /* (memcpy from or to NULL is undefined even for 0 bytes) */
+		memcpy(dst->kernels + dst->nkernels, src->kernels, src->nkernels * sizeof(*k));
+	if (src->nglobals)
+		memcpy(dst->globals + dst->nglobals, src->globals, src->nglobals * sizeof(*g));
 	dst->nkernels += src->nkernels;
 	dst->nglobals += src->nglobals;
 	dst->ptx_version = MAX(dst->ptx_version, src->ptx_version);
