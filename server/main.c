@@ -157,7 +157,9 @@ static int read_config(int *argc, char ***argv, const struct option *opts, const
 		fprintf(stderr, "rgpud: %s\n", err);
 		return 2;
 	}
-	nargv = calloc((size_t)(*argc + conf.argc + 1), sizeof(*nargv));
+	/* the daemon's argument vector from now on: kept for its lifetime (held by a static) */
+	static char **kept;
+	nargv = kept = calloc((size_t)(*argc + conf.argc + 1), sizeof(*nargv));
 	if (!nargv) {
 		fprintf(stderr, "rgpud: out of memory\n");
 		return 2;
