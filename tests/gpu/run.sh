@@ -71,8 +71,8 @@ run_pair() {
 row "test" "native" "rgpu" "native s" "rgpu s" "ratio"
 # RGPU_GPU_PART=bench: only the benchmarks, the cost of TLS and the chunk hash (a call that ran
 # out of time after the checks); anything else: everything
-if [ "${RGPU_GPU_PART:-all}" != bench ]; then
 P="$B/tests/progs"
+if [ "${RGPU_GPU_PART:-all}" != bench ]; then
 for p in vecadd streams globals globals_unload bigcopy callbacks params vmm; do
 	[ -x "$P/$p" ] && run_pair "$p" "$P/$p"
 done
