@@ -1034,6 +1034,13 @@ static int handshake(struct srv_worker *w)
 	} else if (!w->refuse_new) {
 		pr_err("job %s refused: %s", w->job_hex, why);
 	}
+	/*
+	 * The supervisor learns of the job before the client can know its id: a client whose
+	 * link breaks right after this reply resumes through the supervisor, which would otherwise
+	 * find no such job and refuse it.
+	 */
+	if (r == CUDA_SUCCESS)
+		send_info(w);
 	/* the handshake is not part of the job's stream: unsequenced, not kept */
 	rh.session = w->session;
 	rh.ref = h.seq;

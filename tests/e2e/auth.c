@@ -255,6 +255,7 @@ static int resume(const char *dir)
 	memcpy(job, a.rep->job_id.data, 16);
 	memcpy(tok, a.rep->resume_token.data, 32);
 	session = a.rep->session_id;
+	rgpu__hello_reply__free_unpacked(a.rep, NULL);
 	rgpu_conn_close(c); /* a broken link: the job waits for a resume */
 	usleep(200 * 1000);
 
@@ -278,6 +279,7 @@ static int resume(const char *dir)
 	if (r.result != CUDA_SUCCESS || !r.rep->resumed)
 		FAIL("alice's resume: result %d (%s)", r.result, r.error);
 	check_proof(&r, &alice, "alice");
+	rgpu__hello_reply__free_unpacked(r.rep, NULL);
 	goodbye(c, 1, session);
 	rgpu_conn_close(c);
 	printf("auth resume: bob's resume of alice's job refused (%s); one without credentials "

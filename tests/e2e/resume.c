@@ -180,6 +180,36 @@ int main(void)
 	port = atoi(p);
 	signal(SIGPIPE, SIG_IGN);
 
+	/*
+	 * A resume at once after the hello reply, before the job has run anything: the worker
+	 * must have told the supervisor of its job before the reply went out, or the resume finds
+	 * "no job" (the sanitizer suite's cut.rt_symbols_static lost a job so). Its grace period
+	 * ends it (a goodbye without a synchronising call fails with_server.sh's log check), and
+	 * it is gone before the cases below count workers.
+	 */
+	c = dial();
+	rep = hello(c, NULL, NULL, 0, err, sizeof(err));
+	memcpy(job, rep->job_id.data, 16);
+	memcpy(token, rep->resume_token.data, 32);
+	session = rep->session_id;
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	rgpu_conn_close(c);
+	c = dial();
+	rep = hello(c, job, token, 0, err, sizeof(err));
+	if (!rep)
+		FAIL("a resume at once after the hello reply was refused: %s", err);
+	if (!rep->resumed || rep->received != 0)
+		FAIL("resumed %d received %llu, want 1 and 0", rep->resumed,
+		     (unsigned long long)rep->received);
+	rgpu__hello_reply__free_unpacked(rep, NULL);
+	ping(c, 1);
+	rgpu_conn_close(c);
+	for (int i = 0; i < 150 && workers() > 0; i++)
+		usleep(20000);
+	if (workers() != 0)
+		FAIL("the first job's worker still runs 3 s after its link broke (grace 1 s)");
+	printf("  resume right after hello   -> resumed, ping answered\n");
+
 	/* a new job, two pings, then the link breaks */
 	c = dial();
 	rep = hello(c, NULL, NULL, 0, err, sizeof(err));
