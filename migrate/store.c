@@ -187,17 +187,47 @@ static void hex6(const uint8_t *h, char *out)
 		sprintf(out + 2 * i, "%02x", h[i]);
 }
 
+int rgpu_store_chunk_decode(const void *val, size_t vlen, void *buf, size_t cap, size_t *len,
+			    const char **why)
+{
+	const uint8_t *p = val;
+	uint32_t ulen, clen;
+
+	*why = NULL;
+	if (vlen < CHUNK_HDR || rd_le32(p) != CHUNK_MAGIC)
+		*why = "no chunk header";
+	else if ((rd_le32(p + 4) & 0xffff) != CHUNK_VERSION)
+		*why = "a chunk format this rgpu does not read";
+	if (*why)
+		return RGPU_ECORRUPT;
+	ulen = rd_le32(p + 8);
+	clen = rd_le32(p + 12);
+	if (ulen > RGPU_CHUNK_MAX || clen != vlen - CHUNK_HDR)
+		*why = "lengths that do not match its bytes (truncated?)";
+	else if (ulen > cap)
+		return RGPU_ETOOBIG;
+	else if (p[6] == KIND_ZERO && clen == 0)
+		memset(buf, 0, ulen);
+	else if (p[6] == KIND_RAW && clen == ulen)
+		memcpy(buf, p + CHUNK_HDR, ulen);
+	else if (p[6] != KIND_ZSTD || ZSTD_decompress(buf, ulen, p + CHUNK_HDR, clen) != ulen)
+		*why = "a payload that does not decompress to its length";
+	if (*why)
+		return RGPU_ECORRUPT;
+	*len = ulen;
+	return 0;
+}
+
 int rgpu_store_chunk_get(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN], void *buf,
 			 size_t cap, size_t *len)
 {
 	MDB_val k = {RGPU_HASH_LEN, (void *)hash}, v;
 	uint8_t got[RGPU_HASH_LEN];
-	const uint8_t *p;
-	uint32_t ulen, clen;
 	const char *why = NULL;
+	size_t ulen = 0;
 	char name[16];
 	MDB_txn *t;
-	int rc, ret = 0;
+	int rc, ret;
 
 	hex6(hash, name);
 	if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t)))
@@ -207,31 +237,14 @@ int rgpu_store_chunk_get(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN]
 		mdb_txn_abort(t);
 		return rc == MDB_NOTFOUND ? RGPU_ENOTFOUND : mdb_err("reading a chunk", rc);
 	}
-	p = v.mv_data;
-	if (v.mv_size < CHUNK_HDR || rd_le32(p) != CHUNK_MAGIC) {
-		why = "no chunk header";
-	} else if ((rd_le32(p + 4) & 0xffff) != CHUNK_VERSION) {
-		why = "a chunk format this rgpu does not read";
-	} else {
-		ulen = rd_le32(p + 8);
-		clen = rd_le32(p + 12);
-		if (ulen > RGPU_CHUNK_MAX || clen != v.mv_size - CHUNK_HDR)
-			why = "lengths that do not match its bytes (truncated?)";
-		else if (ulen > cap)
-			ret = RGPU_ETOOBIG;
-		else if (p[6] == KIND_ZERO && clen == 0)
-			memset(buf, 0, ulen);
-		else if (p[6] == KIND_RAW && clen == ulen)
-			memcpy(buf, p + CHUNK_HDR, ulen);
-		else if (p[6] != KIND_ZSTD ||
-			 ZSTD_decompress(buf, ulen, p + CHUNK_HDR, clen) != ulen)
-			why = "a payload that does not decompress to its length";
-	}
+	ret = rgpu_store_chunk_decode(v.mv_data, v.mv_size, buf, cap, &ulen, &why);
 	mdb_txn_abort(t);
-	if (!why && !ret) {
+	if (!ret) {
 		rgpu_chunk_hash(buf, ulen, got);
-		if (memcmp(got, hash, RGPU_HASH_LEN))
+		if (memcmp(got, hash, RGPU_HASH_LEN)) {
 			why = "bytes whose hash is not its name";
+			ret = RGPU_ECORRUPT;
+		}
 	}
 	if (why) {
 		pr_warn("chunk %s... is damaged: %s", name, why);
@@ -457,26 +470,32 @@ out:
 	return ret;
 }
 
-/* Parse a manifest value: its chunk list and metadata, pointing into v. */
-static int manifest_parse(const MDB_val *v, const uint8_t **hashes, size_t *n, const uint8_t **meta,
-			  size_t *meta_len)
+int rgpu_store_manifest_decode(const void *val, size_t vlen, const uint8_t **hashes, size_t *n,
+			       const uint8_t **meta, size_t *meta_len)
 {
-	const uint8_t *p = v->mv_data;
+	const uint8_t *p = val;
 	uint64_t cnt, ml;
 
-	if (v->mv_size < 24 || rd_le32(p) != MANIFEST_MAGIC || rd_le32(p + 4) != MANIFEST_VERSION)
+	if (vlen < 24 || rd_le32(p) != MANIFEST_MAGIC || rd_le32(p + 4) != MANIFEST_VERSION)
 		return RGPU_ECORRUPT;
 	cnt = rd_le64(p + 8);
-	if (cnt > (v->mv_size - 24) / RGPU_HASH_LEN)
+	if (cnt > (vlen - 24) / RGPU_HASH_LEN)
 		return RGPU_ECORRUPT;
 	ml = rd_le64(p + 16 + cnt * RGPU_HASH_LEN);
-	if (ml != v->mv_size - 24 - cnt * RGPU_HASH_LEN)
+	if (ml != vlen - 24 - cnt * RGPU_HASH_LEN)
 		return RGPU_ECORRUPT;
 	*hashes = p + 16;
 	*n = cnt;
 	*meta = p + 24 + cnt * RGPU_HASH_LEN;
 	*meta_len = ml;
 	return 0;
+}
+
+/* A manifest value's chunk list and metadata, pointing into v. */
+static int manifest_parse(const MDB_val *v, const uint8_t **hashes, size_t *n, const uint8_t **meta,
+			  size_t *meta_len)
+{
+	return rgpu_store_manifest_decode(v->mv_data, v->mv_size, hashes, n, meta, meta_len);
 }
 
 int rgpu_store_manifest(struct rgpu_store *s, uint64_t id, void **meta, size_t *meta_len,

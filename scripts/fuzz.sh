@@ -18,7 +18,7 @@ set -eu
 cd "$(dirname "$0")/.."
 src=$(pwd)
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
-all="frame msg image statelog"
+all="frame msg image statelog store"
 
 replay=0
 flags=""

@@ -19,6 +19,7 @@
  * server agree on an image's size: a container or PTX text the server accepts is shipped
  * whole by the client (size == its length), an ELF no longer than it.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
@@ -40,6 +41,13 @@ static void check_then_locate(const uint8_t *p, size_t len)
 	if (ret)
 		return;
 	FUZZ_CHECK(len >= 4);
+	if (rd_le32(p) == RGPU_IMAGE_BUNDLE_MAGIC) {
+		/* a link bundle: the client makes one (never locates one); the server wraps it */
+		void *w = NULL;
+		FUZZ_CHECK(rgpu_image_bundle_wrap(p, len, &w) == 0);
+		free(w);
+		return;
+	}
 	ret = rgpu_image_locate(p, &img);
 	if (rd_le32(p) == OLD_FATBIN_MAGIC) {
 		/* text to the server (it ends in its only NUL), refused by the client */

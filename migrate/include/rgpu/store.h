@@ -88,4 +88,15 @@ int rgpu_store_gc(struct rgpu_store *s, uint64_t *freed);
 
 int rgpu_store_stats(struct rgpu_store *s, struct rgpu_store_stats *st);
 
+/*
+ * The readers of stored values, on bytes as they come out of the environment (and the fuzz
+ * harness tests/fuzz/fuzz_store.c): a chunk value's bytes into buf (cap bytes; *len set),
+ * without the hash check; a manifest's chunk list and metadata, pointing into val. Each
+ * returns 0, RGPU_ECORRUPT with *why saying what is wrong, or RGPU_ETOOBIG (cap too small).
+ */
+int rgpu_store_chunk_decode(const void *val, size_t vlen, void *buf, size_t cap, size_t *len,
+			    const char **why);
+int rgpu_store_manifest_decode(const void *val, size_t vlen, const uint8_t **hashes, size_t *n,
+			       const uint8_t **meta, size_t *meta_len);
+
 #endif
