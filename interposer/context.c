@@ -75,13 +75,17 @@ static CUresult ctx_teardown(struct ip_ctx *c)
 		m.ctx = c->o.id;
 		(void)ip_call_status(RGPU_MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	}
+	/*
+	 * The context goes, sticky fault or not: its frees must reach the worker (the device
+	 * stays refused to this process: ip.dev[].faulted)
+	 */
+	atomic_store(&c->sticky, CUDA_SUCCESS);
 	ip_cls_teardown((CUcontext)c);
 	ip_stream_ctx_teardown(c);
 	ip_module_ctx_teardown(c);
 	ip_mem_ctx_teardown(c);
 	c->active = 0;
 	ip_async_forget(); /* the context's errors go with it */
-	atomic_store(&c->sticky, CUDA_SUCCESS);
 	m.ctx = c->o.id;
 	return ip_post(RGPU_MSG_CTX_DESTROY, &m.base, NULL, 0);
 }

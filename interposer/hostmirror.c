@@ -225,8 +225,7 @@ int ip_hm_on_update(uint64_t addr, const uint8_t *bytes, uint64_t len)
 		const struct hm_region *r = &H.reg[i];
 		if (addr >= r->addr && len <= r->size && addr - r->addr <= r->size - len) {
 			uint64_t off = addr - (uint64_t)(uintptr_t)H.base;
-			memcpy(H.base + off, bytes, len);
-			memcpy(H.shadow + off, bytes, len);
+			rgpu_hostarea_merge(H.base + off, H.shadow + off, bytes, len);
 			ok = 1;
 			break;
 		}

@@ -76,6 +76,25 @@ static int grow(struct rgpu_store *s)
 	return 0;
 }
 
+/*
+ * Begin a transaction; when another process grew the map meanwhile (MDB_MAP_RESIZED), take
+ * its size and begin again.
+ */
+static int txn_begin(struct rgpu_store *s, unsigned flags, MDB_txn **t)
+{
+	int rc = mdb_txn_begin(s->env, NULL, flags, t);
+
+	if (rc == MDB_MAP_RESIZED) {
+		MDB_envinfo info;
+		if ((rc = mdb_env_set_mapsize(s->env, 0)))
+			return rc;
+		mdb_env_info(s->env, &info);
+		s->map_size = info.me_mapsize;
+		rc = mdb_txn_begin(s->env, NULL, flags, t);
+	}
+	return rc;
+}
+
 static int check_format(struct rgpu_store *s, MDB_txn *t)
 {
 	MDB_val k = {6, "format"}, v;
@@ -132,7 +151,7 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 	/* a store made bigger by another process opens with its size */
 	mdb_env_info(s->env, &info);
 	s->map_size = MAX((uint64_t)info.me_mapsize, initial);
-	if ((rc = mdb_txn_begin(s->env, NULL, 0, &t)) ||
+	if ((rc = txn_begin(s, 0, &t)) ||
 	    (rc = mdb_dbi_open(t, "chunks", MDB_CREATE, &s->chunks)) ||
 	    (rc = mdb_dbi_open(t, "manifests", MDB_CREATE, &s->manifests)) ||
 	    (rc = mdb_dbi_open(t, "meta", MDB_CREATE, &s->meta))) {
@@ -172,7 +191,7 @@ int rgpu_store_chunk_has(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN]
 	MDB_txn *t;
 	int rc;
 
-	if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t)))
+	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
 		return mdb_err("read transaction", rc);
 	rc = mdb_get(t, s->chunks, &k, &v);
 	mdb_txn_abort(t);
@@ -230,7 +249,7 @@ int rgpu_store_chunk_get(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN]
 	int rc, ret;
 
 	hex6(hash, name);
-	if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t)))
+	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
 		return mdb_err("read transaction", rc);
 	rc = mdb_get(t, s->chunks, &k, &v);
 	if (rc) {
@@ -284,7 +303,7 @@ static int flush(struct rgpu_ckpt *c)
 	int rc;
 
 	while (c->nbatch) {
-		if ((rc = mdb_txn_begin(s->env, NULL, 0, &t)))
+		if ((rc = txn_begin(s, 0, &t)))
 			return mdb_err("write transaction", rc);
 		for (size_t i = 0; i < c->nbatch && !rc; i++) {
 			MDB_val k = {RGPU_HASH_LEN, c->batch[i].hash};
@@ -345,14 +364,16 @@ int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], cons
 		return has;
 	if (!has && !data)
 		return RGPU_ENOTFOUND;
-	memcpy(c->hashes + c->n++ * RGPU_HASH_LEN, hash, RGPU_HASH_LEN);
-	if (has)
+	if (has) {
+		memcpy(c->hashes + c->n++ * RGPU_HASH_LEN, hash, RGPU_HASH_LEN);
 		return 0;
+	}
 	pe = &c->batch[c->nbatch];
 	bound = ZSTD_compressBound(len);
 	pe->val = malloc(CHUNK_HDR + MAX(bound, len));
 	if (!pe->val)
-		return RGPU_ENOMEM;
+		return RGPU_ENOMEM; /* not named: the caller may try again or abort */
+	memcpy(c->hashes + c->n++ * RGPU_HASH_LEN, hash, RGPU_HASH_LEN);
 	memcpy(pe->hash, hash, RGPU_HASH_LEN);
 	wr_le32(pe->val, CHUNK_MAGIC);
 	wr_le32(pe->val + 4, CHUNK_VERSION); /* bytes 6 and 7: kind, zero */
@@ -435,7 +456,7 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	if (meta_len)
 		memcpy(m + 24 + c->n * RGPU_HASH_LEN, meta, meta_len);
 	for (;;) {
-		if ((rc = mdb_txn_begin(s->env, NULL, 0, &t))) {
+		if ((rc = txn_begin(s, 0, &t))) {
 			ret = mdb_err("write transaction", rc);
 			goto out;
 		}
@@ -509,7 +530,7 @@ int rgpu_store_manifest(struct rgpu_store *s, uint64_t id, void **meta, size_t *
 	int rc, ret;
 
 	id_key(id, key);
-	if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t)))
+	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
 		return mdb_err("read transaction", rc);
 	rc = mdb_get(t, s->manifests, &k, &v);
 	if (rc) {
@@ -554,7 +575,7 @@ int rgpu_store_list(struct rgpu_store *s, uint64_t **ids, size_t *n)
 	uint64_t *out = NULL;
 	int rc;
 
-	if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t)))
+	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
 		return mdb_err("read transaction", rc);
 	if ((rc = mdb_cursor_open(t, s->manifests, &cur))) {
 		mdb_txn_abort(t);
@@ -594,7 +615,7 @@ int rgpu_store_remove(struct rgpu_store *s, uint64_t id)
 	int rc;
 
 	id_key(id, key);
-	if ((rc = mdb_txn_begin(s->env, NULL, 0, &t)))
+	if ((rc = txn_begin(s, 0, &t)))
 		return mdb_err("write transaction", rc);
 	rc = mdb_del(t, s->manifests, &k, NULL);
 	if (rc) {
@@ -620,7 +641,7 @@ int rgpu_store_gc(struct rgpu_store *s, uint64_t *freed)
 	uint64_t del = 0;
 	int rc, ret = 0;
 
-	if ((rc = mdb_txn_begin(s->env, NULL, 0, &t)))
+	if ((rc = txn_begin(s, 0, &t)))
 		return mdb_err("write transaction", rc);
 	/* every chunk a manifest names */
 	if ((rc = mdb_cursor_open(t, s->manifests, &cur)))
@@ -693,7 +714,7 @@ int rgpu_store_stats(struct rgpu_store *s, struct rgpu_store_stats *st)
 	int rc;
 
 	memset(st, 0, sizeof(*st));
-	if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t)))
+	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
 		return mdb_err("read transaction", rc);
 	if ((rc = mdb_cursor_open(t, s->chunks, &cur))) {
 		mdb_txn_abort(t);

@@ -576,8 +576,12 @@ int rgpu_journal_wants(unsigned type)
 {
 	const struct rgpu_msg_info *mi = rgpu_msg_info(type);
 
-	/* a host function's acknowledgement comes from the callback thread, in no stream */
-	if (type == RGPU_MSG_CALLBACK_DONE)
+	/*
+	 * a host function's acknowledgement comes from the callback thread, in no stream; host
+	 * memory writes are applied by the worker's reader at once, in no stream either
+	 */
+	if (type == RGPU_MSG_CALLBACK_DONE || type == RGPU_MSG_HOST_MIRROR ||
+	    type == RGPU_MSG_HOST_WRITE)
 		return 0;
 	return mi && mi->call_class == RGPU_CLASS_POST && mi->effect == RGPU_EFFECT_NONE &&
 	       mi->rule->dir == RGPU_DIR_TO_SERVER;

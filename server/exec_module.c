@@ -140,9 +140,14 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 	code = image;
 	if (len >= 4 && rd_le32(image) == RGPU_IMAGE_BUNDLE_MAGIC) {
 		/* a PTX-only -rdc program: the driver JIT-links the wrapper made of its bundle */
-		if (rgpu_image_bundle_wrap(image, len, &wrap)) {
-			pr_warn("module image refused: a link bundle whose headers do not describe it");
-			r = CUDA_ERROR_INVALID_IMAGE;
+		ret = rgpu_image_bundle_wrap(image, len, &wrap);
+		if (ret) {
+			if (ret == RGPU_ENOMEM)
+				pr_err("out of memory wrapping a %zu-byte link bundle", len);
+			else
+				pr_warn("module image refused: a link bundle whose headers do not "
+					"describe it");
+			r = ret == RGPU_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_IMAGE;
 			goto reply;
 		}
 		code = wrap;

@@ -64,8 +64,9 @@ int srv_gpuhash_run(const struct srv_driver *d, struct srv_gpuhash *g, CUdevicep
 	unsigned threads = 128;
 	CUresult r;
 
-	if (!g || !n || n % 4 || !chunk || chunk % RGPU_CHUNK_LEAF || chunk > RGPU_CHUNK_MAX)
-		return RGPU_EINVAL;
+	if (!g || !n || n % 4 || data % 4 || !chunk || chunk % RGPU_CHUNK_LEAF ||
+	    chunk > RGPU_CHUNK_MAX)
+		return RGPU_EINVAL; /* (a misaligned read would be a sticky fault) */
 	need = (nleaves + nchunks) * RGPU_HASH_LEN;
 	if (need > g->scratch_len) {
 		if (g->scratch)

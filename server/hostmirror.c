@@ -26,7 +26,8 @@
 #define MAX_REGIONS (RGPU_HOSTAREA_SIZE / RGPU_HOSTAREA_PAGE)
 
 struct srv_hm {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;      /* the regions, the area's shadow */
+	pthread_mutex_t sync_lock; /* one srv_hm_sync at a time (tmp; the order of updates) */
 	uint8_t *base, *shadow;
 	uint8_t *tmp; /* the span being sent, RGPU_MAX_HOST_WRITE bytes */
 	int registered; /* the driver maps the area for the GPU at its own address */
@@ -46,6 +47,7 @@ int srv_hm_init(struct srv_worker *w)
 	if (!h)
 		return RGPU_ENOMEM;
 	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_init(&h->sync_lock, NULL);
 	p = rgpu_map_at(base, RGPU_HOSTAREA_SIZE, PROT_READ | PROT_WRITE, &why);
 	if (!p) {
 		pr_warn("cannot map the host area 0x%llx+0x%llx (%s): kernels will not reach the "
@@ -151,8 +153,8 @@ int srv_hm_frame(struct srv_worker *w, const struct srv_frame *f)
 		Rgpu__HostWrite *m = RGPU_PB_UNPACK(rgpu__host_write, f->hdr.body_len, f->body);
 		if (m && f->hdr.payload_len && region_of(h, m->addr, f->hdr.payload_len) >= 0) {
 			uint64_t off = m->addr - (uint64_t)(uintptr_t)h->base;
-			memcpy(h->base + off, f->payload, f->hdr.payload_len);
-			memcpy(h->shadow + off, f->payload, f->hdr.payload_len);
+			rgpu_hostarea_merge(h->base + off, h->shadow + off, f->payload,
+					    f->hdr.payload_len);
 			ret = 0;
 		}
 		if (m)
@@ -162,32 +164,48 @@ int srv_hm_frame(struct srv_worker *w, const struct srv_frame *f)
 	return ret;
 }
 
+/*
+ * Sending happens outside h->lock: a send may wait for the client's acknowledgements, which
+ * the reader handles, and the reader takes h->lock for the client's writes. The shadow takes
+ * the span when it is copied out, so a send that fails (the link is going) loses that update.
+ */
 void srv_hm_sync(struct srv_worker *w)
 {
 	struct srv_hm *h = w->hm;
 
 	if (!h || !h->base || !(w->client_caps & RGPU_CAP_HOST_MIRROR))
 		return;
-	pthread_mutex_lock(&h->lock);
-	for (int i = 0; i < h->nreg; i++) {
-		uint64_t off = h->reg[i].addr - (uint64_t)(uintptr_t)h->base, lo = 0,
-			 hi = h->reg[i].size;
-		const uint8_t *a = h->base + off;
-		uint8_t *s = h->shadow + off;
+	pthread_mutex_lock(&h->sync_lock);
+	for (int i = 0;; i++) {
 		Rgpu__HostWrite m = RGPU__HOST_WRITE__INIT;
+		uint64_t off, lo = 0, hi;
+		const uint8_t *a;
+		uint8_t *s;
 
-		if (!memcmp(a, s, hi))
+		pthread_mutex_lock(&h->lock);
+		if (i >= h->nreg) { /* a region that went meanwhile waits for the next sync */
+			pthread_mutex_unlock(&h->lock);
+			break;
+		}
+		off = h->reg[i].addr - (uint64_t)(uintptr_t)h->base;
+		hi = h->reg[i].size;
+		a = h->base + off;
+		s = h->shadow + off;
+		if (!memcmp(a, s, hi)) {
+			pthread_mutex_unlock(&h->lock);
 			continue;
+		}
 		while (lo < hi && a[lo] == s[lo])
 			lo++;
 		while (hi > lo && a[hi - 1] == s[hi - 1])
 			hi--;
 		/* the device may go on writing: send one copy, and agree on what was sent */
 		memcpy(h->tmp, a + lo, hi - lo);
-		m.addr = h->reg[i].addr + lo;
-		if (srv_send(w, RGPU_MSG_HOST_UPDATE, 0, 0, &m.base, h->tmp, hi - lo))
-			break; /* the link is down: the next sync sends it again */
 		memcpy(s + lo, h->tmp, hi - lo);
+		m.addr = h->reg[i].addr + lo;
+		pthread_mutex_unlock(&h->lock);
+		if (srv_send(w, RGPU_MSG_HOST_UPDATE, 0, 0, &m.base, h->tmp, hi - lo))
+			break;
 	}
-	pthread_mutex_unlock(&h->lock);
+	pthread_mutex_unlock(&h->sync_lock);
 }

@@ -129,6 +129,7 @@ static const char *default_state_dir(void)
 
 /* "FILE:LINE" of the configuration file's option being parsed; NULL: the command line's */
 static const char *conf_from;
+static char **config_argv; /* read_config's argument vector, freed by main */
 static struct srv_conf conf;
 
 /*
@@ -157,9 +158,8 @@ static int read_config(int *argc, char ***argv, const struct option *opts, const
 		fprintf(stderr, "rgpud: %s\n", err);
 		return 2;
 	}
-	/* the daemon's argument vector from now on: kept for its lifetime (held by a static) */
-	static char **kept;
-	nargv = kept = calloc((size_t)(*argc + conf.argc + 1), sizeof(*nargv));
+	/* the daemon's argument vector from now on (main frees it) */
+	nargv = config_argv = calloc((size_t)(*argc + conf.argc + 1), sizeof(*nargv));
 	if (!nargv) {
 		fprintf(stderr, "rgpud: out of memory\n");
 		return 2;
@@ -384,6 +384,7 @@ int main(int argc, char **argv)
 {
 	int rc = rgpud(argc, argv);
 
+	free(config_argv);
 	/* the option's own message named it; a value from the configuration file needs its place */
 	if (rc && conf_from)
 		fprintf(stderr, "rgpud: (that option is set in %s)\n", conf_from);

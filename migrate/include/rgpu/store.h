@@ -41,7 +41,7 @@ int rgpu_store_chunk_has(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN]
 /*
  * rgpu_store_chunk_get() - the chunk's bytes into buf (cap bytes), *len set, after checking
  * its header and that its bytes hash to its name. 0, RGPU_ENOTFOUND, RGPU_ECORRUPT (said at
- * warn, naming the chunk and what is wrong), RGPU_ERANGE (cap too small).
+ * warn, naming the chunk and what is wrong), RGPU_ETOOBIG (cap too small).
  */
 int rgpu_store_chunk_get(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN], void *buf,
 			 size_t cap, size_t *len);

@@ -11,6 +11,7 @@
 
 #include "rgpu/err.h"
 #include "rgpu/util.h"
+#include "rgpu/window.h"
 
 static void test_range_end(void **state)
 {
@@ -47,11 +48,32 @@ static void test_range_in(void **state)
 	assert_false(rgpu_range_in(0, 1ull << 63, 2, ~0ull));
 }
 
+/*
+ * The host area's merge (rgpu/window.h): of the other side's span only the bytes it changed
+ * (different from the shared shadow) land; this side's own writes elsewhere in it stay.
+ */
+static void test_hostarea_merge(void **state)
+{
+	uint8_t shadow[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	uint8_t live[8] = {1, 2, 30, 4, 5, 60, 7, 8};   /* this side wrote bytes 2 and 5 */
+	const uint8_t in[8] = {1, 20, 3, 4, 50, 66, 7, 8}; /* the other wrote 1, 4 and 5 */
+	const uint8_t want_live[8] = {1, 20, 30, 4, 50, 66, 7, 8};
+	const uint8_t want_shadow[8] = {1, 20, 3, 4, 50, 66, 7, 8};
+
+	(void)state;
+	rgpu_hostarea_merge(live, shadow, in, 8);
+	assert_memory_equal(live, want_live, 8);     /* byte 5: both wrote, the arrival wins */
+	assert_memory_equal(shadow, want_shadow, 8); /* byte 2 still differs: sent later */
+	assert_int_equal(rgpu_hostarea_base(0x200000000000ull), 0x200000000000ull - (1ull << 30));
+	assert_int_equal(rgpu_hostarea_base(1ull << 20), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_range_end),
 	    cmocka_unit_test(test_range_in),
+	    cmocka_unit_test(test_hostarea_merge),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

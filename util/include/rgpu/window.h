@@ -33,6 +33,19 @@
 #define RGPU_HOSTAREA_SIZE (1ull << 20)
 #define RGPU_HOSTAREA_PAGE 4096ull
 
+/*
+ * rgpu_hostarea_merge() - take the other side's span into a region: only the bytes it changed
+ * (those that differ from the shadow both sides agreed on) replace this side's copy, so that
+ * this side's own writes since then, elsewhere in the span, are kept (and sent later).
+ */
+static inline void rgpu_hostarea_merge(uint8_t *live, uint8_t *shadow, const uint8_t *in,
+				       uint64_t len)
+{
+	for (uint64_t j = 0; j < len; j++)
+		if (in[j] != shadow[j])
+			live[j] = shadow[j] = in[j];
+}
+
 static inline uint64_t rgpu_hostarea_base(uint64_t window_base)
 {
 	return window_base > RGPU_HOSTAREA_GAP ? window_base - RGPU_HOSTAREA_GAP : 0;
