@@ -165,7 +165,8 @@ static int read_config(int *argc, char ***argv, const struct option *opts, const
 		return 2;
 	}
 	nargv[0] = (*argv)[0];
-	memcpy(nargv + 1, conf.argv, (size_t)conf.argc * sizeof(*nargv));
+	if (conf.argc) /* (a file with no [server] options has no vector) */
+		memcpy(nargv + 1, conf.argv, (size_t)conf.argc * sizeof(*nargv));
 	memcpy(nargv + 1 + conf.argc, *argv + 1, (size_t)(*argc - 1) * sizeof(*nargv));
 	*argc += conf.argc;
 	*argv = nargv;

@@ -72,6 +72,8 @@ static const size_t default_limits[CU_LIMIT_MAX] = {
     [CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED] = 0,
 };
 
+static struct sim_ctx *dead_ctxs; /* destroyed contexts' structs, kept (cuCtxDestroy) */
+
 static struct sim_ctx *ctx_alloc(int dev, unsigned flags, bool primary)
 {
 	struct sim_ctx *c = calloc(1, sizeof(*c));
@@ -205,8 +207,13 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext h)
 		tls.n--;
 	/*
 	 * The struct is kept: other threads' stacks and queued work may still hold the
-	 * pointer, and the handle table (not the struct) says it is dead.
+	 * pointer, and the handle table (not the struct) says it is dead. A list holds it, so
+	 * that it stays reachable (LeakSanitizer) once no stack names it.
 	 */
+	pthread_mutex_lock(&sim_lock);
+	c->dead_next = dead_ctxs;
+	dead_ctxs = c;
+	pthread_mutex_unlock(&sim_lock);
 	return CUDA_SUCCESS;
 }
 

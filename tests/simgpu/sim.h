@@ -133,6 +133,7 @@ static inline bool sim_list_empty(const struct sim_link *h)
 struct sim_stream;
 
 struct sim_ctx {
+	struct sim_ctx *dead_next; /* destroyed: the list of kept structs (ctx.c) */
 	int dev;
 	unsigned flags;
 	bool primary;
