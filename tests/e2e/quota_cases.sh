@@ -53,7 +53,8 @@ as alice "$quota" v:48 V:32 f v:32 >"$tmp/out" 2>&1 || fail "alice VMM: $(cat "$
 grep -q "cuMemCreate 32 MiB: CUDA_ERROR_OUT_OF_MEMORY" "$tmp/out" || fail "$(cat "$tmp/out")"
 echo "ok: the same through cuMemCreate (the VMM API)"
 
-as alice "$build/tests/cuda/rt_quota_static" >"$tmp/out" 2>&1 ||
+# shellcheck disable=SC2086 # the launcher is a command and its words (or nothing)
+as alice ${RGPU_APP_LAUNCHER_CMD:-} "$build/tests/cuda/rt_quota_static" >"$tmp/out" 2>&1 ||
 	fail "rt_quota_static: $(cat "$tmp/out")"
 grep -q "32 MiB over the quota: cudaErrorMemoryAllocation (2)" "$tmp/out" || fail "$(cat "$tmp/out")"
 echo "ok: cudaMalloc through static cudart: $(head -1 "$tmp/out")"
