@@ -21,7 +21,6 @@
  * costs a comparison of them. Larger pinned allocations stay plain client memory, as before.
  */
 #define LOG_PREFIX "rgpu: "
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -180,22 +179,6 @@ int ip_hm_contains(const void *p)
 	return b && (const uint8_t *)p >= b && (const uint8_t *)p < b + RGPU_HOSTAREA_SIZE;
 }
 
-/* The span [*lo, *hi) where a and b differ, or 0 when they are equal. */
-static int diff_span(const uint8_t *a, const uint8_t *b, uint64_t n, uint64_t *lo, uint64_t *hi)
-{
-	uint64_t l = 0, h = n;
-
-	if (!memcmp(a, b, n))
-		return 0;
-	while (l < n && a[l] == b[l])
-		l++;
-	while (h > l && a[h - 1] == b[h - 1])
-		h--;
-	*lo = l;
-	*hi = h;
-	return 1;
-}
-
 void ip_hm_push(void)
 {
 	if (!atomic_load_explicit(&H.active, memory_order_relaxed))
@@ -204,7 +187,7 @@ void ip_hm_push(void)
 	for (int i = 0; i < H.nreg; i++) {
 		uint64_t off = H.reg[i].addr - (uint64_t)(uintptr_t)H.base, lo, hi;
 		Rgpu__HostWrite m = RGPU__HOST_WRITE__INIT;
-		if (!diff_span(H.base + off, H.shadow + off, H.reg[i].size, &lo, &hi))
+		if (!rgpu_hostarea_span(H.base + off, H.shadow + off, H.reg[i].size, &lo, &hi))
 			continue;
 		memcpy(H.shadow + off + lo, H.base + off + lo, hi - lo);
 		m.addr = H.reg[i].addr + lo;

@@ -9,7 +9,6 @@
  * callback thread all come here.
  */
 #define LOG_PREFIX "worker: "
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -178,7 +177,7 @@ void srv_hm_sync(struct srv_worker *w)
 	pthread_mutex_lock(&h->sync_lock);
 	for (int i = 0;; i++) {
 		Rgpu__HostWrite m = RGPU__HOST_WRITE__INIT;
-		uint64_t off, lo = 0, hi;
+		uint64_t off, lo, hi;
 		const uint8_t *a;
 		uint8_t *s;
 
@@ -188,17 +187,12 @@ void srv_hm_sync(struct srv_worker *w)
 			break;
 		}
 		off = h->reg[i].addr - (uint64_t)(uintptr_t)h->base;
-		hi = h->reg[i].size;
 		a = h->base + off;
 		s = h->shadow + off;
-		if (!memcmp(a, s, hi)) {
+		if (!rgpu_hostarea_span(a, s, h->reg[i].size, &lo, &hi)) {
 			pthread_mutex_unlock(&h->lock);
 			continue;
 		}
-		while (lo < hi && a[lo] == s[lo])
-			lo++;
-		while (hi > lo && a[hi - 1] == s[hi - 1])
-			hi--;
 		/* the device may go on writing: send one copy, and agree on what was sent */
 		memcpy(h->tmp, a + lo, hi - lo);
 		memcpy(s + lo, h->tmp, hi - lo);

@@ -60,7 +60,13 @@ static void test_hostarea_merge(void **state)
 	const uint8_t want_live[8] = {1, 20, 30, 4, 50, 66, 7, 8};
 	const uint8_t want_shadow[8] = {1, 20, 3, 4, 50, 66, 7, 8};
 
+	uint64_t lo = 99, hi = 99;
+
 	(void)state;
+	assert_int_equal(rgpu_hostarea_span(live, shadow, 8, &lo, &hi), 1);
+	assert_int_equal(lo, 2); /* bytes 2 to 5 differ at the ends of the span */
+	assert_int_equal(hi, 6);
+	assert_int_equal(rgpu_hostarea_span(shadow, shadow, 8, &lo, &hi), 0);
 	rgpu_hostarea_merge(live, shadow, in, 8);
 	assert_memory_equal(live, want_live, 8);     /* byte 5: both wrote, the arrival wins */
 	assert_memory_equal(shadow, want_shadow, 8); /* byte 2 still differs: sent later */

@@ -6,6 +6,7 @@
 #define RGPU_WINDOW_H
 
 #include <stdint.h>
+#include <string.h>
 
 /*
  * The default base: 32 TiB, 1 TiB long. It must be free in every process that reserves it: a
@@ -32,6 +33,26 @@
 #define RGPU_HOSTAREA_GAP (1ull << 30)
 #define RGPU_HOSTAREA_SIZE (1ull << 20)
 #define RGPU_HOSTAREA_PAGE 4096ull
+
+/*
+ * rgpu_hostarea_span() - where a region's live bytes differ from its shadow: 0 when nowhere,
+ * else 1 with [*lo, *hi) the span from the first to the last byte that differs.
+ */
+static inline int rgpu_hostarea_span(const uint8_t *live, const uint8_t *shadow, uint64_t n,
+				     uint64_t *lo, uint64_t *hi)
+{
+	uint64_t l = 0, h = n;
+
+	if (!memcmp(live, shadow, n))
+		return 0;
+	while (l < n && live[l] == shadow[l])
+		l++;
+	while (h > l && live[h - 1] == shadow[h - 1])
+		h--;
+	*lo = l;
+	*hi = h;
+	return 1;
+}
 
 /*
  * rgpu_hostarea_merge() - take the other side's span into a region: only the bytes it changed
