@@ -1,6 +1,6 @@
 /*
- * C twins of the kernels in tests/progs/kernels.cu, tests/cuda/rt_*.cu and tests/conformance/
- * (the programs whose kernels are their own, not a library's), registered when
+ * C twins of the kernels in tests/progs/kernels.cu, tests/cuda/rt_*.cu, tests/conformance/ and
+ * tests/zdtm/ (the programs whose kernels are their own, not a library's), registered when
  * libcuda.so.1 (simgpu) is loaded; the runtime-API programs' kernels are C++, registered under
  * their mangled names (`nm` on `nvcc -cubin` output lists them). Each computes bit for bit what
  * the device code computes (scale_add uses fmaf because nvcc contracts x*s+t into one fused
@@ -768,6 +768,185 @@ static void rt_fail_once(const struct sim_launch *l)
 				thread);
 }
 
+/* --- tests/zdtm/: the checkpoint/restore state programs ---------------------------------- */
+
+/* zdtm.h: zd_hash(i, seed), the index hash every zdtm pattern is made of */
+static unsigned zd_hash(unsigned long long i, unsigned seed)
+{
+	unsigned x = (unsigned)i ^ ((unsigned)(i >> 32) * 0x9e3779b9u) ^ (seed * 0x85ebca6bu);
+
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	x ^= x >> 15;
+	x *= 0x846ca68bu;
+	x ^= x >> 16;
+	return x;
+}
+
+/* zdtm.h: zd_fill_bytes(unsigned char *p, unsigned long long n, unsigned seed), grid-stride */
+static void zd_fill_bytes(const struct sim_launch *l)
+{
+	unsigned char *p = P(l, 0, unsigned char *);
+	unsigned long long n = P(l, 1, unsigned long long);
+	unsigned seed = P(l, 2, unsigned);
+
+	if (n && (n > SIZE_MAX || !sim_device_ok(p, n, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		p[i] = (unsigned char)(zd_hash(i, seed) >> 24);
+}
+
+/* zdtm.h: zd_mix_bytes(unsigned char *dst, const unsigned char *src, ull n, unsigned seed) */
+static void zd_mix_bytes(const struct sim_launch *l)
+{
+	unsigned char *dst = P(l, 0, unsigned char *);
+	const unsigned char *src = P(l, 1, const unsigned char *);
+	unsigned long long n = P(l, 2, unsigned long long);
+	unsigned seed = P(l, 3, unsigned);
+
+	if (n && (n > SIZE_MAX || !sim_device_ok(src, n, 0) || !sim_device_ok(dst, n, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		dst[i] = (unsigned char)(src[i] * 7u + zd_hash(i, seed));
+}
+
+/* zdtm.h: zd_fill_u32(unsigned *p, unsigned long long n, unsigned seed) */
+static void zd_fill_u32(const struct sim_launch *l)
+{
+	unsigned *p = P(l, 0, unsigned *);
+	unsigned long long n = P(l, 1, unsigned long long);
+	unsigned seed = P(l, 2, unsigned);
+
+	if (n && (n > SIZE_MAX / 4 || !sim_device_ok(p, n * 4, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		p[i] = zd_hash(i, seed);
+}
+
+/* zdtm.h: zd_step_u32(unsigned *p, unsigned long long n, unsigned k) */
+static void zd_step_u32(const struct sim_launch *l)
+{
+	unsigned *p = P(l, 0, unsigned *);
+	unsigned long long n = P(l, 1, unsigned long long);
+	unsigned k = P(l, 2, unsigned);
+
+	if (n && (n > SIZE_MAX / 4 || !sim_device_ok(p, n * 4, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		p[i] = ((p[i] ^ k) * 1664525u) + 1013904223u + (unsigned)i;
+}
+
+/* zdtm.h: zd_combine_u32(unsigned *dst, const unsigned *a, const unsigned *b, ull n) */
+static void zd_combine_u32(const struct sim_launch *l)
+{
+	unsigned *dst = P(l, 0, unsigned *);
+	const unsigned *a = P(l, 1, const unsigned *), *b = P(l, 2, const unsigned *);
+	unsigned long long n = P(l, 3, unsigned long long);
+
+	if (n && (n > SIZE_MAX / 4 || !sim_device_ok(a, n * 4, 0) || !sim_device_ok(b, n * 4, 0) ||
+		  !sim_device_ok(dst, n * 4, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		dst[i] = a[i] * 3u + (b[i] ^ 0x5bd1e995u);
+}
+
+/* zdtm_memory.cu: zd_fill_pitch(uchar *p, ull pitch, unsigned width, y0, rows, seed) */
+static void zd_fill_pitch(const struct sim_launch *l)
+{
+	unsigned char *p = P(l, 0, unsigned char *);
+	unsigned long long pitch = P(l, 1, unsigned long long);
+	unsigned width = P(l, 2, unsigned), y0 = P(l, 3, unsigned), rows = P(l, 4, unsigned);
+	unsigned seed = P(l, 5, unsigned);
+
+	if (!width || !rows)
+		return;
+	if (!sim_device_ok(p + y0 * pitch, (rows - 1) * pitch + width, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long y = y0; y < (unsigned long long)y0 + rows; y++)
+		for (unsigned x = 0; x < width; x++)
+			p[y * pitch + x] = (unsigned char)(zd_hash(y * width + x, seed) >> 24);
+}
+
+/* zdtm_globals.cu: its globals g_arr (4096 x u32), c_tab (__constant__, 256 x u32), g_count */
+struct zd_globals {
+	unsigned *arr;
+	const unsigned *tab;
+	unsigned long long *count;
+};
+
+static int zd_globals_get(const struct sim_launch *l, struct zd_globals *g)
+{
+	size_t sa = 0, st = 0, sc = 0;
+
+	g->arr = sim_global(l->module, "g_arr", &sa);
+	g->tab = sim_global(l->module, "c_tab", &st);
+	g->count = sim_global(l->module, "g_count", &sc);
+	return g->arr && g->tab && g->count && sa == 4096 * 4 && st == 256 * 4 && sc == 8;
+}
+
+/* zdtm_globals.cu: glob_step(unsigned salt) over the 4096 words of g_arr; the sum in g_count
+ * is the same whatever order the device's atomicAdds take */
+static void zd_glob_step(const struct sim_launch *l)
+{
+	unsigned salt = P(l, 0, unsigned);
+	struct zd_globals g;
+
+	if (!zd_globals_get(l, &g)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned i = 0; i < 4096; i++) {
+		unsigned v = (g.arr[i] * 2654435761u) ^ (g.tab[i % 256] + salt);
+		g.arr[i] = v;
+		*g.count += v & 0xffffu;
+	}
+}
+
+/* zdtm_globals.cu: glob_copy(unsigned *out): g_arr, c_tab, then g_count as two words */
+static void zd_glob_copy(const struct sim_launch *l)
+{
+	unsigned *out = P(l, 0, unsigned *);
+	struct zd_globals g;
+
+	if (!zd_globals_get(l, &g) || !sim_device_ok(out, (4096 + 256 + 2) * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	memcpy(out, g.arr, 4096 * 4);
+	memcpy(out + 4096, g.tab, 256 * 4);
+	out[4096 + 256] = (unsigned)*g.count;
+	out[4096 + 256 + 1] = (unsigned)(*g.count >> 32);
+}
+
+/* zdtm_mixed.cu: mixed_fold(const unsigned *src, ull n, unsigned k) into g_mix (1024 words) */
+static void zd_mixed_fold(const struct sim_launch *l)
+{
+	const unsigned *src = P(l, 0, const unsigned *);
+	unsigned long long n = P(l, 1, unsigned long long);
+	unsigned k = P(l, 2, unsigned);
+	size_t sz = 0;
+	unsigned *g = sim_global(l->module, "g_mix", &sz);
+
+	if (!g || sz != 1024 * 4 || !n || !sim_device_ok(src, (n < 1024 ? n : 1024) * 4, 0)) {
+		sim_kernel_fault(); /* n == 0: the device's i % n traps too */
+		return;
+	}
+	for (unsigned i = 0; i < 1024; i++)
+		g[i] = g[i] * 3u + (src[i % n] ^ k);
+}
+
 __attribute__((constructor)) static void register_kernels(void)
 {
 	sim_register_kernel("vec_add", vec_add);
@@ -815,4 +994,16 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z10conf_saxpyifPKfPf", conf_saxpy);
 	sim_register_kernel("_Z11conf_reducePKji", conf_reduce);
 	sim_register_kernel("conf_nvrtc_saxpy", conf_nvrtc_saxpy); /* extern "C" */
+
+	/* tests/zdtm/ */
+	sim_register_kernel("_Z13zd_fill_bytesPhyj", zd_fill_bytes);
+	sim_register_kernel("_Z12zd_mix_bytesPhPKhyj", zd_mix_bytes);
+	sim_register_kernel("_Z11zd_fill_u32Pjyj", zd_fill_u32);
+	sim_register_kernel("_Z11zd_step_u32Pjyj", zd_step_u32);
+	sim_register_kernel("_Z14zd_combine_u32PjPKjS1_y", zd_combine_u32);
+	sim_register_kernel("_Z7zd_spiny", spin_ns); /* the same computation: sleep ns */
+	sim_register_kernel("_Z13zd_fill_pitchPhyjjjj", zd_fill_pitch);
+	sim_register_kernel("_Z9glob_stepj", zd_glob_step);
+	sim_register_kernel("_Z9glob_copyPj", zd_glob_copy);
+	sim_register_kernel("_Z10mixed_foldPKjyj", zd_mixed_fold);
 }
