@@ -15,15 +15,13 @@
 
 #include <jansson.h>
 
-#include "admin.h"
 #include "admin.pb-c.h"
+#include "ctl.h"
 #include "rgpu.pb-c.h"
 #include "rgpu_admin_msgs.h"
 #include "rgpu/auth.h"
 #include "rgpu/transport.h"
 #include "rgpu/util.h"
-
-#define MAX_SERVERS 256
 
 
 static void usage(FILE *f)
@@ -44,13 +42,37 @@ static void usage(FILE *f)
 		"      certificate if it chains to a CA in FILE (sets RGPU_TLS_CA); --tls alone\n"
 		"      trusts the system's CAs (RGPU_TLS=1); --tls-name NAME is the name the\n"
 		"      certificate must carry, if not the server's host (RGPU_TLS_NAME).\n"
-		"  status [--server ADDR]... [--cluster FILE] [--admin-key FILE] [--json]\n"
+		"  status [--server ADDR]... [--cluster FILE] [--json]\n"
 		"      Each server's host, driver, GPUs (memory used by rgpu jobs / total), jobs,\n"
 		"      uptime and resume grace period.\n"
-		"  jobs [--server ADDR]... [--cluster FILE] [--admin-key FILE] [--json]\n"
+		"  jobs [--server ADDR]... [--cluster FILE] [--json]\n"
 		"      Every job: id, client host/pid/program, device memory, objects, bytes in and\n"
 		"      out, age and state (running, or disconnected: waiting for its client to\n"
 		"      resume).\n"
+		"  checkpoint JOB [--server ADDR]... [--cluster FILE] [--json] [--progress]\n"
+		"      Checkpoint the running job JOB (its id, or 4+ hex digits of it) into the\n"
+		"      store of the server that runs it: the job is held only while its changed\n"
+		"      memory is copied aside on the GPU. Prints the checkpoint's id, what it\n"
+		"      stored and the pause the job saw.\n"
+		"  checkpoint verify CKPT [--server ADDR] [--json]\n"
+		"      Read every chunk of checkpoint CKPT (its id in that server's store) and\n"
+		"      check it against its hash; a damaged one is named.\n"
+		"  checkpoint rm CKPT [--server ADDR] [--json]\n"
+		"      Remove checkpoint CKPT and the chunks no other checkpoint names.\n"
+		"  checkpoints [JOB] [--server ADDR]... [--cluster FILE] [--json]\n"
+		"      The checkpoints in each server's store (of JOB only, if given).\n"
+		"  restore CKPT --to TARGET [--server ADDR] [--client-address HOST:PORT] [--json]\n"
+		"      Rebuild checkpoint CKPT of the server ADDR on the server whose admin address\n"
+		"      is TARGET (ADDR itself for a local restore): its chunks that TARGET lacks\n"
+		"      are sent there, the job is replayed at the same addresses and waits for its\n"
+		"      client, which is sent there when it comes back to ADDR. Refused while the\n"
+		"      job still runs on ADDR: use migrate.\n"
+		"  migrate JOB --to TARGET --cold [--client-address HOST:PORT] [--json]\n"
+		"      Move the running job JOB to TARGET: checkpoint it (held from then on),\n"
+		"      push and restore the checkpoint there, send its client there. Until TARGET\n"
+		"      holds the job, any failure leaves the job running where it was.\n"
+		"      --client-address: where the client reaches TARGET's job port (default: the\n"
+		"      address TARGET listens on, with TARGET's host for a wildcard).\n"
 		"  help\n"
 		"\n"
 		"ADDR is an rgpud admin address (rgpud --admin, default %s). Without\n"
@@ -60,10 +82,13 @@ static void usage(FILE *f)
 		"key of servers started with rgpud --admin-key; a server that does not prove it\n"
 		"holds the same key is not believed. --tls-ca FILE, --tls and --tls-name NAME (also\n"
 		"$RGPU_TLS_CA, $RGPU_TLS=1, $RGPU_TLS_NAME) speak TLS to servers started with\n"
-		"rgpud --tls-cert, as for run.\n"
+		"rgpud --tls-cert, as for run. Long operations draw a progress bar on a terminal's\n"
+		"stderr (--progress: lines, without a terminal too).\n"
 		"\n"
-		"Exit status: 0 every server answered; 1 some server could not be asked (the others\n"
-		"are still shown; with --json each failure is an entry with \"error\"); 2 usage.\n",
+		"Exit status: 0 done; 1 the operation failed (the server said why, on stderr or\n"
+		"in the JSON's \"error\"; a job is left as it was); 2 usage; 3 a server could not\n"
+		"be reached or did not prove the operator key (status and jobs still show the\n"
+		"others); 4 no such job or checkpoint; 5 a checkpoint is damaged.\n",
 		RGPU_DEFAULT_SERVER, RGPU_DEFAULT_ADMIN);
 }
 
@@ -169,188 +194,16 @@ static int cmd_run(int argc, char **argv)
 
 /* ---- status and jobs ---------------------------------------------------------------------- */
 
-struct targets {
-	char *addr[MAX_SERVERS];
-	int n;
-	int json;
-};
-
-/* the operator key: rgpuctl [--admin-key FILE] CMD, CMD --admin-key FILE, $RGPU_ADMIN_KEY_FILE */
-static const char *admin_key_file;
-static struct rgpu_key admin_key;
-
-static int add_target(struct targets *t, const char *a)
-{
-	if (t->n == MAX_SERVERS) {
-		fprintf(stderr, "rgpuctl: more than %d servers\n", MAX_SERVERS);
-		return 2;
-	}
-	t->addr[t->n] = strdup(a);
-	if (!t->addr[t->n])
-		return 1;
-	t->n++;
-	return 0;
-}
-
-static int read_cluster(struct targets *t, const char *path)
-{
-	char line[512];
-	FILE *f = fopen(path, "r");
-	int ret = 0;
-
-	if (!f) {
-		fprintf(stderr, "rgpuctl: cannot read the cluster file %s: %s\n", path,
-			strerror(errno));
-		return 2;
-	}
-	while (!ret && fgets(line, sizeof(line), f)) {
-		char *p = line, *e;
-		char *hash = strchr(p, '#');
-		if (hash)
-			*hash = '\0';
-		while (*p == ' ' || *p == '\t')
-			p++;
-		for (e = p; *e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r'; e++)
-			;
-		*e = '\0';
-		if (*p)
-			ret = add_target(t, p);
-	}
-	fclose(f);
-	if (!ret && t->n == 0) {
-		fprintf(stderr, "rgpuctl: the cluster file %s names no server\n", path);
-		return 2;
-	}
-	return ret;
-}
-
-static int parse_targets(int argc, char **argv, struct targets *t, const char *cmd)
-{
-	static const struct option opts[] = {
-		{"server", required_argument, NULL, 's'},
-		{"cluster", required_argument, NULL, 'c'},
-		{"json", no_argument, NULL, 'j'},
-		{"admin-key", required_argument, NULL, 'k'},
-		{"tls", no_argument, NULL, 'T'},
-		{"tls-ca", required_argument, NULL, 'C'},
-		{"tls-name", required_argument, NULL, 'N'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
-	const char *cluster = NULL, *tls_ca = getenv("RGPU_TLS_CA"), *tls_name = getenv("RGPU_TLS_NAME");
-	const char *tls_env = getenv("RGPU_TLS");
-	int c, ret, tls = tls_env && !strcmp(tls_env, "1");
-
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:c:jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': admin_key_file = optarg; break;
-		case 'T': tls = 1; break;
-		case 'C': tls_ca = optarg; break;
-		case 'N': tls_name = optarg; break;
-		case 's':
-			if ((ret = add_target(t, optarg)))
-				return ret;
-			break;
-		case 'c': cluster = optarg; break;
-		case 'j': t->json = 1; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "rgpuctl %s: unexpected argument '%s'\n", cmd, argv[optind]);
-		return 2;
-	}
-	if (!admin_key_file)
-		admin_key_file = getenv("RGPU_ADMIN_KEY_FILE");
-	if (admin_key_file && *admin_key_file) {
-		char why[600];
-		if (rgpu_key_load(admin_key_file, &admin_key, why, sizeof(why))) {
-			fprintf(stderr, "rgpuctl %s: --admin-key: %s\n", cmd, why);
-			return 2;
-		}
-	}
-	if (tls || (tls_ca && *tls_ca)) {
-		static struct rgpu_tls *ctx;
-		char why[800];
-		if (rgpu_tls_client_new(tls_ca, &ctx, why, sizeof(why))) {
-			fprintf(stderr, "rgpuctl %s: TLS: %s\n", cmd, why);
-			return 2;
-		}
-		ctl_admin_set_tls(ctx, tls_name && *tls_name ? tls_name : NULL);
-	}
-	if (!cluster && t->n == 0)
-		cluster = getenv("RGPU_CLUSTER");
-	if (cluster && *cluster && (ret = read_cluster(t, cluster)))
-		return ret;
-	if (t->n == 0) {
-		const char *a = getenv("RGPU_ADMIN");
-		return add_target(t, a && *a ? a : RGPU_DEFAULT_ADMIN);
-	}
-	return 0;
-}
-
-static void fmt_bytes(uint64_t b, char *out, size_t len)
-{
-	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = (double)b;
-	int u = 0;
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(out, len, "%llu B", (unsigned long long)b);
-	else
-		snprintf(out, len, "%.1f %s", v, unit[u]);
-}
-
-static void fmt_age(uint64_t s, char *out, size_t len)
-{
-	if (s < 60)
-		snprintf(out, len, "%llus", (unsigned long long)s);
-	else if (s < 3600)
-		snprintf(out, len, "%llum%02llus", (unsigned long long)(s / 60),
-			 (unsigned long long)(s % 60));
-	else if (s < 86400)
-		snprintf(out, len, "%lluh%02llum", (unsigned long long)(s / 3600),
-			 (unsigned long long)(s / 60 % 60));
-	else
-		snprintf(out, len, "%llud%02lluh", (unsigned long long)(s / 86400),
-			 (unsigned long long)(s / 3600 % 24));
-}
-
-static void hexstr(const ProtobufCBinaryData *b, char *out, size_t len)
-{
-	size_t i;
-	out[0] = '\0';
-	for (i = 0; i < b->len && 2 * i + 2 < len; i++)
-		snprintf(out + 2 * i, 3, "%02x", b->data[i]);
-}
-
-static const char *basename_of(const char *p)
-{
-	const char *s = p ? strrchr(p, '/') : NULL;
-	return s ? s + 1 : (p ? p : "");
-}
-
-static void json_print(json_t *root)
-{
-	char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	if (text) {
-		puts(text);
-		free(text);
-	}
-	json_decref(root);
-}
-
 static int cmd_status(int argc, char **argv)
 {
-	struct targets t = {0};
+	struct ctl_opts t;
 	json_t *arr = NULL;
-	int ret = parse_targets(argc, argv, &t, "status"), failed = 0;
+	int ret = ctl_parse(argc, argv, "status", "", 0, &t), failed = 0;
 
+	if (ret < 0) {
+		usage(stdout);
+		return 0;
+	}
 	if (ret)
 		return ret;
 	if (t.json)
@@ -358,16 +211,17 @@ static int cmd_status(int argc, char **argv)
 	else
 		printf("%-22s %-16s %-8s %4s %5s %8s %6s\n", "SERVER", "HOST", "DRIVER", "GPUS",
 		       "JOBS", "UPTIME", "GRACE");
-	for (int i = 0; i < t.n; i++) {
+	for (int i = 0; i < t.nserver; i++) {
 		Rgpu__StatusReply *st = NULL;
 		char err[512], drv[32], up[32];
-		ret = ctl_admin_call(t.addr[i], RGPU_ADMIN_MSG_STATUS,
-				     &rgpu__status_reply__descriptor, &admin_key,
-				     (ProtobufCMessage **)&st, err, sizeof(err));
+		Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
+		ret = rgpu_admin_once(&ctl_peer, t.server[i], RGPU_ADMIN_MSG_STATUS, &req.base,
+				      &rgpu__status_reply__descriptor, (ProtobufCMessage **)&st, NULL,
+				      NULL, RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err));
 		if (ret) {
 			failed = 1;
 			if (t.json)
-				json_array_append_new(arr, json_pack("{s:s,s:s}", "server", t.addr[i],
+				json_array_append_new(arr, json_pack("{s:s,s:s}", "server", t.server[i],
 								     "error", err));
 			else
 				fprintf(stderr, "rgpuctl status: %s\n", err);
@@ -375,12 +229,12 @@ static int cmd_status(int argc, char **argv)
 		}
 		snprintf(drv, sizeof(drv), "%d.%d", st->driver_version / 1000,
 			 st->driver_version % 1000 / 10);
-		fmt_age(st->uptime_s, up, sizeof(up));
+		ctl_fmt_age(st->uptime_s, up, sizeof(up));
 		if (t.json) {
 			json_t *g = json_array();
 			for (size_t k = 0; k < st->n_gpus; k++) {
 				char uuid[40];
-				hexstr(&st->gpus[k]->uuid, uuid, sizeof(uuid));
+				ctl_hex(&st->gpus[k]->uuid, uuid, sizeof(uuid));
 				json_array_append_new(
 					g, json_pack("{s:i,s:s,s:s,s:I,s:I}", "index",
 						     (int)st->gpus[k]->index, "name", st->gpus[k]->name,
@@ -389,7 +243,7 @@ static int cmd_status(int argc, char **argv)
 						     (json_int_t)st->gpus[k]->memory_total));
 			}
 			json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:o,s:i,s:I,s:i}", "server",
-					      t.addr[i], "host", st->server_host, "version",
+					      t.server[i], "host", st->server_host, "version",
 					      st->version, "listen", st->listen, "driver", st->driver,
 					      "driver_version", st->driver_version, "gpus", g, "jobs",
 					      (int)st->jobs, "uptime_s", (json_int_t)st->uptime_s,
@@ -398,15 +252,15 @@ static int cmd_status(int argc, char **argv)
 				json_object_set_new(o, "error", json_string(st->error));
 			json_array_append_new(arr, o);
 		} else {
-			printf("%-22s %-16s %-8s %4zu %5u %8s %5us\n", t.addr[i], st->server_host,
+			printf("%-22s %-16s %-8s %4zu %5u %8s %5us\n", t.server[i], st->server_host,
 			       st->driver_version ? drv : "-", st->n_gpus, st->jobs, up,
 			       st->resume_grace_s);
 			if (st->error && *st->error)
 				printf("  (%s)\n", st->error);
 			for (size_t k = 0; k < st->n_gpus; k++) {
 				char used[32], total[32];
-				fmt_bytes(st->gpus[k]->memory_used, used, sizeof(used));
-				fmt_bytes(st->gpus[k]->memory_total, total, sizeof(total));
+				ctl_fmt_bytes(st->gpus[k]->memory_used, used, sizeof(used));
+				ctl_fmt_bytes(st->gpus[k]->memory_total, total, sizeof(total));
 				printf("  GPU %u  %-28s %10s / %-10s used by rgpu jobs\n",
 				       st->gpus[k]->index, st->gpus[k]->name, used, total);
 			}
@@ -414,19 +268,22 @@ static int cmd_status(int argc, char **argv)
 		rgpu__status_reply__free_unpacked(st, NULL);
 	}
 	if (t.json)
-		json_print(json_pack("{s:o}", "servers", arr));
-	for (int i = 0; i < t.n; i++)
-		free(t.addr[i]);
-	return failed;
+		ctl_json_print(json_pack("{s:o}", "servers", arr));
+	ctl_opts_free(&t);
+	return failed ? CTL_UNREACHABLE : CTL_OK;
 }
 
 static int cmd_jobs(int argc, char **argv)
 {
-	struct targets t = {0};
+	struct ctl_opts t;
 	json_t *arr = NULL, *errs = NULL;
-	int ret = parse_targets(argc, argv, &t, "jobs"), failed = 0;
+	int ret = ctl_parse(argc, argv, "jobs", "", 0, &t), failed = 0;
 	uint64_t now_ms = rgpu_wall_ms();
 
+	if (ret < 0) {
+		usage(stdout);
+		return 0;
+	}
 	if (ret)
 		return ret;
 	if (t.json) {
@@ -436,16 +293,17 @@ static int cmd_jobs(int argc, char **argv)
 		printf("%-22s %-12s %-16s %7s %-16s %10s %5s %10s %10s %7s %s\n", "SERVER", "JOB",
 		       "CLIENT", "PID", "PROGRAM", "DEVMEM", "OBJS", "IN", "OUT", "AGE", "STATE");
 	}
-	for (int i = 0; i < t.n; i++) {
+	for (int i = 0; i < t.nserver; i++) {
 		Rgpu__JobsReply *jr = NULL;
 		char err[512];
-		ret = ctl_admin_call(t.addr[i], RGPU_ADMIN_MSG_JOBS,
-				     &rgpu__jobs_reply__descriptor, &admin_key,
-				     (ProtobufCMessage **)&jr, err, sizeof(err));
+		Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
+		ret = rgpu_admin_once(&ctl_peer, t.server[i], RGPU_ADMIN_MSG_JOBS, &req.base,
+				      &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, NULL,
+				      NULL, RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err));
 		if (ret) {
 			failed = 1;
 			if (t.json)
-				json_array_append_new(errs, json_pack("{s:s,s:s}", "server", t.addr[i],
+				json_array_append_new(errs, json_pack("{s:s,s:s}", "server", t.server[i],
 								      "error", err));
 			else
 				fprintf(stderr, "rgpuctl jobs: %s\n", err);
@@ -455,11 +313,11 @@ static int cmd_jobs(int argc, char **argv)
 			const Rgpu__JobInfo *j = jr->jobs[k];
 			uint64_t age = now_ms > j->started_unix_ms ? (now_ms - j->started_unix_ms) / 1000 : 0;
 			char id[40], mem[32], in[32], out[32], ag[32];
-			hexstr(&j->job_id, id, sizeof(id));
+			ctl_hex(&j->job_id, id, sizeof(id));
 			if (t.json) {
 				json_array_append_new(
 					arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:I,s:I,s:i,s:s}",
-						       "server", t.addr[i], "job", id, "state", j->state,
+						       "server", t.server[i], "job", id, "state", j->state,
 						       "client_host", j->client_host, "client_pid",
 						       j->client_pid, "program", j->client_program,
 						       "peer", j->peer, "worker_pid", j->worker_pid,
@@ -472,23 +330,22 @@ static int cmd_jobs(int argc, char **argv)
 						       "tenant", j->tenant ? j->tenant : ""));
 				continue;
 			}
-			fmt_bytes(j->device_memory, mem, sizeof(mem));
-			fmt_bytes(j->bytes_in, in, sizeof(in));
-			fmt_bytes(j->bytes_out, out, sizeof(out));
-			fmt_age(age, ag, sizeof(ag));
+			ctl_fmt_bytes(j->device_memory, mem, sizeof(mem));
+			ctl_fmt_bytes(j->bytes_in, in, sizeof(in));
+			ctl_fmt_bytes(j->bytes_out, out, sizeof(out));
+			ctl_fmt_age(age, ag, sizeof(ag));
 			id[12] = '\0';
 			printf("%-22s %-12s %-16.16s %7d %-16.16s %10s %5u %10s %10s %7s %s\n",
-			       t.addr[i], id, j->client_host, j->client_pid,
-			       basename_of(j->client_program), mem, j->objects, in, out, ag,
+			       t.server[i], id, j->client_host, j->client_pid,
+			       ctl_basename(j->client_program), mem, j->objects, in, out, ag,
 			       j->state);
 		}
 		rgpu__jobs_reply__free_unpacked(jr, NULL);
 	}
 	if (t.json)
-		json_print(json_pack("{s:o,s:o}", "jobs", arr, "errors", errs));
-	for (int i = 0; i < t.n; i++)
-		free(t.addr[i]);
-	return failed;
+		ctl_json_print(json_pack("{s:o,s:o}", "jobs", arr, "errors", errs));
+	ctl_opts_free(&t);
+	return failed ? CTL_UNREACHABLE : CTL_OK;
 }
 
 int main(int argc, char **argv)
@@ -498,7 +355,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!strcmp(argv[1], "--admin-key") && argc > 3) {
-		admin_key_file = argv[2];
+		ctl_admin_key_file = argv[2];
 		argc -= 2;
 		argv += 2;
 	}
@@ -508,6 +365,14 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "jobs"))
 		return cmd_jobs(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "checkpoint"))
+		return ctl_cmd_checkpoint(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "checkpoints"))
+		return ctl_cmd_checkpoints(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "restore"))
+		return ctl_cmd_restore(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "migrate"))
+		return ctl_cmd_migrate(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return 0;

@@ -483,3 +483,13 @@ void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack)
 	pthread_mutex_unlock(&S.send_lock);
 	pr_debug("job %s: %llu frame(s) sent again", S.job_hex, (unsigned long long)n);
 }
+
+uint64_t ip_link_executed(void)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&S.q_lock);
+	v = S.acked;
+	pthread_mutex_unlock(&S.q_lock);
+	return v;
+}

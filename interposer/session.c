@@ -65,6 +65,44 @@ static void on_error(const struct rgpu_frame_hdr *h, const uint8_t *body)
 
 static int resume(const char *why);
 
+/* Where a redirect sent the job (receiver thread only): the next resume goes there. */
+static char redirect_to[300];
+
+/* A MSG_REDIRECT's server, kept for the resume; 0, or -1 when it is not HOST:PORT. */
+static int take_redirect(const struct rgpu_frame_hdr *h, const uint8_t *body, char *reason,
+			 size_t rlen)
+{
+	Rgpu__Redirect *rd = RGPU_PB_UNPACK(rgpu__redirect, h->body_len, body);
+	char host[256];
+	int port, ret = -1;
+
+	if (rd && rd->server && !rgpu_parse_hostport(rd->server, "127.0.0.1", host, sizeof(host),
+						       &port) && port) {
+		snprintf(redirect_to, sizeof(redirect_to), "%s", rd->server);
+		snprintf(reason, rlen, "%s", rd->reason && *rd->reason ? rd->reason : "moved");
+		ret = 0;
+	}
+	if (rd)
+		rgpu__redirect__free_unpacked(rd, NULL);
+	return ret;
+}
+
+/* Follow a redirect: the job's server is now redirect_to (the receiver thread's own S.host). */
+static void follow_redirect(void)
+{
+	char host[256];
+	int port;
+
+	if (!redirect_to[0] ||
+	    rgpu_parse_hostport(redirect_to, "127.0.0.1", host, sizeof(host), &port))
+		return;
+	pr_info("job %s: moved from %s to %s", S.job_hex, S.server, redirect_to);
+	snprintf(S.server, sizeof(S.server), "%s", redirect_to);
+	snprintf(S.host, sizeof(S.host), "%s", host);
+	S.port = port;
+	redirect_to[0] = '\0';
+}
+
 /*
  * Write all of p to fd, as the program's own output: through EINTR and short writes, and
  * waiting while a non-blocking descriptor is full. Errors end it quietly: a closed stdout
@@ -184,10 +222,23 @@ static void *receiver_main(void *arg)
 			break;
 		}
 		if (h.seq == 0) {
-			/* unsequenced: an acknowledgement, or an error that ends the job */
-			if (h.type == RGPU_MSG_ACK)
+			/* unsequenced: an acknowledgement, a redirect, or an error that ends the job */
+			char reason[64];
+			if (h.type == RGPU_MSG_ACK) {
 				ip_link_acked(h.ack);
-			else if (h.type == RGPU_MSG_ERROR)
+			} else if (h.type == RGPU_MSG_REDIRECT) {
+				int bad = take_redirect(&h, body, reason, sizeof(reason));
+				free(body);
+				if (bad) {
+					ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE,
+						       "a redirect to no server");
+					break;
+				}
+				/* the job lives elsewhere now: resume it there */
+				if (!resume(reason))
+					break;
+				continue;
+			} else if (h.type == RGPU_MSG_ERROR)
 				on_error(&h, body);
 			else
 				ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE,
@@ -319,8 +370,9 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	n = readlink("/proc/self/exe", prog, sizeof(prog) - 1);
 	prog[n > 0 ? n : 0] = '\0';
 	hm.protocol_version = RGPU_PROTO_VERSION;
-	/* and the one push a client may decline: device output (an older client never gets it) */
-	hm.capabilities = RGPU_CAPS_CLIENT | RGPU_CAP_OUTPUT;
+	/* and the pushes a client may decline: device output (an older client never gets it),
+	 * and the redirect of a moved job (the server moves no job of an older client) */
+	hm.capabilities = RGPU_CAPS_CLIENT | RGPU_CAP_OUTPUT | RGPU_CAP_MIGRATE;
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
@@ -373,6 +425,16 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 			rgpu__protocol_error__free_unpacked(pe, NULL);
 		free(body);
 		return RGPU_EPROTO;
+	}
+	if (h.type == RGPU_MSG_REDIRECT && resuming) {
+		/* the job moved while the link was down: resume it where it went */
+		int bad = take_redirect(&h, body, why, whylen);
+		free(body);
+		if (bad) {
+			snprintf(why, whylen, "a redirect to no server");
+			return RGPU_EPROTO;
+		}
+		return RGPU_EMOVED;
 	}
 	if (h.type == RGPU_MSG_HELLO && (h.flags & RGPU_FRAME_REPLY))
 		*out = RGPU_PB_UNPACK(rgpu__hello_reply, h.body_len, body);
@@ -570,7 +632,7 @@ static int resume(const char *why)
 	uint64_t t0 = rgpu_now_ns(), deadline;
 	uint64_t backoff_us = 1000;
 	char msg[512];
-	int tries = 0;
+	int tries = 0, hops = 0;
 
 	if (atomic_load(&S.dead))
 		return 0;
@@ -584,7 +646,12 @@ static int resume(const char *why)
 		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
 		return 0;
 	}
-	pr_info("job %s: link to %s lost (%s); resuming", S.job_hex, S.server, why);
+	if (redirect_to[0]) {
+		follow_redirect();
+		pr_info("job %s: %s; resuming on %s", S.job_hex, why, S.server);
+	} else {
+		pr_info("job %s: link to %s lost (%s); resuming", S.job_hex, S.server, why);
+	}
 	deadline = t0 + (uint64_t)resume_timeout_s() * 1000000000ull;
 	for (;;) {
 		struct rgpu_conn *c = NULL;
@@ -597,6 +664,20 @@ static int resume(const char *why)
 		if (!ret)
 			ret = exchange_hello(c, 1, IP_RESUME_HELLO_TIMEOUT_MS, &rep, refused,
 					     sizeof(refused));
+		if (ret == RGPU_EMOVED) {
+			/* sent on by the server it asked (the job moved while the link was down) */
+			rgpu_conn_close(c);
+			if (++hops > 8) {
+				snprintf(msg, sizeof(msg),
+					 "job %s: sent from server to server more than 8 times, last "
+					 "to %s",
+					 S.job_hex, redirect_to);
+				ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
+				return 0;
+			}
+			follow_redirect();
+			continue;
+		}
 		if (ret == RGPU_EPROTO || ret == RGPU_EAUTH) {
 			rgpu_conn_close(c);
 			snprintf(msg, sizeof(msg), "the GPU server %s refused to resume job %s: %s",
@@ -607,6 +688,22 @@ static int resume(const char *why)
 		if (!ret && (rep->result != CUDA_SUCCESS || !rep->resumed)) {
 			snprintf(msg, sizeof(msg), "the GPU server %s did not resume job %s: %s",
 				 S.server, S.job_hex, rep->error ? rep->error : "?");
+			rgpu__hello_reply__free_unpacked(rep, NULL);
+			rgpu_conn_close(c);
+			ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
+			return 0;
+		}
+		if (!ret && rep->received < ip_link_executed()) {
+			/*
+			 * A job rebuilt from a checkpoint older than what the worker had already run
+			 * and this client had let go of: the calls between cannot be sent again.
+			 */
+			snprintf(msg, sizeof(msg),
+				 "job %s on %s was restored from a checkpoint taken at call %llu, but "
+				 "calls up to %llu had already run and cannot be sent again: the "
+				 "program cannot go on",
+				 S.job_hex, S.server, (unsigned long long)rep->received,
+				 (unsigned long long)ip_link_executed());
 			rgpu__hello_reply__free_unpacked(rep, NULL);
 			rgpu_conn_close(c);
 			ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, msg);

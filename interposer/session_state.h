@@ -173,6 +173,8 @@ void ip_link_send_ack(void);
  * ip_link_install() - write on connection c from now on: the worker received through
  * `received` (what follows is written again) and executed through `ack`.
  */
+/* ip_link_executed() - the last seq the worker said it executed (what the kept list starts after) */
+uint64_t ip_link_executed(void);
 void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack);
 /* ip_link_sender_main() - the sender thread: writes what is queued, in batches. */
 void *ip_link_sender_main(void *arg);

@@ -4,17 +4,28 @@
  *   chunks     chunk hash (32 bytes) -> chunk value: a 16-byte header, then the payload
  *   manifests  checkpoint id (8 bytes big-endian, so LMDB's order is the ids') -> manifest
  *   meta       "format" -> "RGST" + version; "next_id" -> the next checkpoint id
- * New chunks are written in batches of their own transactions; a manifest in one transaction,
- * so a checkpoint exists whole or not at all. When the map is full the environment doubles it
- * and the transaction runs again.
+ * New chunks are written in batches of their own transactions, without waiting for the disk;
+ * a manifest is written in one transaction after the chunks it names are on disk, and is on
+ * disk itself before rgpu_ckpt_commit() returns: a checkpoint exists whole or not at all, even
+ * across a crash of the machine. When the map is full the environment doubles it and the
+ * transaction runs again. Beside the environment, the file "gc.lock": every checkpoint being
+ * written holds it shared, and gc takes it exclusive, so gc never deletes a chunk that a
+ * checkpoint found in the store and named without writing it again.
+ *
+ * This file never trusts a stored byte: every value is checked (header, lengths, the hash of
+ * what it decodes to) where it is read, and a damaged one is named in the error.
  */
 #define LOG_PREFIX "store: "
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "rgpu/err.h"
@@ -28,10 +39,9 @@
 #define MANIFEST_MAGIC 0x464d4752u /* "RGMF" */
 #define CHUNK_VERSION 1u
 #define MANIFEST_VERSION 1u
-#define CHUNK_HDR 16u
+#define CHUNK_HDR RGPU_CHUNK_HDR
 #define MAP_INITIAL (1ull << 30)
 #define BATCH_BYTES (64u << 20)
-#define BATCH_MAX 512u
 #define ZSTD_LEVEL 1
 
 enum chunk_kind { KIND_RAW = 0, KIND_ZSTD = 1, KIND_ZERO = 2 };
@@ -40,6 +50,8 @@ struct rgpu_store {
 	MDB_env *env;
 	MDB_dbi chunks, manifests, meta;
 	uint64_t map_size;
+	pthread_mutex_t grow_lock; /* the map is grown by one thread, with no transaction open */
+	char lock_path[4200];      /* gc.lock */
 };
 
 struct pending {
@@ -52,10 +64,18 @@ struct rgpu_ckpt {
 	struct rgpu_store *s;
 	uint8_t *hashes; /* every chunk named, in order */
 	size_t n, cap;
-	struct pending batch[BATCH_MAX];
-	size_t nbatch, batch_bytes;
+	pthread_mutex_t lock; /* the pending batch; puts may come from several threads */
+	struct pending *batch;
+	size_t nbatch, capbatch, batch_bytes;
+	struct rgpu_chunk_enc *enc; /* rgpu_ckpt_chunk's */
+	uint8_t *val;               /* its value buffer */
+	uint64_t added, added_bytes, added_stored;
+	int lock_fd; /* gc.lock, held shared */
+	int failed;  /* a write failed: only abort is left */
+};
+
+struct rgpu_chunk_enc {
 	ZSTD_CCtx *zc;
-	int failed; /* a write failed: only abort is left */
 };
 
 static int mdb_err(const char *what, int rc)
@@ -64,16 +84,21 @@ static int mdb_err(const char *what, int rc)
 	return rc == ENOMEM ? RGPU_ENOMEM : rc == MDB_MAP_FULL ? RGPU_ENOSPC : RGPU_EIO;
 }
 
-/* Double the map: only while this process has no transaction open. */
-static int grow(struct rgpu_store *s)
+/* Double the map from `seen` (the size the failed transaction ran under). */
+static int grow(struct rgpu_store *s, uint64_t seen)
 {
-	int rc = mdb_env_set_mapsize(s->env, s->map_size * 2);
+	int rc = 0;
 
-	if (rc)
-		return mdb_err("growing the map", rc);
-	s->map_size *= 2;
-	pr_info("map size now %llu MiB", (unsigned long long)(s->map_size >> 20));
-	return 0;
+	pthread_mutex_lock(&s->grow_lock);
+	if (s->map_size == seen) { /* not grown by another thread meanwhile */
+		rc = mdb_env_set_mapsize(s->env, s->map_size * 2);
+		if (!rc) {
+			s->map_size *= 2;
+			pr_info("map size now %llu MiB", (unsigned long long)(s->map_size >> 20));
+		}
+	}
+	pthread_mutex_unlock(&s->grow_lock);
+	return rc ? mdb_err("growing the map", rc) : 0;
 }
 
 /*
@@ -86,13 +111,58 @@ static int txn_begin(struct rgpu_store *s, unsigned flags, MDB_txn **t)
 
 	if (rc == MDB_MAP_RESIZED) {
 		MDB_envinfo info;
-		if ((rc = mdb_env_set_mapsize(s->env, 0)))
-			return rc;
+		pthread_mutex_lock(&s->grow_lock);
+		rc = mdb_env_set_mapsize(s->env, 0);
 		mdb_env_info(s->env, &info);
 		s->map_size = info.me_mapsize;
-		rc = mdb_txn_begin(s->env, NULL, flags, t);
+		pthread_mutex_unlock(&s->grow_lock);
+		if (!rc)
+			rc = mdb_txn_begin(s->env, NULL, flags, t);
 	}
 	return rc;
+}
+
+/* RGPU_E* codes are small negative numbers; LMDB's own (MDB_*) are below -30000 */
+static int is_rgpu_err(int r)
+{
+	return r < 0 && r > -1000;
+}
+
+/*
+ * Run fn in a write transaction and commit it; when the map is full, grow it and run fn again
+ * in a new transaction (fn must therefore only write, and be repeatable). what names the work
+ * in errors. Returns 0, fn's error, or the commit's.
+ */
+static int write_txn(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
+		     void *arg)
+{
+	for (;;) {
+		uint64_t seen = s->map_size;
+		MDB_txn *t;
+		int rc = txn_begin(s, 0, &t), ret;
+
+		if (rc)
+			return mdb_err(what, rc);
+		ret = fn(t, arg);
+		if (!is_rgpu_err(ret)) { /* 0, or an LMDB code (errno values and MDB_* codes) */
+			rc = ret;
+			ret = 0;
+		}
+		if (ret) {
+			mdb_txn_abort(t);
+			return ret;
+		}
+		if (!rc)
+			rc = mdb_txn_commit(t);
+		else
+			mdb_txn_abort(t);
+		if (rc == MDB_MAP_FULL) {
+			if ((ret = grow(s, seen)))
+				return ret;
+			continue;
+		}
+		return rc ? mdb_err(what, rc) : 0;
+	}
 }
 
 static int check_format(struct rgpu_store *s, MDB_txn *t)
@@ -135,6 +205,8 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 
 	if (!s)
 		return RGPU_ENOMEM;
+	pthread_mutex_init(&s->grow_lock, NULL);
+	snprintf(s->lock_path, sizeof(s->lock_path), "%s/gc.lock", dir);
 	if (mkdir(dir, 0750) && errno != EEXIST) {
 		pr_err("cannot create %s: %s", dir, strerror(errno));
 		free(s);
@@ -142,9 +214,10 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 	}
 	if (e && *e) /* tests: a small first map, to see it grow */
 		initial = strtoull(e, NULL, 0);
+	/* chunk batches are written without waiting for the disk: commit makes them durable */
 	if ((rc = mdb_env_create(&s->env)) || (rc = mdb_env_set_maxdbs(s->env, 4)) ||
 	    (rc = mdb_env_set_mapsize(s->env, initial)) ||
-	    (rc = mdb_env_open(s->env, dir, MDB_NOTLS, 0640))) {
+	    (rc = mdb_env_open(s->env, dir, MDB_NOTLS | MDB_NOSYNC, 0640))) {
 		ret = mdb_err(dir, rc);
 		goto out_env;
 	}
@@ -163,6 +236,8 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 		goto out_txn;
 	rc = mdb_txn_commit(t);
 	t = NULL;
+	if (!rc)
+		rc = mdb_env_sync(s->env, 1);
 	if (rc) {
 		ret = mdb_err("creating the store", rc);
 		goto out_env;
@@ -182,6 +257,7 @@ void rgpu_store_close(struct rgpu_store *s)
 	if (!s)
 		return;
 	mdb_env_close(s->env);
+	pthread_mutex_destroy(&s->grow_lock);
 	free(s);
 }
 
@@ -237,6 +313,39 @@ int rgpu_store_chunk_decode(const void *val, size_t vlen, void *buf, size_t cap,
 	return 0;
 }
 
+int rgpu_store_chunk_is_zero(const void *val, size_t vlen, size_t *len)
+{
+	const uint8_t *p = val;
+
+	if (vlen != CHUNK_HDR || rd_le32(p) != CHUNK_MAGIC || p[6] != KIND_ZERO ||
+	    rd_le32(p + 12) != 0 || rd_le32(p + 8) > RGPU_CHUNK_MAX)
+		return 0;
+	*len = rd_le32(p + 8);
+	return 1;
+}
+
+int rgpu_chunk_value_check(const void *val, size_t vlen, const uint8_t hash[RGPU_HASH_LEN],
+			   void *buf, size_t *len, const char **why)
+{
+	uint8_t got[RGPU_HASH_LEN];
+	size_t n = 0;
+	int ret = rgpu_store_chunk_decode(val, vlen, buf, RGPU_CHUNK_MAX, &n, why);
+
+	if (ret == RGPU_ETOOBIG) {
+		*why = "a length beyond a chunk's";
+		return RGPU_ECORRUPT;
+	}
+	if (ret)
+		return ret;
+	rgpu_chunk_hash(buf, n, got);
+	if (memcmp(got, hash, RGPU_HASH_LEN)) {
+		*why = "bytes whose hash is not its name";
+		return RGPU_ECORRUPT;
+	}
+	*len = n;
+	return 0;
+}
+
 int rgpu_store_chunk_get(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN], void *buf,
 			 size_t cap, size_t *len)
 {
@@ -274,15 +383,176 @@ int rgpu_store_chunk_get(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN]
 	return ret;
 }
 
+int rgpu_store_chunk_value(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN], void *buf,
+			   size_t *vlen)
+{
+	MDB_val k = {RGPU_HASH_LEN, (void *)hash}, v;
+	MDB_txn *t;
+	int rc, ret = 0;
+
+	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
+		return mdb_err("read transaction", rc);
+	rc = mdb_get(t, s->chunks, &k, &v);
+	if (rc)
+		ret = rc == MDB_NOTFOUND ? RGPU_ENOTFOUND : mdb_err("reading a chunk", rc);
+	else if (v.mv_size > RGPU_CHUNK_VALUE_MAX)
+		ret = RGPU_ETOOBIG;
+	else
+		memcpy(buf, v.mv_data, *vlen = v.mv_size);
+	mdb_txn_abort(t);
+	return ret;
+}
+
+struct rgpu_store_reader {
+	struct rgpu_store *s;
+	MDB_txn *t;
+};
+
+int rgpu_store_reader_begin(struct rgpu_store *s, struct rgpu_store_reader **out)
+{
+	struct rgpu_store_reader *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (!r)
+		return RGPU_ENOMEM;
+	r->s = s;
+	if ((rc = txn_begin(s, MDB_RDONLY, &r->t))) {
+		free(r);
+		return mdb_err("read transaction", rc);
+	}
+	*out = r;
+	return 0;
+}
+
+int rgpu_store_reader_get(struct rgpu_store_reader *r, const uint8_t hash[RGPU_HASH_LEN],
+			  const void **val, size_t *vlen)
+{
+	MDB_val k = {RGPU_HASH_LEN, (void *)hash}, v;
+	int rc = mdb_get(r->t, r->s->chunks, &k, &v);
+
+	if (rc)
+		return rc == MDB_NOTFOUND ? RGPU_ENOTFOUND : mdb_err("reading a chunk", rc);
+	*val = v.mv_data;
+	*vlen = v.mv_size;
+	return 0;
+}
+
+void rgpu_store_reader_end(struct rgpu_store_reader *r)
+{
+	if (!r)
+		return;
+	mdb_txn_abort(r->t);
+	free(r);
+}
+
+/* ---- encoding ------------------------------------------------------------------------------ */
+
+int rgpu_chunk_enc_new(struct rgpu_chunk_enc **out)
+{
+	struct rgpu_chunk_enc *e = calloc(1, sizeof(*e));
+
+	if (!e || !(e->zc = ZSTD_createCCtx())) {
+		free(e);
+		return RGPU_ENOMEM;
+	}
+	*out = e;
+	return 0;
+}
+
+void rgpu_chunk_enc_free(struct rgpu_chunk_enc *e)
+{
+	if (!e)
+		return;
+	ZSTD_freeCCtx(e->zc);
+	free(e);
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && !memcmp(p, p + 1, n - 1));
+}
+
+int rgpu_chunk_encode(struct rgpu_chunk_enc *e, const void *data, size_t len, uint8_t *val,
+		      size_t *vlen)
+{
+	size_t n;
+
+	if (!e || !val || len > RGPU_CHUNK_MAX || (len && !data))
+		return RGPU_EINVAL;
+	wr_le32(val, CHUNK_MAGIC);
+	wr_le32(val + 4, CHUNK_VERSION); /* bytes 6 and 7: kind, zero */
+	wr_le32(val + 8, (uint32_t)len);
+	if (all_zero(data, len)) {
+		val[6] = KIND_ZERO;
+		n = 0;
+	} else {
+		/* at most len bytes of output: one that does not shrink is stored raw */
+		n = ZSTD_compressCCtx(e->zc, val + CHUNK_HDR, len, data, len, ZSTD_LEVEL);
+		if (ZSTD_isError(n) || n >= len) {
+			val[6] = KIND_RAW;
+			memcpy(val + CHUNK_HDR, data, len);
+			n = len;
+		} else {
+			val[6] = KIND_ZSTD;
+		}
+	}
+	wr_le32(val + 12, (uint32_t)n);
+	*vlen = CHUNK_HDR + n;
+	return 0;
+}
+
+int rgpu_chunk_value_header(const void *val, size_t vlen, size_t *len, const char **why)
+{
+	const uint8_t *p = val;
+	uint32_t ulen, clen;
+
+	*why = NULL;
+	if (vlen < CHUNK_HDR || rd_le32(p) != CHUNK_MAGIC)
+		*why = "no chunk header";
+	else if ((rd_le32(p + 4) & 0xffff) != CHUNK_VERSION)
+		*why = "a chunk format this rgpu does not read";
+	if (*why)
+		return RGPU_ECORRUPT;
+	ulen = rd_le32(p + 8);
+	clen = rd_le32(p + 12);
+	if (ulen > RGPU_CHUNK_MAX || clen != vlen - CHUNK_HDR ||
+	    (p[6] == KIND_ZERO && clen != 0) || (p[6] == KIND_RAW && clen != ulen) ||
+	    (p[6] == KIND_ZSTD && (clen == 0 || clen >= ulen)) || p[6] > KIND_ZERO)
+		*why = "lengths that do not match its bytes (truncated?)";
+	if (*why)
+		return RGPU_ECORRUPT;
+	*len = ulen;
+	return 0;
+}
+
+void rgpu_chunk_zero_value(size_t len, uint8_t *val, size_t *vlen)
+{
+	wr_le32(val, CHUNK_MAGIC);
+	wr_le32(val + 4, CHUNK_VERSION);
+	val[6] = KIND_ZERO;
+	wr_le32(val + 8, (uint32_t)len);
+	wr_le32(val + 12, 0);
+	*vlen = CHUNK_HDR;
+}
+
+/* ---- writing a checkpoint ------------------------------------------------------------------ */
+
 int rgpu_ckpt_begin(struct rgpu_store *s, struct rgpu_ckpt **out)
 {
 	struct rgpu_ckpt *c = calloc(1, sizeof(*c));
 
-	if (!c || !(c->zc = ZSTD_createCCtx())) {
-		free(c);
+	if (!c)
 		return RGPU_ENOMEM;
-	}
 	c->s = s;
+	pthread_mutex_init(&c->lock, NULL);
+	c->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (c->lock_fd < 0 || flock(c->lock_fd, LOCK_SH)) {
+		pr_err("cannot lock %s: %s", s->lock_path, strerror(errno));
+		if (c->lock_fd >= 0)
+			close(c->lock_fd);
+		free(c);
+		return RGPU_ESYS;
+	}
 	*out = c;
 	return 0;
 }
@@ -295,43 +565,35 @@ static void batch_free(struct rgpu_ckpt *c)
 	c->batch_bytes = 0;
 }
 
-/* Write the pending chunks in one transaction (again, bigger, if the map is full). */
-static int flush(struct rgpu_ckpt *c)
+static int put_batch(MDB_txn *t, void *arg)
 {
-	struct rgpu_store *s = c->s;
-	MDB_txn *t;
-	int rc;
+	struct rgpu_ckpt *c = arg;
 
-	while (c->nbatch) {
-		if ((rc = txn_begin(s, 0, &t)))
-			return mdb_err("write transaction", rc);
-		for (size_t i = 0; i < c->nbatch && !rc; i++) {
-			MDB_val k = {RGPU_HASH_LEN, c->batch[i].hash};
-			MDB_val v = {c->batch[i].len, c->batch[i].val};
-			rc = mdb_put(t, s->chunks, &k, &v, MDB_NOOVERWRITE);
-			if (rc == MDB_KEYEXIST)
-				rc = 0; /* another checkpoint stored it meanwhile */
-		}
-		if (!rc)
-			rc = mdb_txn_commit(t);
-		else
-			mdb_txn_abort(t);
-		if (rc == MDB_MAP_FULL) {
-			int ret = grow(s);
-			if (ret)
-				return ret;
-			continue;
-		}
+	for (size_t i = 0; i < c->nbatch; i++) {
+		MDB_val k = {RGPU_HASH_LEN, c->batch[i].hash};
+		MDB_val v = {c->batch[i].len, c->batch[i].val};
+		int rc = mdb_put(t, c->s->chunks, &k, &v, MDB_NOOVERWRITE);
+		if (rc == MDB_KEYEXIST)
+			rc = 0; /* another checkpoint stored it meanwhile */
 		if (rc)
-			return mdb_err("writing chunks", rc);
-		batch_free(c);
+			return rc;
 	}
 	return 0;
 }
 
-static int all_zero(const uint8_t *p, size_t n)
+/* Write the pending chunks in one transaction (c->lock held). */
+static int flush_locked(struct rgpu_ckpt *c)
 {
-	return n == 0 || (p[0] == 0 && !memcmp(p, p + 1, n - 1));
+	int ret;
+
+	if (!c->nbatch)
+		return 0;
+	ret = write_txn(c->s, "writing chunks", put_batch, c);
+	if (ret)
+		c->failed = 1;
+	else
+		batch_free(c);
+	return ret;
 }
 
 static int pending_has(const struct rgpu_ckpt *c, const uint8_t *hash)
@@ -342,15 +604,39 @@ static int pending_has(const struct rgpu_ckpt *c, const uint8_t *hash)
 	return 0;
 }
 
-int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], const void *data,
-		    size_t len)
+/* Queue a value (copied) for the next batch, c->lock held. */
+static int queue_locked(struct rgpu_ckpt *c, const uint8_t *hash, const void *val, size_t vlen)
 {
 	struct pending *pe;
-	size_t bound;
-	int has, ret;
+	const uint8_t *v = val;
 
-	if (!c || c->failed || !hash || len > RGPU_CHUNK_MAX)
-		return RGPU_EINVAL;
+	if (c->nbatch == c->capbatch) {
+		size_t cap = c->capbatch ? 2 * c->capbatch : 64;
+		struct pending *b = realloc(c->batch, cap * sizeof(*b));
+		if (!b)
+			return RGPU_ENOMEM;
+		c->batch = b;
+		c->capbatch = cap;
+	}
+	pe = &c->batch[c->nbatch];
+	pe->val = malloc(vlen);
+	if (!pe->val)
+		return RGPU_ENOMEM;
+	memcpy(pe->val, val, vlen);
+	memcpy(pe->hash, hash, RGPU_HASH_LEN);
+	pe->len = vlen;
+	c->nbatch++;
+	c->batch_bytes += vlen;
+	c->added++;
+	c->added_bytes += vlen >= CHUNK_HDR ? rd_le32(v + 8) : 0;
+	c->added_stored += vlen;
+	if (c->batch_bytes >= BATCH_BYTES)
+		return flush_locked(c);
+	return 0;
+}
+
+static int name_chunk(struct rgpu_ckpt *c, const uint8_t *hash)
+{
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? 2 * c->cap : 1024;
 		uint8_t *h = realloc(c->hashes, cap * RGPU_HASH_LEN);
@@ -359,58 +645,148 @@ int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], cons
 		c->hashes = h;
 		c->cap = cap;
 	}
+	memcpy(c->hashes + c->n++ * RGPU_HASH_LEN, hash, RGPU_HASH_LEN);
+	return 0;
+}
+
+int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], const void *data,
+		    size_t len)
+{
+	size_t vlen;
+	int has, ret;
+
+	if (!c || c->failed || !hash || len > RGPU_CHUNK_MAX)
+		return RGPU_EINVAL;
 	has = pending_has(c, hash) ? 1 : rgpu_store_chunk_has(c->s, hash);
 	if (has < 0)
 		return has;
 	if (!has && !data)
 		return RGPU_ENOTFOUND;
-	if (has) {
-		memcpy(c->hashes + c->n++ * RGPU_HASH_LEN, hash, RGPU_HASH_LEN);
-		return 0;
-	}
-	pe = &c->batch[c->nbatch];
-	bound = ZSTD_compressBound(len);
-	pe->val = malloc(CHUNK_HDR + MAX(bound, len));
-	if (!pe->val)
-		return RGPU_ENOMEM; /* not named: the caller may try again or abort */
-	memcpy(c->hashes + c->n++ * RGPU_HASH_LEN, hash, RGPU_HASH_LEN);
-	memcpy(pe->hash, hash, RGPU_HASH_LEN);
-	wr_le32(pe->val, CHUNK_MAGIC);
-	wr_le32(pe->val + 4, CHUNK_VERSION); /* bytes 6 and 7: kind, zero */
-	wr_le32(pe->val + 8, (uint32_t)len);
-	if (all_zero(data, len)) {
-		pe->val[6] = KIND_ZERO;
-		pe->len = CHUNK_HDR;
-	} else {
-		size_t z = ZSTD_compressCCtx(c->zc, pe->val + CHUNK_HDR, bound, data, len,
-					     ZSTD_LEVEL);
-		if (ZSTD_isError(z) || z >= len) {
-			pe->val[6] = KIND_RAW;
-			memcpy(pe->val + CHUNK_HDR, data, len);
-			pe->len = CHUNK_HDR + len;
-		} else {
-			pe->val[6] = KIND_ZSTD;
-			pe->len = CHUNK_HDR + z;
-		}
-	}
-	wr_le32(pe->val + 12, (uint32_t)(pe->len - CHUNK_HDR));
-	c->nbatch++;
-	c->batch_bytes += pe->len;
-	if (c->nbatch == BATCH_MAX || c->batch_bytes >= BATCH_BYTES) {
-		ret = flush(c);
-		if (ret) {
-			c->failed = 1;
-			return ret;
-		}
-	}
+	if (has)
+		return name_chunk(c, hash);
+	if ((!c->enc && rgpu_chunk_enc_new(&c->enc)) ||
+	    (!c->val && !(c->val = malloc(RGPU_CHUNK_VALUE_MAX))))
+		return RGPU_ENOMEM;
+	ret = rgpu_chunk_encode(c->enc, data, len, c->val, &vlen);
+	if (ret)
+		return ret;
+	/* named only once queued: the caller may try again or abort */
+	pthread_mutex_lock(&c->lock);
+	ret = queue_locked(c, hash, c->val, vlen);
+	pthread_mutex_unlock(&c->lock);
+	if (ret == RGPU_ENOMEM && !c->failed)
+		return ret;
+	return ret ? ret : name_chunk(c, hash);
+}
+
+int rgpu_ckpt_set_list(struct rgpu_ckpt *c, const uint8_t *hashes, size_t n)
+{
+	uint8_t *h = malloc(n ? n * RGPU_HASH_LEN : 1);
+
+	if (!h)
+		return RGPU_ENOMEM;
+	memcpy(h, hashes, n * RGPU_HASH_LEN);
+	free(c->hashes);
+	c->hashes = h;
+	c->n = c->cap = n;
 	return 0;
+}
+
+static int hash_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, RGPU_HASH_LEN);
+}
+
+int rgpu_ckpt_missing(struct rgpu_ckpt *c, uint8_t *bitmap, size_t *nmissing)
+{
+	MDB_txn *t;
+	uint8_t *seen = malloc(c->n ? c->n * RGPU_HASH_LEN : 1);
+	size_t nseen = 0, missing = 0;
+	int rc;
+
+	if (!seen)
+		return RGPU_ENOMEM;
+	memset(bitmap, 0, (c->n + 7) / 8);
+	if ((rc = txn_begin(c->s, MDB_RDONLY, &t))) {
+		free(seen);
+		return mdb_err("read transaction", rc);
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		const uint8_t *h = c->hashes + i * RGPU_HASH_LEN;
+		MDB_val k = {RGPU_HASH_LEN, (void *)h}, v;
+		rc = mdb_get(t, c->s->chunks, &k, &v);
+		if (rc == 0)
+			continue;
+		if (rc != MDB_NOTFOUND) {
+			mdb_txn_abort(t);
+			free(seen);
+			return mdb_err("looking chunks up", rc);
+		}
+		/* a hash repeated in the list is sent once: a linear look at the few missing ones
+		 * seen so far would be quadratic for a large fresh checkpoint, so keep them sorted */
+		size_t lo = 0, hi = nseen;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			int d = memcmp(seen + mid * RGPU_HASH_LEN, h, RGPU_HASH_LEN);
+			if (d == 0) {
+				lo = SIZE_MAX;
+				break;
+			}
+			if (d < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == SIZE_MAX)
+			continue;
+		memmove(seen + (lo + 1) * RGPU_HASH_LEN, seen + lo * RGPU_HASH_LEN,
+			(nseen - lo) * RGPU_HASH_LEN);
+		memcpy(seen + lo * RGPU_HASH_LEN, h, RGPU_HASH_LEN);
+		nseen++;
+		bitmap[i / 8] |= (uint8_t)(1u << (i % 8));
+		missing++;
+	}
+	mdb_txn_abort(t);
+	free(seen);
+	*nmissing = missing;
+	return 0;
+}
+
+int rgpu_ckpt_put(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], const void *val,
+		  size_t vlen)
+{
+	int ret;
+
+	if (!c || !hash || !val || vlen < CHUNK_HDR || vlen > RGPU_CHUNK_VALUE_MAX)
+		return RGPU_EINVAL;
+	pthread_mutex_lock(&c->lock);
+	ret = c->failed ? RGPU_EIO : queue_locked(c, hash, val, vlen);
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+void rgpu_ckpt_added(struct rgpu_ckpt *c, uint64_t *chunks, uint64_t *bytes, uint64_t *stored)
+{
+	pthread_mutex_lock(&c->lock);
+	if (chunks)
+		*chunks = c->added;
+	if (bytes)
+		*bytes = c->added_bytes;
+	if (stored)
+		*stored = c->added_stored;
+	pthread_mutex_unlock(&c->lock);
 }
 
 static void ckpt_free(struct rgpu_ckpt *c)
 {
 	batch_free(c);
-	ZSTD_freeCCtx(c->zc);
+	free(c->batch);
+	rgpu_chunk_enc_free(c->enc);
+	free(c->val);
 	free(c->hashes);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd); /* the shared lock goes with it */
+	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
@@ -426,23 +802,64 @@ static void id_key(uint64_t id, uint8_t k[8])
 		k[i] = (uint8_t)(id >> (56 - 8 * i));
 }
 
+struct commit {
+	struct rgpu_ckpt *c;
+	const uint8_t *m;
+	size_t mlen;
+	uint64_t id;
+	size_t absent; /* index of a chunk the store lacks, or SIZE_MAX */
+};
+
+static int put_manifest(MDB_txn *t, void *arg)
+{
+	struct commit *cm = arg;
+	struct rgpu_store *s = cm->c->s;
+	MDB_val nk = {7, "next_id"}, v;
+	uint8_t key[8], nv[8];
+	int rc;
+
+	/* every chunk it names is here, in this transaction's view (gc cannot run meanwhile) */
+	for (size_t i = 0; i < cm->c->n; i++) {
+		MDB_val k = {RGPU_HASH_LEN, cm->c->hashes + i * RGPU_HASH_LEN};
+		rc = mdb_get(t, s->chunks, &k, &v);
+		if (rc == MDB_NOTFOUND) {
+			cm->absent = i;
+			return RGPU_ENOTFOUND;
+		}
+		if (rc)
+			return rc;
+	}
+	rc = mdb_get(t, s->meta, &nk, &v);
+	cm->id = rc == 0 && v.mv_size == 8 ? rd_le64(v.mv_data) : 1;
+	if (rc && rc != MDB_NOTFOUND)
+		return rc;
+	MDB_val k = {8, key}, mv = {cm->mlen, (void *)cm->m}, nvv = {8, nv};
+	id_key(cm->id, key);
+	wr_le64(nv, cm->id + 1);
+	rc = mdb_put(t, s->manifests, &k, &mv, MDB_NOOVERWRITE);
+	if (!rc)
+		rc = mdb_put(t, s->meta, &nk, &nvv, 0);
+	return rc;
+}
+
 int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uint64_t *id)
 {
 	struct rgpu_store *s = c->s;
+	struct commit cm = {.c = c, .absent = SIZE_MAX};
 	size_t mlen = 16 + c->n * RGPU_HASH_LEN + 8 + meta_len;
-	uint8_t *m = NULL, key[8];
-	MDB_val nk = {7, "next_id"}, v;
-	uint64_t next;
-	MDB_txn *t;
+	uint8_t *m = NULL;
 	int rc, ret;
 
-	if (c->failed) {
-		ret = RGPU_EIO;
-		goto out;
-	}
-	ret = flush(c);
+	pthread_mutex_lock(&c->lock);
+	ret = c->failed ? RGPU_EIO : flush_locked(c);
+	pthread_mutex_unlock(&c->lock);
 	if (ret)
 		goto out;
+	/* the chunks on disk before the manifest that names them */
+	if ((rc = mdb_env_sync(s->env, 1))) {
+		ret = mdb_err("writing chunks to disk", rc);
+		goto out;
+	}
 	m = malloc(mlen);
 	if (!m) {
 		ret = RGPU_ENOMEM;
@@ -455,41 +872,27 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	wr_le64(m + 16 + c->n * RGPU_HASH_LEN, meta_len);
 	if (meta_len)
 		memcpy(m + 24 + c->n * RGPU_HASH_LEN, meta, meta_len);
-	for (;;) {
-		if ((rc = txn_begin(s, 0, &t))) {
-			ret = mdb_err("write transaction", rc);
-			goto out;
-		}
-		rc = mdb_get(t, s->meta, &nk, &v);
-		next = rc == 0 && v.mv_size == 8 ? rd_le64(v.mv_data) : 1;
-		rc = rc == MDB_NOTFOUND ? 0 : rc;
-		if (!rc) {
-			MDB_val k = {8, key}, mv = {mlen, m};
-			uint8_t nv[8];
-			MDB_val nvv = {8, nv};
-			id_key(next, key);
-			wr_le64(nv, next + 1);
-			rc = mdb_put(t, s->manifests, &k, &mv, MDB_NOOVERWRITE);
-			if (!rc)
-				rc = mdb_put(t, s->meta, &nk, &nvv, 0);
-		}
-		if (!rc)
-			rc = mdb_txn_commit(t);
-		else
-			mdb_txn_abort(t);
-		if (rc == MDB_MAP_FULL && (ret = grow(s)) == 0)
-			continue;
-		if (rc)
-			ret = ret ? ret : mdb_err("committing the manifest", rc);
-		break;
+	cm.m = m;
+	cm.mlen = mlen;
+	ret = write_txn(s, "committing the manifest", put_manifest, &cm);
+	if (ret == RGPU_ENOTFOUND) {
+		char name[16];
+		hex6(c->hashes + cm.absent * RGPU_HASH_LEN, name);
+		pr_err("refusing to commit a checkpoint naming chunk %zu (%s...), which is not in "
+		       "the store",
+		       cm.absent, name);
 	}
+	if (!ret && (rc = mdb_env_sync(s->env, 1)))
+		ret = mdb_err("writing the manifest to disk", rc);
 	if (!ret)
-		*id = next;
+		*id = cm.id;
 out:
 	free(m);
 	ckpt_free(c);
 	return ret;
 }
+
+/* ---- reading manifests ---------------------------------------------------------------------- */
 
 int rgpu_store_manifest_decode(const void *val, size_t vlen, const uint8_t **hashes, size_t *n,
 			       const uint8_t **meta, size_t *meta_len)
@@ -607,42 +1010,56 @@ int rgpu_store_list(struct rgpu_store *s, uint64_t **ids, size_t *n)
 	return 0;
 }
 
+static int del_manifest(MDB_txn *t, void *arg)
+{
+	const uint8_t *key = ((const uint8_t **)arg)[0];
+	struct rgpu_store *s = ((struct rgpu_store **)arg)[1];
+	MDB_val k = {8, (void *)key};
+	int rc = mdb_del(t, s->manifests, &k, NULL);
+
+	return rc == MDB_NOTFOUND ? RGPU_ENOTFOUND : rc;
+}
+
 int rgpu_store_remove(struct rgpu_store *s, uint64_t id)
 {
 	uint8_t key[8];
-	MDB_val k = {8, key};
-	MDB_txn *t;
-	int rc;
+	void *arg[2] = {key, s};
+	int ret, rc;
 
 	id_key(id, key);
-	if ((rc = txn_begin(s, 0, &t)))
-		return mdb_err("write transaction", rc);
-	rc = mdb_del(t, s->manifests, &k, NULL);
-	if (rc) {
-		mdb_txn_abort(t);
-		return rc == MDB_NOTFOUND ? RGPU_ENOTFOUND : mdb_err("removing a checkpoint", rc);
-	}
-	rc = mdb_txn_commit(t);
-	return rc ? mdb_err("removing a checkpoint", rc) : 0;
-}
-
-static int hash_cmp(const void *a, const void *b)
-{
-	return memcmp(a, b, RGPU_HASH_LEN);
+	ret = write_txn(s, "removing a checkpoint", del_manifest, arg);
+	if (!ret && (rc = mdb_env_sync(s->env, 1)))
+		ret = mdb_err("removing a checkpoint", rc);
+	return ret;
 }
 
 int rgpu_store_gc(struct rgpu_store *s, uint64_t *freed)
+{
+	return rgpu_store_gc_bytes(s, freed, NULL);
+}
+
+int rgpu_store_gc_bytes(struct rgpu_store *s, uint64_t *freed, uint64_t *bytes)
 {
 	uint8_t *live = NULL;
 	size_t nlive = 0, cap = 0;
 	MDB_cursor *cur;
 	MDB_val k, v;
-	MDB_txn *t;
-	uint64_t del = 0;
-	int rc, ret = 0;
+	MDB_txn *t = NULL;
+	uint64_t del = 0, delbytes = 0;
+	int rc, ret = 0, fd;
 
-	if ((rc = txn_begin(s, 0, &t)))
+	/* no checkpoint is being written anywhere: none can count on a chunk found unnamed */
+	fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0 || flock(fd, LOCK_EX)) {
+		pr_err("cannot lock %s: %s", s->lock_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return RGPU_ESYS;
+	}
+	if ((rc = txn_begin(s, 0, &t))) {
+		close(fd);
 		return mdb_err("write transaction", rc);
+	}
 	/* every chunk a manifest names */
 	if ((rc = mdb_cursor_open(t, s->manifests, &cur)))
 		goto fail;
@@ -682,6 +1099,7 @@ int rgpu_store_gc(struct rgpu_store *s, uint64_t *freed)
 		if (k.mv_size == RGPU_HASH_LEN && nlive &&
 		    bsearch(k.mv_data, live, nlive, RGPU_HASH_LEN, hash_cmp))
 			continue;
+		delbytes += v.mv_size;
 		if ((rc = mdb_cursor_del(cur, 0))) {
 			mdb_cursor_close(cur);
 			goto fail;
@@ -691,17 +1109,23 @@ int rgpu_store_gc(struct rgpu_store *s, uint64_t *freed)
 	mdb_cursor_close(cur);
 	rc = mdb_txn_commit(t);
 	t = NULL;
+	if (!rc)
+		rc = mdb_env_sync(s->env, 1);
 	if (rc)
 		goto fail;
 	if (freed)
 		*freed = del;
+	if (bytes)
+		*bytes = delbytes;
 	free(live);
+	close(fd);
 	return 0;
 fail:
 	ret = mdb_err("gc", rc);
 out:
 	mdb_txn_abort(t);
 	free(live);
+	close(fd);
 	return ret;
 }
 

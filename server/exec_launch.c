@@ -96,11 +96,22 @@ int h_launch(struct srv_worker *w, struct srv_frame *f)
 		r = srv_use_ctx(w, m->ctx);
 		if (r == CUDA_SUCCESS)
 			r = srv_stream(w, m->stream, &s);
+		void *params = f->payload, *moved = NULL;
+		if (r == CUDA_SUCCESS && w->ngmoves && f->payload && f->hdr.payload_len) {
+			/* pointers to module globals a restore placed elsewhere, in a copy: the
+			 * frame itself is what a capture journal keeps */
+			moved = malloc(f->hdr.payload_len);
+			if (moved) {
+				memcpy(moved, f->payload, f->hdr.payload_len);
+				srv_translate_params(w, moved, f->hdr.payload_len);
+				params = moved;
+			}
+		}
 		if (r == CUDA_SUCCESS) {
 			size_t size = f->hdr.payload_len;
 			static char empty[8];
 			void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER,
-					 f->payload ? f->payload : empty,
+					 params ? params : empty,
 					 CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
 			if (m->attrs.len)
 				r = launch_with_attrs(w, o->h, m, s, extra);
@@ -109,6 +120,7 @@ int h_launch(struct srv_worker *w, struct srv_frame *f)
 							  m->block_x, m->block_y, m->block_z,
 							  m->shared_mem, s, NULL, extra);
 		}
+		free(moved);
 	}
 	srv_async_error(w, r, "launch");
 	rgpu__launch__free_unpacked(m, NULL);

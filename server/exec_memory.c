@@ -24,13 +24,19 @@
 /* ---- memory ----------------------------------------------------------------------------- */
 
 /*
- * May the client name [addr, addr+size) as device memory in request `what`? The refusal is
- * said at warn (once per session: a client can repeat it at will).
+ * May the client name [*addr, *addr+size) as device memory in request `what`? The refusal is
+ * said at warn (once per session: a client can repeat it at will). When it may, *addr becomes
+ * the address the driver knows (another one only inside a module global a restore placed
+ * elsewhere).
  */
-static int dev_range(struct srv_worker *w, const char *what, uint64_t addr, uint64_t size)
+static int dev_range(struct srv_worker *w, const char *what, uint64_t *addrp, uint64_t size)
 {
-	if (srv_dev_range_ok(w, addr, size))
+	uint64_t addr = *addrp;
+
+	if (srv_dev_range_ok(w, addr, size)) {
+		*addrp = srv_dev_translate(w, addr);
 		return 1;
+	}
 	pr_warn_once("%s refused: [%#llx, +%llu bytes) is not device memory of this job (the "
 		     "window and the module globals it looked up)",
 		     what, (unsigned long long)addr, (unsigned long long)size);
@@ -43,7 +49,7 @@ static int dev_range(struct srv_worker *w, const char *what, uint64_t addr, uint
  * wrapping around 2^64, or the window check would see a few bytes where the driver is asked to
  * write exabytes.
  */
-static int memset_ok(struct srv_worker *w, const Rgpu__Memset *m)
+static int memset_ok(struct srv_worker *w, Rgpu__Memset *m)
 {
 	uint64_t row, span;
 
@@ -60,7 +66,7 @@ static int memset_ok(struct srv_worker *w, const Rgpu__Memset *m)
 		    (unsigned long long)m->pitch);
 		return 0;
 	}
-	return dev_range(w, "memset", m->dst, span);
+	return dev_range(w, "memset", &m->dst, span);
 }
 
 int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
@@ -124,7 +130,7 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !dev_range(w, "host-to-device copy", m->dst, f->hdr.payload_len))
+	if (r == CUDA_SUCCESS && !dev_range(w, "host-to-device copy", &m->dst, f->hdr.payload_len))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS && f->hdr.payload_len && srv_capturing(w, s)) {
 		/*
@@ -277,7 +283,7 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !dev_range(w, "device-to-host copy", m->src, m->size))
+	if (r == CUDA_SUCCESS && !dev_range(w, "device-to-host copy", &m->src, m->size))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
 		if (r == CUDA_SUCCESS && m->size)
@@ -300,8 +306,8 @@ int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
 	if (r == CUDA_SUCCESS && m->size &&
-	    (!dev_range(w, "device-to-device copy", m->dst, m->size) ||
-	     !dev_range(w, "device-to-device copy", m->src, m->size)))
+	    (!dev_range(w, "device-to-device copy", &m->dst, m->size) ||
+	     !dev_range(w, "device-to-device copy", &m->src, m->size)))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS && m->size)
 		r = w->drv.cuMemcpyDtoDAsync(m->dst, m->src, m->size, s);

@@ -126,6 +126,9 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 			r = CUDA_ERROR_INVALID_IMAGE;
 			goto reply;
 		}
+	} else if (w->image_lookup && w->image_lookup(w, m->hash.data, &image, &len) == 0) {
+		/* a restore: the image from the checkpoint, checked against its hash */
+		owned = 1;
 	} else if (!w->modcache ||
 		   /* only an image its tenant shipped itself; a replay is the operator's: any */
 		   srv_modcache_get(w->modcache, w->replaying ? NULL : w->tenant, m->hash.data,

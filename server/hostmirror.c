@@ -140,6 +140,8 @@ int srv_hm_frame(struct srv_worker *w, const struct srv_frame *f)
 	int ret = RGPU_EINVAL;
 
 	pthread_mutex_lock(&h->lock);
+	/* taken in with its effect, as one step for a checkpoint (srv_hm_save) */
+	atomic_fetch_add(&w->rx_seq, 1);
 	if (!h->base) {
 		ret = 0; /* no area here (logged at start): the client's kernels will fault */
 	} else if (f->hdr.type == RGPU_MSG_HOST_MIRROR) {
@@ -202,4 +204,85 @@ void srv_hm_sync(struct srv_worker *w)
 			break;
 	}
 	pthread_mutex_unlock(&h->sync_lock);
+}
+
+/*
+ * A checkpoint's copy of the area: u32 LE count of regions, then per region its address and
+ * size (u64 LE), then per region its bytes and its shadow's. A restored job's area takes it
+ * as it is, so that both sides' differences from the shadow go on as before.
+ */
+int srv_hm_save(struct srv_worker *w, uint8_t **buf, size_t *len, uint64_t *received)
+{
+	struct srv_hm *h = w->hm;
+	size_t n = 4, off;
+	uint8_t *b;
+
+	pthread_mutex_lock(&h->lock);
+	*received = atomic_load(&w->rx_seq);
+	for (int i = 0; h->base && i < h->nreg; i++)
+		n += 16 + 2 * h->reg[i].size;
+	b = malloc(n);
+	if (!b) {
+		pthread_mutex_unlock(&h->lock);
+		return RGPU_ENOMEM;
+	}
+	wr_le32(b, h->base ? (uint32_t)h->nreg : 0);
+	off = 4;
+	for (int i = 0; h->base && i < h->nreg; i++) {
+		wr_le64(b + off, h->reg[i].addr);
+		wr_le64(b + off + 8, h->reg[i].size);
+		off += 16;
+	}
+	for (int i = 0; h->base && i < h->nreg; i++) {
+		uint64_t o = h->reg[i].addr - (uint64_t)(uintptr_t)h->base;
+		memcpy(b + off, h->base + o, h->reg[i].size);
+		memcpy(b + off + h->reg[i].size, h->shadow + o, h->reg[i].size);
+		off += 2 * h->reg[i].size;
+	}
+	pthread_mutex_unlock(&h->lock);
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int srv_hm_load(struct srv_worker *w, const uint8_t *buf, size_t len)
+{
+	struct srv_hm *h = w->hm;
+	uint64_t start, need = 4;
+	uint32_t nreg;
+	size_t off = 4;
+
+	if (len < 4)
+		return RGPU_ECORRUPT;
+	nreg = rd_le32(buf);
+	if (nreg > MAX_REGIONS || len < 4 + 16ull * nreg)
+		return RGPU_ECORRUPT;
+	if (nreg && (!h || !h->base))
+		return RGPU_EUNSUPPORTED; /* this worker has no area (logged at its start) */
+	start = h && h->base ? (uint64_t)(uintptr_t)h->base : 0;
+	for (uint32_t i = 0; i < nreg; i++) {
+		uint64_t a = rd_le64(buf + 4 + 16 * i), sz = rd_le64(buf + 12 + 16 * i);
+		if (a < start || a - start >= RGPU_HOSTAREA_SIZE || sz == 0 ||
+		    sz > RGPU_HOSTAREA_SIZE - (a - start) || (a - start) % RGPU_HOSTAREA_PAGE)
+			return RGPU_ECORRUPT;
+		need += 16 + 2 * sz;
+	}
+	if (need != len)
+		return RGPU_ECORRUPT;
+	if (!nreg)
+		return 0;
+	pthread_mutex_lock(&h->lock);
+	off = 4 + 16 * (size_t)nreg;
+	h->nreg = 0;
+	for (uint32_t i = 0; i < nreg; i++) {
+		uint64_t a = rd_le64(buf + 4 + 16 * i), sz = rd_le64(buf + 12 + 16 * i);
+		h->reg[h->nreg].addr = a;
+		h->reg[h->nreg].size = sz;
+		h->nreg++;
+		memcpy(h->base + (a - start), buf + off, sz);
+		memcpy(h->shadow + (a - start), buf + off + sz, sz);
+		off += 2 * sz;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return 0;
 }

@@ -203,3 +203,87 @@ void srv_link_end(struct srv_worker *w)
 	pthread_cond_broadcast(&w->out_cond);
 	pthread_mutex_unlock(&w->send_lock);
 }
+
+int srv_link_kept_save(struct srv_worker *w, uint8_t **buf, size_t *len, uint64_t *sent)
+{
+	size_t n = 0, off = 0;
+	uint8_t *b;
+
+	pthread_mutex_lock(&w->send_lock);
+	for (struct srv_out *o = w->out_head; o; o = o->next)
+		n += 16 + o->len + o->staged_len;
+	b = malloc(n ? n : 1);
+	if (!b) {
+		pthread_mutex_unlock(&w->send_lock);
+		return RGPU_ENOMEM;
+	}
+	for (struct srv_out *o = w->out_head; o; o = o->next) {
+		wr_le64(b + off, o->seq);
+		wr_le64(b + off + 8, o->len + o->staged_len);
+		memcpy(b + off + 16, o->data, o->len);
+		if (o->staged)
+			memcpy(b + off + 16 + o->len, o->staged, o->staged_len);
+		off += 16 + o->len + o->staged_len;
+	}
+	*sent = w->tx_seq;
+	pthread_mutex_unlock(&w->send_lock);
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+/*
+ * A restored job's link: the frames the checkpointed worker had sent and the client had not
+ * acknowledged, to be written again when the client resumes, and the seq to go on from. Each
+ * must be one whole frame of this job with its seq, in order, none after `sent`.
+ */
+int srv_link_kept_load(struct srv_worker *w, const uint8_t *buf, size_t len, uint64_t sent)
+{
+	size_t off = 0;
+	uint64_t prev = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&w->send_lock);
+	while (off < len) {
+		struct rgpu_frame_hdr h;
+		uint64_t seq, flen;
+		struct srv_out *o;
+		if (len - off < 16) {
+			ret = RGPU_ECORRUPT;
+			break;
+		}
+		seq = rd_le64(buf + off);
+		flen = rd_le64(buf + off + 8);
+		off += 16;
+		if (flen > len - off || flen < RGPU_FRAME_HDR_LEN ||
+		    rgpu_frame_hdr_decode(buf + off, &h) || h.seq != seq || seq <= prev ||
+		    seq > sent || h.session != w->session ||
+		    RGPU_FRAME_HDR_LEN + (uint64_t)h.body_len + h.payload_len != flen) {
+			ret = RGPU_ECORRUPT;
+			break;
+		}
+		o = malloc(sizeof(*o) + flen);
+		if (!o) {
+			ret = RGPU_ENOMEM;
+			break;
+		}
+		o->next = NULL;
+		o->seq = seq;
+		o->len = flen;
+		o->staged = NULL;
+		o->staged_len = 0;
+		memcpy(o->data, buf + off, flen);
+		if (w->out_tail)
+			w->out_tail->next = o;
+		else
+			w->out_head = o;
+		w->out_tail = o;
+		w->out_bytes += flen;
+		prev = seq;
+		off += flen;
+	}
+	if (!ret)
+		w->tx_seq = sent;
+	pthread_mutex_unlock(&w->send_lock);
+	return ret;
+}

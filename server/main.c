@@ -42,8 +42,14 @@ static void usage(FILE *f)
 		"      --insecure          allow listening beyond loopback without --keys (or, for\n"
 		"                          --admin, without --admin-key), or without TLS\n"
 		"  -d, --driver PATH       CUDA driver library to load (default libcuda.so.1)\n"
-		"  -s, --state-dir DIR     module cache directory (default /var/lib/rgpu, or\n"
-		"                          $XDG_CACHE_HOME/rgpu when that is not writable)\n"
+		"  -s, --data DIR          the server's data: the module cache (DIR/modules) and the\n"
+		"                          checkpoint store (DIR/checkpoints); default /var/lib/rgpu,\n"
+		"                          or $XDG_CACHE_HOME/rgpu when that is not writable\n"
+		"                          (--state-dir is the same option)\n"
+		"      --barrier-timeout SECONDS  how long a checkpoint waits for the job to reach a\n"
+		"                          barrier between two calls (default 30)\n"
+		"      --peer-tls-ca FILE  the CA that other servers' certificates chain to, for a\n"
+		"                          migration's target (with TLS; default: the system's CAs)\n"
 		"      --module-cache-bytes SIZE  bound of the module cache: least recently used\n"
 		"                          images are evicted beyond it (default 1G, at most 1T;\n"
 		"                          0: no cache, every image is shipped)\n"
@@ -179,6 +185,9 @@ static int rgpud(int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'},
 		{"driver", required_argument, NULL, 'd'},
 		{"state-dir", required_argument, NULL, 's'},
+		{"data", required_argument, NULL, 's'},
+		{"peer-tls-ca", required_argument, NULL, 'X'},
+		{"barrier-timeout", required_argument, NULL, 'B'},
 		{"window", required_argument, NULL, 'w'},
 		{"config", required_argument, NULL, 'c'},
 		{"staging", required_argument, NULL, 'S'},
@@ -218,6 +227,7 @@ static int rgpud(int argc, char **argv)
 		.frame_timeout_s = 30,
 		.max_queued = SRV_MAX_QUEUED_DEFAULT,
 		.max_sessions = 64,
+		.barrier_timeout_s = 30,
 	};
 	const char *replay = NULL, *admin_key_file = NULL;
 	static struct rgpu_key admin_key;
@@ -296,6 +306,12 @@ static int rgpud(int argc, char **argv)
 		case 'c': break; /* read_config() */
 		case 'k': cfg.keys_dir = optarg; break;
 		case 'N': cfg.insecure = 1; break;
+		case 'X': cfg.peer_tls_ca = optarg; break;
+		case 'B':
+			if (parse_int("barrier-timeout", optarg, 1, 3600, "seconds",
+				      &cfg.barrier_timeout_s))
+				return 2;
+			break;
 		case 'K': admin_key_file = optarg; break;
 		case 'T': cfg.tls_cert = optarg; break;
 		case 'Y': cfg.tls_key = optarg; break;

@@ -784,6 +784,46 @@ int srv_replay(struct srv_worker *w, struct st_log *want, const uint8_t *journal
 	return ret;
 }
 
+int srv_replay_restore(struct srv_worker *w, struct st_log *want, const uint8_t *journals,
+		       size_t jlen, char *why, size_t whylen)
+{
+	struct replay rp = {w, want, journals, journals ? jlen : 0, 0, why, whylen, NULL, 0, 0};
+	int ret;
+
+	if (!w || !want || !why || !whylen)
+		return RGPU_EINVAL;
+	why[0] = '\0';
+	ret = replay_job(&rp);
+	if (ret == 0 && rp.nmoved) {
+		/*
+		 * The job goes on with the addresses its client holds: the log says them again (it
+		 * must equal the client's), and the worker translates them to where the driver put
+		 * each global (window_map.c).
+		 */
+		w->gmoves = calloc(rp.nmoved, sizeof(*w->gmoves));
+		if (!w->gmoves)
+			ret = fail(&rp, NULL, RGPU_ENOMEM, "out of memory");
+		for (size_t i = 0; !ret && i < rp.nmoved; i++) {
+			const struct st_rec *g = rp.moved[i].want;
+			struct st_rec r = *st_find(w->log, g->id);
+			w->gmoves[i] = (struct srv_gmove){g->global.addr, rp.moved[i].now,
+							  g->global.size ? g->global.size : 1,
+							  g->parent};
+			r.global.addr = g->global.addr;
+			ret = st_update(w->log, &r);
+			if (ret)
+				ret = fail(&rp, g, ret, "cannot record its address again");
+			pr_info("module global \"%s\" (id %llu) at %#llx is now at %#llx: translated",
+				g->name ? g->name : "?", (unsigned long long)g->id,
+				(unsigned long long)g->global.addr,
+				(unsigned long long)rp.moved[i].now);
+		}
+		w->ngmoves = ret ? 0 : rp.nmoved;
+	}
+	free(rp.moved);
+	return ret;
+}
+
 /* ---- rgpud --replay FILE ------------------------------------------------------------------ */
 
 /* The whole file, malloc'd. Returns 0 or an errno value. */

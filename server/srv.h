@@ -51,7 +51,11 @@ struct srv_tenant_limits {
 struct srv_config {
 	const char *listen;     /* "HOST:PORT" */
 	const char *driver;     /* path of libcuda.so.1 to load; NULL = the system's */
-	const char *state_dir;  /* module cache (and later checkpoints) live here */
+	const char *state_dir;  /* rgpud --data (or --state-dir): the module cache in modules/,
+				 * the checkpoint store in checkpoints/ */
+	const char *peer_tls_ca; /* --peer-tls-ca: the CA other servers' certificates chain to (a
+				  * migration's target); NULL: the system's */
+	int barrier_timeout_s;  /* how long a checkpoint waits for the executor's barrier */
 	uint64_t module_cache_bytes; /* bound of the module cache; 0: no cache */
 	uint64_t window_base;
 	uint64_t window_size;
@@ -190,6 +194,8 @@ int srv_tls_start(const struct srv_config *cfg, struct rgpu_conn *c, const char 
 
 /* ---- supervisor ------------------------------------------------------------------------ */
 int srv_supervise(const struct srv_config *cfg);
+/* srv_listen_address() - the client address the supervisor listens on ("HOST:PORT") */
+const char *srv_listen_address(void);
 /* srv_probe_run() - report the server's GPUs on fd (CTL_GPUS) and exit (probe.c) */
 void srv_probe_run(const struct srv_config *cfg, int fd) __attribute__((noreturn));
 
@@ -252,6 +258,34 @@ struct srv_staging;
 #define SRV_MAX_QUEUED_DEFAULT (256ull << 20)
 
 struct srv_out;
+struct srv_ckpt_cache;
+
+/*
+ * The executor's barrier (hold.c): a checkpoint asks the executor to stop between two frames
+ * and run work there; work returns SRV_HOLD_KEEP to stay held until srv_hold_release(), or
+ * SRV_HOLD_RELEASE (or an error) to carry on at once.
+ */
+#define SRV_HOLD_RELEASE 0
+#define SRV_HOLD_KEEP 1
+struct srv_worker;
+struct srv_hold {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	atomic_int want;     /* a hold is asked for */
+	int parked;          /* the executor is at the barrier */
+	int done;            /* the work ran */
+	int release;         /* the requester let a kept hold go */
+	int work_ret;
+	int (*work)(struct srv_worker *w, void *arg);
+	void *arg;
+};
+
+/* A module global the driver placed elsewhere in a restored job: the client's address, where
+ * it is now (window_map.c translates every address the client names in it). */
+struct srv_gmove {
+	uint64_t addr, now, size;
+	uint64_t module; /* its module or library: the translation goes when it is unloaded */
+};
 
 #define SRV_JOB_ID_LEN 16
 #define SRV_TOKEN_LEN 32
@@ -272,7 +306,12 @@ struct srv_worker {
 	struct srv_out *out_head, *out_tail;
 	uint64_t out_bytes;          /* bytes copied into the resend list */
 	uint64_t tx_seq;             /* last seq sent */
-	uint64_t rx_seq;             /* last client seq received (reader only) */
+	/* last client seq received: the reader's; a host-memory frame's is counted with its
+	 * write, under the host area's lock, so a checkpoint sees the two together */
+	atomic_uint_fast64_t rx_seq;
+	uint64_t reader_skip_until;  /* a restored job: frames the reader consumes itself
+					(callbacks done, host memory) up to here were applied
+					before the checkpoint, and are not applied again */
 	atomic_uint_fast64_t executed; /* last client seq the executor has run */
 	atomic_uint_fast64_t ack_told; /* last `executed` value sent to the client */
 	uint64_t ack_ns;             /* when the executor last sent an acknowledgement */
@@ -339,6 +378,7 @@ struct srv_worker {
 	unsigned verified, mismatches; /* RGPU_VERIFY_LOG comparisons */
 	size_t dump_max;         /* RGPU_STATE_DUMP: records in the largest log written */
 	int replaying;           /* srv_replay(): handlers run, nothing is sent */
+	int restored;            /* rebuilt from a checkpoint (restore.c): no link yet */
 	CUresult replay_result;  /* replaying: the result the handler would have replied */
 
 	/* reader -> executor queue */
@@ -363,6 +403,14 @@ struct srv_worker {
 	atomic_int executing;    /* the executor is running a frame */
 	int refuse_new;          /* over --max-sessions: a new session refused, a resume routed */
 	struct srv_limits limits; /* its tenant's, resolved (srv_limits_for) once authenticated */
+
+	struct srv_hold hold;        /* the executor's barrier (hold.c) */
+	atomic_int admin_busy;       /* an admin request (checkpoint, migration) is being served */
+	struct srv_ckpt_cache *ckpt_cache; /* what checkpoints keep between them (ckpt.c) */
+	struct srv_gmove *gmoves;    /* a restored job's module globals placed elsewhere */
+	size_t ngmoves;
+	/* a restore: module images by hash for the replay (restore.c), else NULL */
+	int (*image_lookup)(struct srv_worker *w, const uint8_t hash[32], void **data, size_t *len);
 
 	struct srv_staging *staging;
 	struct srv_hm *hm;           /* the host area (hostmirror.c) */
@@ -418,6 +466,13 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen);
  */
 int srv_replay(struct srv_worker *w, struct st_log *want, const uint8_t *journals, size_t jlen,
 	       char *why, size_t whylen);
+/*
+ * srv_replay_restore() - srv_replay() for a restore: a module global the driver placed
+ * elsewhere is no failure; its record keeps the address the client holds, and w->gmoves
+ * translates that address for the driver (window_map.c). Same returns otherwise.
+ */
+int srv_replay_restore(struct srv_worker *w, struct st_log *want, const uint8_t *journals,
+		       size_t jlen, char *why, size_t whylen);
 /*
  * srv_replay_file() - rgpud --replay: set up a worker as for a job, replay the state log in
  * path (and the capture journals beside it, path with .journals for .stlog) and print one line
@@ -582,6 +637,103 @@ CUresult srv_map_app(struct srv_worker *w, uint64_t addr, uint64_t size, uint64_
  */
 CUresult srv_unmap_range(struct srv_worker *w, uint64_t addr, uint64_t size);
 
+/*
+ * srv_maps_list() - a copy of the window's live mappings, by address (malloc'd; *n of them).
+ * Returns 0 or RGPU_ENOMEM.
+ */
+int srv_maps_list(struct srv_worker *w, struct srv_map **out, size_t *n);
+/*
+ * srv_dev_translate() - the address the driver knows for client address addr: addr itself,
+ * but inside a module global the driver placed elsewhere in a restored job (w->gmoves), where
+ * that global is now. srv_dev_range_ok() passes such a range too.
+ */
+uint64_t srv_dev_translate(struct srv_worker *w, uint64_t addr);
+/*
+ * srv_translate_params() - a launch's packed parameters: every 8-byte aligned word equal to an
+ * address inside a moved global is rewritten (nothing when no global moved).
+ */
+void srv_translate_params(struct srv_worker *w, void *params, uint64_t len);
+
+/* ---- the barrier (hold.c) ---------------------------------------------------------------- */
+
+/*
+ * srv_hold() - ask the executor to stop before its next frame and run work(w, arg) there; wait
+ * until it ran (its return in *work_ret). Gives up with RGPU_ETIMEDOUT if the executor has not
+ * stopped within timeout_ms (a frame that runs long), RGPU_EBUSY when another hold is on,
+ * RGPU_ECLOSED when the job ends. 0: the work ran; with SRV_HOLD_KEEP the job stays held until
+ * srv_hold_release().
+ */
+int srv_hold(struct srv_worker *w, int (*work)(struct srv_worker *w, void *arg), void *arg,
+	     int timeout_ms, int *work_ret);
+void srv_hold_release(struct srv_worker *w);
+int srv_hold_is_parked(struct srv_worker *w);
+/* the executor, between frames: run the work asked for, and stay while it is kept */
+void srv_hold_point(struct srv_worker *w);
+int srv_hold_wanted(struct srv_worker *w);
+
+/* ---- checkpoints (ckpt.c), restore (restore.c), the job's admin requests (admin.c) ------- */
+
+struct rgpu_conn;
+struct rgpu_store;
+/* What a checkpoint did, for its reply. */
+struct srv_ckpt_result {
+	uint64_t id;              /* in this server's store */
+	uint64_t chunks, new_chunks, new_bytes, stored_bytes, device_bytes, records;
+	uint64_t pause_ns, duration_ns;
+	int snapshot;             /* the job ran on while the snapshot drained */
+};
+/*
+ * srv_ckpt_take() - checkpoint the job into this server's store: hold it at the barrier,
+ * synchronise, hash its device memory on the GPU, copy the chunks the store lacks into a
+ * device snapshot (when the GPU has room: the job then runs on) or out while it waits, and
+ * commit the manifest. keep_held: the job stays held after the commit (a migration), until
+ * srv_hold_release(). progress: an admin connection for PROGRESS frames, or NULL. Returns 0 or
+ * an RGPU_E* code with why filled; nothing is committed on failure and the job carries on.
+ */
+int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
+		  struct rgpu_conn *progress, struct srv_ckpt_result *res, char *why,
+		  size_t whylen);
+/* srv_store_open() - this server's checkpoint store (DATA/checkpoints); why filled on error */
+int srv_store_open(const struct srv_config *cfg, struct rgpu_store **out, char *why,
+		   size_t whylen);
+/*
+ * srv_worker_admin() - the control thread was handed an admin request for this job (type, its
+ * body, the connection fd to answer on, the supervisor's proof for the reply or NULL): served
+ * on a thread of its own. Refused (answered with an error) while another one is served.
+ */
+void srv_worker_admin(struct srv_worker *w, int fd, unsigned type, const uint8_t *body,
+		      size_t len, const uint8_t *proof);
+/*
+ * srv_peer_open() - an admin conversation with another server (a migration's target), as this
+ * server's operator: rgpud --admin-key, and TLS with --peer-tls-ca when this server speaks TLS.
+ */
+struct rgpu_admin;
+int srv_peer_open(const struct srv_config *cfg, const char *target, struct rgpu_admin **a,
+		  char *err, size_t errlen);
+/* srv_ctl_moved() - tell the supervisor that job_id now lives at addr (CTL_MOVED) */
+void srv_ctl_moved(struct srv_worker *w, const uint8_t *job_id, const char *addr);
+/*
+ * srv_restore_run() - a new worker process for a pushed checkpoint (the admin request PUSH on
+ * c, header h, decoded req): take the checkpoint into this server's store and, if asked,
+ * restore it as a job waiting for its client; never returns.
+ */
+struct Rgpu__PushRequest;
+void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
+		     const struct rgpu_frame_hdr *h, struct Rgpu__PushRequest *req,
+		     const uint8_t *proof, int ctl_fd) __attribute__((noreturn));
+/* srv_worker_report() - tell the supervisor about the job now (its id, state, memory) */
+void srv_worker_report(struct srv_worker *w);
+/*
+ * srv_worker_serve() - the job is set up (a handshake, or a restore): run it until it ends,
+ * then exit. Never returns.
+ */
+void srv_worker_serve(struct srv_worker *w) __attribute__((noreturn));
+
+/* The kept frames (link.c), for a checkpoint: as sent, each preceded by its seq and length
+ * (u64 LE); *sent: the last seq sent. srv_link_kept_load() installs them in a restored job. */
+int srv_link_kept_save(struct srv_worker *w, uint8_t **buf, size_t *len, uint64_t *sent);
+int srv_link_kept_load(struct srv_worker *w, const uint8_t *buf, size_t len, uint64_t sent);
+
 /* ---- the driver's output, for the program (stdio.c) ----------------------------------- */
 
 /*
@@ -611,6 +763,14 @@ void srv_hm_unregister(struct srv_worker *w);
 int srv_hm_frame(struct srv_worker *w, const struct srv_frame *f);
 /* srv_hm_sync() - send the client what the device changed in its regions (MSG_HOST_UPDATE). */
 void srv_hm_sync(struct srv_worker *w);
+/*
+ * srv_hm_save() - the host area for a checkpoint (its regions, their bytes and the shadow;
+ * malloc'd), and *received: the last client frame the reader took in, all the host-memory
+ * frames up to it applied. srv_hm_load() puts such a copy back in a restored job's area.
+ * 0, RGPU_ENOMEM, RGPU_ECORRUPT (load: not such a copy).
+ */
+int srv_hm_save(struct srv_worker *w, uint8_t **buf, size_t *len, uint64_t *received);
+int srv_hm_load(struct srv_worker *w, const uint8_t *buf, size_t len);
 /*
  * srv_stdio_flush() - send what the driver has written to stdout and stderr so far to the
  * client as MSG_OUTPUT (to the original stdout and stderr for a client without

@@ -18,19 +18,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "admin.pb-c.h"
+#include "checkpoint.pb-c.h"
 #include "rgpu.pb-c.h"
 #include "rgpu_admin_msgs.h"
 #include "srv_admin_handlers.h"
+#include "rgpu/adminclient.h"
 #include "rgpu/auth.h"
+#include "rgpu/ckpt.h"
 #include "rgpu/err.h"
 #include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
+#include "rgpu/store.h"
 #include "rgpu/util.h"
 #include "srv.h"
 
@@ -54,7 +59,7 @@ static void on_signal(int sig)
 struct worker {
 	pid_t pid;
 	int ctl;               /* our end of its control channel; -1 once closed */
-	int probe;             /* the GPU probe, not a job */
+	int probe;             /* the GPU probe or an admin helper, not a job */
 	int refusing;          /* over --max-sessions: refuses a new session, routes a resume */
 	int slot;              /* its slot in the tenant accounting table (quota.c); -1: none */
 	Rgpu__JobInfo *info;   /* its latest report (NULL before the first) */
@@ -65,6 +70,57 @@ static int nworkers, cap_workers;
 static Rgpu__Ctl *gpus;    /* the probe's report */
 static uint64_t started_ns;
 static char listen_addr[300];
+
+/*
+ * Jobs that moved away (CTL_MOVED: a migration, a restore elsewhere): a client that comes back
+ * here to resume one (its link was down when it was redirected) is sent on (MSG_REDIRECT),
+ * for as long as it could be trying.
+ */
+struct moved {
+	uint8_t job_id[16];
+	char addr[300];
+	uint64_t until;
+};
+static struct moved *moved;
+static int nmoved;
+
+const char *srv_listen_address(void)
+{
+	return listen_addr;
+}
+
+static void moved_add(const ProtobufCBinaryData *id, const char *addr, int grace_s)
+{
+	uint64_t now = rgpu_now_ns();
+	int k = -1;
+
+	if (id->len != 16 || !addr)
+		return;
+	for (int i = 0; i < nmoved; i++)
+		if (moved[i].until < now || !memcmp(moved[i].job_id, id->data, 16)) {
+			k = i;
+			break;
+		}
+	if (k < 0) {
+		struct moved *m = realloc(moved, (size_t)(nmoved + 1) * sizeof(*m));
+		if (!m)
+			return;
+		moved = m;
+		k = nmoved++;
+	}
+	memcpy(moved[k].job_id, id->data, 16);
+	snprintf(moved[k].addr, sizeof(moved[k].addr), "%s", addr);
+	moved[k].until = now + ((uint64_t)grace_s + 60) * 1000000000ull;
+}
+
+static const char *moved_to(const ProtobufCBinaryData *id)
+{
+	uint64_t now = rgpu_now_ns();
+	for (int i = 0; i < nmoved; i++)
+		if (id->len == 16 && moved[i].until >= now && !memcmp(moved[i].job_id, id->data, 16))
+			return moved[i].addr;
+	return NULL;
+}
 
 static void worker_forget(int i)
 {
@@ -133,7 +189,7 @@ static int find_job(const ProtobufCBinaryData *id)
 }
 
 /* A message from worker i on its control channel. */
-static void on_ctl(int i)
+static void on_ctl(const struct srv_config *cfg, int i)
 {
 	Rgpu__Ctl *m = NULL;
 	int fd = -1, ret = srv_ctl_recv(workers[i].ctl, &m, &fd, 0);
@@ -167,7 +223,11 @@ static void on_ctl(int i)
 		int j = find_job(&m->job_id);
 		res.kind = RGPU__CTL_KIND__CTL_ROUTE_RESULT;
 		res.result = RGPU_ENOTFOUND;
-		if (j >= 0 && j != i && fd >= 0) {
+		if (j < 0 && moved_to(&m->job_id)) {
+			/* the job lives elsewhere now: the routing worker redirects its client */
+			res.result = RGPU_EMOVED;
+			res.error = (char *)moved_to(&m->job_id);
+		} else if (j >= 0 && j != i && fd >= 0) {
 			fwd.kind = RGPU__CTL_KIND__CTL_RESUME;
 			fwd.job_id = m->job_id;
 			fwd.hello = m->hello;
@@ -183,6 +243,9 @@ static void on_ctl(int i)
 		srv_ctl_send(workers[i].ctl, &res, -1);
 		break;
 	}
+	case RGPU__CTL_KIND__CTL_MOVED:
+		moved_add(&m->job_id, m->error, cfg->resume_grace_s);
+		break;
 	default:
 		break;
 	}
@@ -197,6 +260,13 @@ static void on_ctl(int i)
 /* the server's proof for the admin request being answered (on_admin), when it was authenticated */
 static uint8_t admin_proof[RGPU_AUTH_MAC_LEN];
 static int admin_has_proof;
+/* the request's body, for the handlers that read more than its header */
+static const uint8_t *admin_body;
+static size_t admin_body_len;
+/* a handler took the connection over (handed to a worker or a helper): not to be closed */
+static int admin_conn_taken;
+/* the listening sockets, which a helper forked for a request closes */
+static int sup_lfd = -1, sup_afd = -1;
 
 static void admin_reply(struct rgpu_conn *c, const struct rgpu_frame_hdr *req,
 			const ProtobufCMessage *rep)
@@ -365,6 +435,9 @@ static void on_admin(const struct srv_config *cfg, int afd)
 	}
 	ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body);
 	admin_has_proof = 0;
+	admin_conn_taken = 0;
+	admin_body = body;
+	admin_body_len = h.body_len;
 	if (ret == 0 && h.type < ARRAY_SIZE(srv_admin_handlers) && srv_admin_handlers[h.type]) {
 		char msg[160];
 		if (cfg->admin_key && admin_auth(cfg, c, &h, body, msg, sizeof(msg))) {
@@ -389,7 +462,9 @@ static void on_admin(const struct srv_config *cfg, int afd)
 		rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
 	}
 	free(body);
-	rgpu_conn_close(c);
+	admin_body = NULL;
+	if (!admin_conn_taken)
+		rgpu_conn_close(c);
 }
 
 static int listen_on(const struct srv_config *cfg, const char *what, const char *addr,
@@ -489,6 +564,455 @@ static void start_probe(const struct srv_config *cfg, int lfd, int afd)
 	}
 }
 
+/* ---- checkpoints, restores, migrations (admin requests that outlast the request loop) ------- */
+
+static void admin_error(struct rgpu_conn *c, int code, const char *msg)
+{
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
+
+	pr_warn("admin client %s: %s", rgpu_conn_peer(c), msg);
+	pe.code = code;
+	pe.message = (char *)msg;
+	rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+}
+
+static void set_proof(ProtobufCBinaryData *p)
+{
+	if (admin_has_proof) {
+		p->data = admin_proof;
+		p->len = RGPU_AUTH_MAC_LEN;
+	}
+}
+
+/* The job whose id starts with the hex prefix (at least 4 digits), or -1 with why filled. */
+static int find_job_prefix(const char *prefix, char *why, size_t len)
+{
+	size_t pl = prefix ? strlen(prefix) : 0;
+	int found = -1, n = 0;
+
+	if (pl < 4 || pl > 32 || strspn(prefix, "0123456789abcdefABCDEF") != pl) {
+		snprintf(why, len, "'%s' is not a job id (4 to 32 hex digits of one: rgpuctl jobs)",
+			 prefix ? prefix : "");
+		return -1;
+	}
+	for (int i = 0; i < nworkers; i++) {
+		const Rgpu__JobInfo *ji = workers[i].info;
+		char hex[33];
+		if (!ji || workers[i].ctl < 0 || ji->job_id.len != 16 || workers[i].probe)
+			continue;
+		rgpu_hex(ji->job_id.data, 16, hex);
+		if (!strncasecmp(hex, prefix, pl)) {
+			found = i;
+			n++;
+		}
+	}
+	if (n == 1)
+		return found;
+	snprintf(why, len, n ? "job id %s is ambiguous here: give more of it"
+			     : "no job %s on this server (rgpuctl jobs lists them)",
+		 prefix);
+	return -1;
+}
+
+/*
+ * CHECKPOINT, MIGRATE: the job's worker answers. It gets the connection: its descriptor, or
+ * under TLS (whose state cannot travel) a local socket that a child of this process relays.
+ */
+int admin_to_job(const struct srv_config *cfg, struct rgpu_conn *c,
+		 const struct rgpu_frame_hdr *h)
+{
+	Rgpu__CheckpointRequest *req =
+		RGPU_PB_UNPACK(rgpu__checkpoint_request, admin_body_len, admin_body);
+	Rgpu__Ctl m = RGPU__CTL__INIT;
+	char why[200];
+	int j, fd = -1, sp[2] = {-1, -1}, ret;
+
+	(void)cfg;
+	/* a MigrateRequest's job is field 3 too */
+	j = req ? find_job_prefix(req->job, why, sizeof(why)) : -1;
+	if (req)
+		rgpu__checkpoint_request__free_unpacked(req, NULL);
+	else
+		snprintf(why, sizeof(why), "an undecodable request");
+	if (j < 0) {
+		admin_error(c, RGPU_ENOTFOUND, why);
+		return 0;
+	}
+	if (rgpu_conn_is_tls(c)) {
+		pid_t pid;
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp)) {
+			admin_error(c, RGPU_ESYS, "no socket pair for the job's worker");
+			return 0;
+		}
+		pid = fork();
+		if (pid == 0) {
+			close(sp[1]);
+			child_close(sup_lfd, sup_afd);
+			rgpu_log_set_tag("rgpud-relay");
+			rgpu_conn_relay(c, sp[0]);
+			_exit(0);
+		}
+		close(sp[0]);
+		if (pid < 0) {
+			close(sp[1]);
+			admin_error(c, RGPU_ESYS, "cannot fork a relay for the job's worker");
+			return 0;
+		}
+		fd = sp[1];
+		rgpu_conn_abandon(c);
+	} else {
+		fd = rgpu_conn_release_fd(c);
+		if (fd < 0) {
+			admin_error(c, RGPU_EPROTO, "bytes after the request");
+			return 0;
+		}
+	}
+	admin_conn_taken = 1;
+	m.kind = RGPU__CTL_KIND__CTL_ADMIN;
+	m.admin_type = h->type;
+	m.hello.data = (uint8_t *)admin_body;
+	m.hello.len = admin_body_len;
+	set_proof(&m.server_proof);
+	ret = srv_ctl_send(workers[j].ctl, &m, fd);
+	if (ret) {
+		struct rgpu_conn *back = rgpu_tcp_wrap(fd);
+		fd = -1;
+		if (back) {
+			rgpu_conn_set_msgs(back, &rgpu_admin_msgs);
+			admin_error(back, RGPU_EIO, "the job's worker cannot be reached");
+			rgpu_conn_close(back);
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+/*
+ * A process of its own for a request that takes long (reading a whole checkpoint, pushing one
+ * to another server), with a control channel back here. Returns 0 in the child (*ctl: its end),
+ * the child's pid in this process (the connection is then the child's), or -1 (answered).
+ */
+static pid_t fork_helper(struct rgpu_conn *c, const char *tag, int *ctl)
+{
+	int sp[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
+		admin_error(c, RGPU_ESYS, "no socket pair for a helper");
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(sp[0]);
+		child_close(sup_lfd, sup_afd);
+		rgpu_log_set_tag(tag);
+		*ctl = sp[1];
+		return 0;
+	}
+	close(sp[1]);
+	if (pid < 0) {
+		close(sp[0]);
+		admin_error(c, RGPU_ESYS, "cannot fork a helper");
+		return -1;
+	}
+	if (worker_add(pid, sp[0], 1, 0, -1))
+		close(sp[0]);
+	rgpu_conn_abandon(c);
+	admin_conn_taken = 1;
+	return pid;
+}
+
+static void op_progress(uint64_t done, uint64_t total, void *arg)
+{
+	rgpu_admin_progress(arg, "verify", done, total, "chunks");
+}
+
+/* CKPT_VERIFY, CKPT_RM: in a helper, which answers. */
+int admin_ckpt_op(const struct srv_config *cfg, struct rgpu_conn *c,
+		  const struct rgpu_frame_hdr *h)
+{
+	Rgpu__CkptRef *req = RGPU_PB_UNPACK(rgpu__ckpt_ref, admin_body_len, admin_body);
+	Rgpu__CkptOpReply rep = RGPU__CKPT_OP_REPLY__INIT;
+	struct rgpu_frame_hdr rh = {.type = h->type, .flags = RGPU_FRAME_REPLY, .ref = h->seq};
+	struct rgpu_store *store = NULL;
+	char why[600] = "";
+	int ctl = -1, ret;
+
+	if (!req) {
+		admin_error(c, RGPU_EPROTO, "an undecodable request");
+		return 0;
+	}
+	if (fork_helper(c, "rgpud-ckpt", &ctl) != 0) {
+		rgpu__ckpt_ref__free_unpacked(req, NULL);
+		return 0;
+	}
+	ret = srv_store_open(cfg, &store, why, sizeof(why));
+	if (!ret && h->type == RGPU_ADMIN_MSG_CKPT_VERIFY) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		ret = rgpu_ckpt_verify(store, req->id, (unsigned)(n > 1 ? n : 1), op_progress, c,
+				       &rep.chunks, &rep.bytes, why, sizeof(why));
+		if (ret)
+			pr_warn("verify: %s", why);
+		else
+			pr_info("checkpoint %llu verified: %llu chunks, %llu bytes",
+				(unsigned long long)req->id, (unsigned long long)rep.chunks,
+				(unsigned long long)rep.bytes);
+	} else if (!ret) {
+		ret = rgpu_store_remove(store, req->id);
+		if (ret == RGPU_ENOTFOUND)
+			snprintf(why, sizeof(why), "no checkpoint %llu in this server's store",
+				 (unsigned long long)req->id);
+		else if (ret)
+			snprintf(why, sizeof(why), "removing checkpoint %llu: %s",
+				 (unsigned long long)req->id, rgpu_strerror(ret));
+		/* its chunks that no other checkpoint names go now (gc waits for writers) */
+		if (!ret && rgpu_store_gc_bytes(store, &rep.chunks, &rep.bytes))
+			pr_warn("removed checkpoint %llu; its chunks wait for the next gc",
+				(unsigned long long)req->id);
+		if (!ret)
+			pr_info("checkpoint %llu removed: %llu chunks freed",
+				(unsigned long long)req->id, (unsigned long long)rep.chunks);
+	}
+	rgpu_store_close(store);
+	rep.result = ret;
+	rep.error = why;
+	set_proof(&rep.server_proof);
+	rgpu_frame_send_hdr(c, &rh, &rep.base, NULL);
+	rgpu_conn_close(c);
+	_exit(0);
+}
+
+static void fwd_progress(const Rgpu__Progress *pr, void *arg)
+{
+	rgpu_admin_progress(arg, pr->phase, pr->done, pr->total, pr->unit);
+}
+
+/* RESTORE: in a helper, which pushes the checkpoint to the target and answers. */
+int admin_restore(const struct srv_config *cfg, struct rgpu_conn *c,
+		  const struct rgpu_frame_hdr *h)
+{
+	Rgpu__RestoreRequest *req = RGPU_PB_UNPACK(rgpu__restore_request, admin_body_len, admin_body);
+	Rgpu__RestoreReply rep = RGPU__RESTORE_REPLY__INIT;
+	struct rgpu_frame_hdr rh = {.type = h->type, .flags = RGPU_FRAME_REPLY, .ref = h->seq};
+	struct rgpu_store *store = NULL;
+	struct rgpu_admin *peer = NULL;
+	struct rgpu_push_opts opts = {.restore = 1};
+	Rgpu__PushReply *pr = NULL;
+	Rgpu__CkptMeta *m = NULL;
+	uint8_t *hashes = NULL;
+	size_t n = 0;
+	char why[600] = "", addr[300] = "", hex[33];
+	uint64_t t0 = rgpu_now_ns();
+	int ctl = -1, ret;
+
+	if (!req || !req->target || !*req->target) {
+		admin_error(c, RGPU_EINVAL, "a restore needs a target server");
+		goto free_req;
+	}
+	if (fork_helper(c, "rgpud-restore", &ctl) != 0)
+		goto free_req;
+	ret = srv_store_open(cfg, &store, why, sizeof(why));
+	if (!ret)
+		ret = rgpu_ckpt_load(store, req->id, &m, &hashes, &n, why, sizeof(why));
+	if (!ret) {
+		char w2[200];
+		rgpu_hex(m->job_id.data, 16, hex);
+		/* the workers as they were at the fork: the job must not run here as well */
+		if (find_job_prefix(hex, w2, sizeof(w2)) >= 0) {
+			ret = RGPU_EBUSY;
+			snprintf(why, sizeof(why),
+				 "job %.12s is running on this server: a restore would run it twice "
+				 "(to move it: rgpuctl migrate %.12s --to SERVER --cold)",
+				 hex, hex);
+		}
+	}
+	if (!ret) {
+		char err[500];
+		ret = srv_peer_open(cfg, req->target, &peer, err, sizeof(err));
+		if (ret)
+			snprintf(why, sizeof(why), "the target: %s", err);
+	}
+	if (!ret) {
+		char err[500];
+		opts.client_address = req->client_address;
+		ret = rgpu_push_send(peer, store, req->id, &opts, fwd_progress, c, &pr,
+				     &rep.chunks_sent, &rep.bytes_sent, err, sizeof(err));
+		if (ret)
+			snprintf(why, sizeof(why), "%s", err);
+	}
+	rgpu_admin_close(peer);
+	if (!ret) {
+		char host[256], thost[256];
+		int port, tport;
+		snprintf(addr, sizeof(addr), "%s",
+			 req->client_address && *req->client_address ? req->client_address
+								     : pr->client_address);
+		/* a target listening on every address is reached at its admin host */
+		if (!(req->client_address && *req->client_address) &&
+		    !rgpu_parse_hostport(addr, "0.0.0.0", host, sizeof(host), &port) &&
+		    !rgpu_parse_hostport(req->target, "127.0.0.1", thost, sizeof(thost), &tport) &&
+		    (!strcmp(host, "0.0.0.0") || !strcmp(host, "::")))
+			snprintf(addr, sizeof(addr), "%s:%d", thost, port);
+		/* a client coming back here to resume the job is sent there */
+		Rgpu__Ctl mv = RGPU__CTL__INIT;
+		mv.kind = RGPU__CTL_KIND__CTL_MOVED;
+		mv.job_id = m->job_id;
+		mv.error = addr;
+		srv_ctl_send(ctl, &mv, -1);
+		rep.job_id = m->job_id;
+		rep.restore_ns = pr->restore_ns;
+		pr_info("checkpoint %llu restored on %s as job %.12s (client address %s)",
+			(unsigned long long)req->id, req->target, hex, addr);
+	} else {
+		pr_warn("restore of checkpoint %llu on %s failed: %s", (unsigned long long)req->id,
+			req->target, why);
+	}
+	rep.result = ret;
+	rep.error = why;
+	rep.client_address = addr;
+	rep.duration_ns = rgpu_now_ns() - t0;
+	set_proof(&rep.server_proof);
+	rgpu_frame_send_hdr(c, &rh, &rep.base, NULL);
+	rgpu_conn_close(c);
+	_exit(0);
+free_req:
+	if (req)
+		rgpu__restore_request__free_unpacked(req, NULL);
+	return 0;
+}
+
+/*
+ * PUSH (from another server): a new worker process takes the checkpoint, restores it if asked,
+ * and serves the job (restore.c). It counts as a job, with a slot for its tenant's accounting.
+ * CHUNK and PUSH_DONE only follow a PUSH on its connection.
+ */
+int admin_push(const struct srv_config *cfg, struct rgpu_conn *c, const struct rgpu_frame_hdr *h)
+{
+	Rgpu__PushRequest *req;
+	int sp[2], slot;
+	pid_t pid;
+
+	if (h->type != RGPU_ADMIN_MSG_PUSH) {
+		admin_error(c, RGPU_EPROTO, "a checkpoint's chunks come only after its PUSH");
+		return 0;
+	}
+	req = RGPU_PB_UNPACK(rgpu__push_request, admin_body_len, admin_body);
+	if (!req) {
+		admin_error(c, RGPU_EPROTO, "an undecodable PUSH");
+		return 0;
+	}
+	if (req->restore && cfg->max_sessions && njobs() >= cfg->max_sessions) {
+		admin_error(c, RGPU_EBUSY, "this server serves its limit of sessions "
+					   "(rgpud --max-sessions)");
+		rgpu__push_request__free_unpacked(req, NULL);
+		return 0;
+	}
+	slot = srv_acct_slot_take();
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
+		srv_acct_slot_release(slot);
+		admin_error(c, RGPU_ESYS, "no socket pair for a worker");
+		rgpu__push_request__free_unpacked(req, NULL);
+		return 0;
+	}
+	pid = fork();
+	if (pid == 0) {
+		char tag[64];
+		uint8_t proof[RGPU_AUTH_MAC_LEN];
+		int has = admin_has_proof;
+		memcpy(proof, admin_proof, sizeof(proof));
+		close(sp[0]);
+		child_close(sup_lfd, sup_afd);
+		snprintf(tag, sizeof(tag), "rgpud[%d]", (int)getpid());
+		rgpu_log_set_tag(tag);
+		srv_acct_become(slot);
+		srv_restore_run(cfg, c, h, req, has ? proof : NULL, sp[1]);
+	}
+	close(sp[1]);
+	rgpu__push_request__free_unpacked(req, NULL);
+	if (pid < 0) {
+		close(sp[0]);
+		srv_acct_slot_release(slot);
+		admin_error(c, RGPU_ESYS, "cannot fork a worker");
+		return 0;
+	}
+	if (worker_add(pid, sp[0], 0, 0, slot))
+		close(sp[0]);
+	rgpu_conn_abandon(c);
+	admin_conn_taken = 1;
+	pr_info("checkpoint pushed by %s: worker %d", "a server", (int)pid);
+	return 0;
+}
+
+/* CHECKPOINTS: this server's store, read here (a few small reads per checkpoint). */
+int admin_ckpt_list(const struct srv_config *cfg, struct rgpu_conn *c,
+		    const struct rgpu_frame_hdr *h)
+{
+	Rgpu__CkptListRequest *req = RGPU_PB_UNPACK(rgpu__ckpt_list_request, admin_body_len, admin_body);
+	Rgpu__CkptListReply rep = RGPU__CKPT_LIST_REPLY__INIT;
+	struct rgpu_frame_hdr rh = {.type = h->type, .flags = RGPU_FRAME_REPLY, .ref = h->seq};
+	struct rgpu_store *store = NULL;
+	struct rgpu_store_stats st;
+	Rgpu__CkptMeta **metas = NULL;
+	Rgpu__CkptInfo *infos = NULL, **ip = NULL;
+	uint64_t *ids = NULL;
+	size_t nids = 0, k = 0;
+	char why[600] = "";
+	int ret = srv_store_open(cfg, &store, why, sizeof(why));
+
+	if (!ret)
+		ret = rgpu_store_list(store, &ids, &nids);
+	if (!ret) {
+		metas = calloc(nids + 1, sizeof(*metas));
+		infos = calloc(nids + 1, sizeof(*infos));
+		ip = calloc(nids + 1, sizeof(*ip));
+		if (!metas || !infos || !ip)
+			ret = RGPU_ENOMEM;
+	}
+	for (size_t i = 0; !ret && i < nids; i++) {
+		uint8_t *hashes = NULL;
+		size_t n = 0;
+		char w[400], hex[33];
+		if (rgpu_ckpt_load(store, ids[i], &metas[k], &hashes, &n, w, sizeof(w))) {
+			pr_warn("checkpoints: %s", w); /* listed by verify and rm, not here */
+			continue;
+		}
+		free(hashes);
+		rgpu_hex(metas[k]->job_id.data, 16, hex);
+		if (req && req->job && *req->job &&
+		    strncasecmp(hex, req->job, strlen(req->job))) {
+			rgpu__ckpt_meta__free_unpacked(metas[k], NULL);
+			metas[k] = NULL;
+			continue;
+		}
+		rgpu__ckpt_info__init(&infos[k]);
+		rgpu_ckpt_info(metas[k], ids[i], n, &infos[k]);
+		ip[k] = &infos[k];
+		k++;
+	}
+	if (!ret && !rgpu_store_stats(store, &st)) {
+		rep.store_chunks = st.chunks;
+		rep.store_bytes = st.stored_bytes;
+	}
+	rep.result = ret;
+	rep.error = ret && !*why ? (char *)rgpu_strerror(ret) : why;
+	rep.n_checkpoints = k;
+	rep.checkpoints = ip;
+	set_proof(&rep.server_proof);
+	rgpu_frame_send_hdr(c, &rh, &rep.base, NULL);
+	for (size_t i = 0; metas && i < k; i++)
+		rgpu__ckpt_meta__free_unpacked(metas[i], NULL);
+	free(metas);
+	free(infos);
+	free(ip);
+	free(ids);
+	rgpu_store_close(store);
+	if (req)
+		rgpu__ckpt_list_request__free_unpacked(req, NULL);
+	return 0;
+}
+
 /*
  * A worker for each connection, even over --max-sessions: only the worker reads the client's
  * hello, and a resume of a running job must still reach it. Over the limit the worker refuses
@@ -568,6 +1092,8 @@ int srv_supervise(const struct srv_config *cfg)
 			afd = -1;
 		}
 	}
+	sup_lfd = lfd;
+	sup_afd = afd;
 	pr_info("driver %s, resume grace %d s, at most %d sessions (0: no limit), idle timeout "
 		"%d s (0: none)",
 		cfg->driver ? cfg->driver : "libcuda.so.1", cfg->resume_grace_s,
@@ -612,7 +1138,7 @@ int srv_supervise(const struct srv_config *cfg)
 		for (int i = nworkers - 1; i >= 0; i--)
 			if (3 + i < n && pfd[3 + i].fd == workers[i].ctl && workers[i].ctl >= 0 &&
 			    pfd[3 + i].revents)
-				on_ctl(i);
+				on_ctl(cfg, i);
 		if (pfd[1].revents) {
 			char buf[64];
 			while (read(sig_pipe[0], buf, sizeof(buf)) > 0)

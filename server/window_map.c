@@ -12,6 +12,7 @@
 #include <search.h>
 #include <stdlib.h>
 
+#include "rgpu/err.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
 #include "srv.h"
@@ -47,7 +48,78 @@ int srv_dev_range_ok(struct srv_worker *w, uint64_t addr, uint64_t size)
 	if (srv_in_window(w, addr, size))
 		return 1;
 	g = tfind(&key, &w->globals, map_cmp);
-	return g && rgpu_range_in(addr - (*g)->addr, 1, size, (*g)->size);
+	if (g && rgpu_range_in(addr - (*g)->addr, 1, size, (*g)->size))
+		return 1;
+	/* a global the driver placed elsewhere in a restored job, by the client's address */
+	for (size_t i = 0; i < w->ngmoves; i++)
+		if (addr >= w->gmoves[i].addr &&
+		    rgpu_range_in(addr - w->gmoves[i].addr, 1, size, w->gmoves[i].size))
+			return 1;
+	return 0;
+}
+
+uint64_t srv_dev_translate(struct srv_worker *w, uint64_t addr)
+{
+	for (size_t i = 0; i < w->ngmoves; i++)
+		if (addr >= w->gmoves[i].addr && addr - w->gmoves[i].addr < w->gmoves[i].size)
+			return w->gmoves[i].now + (addr - w->gmoves[i].addr);
+	return addr;
+}
+
+void srv_translate_params(struct srv_worker *w, void *params, uint64_t len)
+{
+	uint8_t *p = params;
+
+	if (!w->ngmoves || !p)
+		return;
+	for (uint64_t off = 0; off + 8 <= len; off += 8) {
+		uint64_t v = rd_le64(p + off), t = srv_dev_translate(w, v);
+		if (t != v)
+			wr_le64(p + off, t);
+	}
+}
+
+/* twalk() passes no argument: the walk's state (executor thread only) */
+static struct {
+	struct srv_map *v;
+	size_t n, cap;
+	int failed;
+} listing;
+
+static void list_walk(const void *node, VISIT which, int depth)
+{
+	const struct srv_map *m = *(const struct srv_map *const *)node;
+
+	(void)depth;
+	if (which != postorder && which != leaf)
+		return;
+	if (listing.n == listing.cap) {
+		size_t cap = listing.cap ? 2 * listing.cap : 64;
+		struct srv_map *v = realloc(listing.v, cap * sizeof(*v));
+		if (!v) {
+			listing.failed = 1;
+			return;
+		}
+		listing.v = v;
+		listing.cap = cap;
+	}
+	listing.v[listing.n++] = *m;
+}
+
+int srv_maps_list(struct srv_worker *w, struct srv_map **out, size_t *n)
+{
+	listing.v = NULL;
+	listing.n = listing.cap = 0;
+	listing.failed = 0;
+	twalk(w->maps, list_walk);
+	if (listing.failed) {
+		free(listing.v);
+		return RGPU_ENOMEM;
+	}
+	/* an in-order walk: by address already */
+	*out = listing.v;
+	*n = listing.n;
+	return 0;
 }
 
 void srv_remember_global(struct srv_worker *w, uint64_t module, uint64_t addr, uint64_t size)
@@ -98,6 +170,11 @@ void srv_forget_globals(struct srv_worker *w, uint64_t module)
 		free(forget.v[i]);
 	}
 	forget.n = 0;
+	for (size_t i = 0; i < w->ngmoves;)
+		if (w->gmoves[i].module == module)
+			w->gmoves[i] = w->gmoves[--w->ngmoves];
+		else
+			i++;
 }
 
 CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device)

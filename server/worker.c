@@ -82,10 +82,10 @@ static struct srv_frame *queue_pop(struct srv_worker *w)
 	struct srv_frame *f;
 	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(50000);
 
-	while (atomic_load(&w->q_len) == 0 && rgpu_now_ns() < until)
+	while (atomic_load(&w->q_len) == 0 && rgpu_now_ns() < until && !srv_hold_wanted(w))
 		__builtin_ia32_pause();
 	pthread_mutex_lock(&w->q_lock);
-	while (!w->q_head && !w->q_closed) {
+	while (!w->q_head && !w->q_closed && !srv_hold_wanted(w)) {
 		if (atomic_load(&w->executed) != w->ack_told) {
 			uint64_t due = w->ack_ns + ACK_IDLE_NS, now = rgpu_now_ns();
 			if (now >= due) {
@@ -206,7 +206,7 @@ static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__He
 	rep.job_id.len = SRV_JOB_ID_LEN;
 	rep.resume_token.data = w->token;
 	rep.resume_token.len = SRV_TOKEN_LEN;
-	rep.received = w->rx_seq;
+	rep.received = atomic_load(&w->rx_seq);
 	rep.resumed = 1;
 	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
 	if (proof) {
@@ -332,6 +332,13 @@ static int idle_wait_ms(struct srv_worker *w)
 			     (uint64_t)w->limits.idle_timeout_s * 1000000000ull);
 }
 
+/* Frames the reader consumes itself rather than queueing for the executor. */
+static int reader_type(unsigned type)
+{
+	return type == RGPU_MSG_CALLBACK_DONE || type == RGPU_MSG_HOST_MIRROR ||
+	       type == RGPU_MSG_HOST_WRITE;
+}
+
 static void *reader_main(void *arg)
 {
 	struct srv_worker *w = arg;
@@ -349,10 +356,11 @@ static void *reader_main(void *arg)
 		if (!c) {
 			/*
 			 * A resume (the control thread) took the first link down before this
-			 * thread looked at it: wait for the resume's connection, as for any break.
+			 * thread looked at it, or the job was restored from a checkpoint and has
+			 * no link yet: wait for the client's connection, as after any break.
 			 */
 			free(f);
-			why = "taken over by a resume";
+			why = w->restored ? "restored: waiting for the client" : "taken over by a resume";
 			goto lost;
 		}
 		ret = queue_wait_room(w, c);
@@ -410,11 +418,12 @@ static void *reader_main(void *arg)
 			free(f->body);
 			free(f);
 			continue;
-		} else if (f->hdr.type == RGPU_MSG_ACK || f->hdr.seq > w->rx_seq + 1) {
+		} else if (f->hdr.type == RGPU_MSG_ACK ||
+			   f->hdr.seq > atomic_load(&w->rx_seq) + 1) {
 			srv_protocol_error(w, RGPU_EPROTO, "%s with seq %llu after %llu",
 					   rgpu_msg_name(f->hdr.type),
 					   (unsigned long long)f->hdr.seq,
-					   (unsigned long long)w->rx_seq);
+					   (unsigned long long)atomic_load(&w->rx_seq));
 			free(f->body);
 			free(f);
 			break;
@@ -432,8 +441,16 @@ static void *reader_main(void *arg)
 			atomic_store(&w->token_prev_ok, 0);
 		}
 		srv_link_acked(w, f->hdr.ack);
-		if (f->hdr.seq <= w->rx_seq) {
-			/* resent by a client that did not know this arrived: drop it */
+		if (f->hdr.seq <= atomic_load(&w->rx_seq) ||
+		    (f->hdr.seq <= w->reader_skip_until && reader_type(f->hdr.type))) {
+			/*
+			 * Resent by a client that did not know this arrived: drop it. In a restored
+			 * job, also the frames this thread consumes itself that the checkpoint's
+			 * reader had already applied (the client resends everything after the last
+			 * frame executed).
+			 */
+			if (f->hdr.seq > atomic_load(&w->rx_seq))
+				atomic_fetch_add(&w->rx_seq, 1);
 			ret = rgpu_conn_discard(c, f->hdr.payload_len);
 			free(f->body);
 			free(f);
@@ -451,7 +468,7 @@ static void *reader_main(void *arg)
 				srv_protocol_error(w, RGPU_EPROTO, "undecodable MSG_CALLBACK_DONE");
 				break;
 			}
-			w->rx_seq++;
+			atomic_fetch_add(&w->rx_seq, 1);
 			srv_callback_done(w, cb->callback);
 			rgpu__callback__free_unpacked(cb, NULL);
 			continue;
@@ -480,10 +497,10 @@ static void *reader_main(void *arg)
 				goto lost;
 			}
 		}
-		w->rx_seq++;
 		w->bytes_in += RGPU_FRAME_HDR_LEN + f->hdr.body_len + f->hdr.payload_len;
 		if (f->hdr.type == RGPU_MSG_HOST_MIRROR || f->hdr.type == RGPU_MSG_HOST_WRITE) {
-			/* host memory takes a write at once, whatever the streams are doing */
+			/* host memory takes a write at once, whatever the streams are doing (its
+			 * seq is counted with the write: srv_hm_frame) */
 			ret = srv_hm_frame(w, f);
 			unsigned type = f->hdr.type;
 			frame_free(w, f);
@@ -494,6 +511,7 @@ static void *reader_main(void *arg)
 			}
 			continue;
 		}
+		atomic_fetch_add(&w->rx_seq, 1);
 		queue_push(w, f);
 		continue;
 lost:
@@ -554,6 +572,11 @@ static void send_info(struct srv_worker *w)
 	m.job_id = ji.job_id;
 	m.info = &ji;
 	srv_ctl_send(w->ctl_fd, &m, -1);
+}
+
+void srv_worker_report(struct srv_worker *w)
+{
+	send_info(w);
 }
 
 /* A resume handed over by the supervisor: check the token, then give it to the reader. */
@@ -656,6 +679,12 @@ static void *control_main(void *arg)
 		}
 		if (m->kind == RGPU__CTL_KIND__CTL_RESUME) {
 			take_resume(w, m, fd);
+			fd = -1;
+		} else if (m->kind == RGPU__CTL_KIND__CTL_ADMIN && fd >= 0) {
+			/* a checkpoint or migration of this job (admin.c) */
+			srv_worker_admin(w, fd, m->admin_type, m->hello.data, m->hello.len,
+					 m->server_proof.len == RGPU_AUTH_MAC_LEN ? m->server_proof.data
+										  : NULL);
 			fd = -1;
 		}
 		if (fd >= 0)
@@ -820,6 +849,26 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 		if (r)
 			rgpu__ctl__free_unpacked(r, NULL);
 		r = NULL;
+	}
+	if (!ret && result == RGPU_EMOVED && r && r->error && *r->error) {
+		/* the job moved away while its client's link was down: send the client on */
+		Rgpu__Redirect rd = RGPU__REDIRECT__INIT;
+		struct rgpu_frame_hdr h = {.type = RGPU_MSG_REDIRECT};
+		pr_info("resume of job %s from %s: the job moved to %s; redirected", job, peer,
+			r->error);
+		if (relay)
+			close(fd);
+		else
+			c = rgpu_tcp_wrap(fd);
+		if (c) {
+			rgpu_conn_set_msgs(c, &rgpu_job_msgs);
+			rd.server = r->error;
+			rd.reason = "moved";
+			rgpu_frame_send_hdr(c, &h, &rd.base, NULL);
+			rgpu_conn_close(c);
+		}
+		rgpu__ctl__free_unpacked(r, NULL);
+		_exit(0);
 	}
 	if (r)
 		rgpu__ctl__free_unpacked(r, NULL);
@@ -1080,16 +1129,15 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 	pthread_cond_init(&w->cb_cond, NULL);
 	pthread_mutex_init(&w->link_lock, NULL);
 	pthread_cond_init(&w->link_cond, NULL);
+	pthread_mutex_init(&w->hold.lock, NULL);
+	pthread_cond_init(&w->hold.cond, NULL);
 }
 
 void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ctl_fd, int admit)
 {
 	static struct srv_worker wk;
 	struct srv_worker *w = &wk;
-	pthread_t reader, control;
-	uint64_t nframes = 0, nbytes = 0;
 	struct timespec now;
-	int ret;
 
 	srv_worker_init(w, cfg, ctl_fd, rgpu_conn_peer(conn));
 	w->refuse_new = !admit;
@@ -1099,32 +1147,53 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	clock_gettime(CLOCK_REALTIME, &now);
 	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	/* TLS first (tls.c), within the same deadline as the hello */
-	if (srv_tls_start(cfg, conn, "client", RGPU_MSG_ERROR) || handshake(w))
-		goto out;
+	if (srv_tls_start(cfg, conn, "client", RGPU_MSG_ERROR) || handshake(w)) {
+		srv_link_end(w);
+		srv_link_down(w);
+		srv_acct_leave();
+		_exit(0);
+	}
+	srv_worker_serve(w);
+}
+
+void srv_worker_serve(struct srv_worker *w)
+{
+	const struct srv_config *cfg = w->cfg;
+	pthread_t reader, control;
+	uint64_t nframes = 0, nbytes = 0;
+	int ret;
+
 	/*
 	 * The job starts: whatever the driver writes to stdout and stderr from now on is the
 	 * program's (device printf, assert messages) and goes to the client (stdio.c).
 	 */
 	srv_stdio_init(w);
-	if (srv_log_init(w))
+	if (!w->log && srv_log_init(w))
 		pr_warn("job %s: out of memory for the state log: nothing is recorded", w->job_hex);
-	if (cfg->state_dir && cfg->module_cache_bytes &&
+	if (!w->modcache && cfg->state_dir && cfg->module_cache_bytes &&
 	    srv_modcache_open(cfg->state_dir, cfg->module_cache_bytes, &w->modcache))
 		pr_warn("module cache unavailable in %s: images are not kept", cfg->state_dir);
-	rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
+	if (w->conn)
+		rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
 	atomic_store(&w->active_ns, rgpu_now_ns());
-	atomic_store(&w->state, SRV_JOB_RUNNING);
+	atomic_store(&w->state, w->conn ? SRV_JOB_RUNNING : SRV_JOB_DISCONNECTED);
 	if (pthread_create(&reader, NULL, reader_main, w)) {
 		pr_err("cannot start the reader thread");
 		goto out;
 	}
-	if (ctl_fd >= 0 && pthread_create(&control, NULL, control_main, w))
+	if (w->ctl_fd >= 0 && pthread_create(&control, NULL, control_main, w))
 		pr_warn("cannot start the control thread: the supervisor will not see this job");
 	send_info(w);
 	for (;;) {
-		struct srv_frame *f = queue_pop(w);
-		if (!f)
+		struct srv_frame *f;
+		/* a checkpoint's barrier: between two frames, nothing of the job running */
+		srv_hold_point(w);
+		f = queue_pop(w);
+		if (!f) {
+			if (srv_hold_wanted(w) && !atomic_load(&w->dead))
+				continue;
 			break;
+		}
 		atomic_store(&w->executed, f->hdr.seq);
 		uint64_t f_payload = f->hdr.payload_len;
 		nframes++;

@@ -142,6 +142,16 @@ void rgpu_conn_close(struct rgpu_conn *c)
 		c->ops->close(c);
 }
 
+void rgpu_conn_abandon(struct rgpu_conn *c)
+{
+	if (!c)
+		return;
+	if (c->ops->abandon)
+		c->ops->abandon(c);
+	else
+		c->ops->close(c); /* a plain socket's close says nothing the peer could mistake */
+}
+
 int rgpu_conn_release_fd(struct rgpu_conn *c)
 {
 	int fd = c->fd;

@@ -25,6 +25,8 @@ struct rgpu_transport_ops {
 	/* stop both directions, waking any blocked reader; the conn stays allocated */
 	void (*shutdown)(struct rgpu_conn *c);
 	void (*close)(struct rgpu_conn *c);
+	/* free c and close its descriptor without a word to the peer (NULL: close does that) */
+	void (*abandon)(struct rgpu_conn *c);
 };
 
 #define RGPU_CONN_RBUF (64u << 10)

@@ -380,6 +380,17 @@ static void tls_close(struct rgpu_conn *c)
 	free(c);
 }
 
+/* SSL_free() alone writes nothing to the socket: the other process's session goes on */
+static void tls_abandon(struct rgpu_conn *c)
+{
+	SSL_free(c->ssl);
+	ERR_clear_error();
+	pthread_mutex_destroy(&c->ssl_lock);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
 static const struct rgpu_transport_ops tls_ops = {
 	.name = "tls",
 	.sendv = tls_sendv,
@@ -387,6 +398,7 @@ static const struct rgpu_transport_ops tls_ops = {
 	.hung_up = tls_hung_up,
 	.shutdown = tls_shutdown,
 	.close = tls_close,
+	.abandon = tls_abandon,
 };
 
 /* ---- handshakes ---------------------------------------------------------------------------- */

@@ -29,6 +29,7 @@ const char *rgpu_strerror(int err)
 	case RGPU_EDEADLINE: return "frame not received whole in time";
 	case RGPU_EAUTH: return "authentication failed";
 	case RGPU_ETLS: return "TLS failed";
+	case RGPU_EMOVED: return "the job moved to another server";
 	}
 	return "unknown rgpu error";
 }

@@ -1,13 +1,16 @@
 /*
- * The checkpoint store (design.md §6, issue 9): one LMDB environment per server holding device
+ * The checkpoint store (design.md §7, issue 9): one LMDB environment per server holding device
  * memory as chunks named by their chunk hash (rgpu/hash.h), each stored once, and checkpoints
  * as manifests. A checkpoint is written chunk by chunk (chunks already in the store cost
  * nothing) and exists only once its manifest is committed, in one write transaction; a crash
  * before that leaves chunks no manifest names, which rgpu_store_gc() removes.
  *
- * Lifecycle: rgpu_store_open / _close; rgpu_ckpt_begin, rgpu_ckpt_chunk..., then
- * rgpu_ckpt_commit or rgpu_ckpt_abort (both free the checkpoint object). Not thread-safe per
- * object; one environment may be open in several processes (LMDB's locking).
+ * Lifecycle: rgpu_store_open / _close; rgpu_ckpt_begin, then either rgpu_ckpt_chunk... (the
+ * manifest's list grows chunk by chunk) or rgpu_ckpt_set_list + rgpu_ckpt_put... (the list is
+ * known first: a checkpoint hashes device memory before it copies any), then rgpu_ckpt_commit
+ * or rgpu_ckpt_abort (both free the checkpoint object). One environment may be open in several
+ * processes (LMDB's locking); a checkpoint being written holds a shared lock that
+ * rgpu_store_gc() waits for, so gc never deletes a chunk a checkpoint counts on.
  */
 #ifndef RGPU_STORE_H
 #define RGPU_STORE_H
@@ -19,6 +22,10 @@
 
 struct rgpu_store;
 struct rgpu_ckpt;
+
+/* a chunk's stored value: a 16-byte header, then at most RGPU_CHUNK_MAX bytes */
+#define RGPU_CHUNK_HDR 16u
+#define RGPU_CHUNK_VALUE_MAX (RGPU_CHUNK_HDR + RGPU_CHUNK_MAX)
 
 struct rgpu_store_stats {
 	uint64_t chunks;       /* distinct chunks stored */
@@ -46,24 +53,94 @@ int rgpu_store_chunk_has(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN]
 int rgpu_store_chunk_get(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN], void *buf,
 			 size_t cap, size_t *len);
 
-/* rgpu_ckpt_begin() - start a checkpoint. 0 or RGPU_ENOMEM. */
+/*
+ * rgpu_store_chunk_value() - the chunk's stored value as it is (header and payload, for sending
+ * to another store) into buf (RGPU_CHUNK_VALUE_MAX bytes), *vlen set. Nothing is checked.
+ * 0, RGPU_ENOTFOUND, RGPU_ETOOBIG (a value longer than a chunk's can be: damaged).
+ */
+int rgpu_store_chunk_value(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN], void *buf,
+			   size_t *vlen);
+
+/*
+ * Reading many chunks in place (a restore): one read transaction, values pointing into the
+ * map until rgpu_store_reader_end(). One reader per thread. _get returns 0, RGPU_ENOTFOUND
+ * or RGPU_EIO.
+ */
+struct rgpu_store_reader;
+int rgpu_store_reader_begin(struct rgpu_store *s, struct rgpu_store_reader **out);
+int rgpu_store_reader_get(struct rgpu_store_reader *r, const uint8_t hash[RGPU_HASH_LEN],
+			  const void **val, size_t *vlen);
+void rgpu_store_reader_end(struct rgpu_store_reader *r);
+
+/*
+ * Encoding a chunk as the store keeps it, on any thread with an encoder of its own: zstd (fast
+ * level), raw when that does not shrink it, a flag when it is all zero. val must hold
+ * RGPU_CHUNK_VALUE_MAX bytes; len is at most RGPU_CHUNK_MAX. Returns 0 or RGPU_EINVAL.
+ */
+struct rgpu_chunk_enc;
+int rgpu_chunk_enc_new(struct rgpu_chunk_enc **out);
+void rgpu_chunk_enc_free(struct rgpu_chunk_enc *e);
+int rgpu_chunk_encode(struct rgpu_chunk_enc *e, const void *data, size_t len, uint8_t *val,
+		      size_t *vlen);
+
+/*
+ * rgpu_chunk_value_header() - the header of a stored value describes exactly its bytes: its
+ * decoded length into *len. 0, or RGPU_ECORRUPT with *why (a cheap check before the decoding
+ * and hashing that find the rest).
+ */
+int rgpu_chunk_value_header(const void *val, size_t vlen, size_t *len, const char **why);
+
+/* rgpu_chunk_zero_value() - the value of len zero bytes (its header alone) into val */
+void rgpu_chunk_zero_value(size_t len, uint8_t *val, size_t *vlen);
+
+/*
+ * rgpu_chunk_value_check() - does the stored value decode to bytes whose chunk hash is hash?
+ * buf receives them (RGPU_CHUNK_MAX bytes), *len their length. Returns 0, or RGPU_ECORRUPT with
+ * *why saying what is wrong ("no chunk header", "bytes whose hash is not its name", ...).
+ */
+int rgpu_chunk_value_check(const void *val, size_t vlen, const uint8_t hash[RGPU_HASH_LEN],
+			   void *buf, size_t *len, const char **why);
+
+/* rgpu_ckpt_begin() - start a checkpoint (its shared lock against gc). 0, RGPU_ENOMEM, RGPU_ESYS. */
 int rgpu_ckpt_begin(struct rgpu_store *s, struct rgpu_ckpt **out);
 
 /*
  * rgpu_ckpt_chunk() - the checkpoint names chunk `hash` (the chunk hash of [data, data+len),
- * len at most RGPU_CHUNK_MAX). data may be NULL when the caller knows the store has it
- * (rgpu_store_chunk_has). A new chunk is compressed with zstd (kept raw when that does not
- * shrink it; an all-zero chunk is a flag) and written; writes are batched into few
- * transactions. 0, RGPU_EINVAL, RGPU_ENOTFOUND (data NULL and the chunk not stored), RGPU_EIO.
+ * len at most RGPU_CHUNK_MAX) next in its list. data may be NULL when the caller knows the store
+ * has it (rgpu_store_chunk_has). A new chunk is encoded (rgpu_chunk_encode) and written; writes
+ * are batched into few transactions. 0, RGPU_EINVAL, RGPU_ENOTFOUND (data NULL and the chunk
+ * not stored), RGPU_EIO.
  */
 int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], const void *data,
 		    size_t len);
 
 /*
- * rgpu_ckpt_commit() - write the chunks still pending and, in one transaction, the manifest:
- * the list of every chunk named (in order) and the caller's metadata bytes (the job, its
- * state log, its allocations: opaque here). *id is the new checkpoint's id (increasing).
- * Frees c. 0, or an error with nothing committed.
+ * rgpu_ckpt_set_list() - the manifest's whole chunk list (n hashes, copied), replacing what
+ * rgpu_ckpt_chunk named. rgpu_ckpt_missing() then sets bit i of bitmap ((n + 7) / 8 bytes,
+ * LSB first) for each chunk the store lacks, once per distinct hash (its first place in the
+ * list), and *nmissing to their count: the chunks to rgpu_ckpt_put(). 0, RGPU_ENOMEM, RGPU_EIO.
+ */
+int rgpu_ckpt_set_list(struct rgpu_ckpt *c, const uint8_t *hashes, size_t n);
+int rgpu_ckpt_missing(struct rgpu_ckpt *c, uint8_t *bitmap, size_t *nmissing);
+
+/*
+ * rgpu_ckpt_put() - write the encoded value (rgpu_chunk_encode's, or another store's) of chunk
+ * hash; the value is copied. Thread-safe: several encoders may put at once. The caller vouches
+ * that the value is hash's (a value from elsewhere: rgpu_chunk_value_check first). 0,
+ * RGPU_EINVAL, RGPU_ENOMEM, RGPU_EIO, RGPU_ENOSPC.
+ */
+int rgpu_ckpt_put(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], const void *val,
+		  size_t vlen);
+
+/* What this checkpoint added to the store: chunks, their bytes before and after encoding. */
+void rgpu_ckpt_added(struct rgpu_ckpt *c, uint64_t *chunks, uint64_t *bytes, uint64_t *stored);
+
+/*
+ * rgpu_ckpt_commit() - write the chunks still pending, make them durable, and, in one
+ * transaction, the manifest: the chunk list and the caller's metadata bytes. Refused with
+ * RGPU_ENOTFOUND if a chunk the list names is in neither the store nor this checkpoint's
+ * writes. *id is the new checkpoint's id (increasing). Frees c. 0, or an error with nothing
+ * committed.
  */
 int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uint64_t *id);
 void rgpu_ckpt_abort(struct rgpu_ckpt *c);
@@ -82,9 +159,13 @@ int rgpu_store_list(struct rgpu_store *s, uint64_t **ids, size_t *n);
 /* rgpu_store_remove() - delete checkpoint id's manifest (its chunks go at the next gc). */
 int rgpu_store_remove(struct rgpu_store *s, uint64_t id);
 
-/* rgpu_store_gc() - delete every chunk no manifest names; *freed chunks deleted. Run it with
- * no checkpoint being written. 0 or an error. */
+/*
+ * rgpu_store_gc() - delete every chunk no manifest names; *freed chunks deleted, *bytes their
+ * stored bytes (either may be NULL). Waits for the checkpoints being written anywhere to end.
+ * 0 or an error (RGPU_ECORRUPT: a damaged manifest, nothing deleted).
+ */
 int rgpu_store_gc(struct rgpu_store *s, uint64_t *freed);
+int rgpu_store_gc_bytes(struct rgpu_store *s, uint64_t *freed, uint64_t *bytes);
 
 int rgpu_store_stats(struct rgpu_store *s, struct rgpu_store_stats *st);
 
@@ -98,5 +179,8 @@ int rgpu_store_chunk_decode(const void *val, size_t vlen, void *buf, size_t cap,
 			    const char **why);
 int rgpu_store_manifest_decode(const void *val, size_t vlen, const uint8_t **hashes, size_t *n,
 			       const uint8_t **meta, size_t *meta_len);
+
+/* rgpu_store_chunk_is_zero() - a stored value is the all-zero flag (its length in *len) */
+int rgpu_store_chunk_is_zero(const void *val, size_t vlen, size_t *len);
 
 #endif

@@ -1870,11 +1870,12 @@ static void test_strerror(void **state)
 	    RGPU_EVERSION, RGPU_ETOOBIG,   RGPU_ECLOSED,   RGPU_ETIMEDOUT, RGPU_ECONNECT,
 	    RGPU_ECUDA,	   RGPU_ENOTFOUND, RGPU_EEXIST,	   RGPU_ENOSPC,	   RGPU_EUNSUPPORTED,
 	    RGPU_EWINDOW,  RGPU_ECORRUPT,  RGPU_ESYS,	   RGPU_EBUSY,	   RGPU_EUNKNOWNTYPE,
-	    RGPU_EMAGIC,   RGPU_ETRUNC,	   RGPU_EDEADLINE, RGPU_EAUTH,
+	    RGPU_EMAGIC,   RGPU_ETRUNC,	   RGPU_EDEADLINE, RGPU_EAUTH,	   RGPU_ETLS,
+	    RGPU_EMOVED,
 	};
 	const size_t n = sizeof(codes) / sizeof(codes[0]);
 
-	assert_int_equal(n, 24);
+	assert_int_equal(n, 26);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(codes[i], -(int)i); /* err.h numbers, never renumbered */
 	for (size_t i = 0; i < n; i++) {
@@ -1888,7 +1889,7 @@ static void test_strerror(void **state)
 				fail_msg("codes %d and %d share the name \"%s\"", codes[i],
 					 codes[k], s);
 	}
-	assert_non_null(rgpu_strerror(-24));
+	assert_non_null(rgpu_strerror(-26));
 	assert_non_null(rgpu_strerror(1));
 	assert_non_null(rgpu_strerror(-1000000));
 }

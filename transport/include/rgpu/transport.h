@@ -78,6 +78,12 @@ int rgpu_conn_hung_up(struct rgpu_conn *c);
 /* stop both directions, waking any blocked reader or writer; c stays allocated */
 void rgpu_conn_shutdown(struct rgpu_conn *c);
 void rgpu_conn_close(struct rgpu_conn *c);   /* NULL is fine */
+/*
+ * rgpu_conn_abandon() - free c and close its descriptor without a word to the peer: after a
+ * fork, the process that goes on with the connection is the other one (a TLS close_notify from
+ * this one would end it). NULL is fine.
+ */
+void rgpu_conn_abandon(struct rgpu_conn *c);
 
 /*
  * rgpu_frame_send() - send one frame: header, body, then payload straight from the caller's

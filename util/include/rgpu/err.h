@@ -32,6 +32,7 @@ enum rgpu_err {
 	RGPU_EDEADLINE = -22,  /* a frame did not arrive whole within its time limit */
 	RGPU_EAUTH = -23,      /* authentication failed or a key is unusable */
 	RGPU_ETLS = -24,       /* TLS failed: no TLS peer, a bad certificate, or a TLS error */
+	RGPU_EMOVED = -25,     /* the job moved to another server (a migration, a restore) */
 };
 
 /* rgpu_strerror() - a short, stable name and description of an RGPU_E* code. */

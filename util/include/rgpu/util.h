@@ -125,4 +125,12 @@ int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t 
 /* rgpu_parse_size() - "64", "4K", "2M", "1G", "1T" (powers of 1024) into *out. */
 int rgpu_parse_size(const char *s, uint64_t *out);
 
+/*
+ * rgpu_parallel() - run fn(arg, i) on nthreads threads at once (i = 0 .. nthreads-1; i = 0 on
+ * the calling thread) and return when all have. Threads that cannot be started run on the
+ * callers that could: fn must take its work from a shared counter, not from i. Returns the
+ * number of threads that ran (at least 1).
+ */
+unsigned rgpu_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned i), void *arg);
+
 #endif

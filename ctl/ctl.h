@@ -1,0 +1,88 @@
+/*
+ * rgpuctl's private header: what its commands share (ctl/common.c). Each command is a function
+ * taking its own argv (argv[0] is the command's name) and returning the process's exit status.
+ */
+#ifndef CTL_H
+#define CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "rgpu/adminclient.h"
+
+/*
+ * Exit statuses (docs/operator-guide.md, "rgpuctl"). Never renumbered: scripts and cron jobs
+ * test them.
+ */
+#define CTL_OK 0          /* done */
+#define CTL_FAILED 1      /* the operation failed; the server said why; the job is as it was */
+#define CTL_USAGE 2       /* a wrong command line */
+#define CTL_UNREACHABLE 3 /* a server could not be reached, or did not prove the operator key */
+#define CTL_NOTFOUND 4    /* no such job or checkpoint */
+#define CTL_DAMAGED 5     /* a checkpoint is damaged (verify or restore said where) */
+
+#define CTL_MAX_SERVERS 256
+
+/* What the command line named: servers, output, and the commands' own options. */
+struct ctl_opts {
+	char *server[CTL_MAX_SERVERS]; /* admin addresses (--server, --cluster, $RGPU_ADMIN) */
+	int nserver;
+	int explicit_server;           /* --server given (not the cluster or the default) */
+	int json;
+	int progress;                  /* --progress: progress lines even without a terminal */
+	const char *to;                /* --to SERVER */
+	const char *client_address;    /* --client-address HOST:PORT */
+	int cold;                      /* --cold */
+	char *args[8];                 /* positional arguments */
+	int nargs;
+};
+
+/* The operator's key and TLS for every server asked (set by ctl_parse). */
+extern struct rgpu_admin_peer ctl_peer;
+/* rgpuctl --admin-key FILE COMMAND: given before the command (main) */
+extern const char *ctl_admin_key_file;
+
+/*
+ * ctl_parse() - the command's options (common ones and those in `allowed`, a string of the
+ * option letters: 't' --to, 'a' --client-address, 'c' --cold), at most max_args positional
+ * arguments. Returns 0, or an exit status (usage printed).
+ */
+int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int max_args,
+	      struct ctl_opts *o);
+void ctl_opts_free(struct ctl_opts *o);
+
+/* The exit status for an error from rgpu_admin_*: unreachable, or the operation failed. */
+int ctl_status_of(int ret);
+
+void ctl_fmt_bytes(uint64_t b, char *out, size_t len);
+void ctl_fmt_age(uint64_t s, char *out, size_t len);
+void ctl_hex(const ProtobufCBinaryData *b, char *out, size_t len);
+const char *ctl_basename(const char *p);
+void ctl_json_print(json_t *root);
+
+/*
+ * A progress bar on stderr for PROGRESS frames (rgpu_admin_progress_fn): phase, bytes, rate,
+ * ETA; redrawn in place on a terminal, a line per phase and every 10% with --progress,
+ * nothing otherwise. ctl_progress_end() ends its line.
+ */
+struct ctl_progress {
+	int on, tty;
+	char phase[32];
+	uint64_t t0, last_draw;
+	int last_pct;
+};
+void ctl_progress_init(struct ctl_progress *p, const struct ctl_opts *o);
+void ctl_progress_cb(const struct Rgpu__Progress *pr, void *arg);
+void ctl_progress_end(struct ctl_progress *p);
+
+/* The commands (ctl/ckpt.c) */
+int ctl_cmd_checkpoint(int argc, char **argv);
+int ctl_cmd_checkpoints(int argc, char **argv);
+int ctl_cmd_restore(int argc, char **argv);
+int ctl_cmd_migrate(int argc, char **argv);
+
+#endif

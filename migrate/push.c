@@ -1,0 +1,308 @@
+/*
+ * A checkpoint pushed from one server's store into another's (rgpu/ckpt.h; docs/protocol.md,
+ * "Checkpoints"): the manifest first, then only the chunks the target lacks (content addressed:
+ * a job moved back and forth sends what changed), each as it is stored, then PUSH_DONE. The
+ * target checks every chunk decodes to the hash it is sent under before it stores it, and
+ * commits the checkpoint to its store in one transaction: a push cut anywhere leaves the target
+ * as it was but for chunks its gc collects.
+ */
+#define LOG_PREFIX "push: "
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.pb-c.h"
+#include "checkpoint.pb-c.h"
+#include "rgpu.pb-c.h"
+#include "rgpu_admin_msgs.h"
+#include "rgpu/ckpt.h"
+#include "rgpu/err.h"
+#include "rgpu/log.h"
+#include "rgpu/pbdecode.h"
+#include "rgpu/store.h"
+#include "rgpu/transport.h"
+#include "rgpu/util.h"
+
+#define PROGRESS_EVERY_NS 200000000ull
+
+static int bit(const uint8_t *bm, size_t i)
+{
+	return bm[i / 8] >> (i % 8) & 1;
+}
+
+int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
+		   const struct rgpu_push_opts *opts, rgpu_admin_progress_fn progress, void *parg,
+		   Rgpu__PushReply **rep, uint64_t *sent, uint64_t *sent_bytes, char *err,
+		   size_t errlen)
+{
+	Rgpu__PushRequest req = RGPU__PUSH_REQUEST__INIT;
+	Rgpu__PushNeed *need = NULL;
+	Rgpu__PushDone done = RGPU__PUSH_DONE__INIT;
+	Rgpu__CkptMeta *m = NULL;
+	uint8_t *hashes = NULL, *bitmap = NULL, *val = NULL;
+	void *meta = NULL;
+	uint64_t bmlen = 0, nsent = 0, nbytes = 0, last = 0;
+	size_t n = 0, ml = 0;
+	char why[400];
+	int ret;
+
+	*rep = NULL;
+	ret = rgpu_ckpt_load(s, id, &m, &hashes, &n, why, sizeof(why));
+	if (ret) {
+		snprintf(err, errlen, "%s", why);
+		return ret;
+	}
+	rgpu__ckpt_meta__free_unpacked(m, NULL);
+	/* the metadata as stored, byte for byte: the target checks and keeps it */
+	ret = rgpu_store_manifest(s, id, &meta, &ml, NULL, NULL);
+	if (ret) {
+		snprintf(err, errlen, "checkpoint %llu: %s", (unsigned long long)id,
+			 rgpu_strerror(ret));
+		goto out;
+	}
+	req.meta.data = meta;
+	req.meta.len = ml;
+	req.chunks = n;
+	req.restore = opts && opts->restore;
+	if (opts && opts->token) {
+		req.token.data = (uint8_t *)opts->token;
+		req.token.len = 32;
+	}
+	if (opts && opts->token_prev) {
+		req.token_prev.data = (uint8_t *)opts->token_prev;
+		req.token_prev.len = 32;
+	}
+	req.client_address = (char *)(opts && opts->client_address ? opts->client_address : "");
+	ret = rgpu_admin_call(a, RGPU_ADMIN_MSG_PUSH, &req.base, hashes, n * RGPU_HASH_LEN,
+			      &rgpu__push_need__descriptor, (ProtobufCMessage **)&need,
+			      (void **)&bitmap, &bmlen, progress, parg, RGPU_ADMIN_LONG_TIMEOUT_MS,
+			      err, errlen);
+	if (ret)
+		goto out;
+	if (need->result) {
+		snprintf(err, errlen, "%s refused the checkpoint: %s", rgpu_admin_server(a),
+			 need->error && *need->error ? need->error : rgpu_strerror(need->result));
+		ret = need->result;
+		goto out;
+	}
+	if (bmlen != (n + 7) / 8) {
+		snprintf(err, errlen, "%s: a bitmap of %llu bytes for %zu chunks",
+			 rgpu_admin_server(a), (unsigned long long)bmlen, n);
+		ret = RGPU_EPROTO;
+		goto out;
+	}
+	val = malloc(RGPU_CHUNK_VALUE_MAX);
+	if (!val) {
+		ret = RGPU_ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		Rgpu__ChunkPut cp = RGPU__CHUNK_PUT__INIT;
+		size_t vlen = 0;
+		if (!bit(bitmap, i))
+			continue;
+		ret = rgpu_store_chunk_value(s, hashes + i * RGPU_HASH_LEN, val, &vlen);
+		if (ret) {
+			snprintf(err, errlen, "checkpoint %llu: chunk %zu: %s",
+				 (unsigned long long)id, i,
+				 ret == RGPU_ENOTFOUND ? "not in the store" : rgpu_strerror(ret));
+			goto out;
+		}
+		cp.hash.data = hashes + i * RGPU_HASH_LEN;
+		cp.hash.len = RGPU_HASH_LEN;
+		ret = rgpu_admin_post(a, RGPU_ADMIN_MSG_CHUNK, &cp.base, val, vlen);
+		if (ret) {
+			snprintf(err, errlen, "sending to %s: %s", rgpu_admin_server(a),
+				 rgpu_strerror(ret));
+			goto out;
+		}
+		nsent++;
+		nbytes += vlen;
+		if (progress && rgpu_now_ns() - last > PROGRESS_EVERY_NS) {
+			Rgpu__Progress pr = RGPU__PROGRESS__INIT;
+			pr.phase = "send";
+			pr.done = nsent;
+			pr.total = need->need;
+			pr.unit = "chunks";
+			progress(&pr, parg);
+			last = rgpu_now_ns();
+		}
+	}
+	done.chunks = nsent;
+	ret = rgpu_admin_call(a, RGPU_ADMIN_MSG_PUSH_DONE, &done.base, NULL, 0,
+			      &rgpu__push_reply__descriptor, (ProtobufCMessage **)rep, NULL, NULL,
+			      progress, parg, RGPU_ADMIN_LONG_TIMEOUT_MS, err, errlen);
+	if (!ret && (*rep)->result) {
+		snprintf(err, errlen, "%s: %s", rgpu_admin_server(a),
+			 (*rep)->error && *(*rep)->error ? (*rep)->error
+							 : rgpu_strerror((*rep)->result));
+		ret = (*rep)->result;
+	}
+out:
+	if (sent)
+		*sent = nsent;
+	if (sent_bytes)
+		*sent_bytes = nbytes;
+	if (need)
+		rgpu__push_need__free_unpacked(need, NULL);
+	free(bitmap);
+	free(val);
+	free(meta);
+	free(hashes);
+	return ret;
+}
+
+/* Answer the PUSH: a refusal (result, why) or the bitmap of chunks to send. */
+static int send_need(struct rgpu_conn *c, const struct rgpu_frame_hdr *h, int result,
+		     const char *why, uint64_t need, const uint8_t *bitmap, size_t bmlen,
+		     const uint8_t *proof)
+{
+	Rgpu__PushNeed pn = RGPU__PUSH_NEED__INIT;
+	struct rgpu_frame_hdr rh = {.type = RGPU_ADMIN_MSG_PUSH, .flags = RGPU_FRAME_REPLY,
+				    .ref = h->seq};
+
+	pn.result = result;
+	pn.error = (char *)(why ? why : "");
+	pn.need = need;
+	if (proof) {
+		pn.server_proof.data = (uint8_t *)proof;
+		pn.server_proof.len = 32;
+	}
+	rh.payload_len = result ? 0 : bmlen;
+	return rgpu_frame_send_hdr(c, &rh, &pn.base, result ? NULL : bitmap);
+}
+
+int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
+		      const Rgpu__PushRequest *req, const uint8_t *proof, struct rgpu_store *s,
+		      uint64_t *id, uint64_t *done_seq, char *why, size_t whylen)
+{
+	Rgpu__CkptMeta *m = NULL;
+	struct rgpu_ckpt *ck = NULL;
+	uint8_t *hashes = NULL, *bitmap = NULL, *val = NULL, *buf = NULL;
+	size_t n = req->chunks, nmissing = 0, next = 0, got = 0;
+	char w[300];
+	int ret;
+
+	if (h->payload_len != n * RGPU_HASH_LEN || n > RGPU_MAX_MANIFEST / RGPU_HASH_LEN) {
+		snprintf(why, whylen, "a chunk list of %llu bytes for %zu chunks",
+			 (unsigned long long)h->payload_len, n);
+		rgpu_conn_discard(c, h->payload_len);
+		send_need(c, h, RGPU_EPROTO, why, 0, NULL, 0, proof);
+		return RGPU_EPROTO;
+	}
+	hashes = malloc(n ? n * RGPU_HASH_LEN : 1);
+	bitmap = calloc(1, (n + 7) / 8 + 1);
+	val = malloc(RGPU_CHUNK_VALUE_MAX);
+	buf = malloc(RGPU_CHUNK_MAX);
+	if (!hashes || !bitmap || !val || !buf) {
+		snprintf(why, whylen, "out of memory for a checkpoint of %zu chunks", n);
+		rgpu_conn_discard(c, h->payload_len);
+		send_need(c, h, RGPU_ENOMEM, why, 0, NULL, 0, proof);
+		ret = RGPU_ENOMEM;
+		goto out;
+	}
+	ret = rgpu_conn_recv_payload(c, hashes, h->payload_len);
+	if (ret) {
+		snprintf(why, whylen, "the chunk list broke off: %s", rgpu_strerror(ret));
+		goto out;
+	}
+	/* the metadata must make sense for this list before anything is stored */
+	ret = rgpu_ckpt_meta_decode(req->meta.data, req->meta.len, n, &m, w, sizeof(w));
+	if (!ret)
+		ret = rgpu_ckpt_begin(s, &ck);
+	if (!ret)
+		ret = rgpu_ckpt_set_list(ck, hashes, n);
+	if (!ret)
+		ret = rgpu_ckpt_missing(ck, bitmap, &nmissing);
+	if (ret) {
+		if (!m)
+			snprintf(why, whylen, "the checkpoint's metadata: %s", w);
+		else
+			snprintf(why, whylen, "the store: %s", rgpu_strerror(ret));
+		send_need(c, h, ret, why, 0, NULL, 0, proof);
+		goto out;
+	}
+	ret = send_need(c, h, 0, NULL, nmissing, bitmap, (n + 7) / 8, proof);
+	if (ret) {
+		snprintf(why, whylen, "the sender left: %s", rgpu_strerror(ret));
+		goto out;
+	}
+	for (;;) {
+		struct rgpu_frame_hdr fh;
+		uint8_t *body = NULL;
+		ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &fh, &body,
+					     RGPU_ADMIN_LONG_TIMEOUT_MS);
+		if (ret) {
+			snprintf(why, whylen, "the push broke off after %zu of %zu chunks: %s", got,
+				 nmissing, rgpu_strerror(ret));
+			goto out;
+		}
+		if (fh.type == RGPU_ADMIN_MSG_PUSH_DONE) {
+			free(body);
+			if (done_seq)
+				*done_seq = fh.seq;
+			break;
+		}
+		Rgpu__ChunkPut *cp = fh.type == RGPU_ADMIN_MSG_CHUNK
+					 ? RGPU_PB_UNPACK(rgpu__chunk_put, fh.body_len, body)
+					 : NULL;
+		free(body);
+		/* the chunks come in the order of the list, each asked for once */
+		while (next < n && !bit(bitmap, next))
+			next++;
+		if (!cp || next >= n || cp->hash.len != RGPU_HASH_LEN ||
+		    memcmp(cp->hash.data, hashes + next * RGPU_HASH_LEN, RGPU_HASH_LEN) ||
+		    fh.payload_len > RGPU_CHUNK_VALUE_MAX) {
+			snprintf(why, whylen, "%s where chunk %zu was expected",
+				 cp ? "another chunk" : "another message", next);
+			if (cp)
+				rgpu__chunk_put__free_unpacked(cp, NULL);
+			ret = RGPU_EPROTO;
+			goto out;
+		}
+		rgpu__chunk_put__free_unpacked(cp, NULL);
+		ret = rgpu_conn_recv_payload(c, val, fh.payload_len);
+		if (ret) {
+			snprintf(why, whylen, "chunk %zu broke off: %s", next, rgpu_strerror(ret));
+			goto out;
+		}
+		const char *bad = NULL;
+		size_t len = 0;
+		if (rgpu_chunk_value_check(val, fh.payload_len, hashes + next * RGPU_HASH_LEN, buf,
+					   &len, &bad)) {
+			char hex[13];
+			snprintf(why, whylen, "chunk %zu (%s...) arrived damaged: %s", next,
+				 rgpu_hex(hashes + next * RGPU_HASH_LEN, 6, hex), bad);
+			ret = RGPU_ECORRUPT;
+			goto out;
+		}
+		ret = rgpu_ckpt_put(ck, hashes + next * RGPU_HASH_LEN, val, fh.payload_len);
+		if (ret) {
+			snprintf(why, whylen, "storing chunk %zu: %s", next, rgpu_strerror(ret));
+			goto out;
+		}
+		next++;
+		got++;
+	}
+	if (got != nmissing) {
+		snprintf(why, whylen, "the push ended after %zu of the %zu chunks asked for", got,
+			 nmissing);
+		ret = RGPU_EPROTO;
+		goto out;
+	}
+	ret = rgpu_ckpt_commit(ck, req->meta.data, req->meta.len, id);
+	ck = NULL;
+	if (ret)
+		snprintf(why, whylen, "committing the checkpoint: %s", rgpu_strerror(ret));
+out:
+	if (ck)
+		rgpu_ckpt_abort(ck);
+	if (m)
+		rgpu__ckpt_meta__free_unpacked(m, NULL);
+	free(hashes);
+	free(bitmap);
+	free(val);
+	free(buf);
+	return ret;
+}

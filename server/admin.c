@@ -1,0 +1,344 @@
+/*
+ * Admin requests for one job, served by its worker (the supervisor hands them over with the
+ * connection: CTL_ADMIN): CHECKPOINT, and MIGRATE (cold: a checkpoint that keeps the job held,
+ * pushed to the target server and restored there, then the client redirected and this worker
+ * gone). Each runs on a thread of its own, one at a time per job, while the job's other
+ * threads go on; the barrier (hold.c) is where the two meet.
+ *
+ * The failure rule of a migration (design.md §8): until the target has answered that it holds
+ * the restored job, any failure releases the job here and it runs on; once it has, the client
+ * is sent there and this worker ends. Never both running, never neither.
+ */
+#define LOG_PREFIX "worker: "
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin.pb-c.h"
+#include "rgpu.pb-c.h"
+#include "rgpu_admin_msgs.h"
+#include "rgpu/adminclient.h"
+#include "rgpu/auth.h"
+#include "rgpu/ckpt.h"
+#include "rgpu/err.h"
+#include "rgpu/log.h"
+#include "rgpu/pbdecode.h"
+#include "rgpu/store.h"
+#include "rgpu/util.h"
+#include "srv.h"
+
+struct admin_req {
+	struct srv_worker *w;
+	struct rgpu_conn *c;
+	unsigned type;
+	uint8_t *body;
+	size_t len;
+	uint8_t proof[RGPU_AUTH_MAC_LEN];
+	int has_proof;
+};
+
+static void send_reply(struct admin_req *a, ProtobufCMessage *rep)
+{
+	struct rgpu_frame_hdr h = {.type = (uint16_t)a->type, .flags = RGPU_FRAME_REPLY, .ref = 1};
+	rgpu_frame_send_hdr(a->c, &h, rep, NULL);
+}
+
+static void fill_info(const struct srv_ckpt_result *res, struct srv_worker *w,
+		      Rgpu__CkptInfo *info, char *host)
+{
+	info->id = res->id;
+	info->job_id.data = w->job_id;
+	info->job_id.len = SRV_JOB_ID_LEN;
+	info->tenant = w->tenant;
+	info->client_host = w->client_host;
+	info->client_program = w->client_program;
+	info->created_unix_ms = rgpu_wall_ms();
+	info->device_bytes = res->device_bytes;
+	info->chunks = res->chunks;
+	info->new_chunks = res->new_chunks;
+	info->new_bytes = res->new_bytes;
+	info->stored_bytes = res->stored_bytes;
+	info->pause_ns = res->pause_ns;
+	info->duration_ns = res->duration_ns;
+	info->snapshot = res->snapshot;
+	info->records = res->records;
+	gethostname(host, 255);
+	info->server_host = host;
+}
+
+static void do_checkpoint(struct admin_req *a)
+{
+	struct srv_worker *w = a->w;
+	Rgpu__CheckpointReply rep = RGPU__CHECKPOINT_REPLY__INIT;
+	Rgpu__CkptInfo info = RGPU__CKPT_INFO__INIT;
+	struct srv_ckpt_result res;
+	struct rgpu_store *store = NULL;
+	char why[400] = "", host[256] = "";
+	int ret = srv_store_open(w->cfg, &store, why, sizeof(why));
+
+	if (!ret)
+		ret = srv_ckpt_take(w, store, 0, a->c, &res, why, sizeof(why));
+	rgpu_store_close(store);
+	rep.result = ret;
+	rep.error = why;
+	if (!ret) {
+		fill_info(&res, w, &info, host);
+		rep.info = &info;
+	}
+	if (a->has_proof) {
+		rep.server_proof.data = a->proof;
+		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
+	send_reply(a, &rep.base);
+}
+
+/* PROGRESS from the target, passed on to the operator */
+static void forward_progress(const Rgpu__Progress *pr, void *arg)
+{
+	rgpu_admin_progress(arg, pr->phase, pr->done, pr->total, pr->unit);
+}
+
+/*
+ * Where the client finds the target: what the operator said, else the target's own listen
+ * address, with a wildcard host replaced by the host this server reached the target at.
+ */
+static void client_address(const char *asked, const char *told, const char *target, char *out,
+			   size_t len)
+{
+	char host[256], thost[256];
+	int port, tport;
+
+	if (asked && *asked) {
+		snprintf(out, len, "%s", asked);
+		return;
+	}
+	snprintf(out, len, "%s", told ? told : "");
+	if (rgpu_parse_hostport(told, "0.0.0.0", host, sizeof(host), &port) ||
+	    rgpu_parse_hostport(target, "127.0.0.1", thost, sizeof(thost), &tport))
+		return;
+	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host)
+		snprintf(out, len, strchr(thost, ':') ? "[%s]:%d" : "%s:%d", thost, port);
+}
+
+/* A client connection to another server's admin address, as this server's operator. */
+int srv_peer_open(const struct srv_config *cfg, const char *target, struct rgpu_admin **a,
+		  char *err, size_t errlen)
+{
+	static struct rgpu_tls *tls;
+	struct rgpu_admin_peer peer = {.key = cfg->admin_key};
+
+	if (cfg->tls) {
+		char why[400];
+		if (!tls && rgpu_tls_client_new(cfg->peer_tls_ca, &tls, why, sizeof(why))) {
+			snprintf(err, errlen, "no TLS for servers: %s", why);
+			return RGPU_ETLS;
+		}
+		peer.tls = tls;
+	}
+	return rgpu_admin_open(&peer, target, a, err, errlen);
+}
+
+/* Tell the client where its job went (MSG_REDIRECT, unsequenced), and take the link down. */
+static void redirect_client(struct srv_worker *w, const char *addr, const char *reason)
+{
+	Rgpu__Redirect rd = RGPU__REDIRECT__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_REDIRECT, .session = w->session};
+
+	rd.server = (char *)addr;
+	rd.reason = (char *)reason;
+	pthread_mutex_lock(&w->send_lock);
+	if (w->conn)
+		rgpu_frame_send_hdr(w->conn, &h, &rd.base, NULL);
+	pthread_mutex_unlock(&w->send_lock);
+	srv_link_down(w);
+}
+
+void srv_ctl_moved(struct srv_worker *w, const uint8_t *job_id, const char *addr)
+{
+	Rgpu__Ctl m = RGPU__CTL__INIT;
+
+	if (w->ctl_fd < 0)
+		return;
+	m.kind = RGPU__CTL_KIND__CTL_MOVED;
+	m.job_id.data = (uint8_t *)job_id;
+	m.job_id.len = SRV_JOB_ID_LEN;
+	m.error = (char *)addr;
+	srv_ctl_send(w->ctl_fd, &m, -1);
+}
+
+static void do_migrate(struct admin_req *a)
+{
+	struct srv_worker *w = a->w;
+	Rgpu__MigrateRequest *req = RGPU_PB_UNPACK(rgpu__migrate_request, a->len, a->body);
+	Rgpu__MigrateReply rep = RGPU__MIGRATE_REPLY__INIT;
+	Rgpu__PushReply *pr = NULL;
+	struct rgpu_store *store = NULL;
+	struct rgpu_admin *peer = NULL;
+	struct srv_ckpt_result res = {0};
+	struct rgpu_push_opts opts = {0};
+	char why[600] = "", addr[300] = "";
+	uint64_t t0 = rgpu_now_ns(), t_held = 0, sent = 0, sent_bytes = 0;
+	int ret = 0, held = 0;
+
+	if (!req || !req->target || !*req->target) {
+		ret = RGPU_EINVAL;
+		snprintf(why, sizeof(why), "a migration needs a target server");
+	} else if (!req->cold) {
+		ret = RGPU_EUNSUPPORTED;
+		snprintf(why, sizeof(why),
+			 "live migration is not built yet: rgpuctl migrate JOB --to SERVER --cold");
+	} else if (!(w->client_caps & RGPU_CAP_MIGRATE)) {
+		ret = RGPU_EUNSUPPORTED;
+		snprintf(why, sizeof(why),
+			 "the job's client (%s, pid %d) cannot follow a migration: its interposer "
+			 "is older than this server",
+			 w->client_host, w->client_pid);
+	}
+	if (!ret)
+		ret = srv_store_open(w->cfg, &store, why, sizeof(why));
+	if (!ret) {
+		ret = srv_ckpt_take(w, store, 1, a->c, &res, why, sizeof(why));
+		held = !ret;
+		t_held = rgpu_now_ns();
+	}
+	if (!ret) {
+		char err[400];
+		ret = srv_peer_open(w->cfg, req->target, &peer, err, sizeof(err));
+		if (ret)
+			snprintf(why, sizeof(why), "the target: %s", err);
+	}
+	if (!ret) {
+		char err[500];
+		opts.restore = 1;
+		opts.token = w->token;
+		opts.token_prev = atomic_load(&w->token_prev_ok) ? w->token_prev : NULL;
+		opts.client_address = req->client_address;
+		ret = rgpu_push_send(peer, store, res.id, &opts, forward_progress, a->c, &pr, &sent,
+				     &sent_bytes, err, sizeof(err));
+		if (ret)
+			snprintf(why, sizeof(why), "%s", err);
+	}
+	rgpu_admin_close(peer);
+	if (ret) {
+		/* the failure rule: the target holds nothing, the job runs on here */
+		if (held)
+			srv_hold_release(w);
+		pr_warn("job %s: migration to %s failed, the job runs on here: %s", w->job_hex,
+			req && req->target ? req->target : "?", why);
+		goto reply;
+	}
+	/* the target holds the job: the client goes there, and this worker ends */
+	client_address(req->client_address, pr->client_address, req->target, addr, sizeof(addr));
+	srv_ctl_moved(w, w->job_id, addr);
+	redirect_client(w, addr, "migrated");
+	rep.pause_ns = res.pause_ns + (rgpu_now_ns() - t_held);
+	pr_info("job %s migrated to %s (client address %s): checkpoint %llu, %llu chunks sent "
+		"(%.1f MiB), held %.3f s, %.3f s in all",
+		w->job_hex, req->target, addr, (unsigned long long)res.id,
+		(unsigned long long)sent, sent_bytes / 1048576.0, rep.pause_ns / 1e9,
+		(rgpu_now_ns() - t0) / 1e9);
+reply:
+	rep.result = ret;
+	rep.error = why;
+	rep.job_id.data = w->job_id;
+	rep.job_id.len = SRV_JOB_ID_LEN;
+	rep.client_address = addr;
+	rep.checkpoint = res.id;
+	rep.chunks_sent = sent;
+	rep.bytes_sent = sent_bytes;
+	rep.duration_ns = rgpu_now_ns() - t0;
+	if (a->has_proof) {
+		rep.server_proof.data = a->proof;
+		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
+	send_reply(a, &rep.base);
+	if (pr)
+		rgpu__push_reply__free_unpacked(pr, NULL);
+	if (req)
+		rgpu__migrate_request__free_unpacked(req, NULL);
+	rgpu_store_close(store);
+	if (!ret) {
+		/* the job lives on the target now: everything here goes with the process */
+		rgpu_conn_close(a->c);
+		srv_link_end(w);
+		srv_acct_leave();
+		_exit(0);
+	}
+}
+
+static void *admin_main(void *arg)
+{
+	struct admin_req *a = arg;
+	struct srv_worker *w = a->w;
+
+	if (a->type == RGPU_ADMIN_MSG_CHECKPOINT)
+		do_checkpoint(a);
+	else if (a->type == RGPU_ADMIN_MSG_MIGRATE)
+		do_migrate(a);
+	rgpu_conn_close(a->c);
+	free(a->body);
+	free(a);
+	atomic_store(&w->admin_busy, 0);
+	return NULL;
+}
+
+static void refuse(struct rgpu_conn *c, int code, const char *msg)
+{
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_ERROR};
+
+	pe.code = code;
+	pe.message = (char *)msg;
+	rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
+	rgpu_conn_close(c);
+}
+
+void srv_worker_admin(struct srv_worker *w, int fd, unsigned type, const uint8_t *body,
+		      size_t len, const uint8_t *proof)
+{
+	struct rgpu_conn *c = rgpu_tcp_wrap(fd);
+	struct admin_req *a;
+	pthread_t t;
+
+	if (!c) {
+		close(fd);
+		return;
+	}
+	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
+	if (type != RGPU_ADMIN_MSG_CHECKPOINT && type != RGPU_ADMIN_MSG_MIGRATE) {
+		refuse(c, RGPU_EPROTO, "not a request for a job's worker");
+		return;
+	}
+	if (atomic_exchange(&w->admin_busy, 1)) {
+		refuse(c, RGPU_EBUSY,
+		       "another checkpoint or migration of this job is in progress; try again when "
+		       "it has ended");
+		return;
+	}
+	a = calloc(1, sizeof(*a));
+	if (a)
+		a->body = malloc(len ? len : 1);
+	if (!a || !a->body) {
+		if (a)
+			free(a);
+		atomic_store(&w->admin_busy, 0);
+		refuse(c, RGPU_ENOMEM, "the job's worker is out of memory");
+		return;
+	}
+	a->w = w;
+	a->c = c;
+	a->type = type;
+	memcpy(a->body, body, len);
+	a->len = len;
+	if (proof) {
+		memcpy(a->proof, proof, RGPU_AUTH_MAC_LEN);
+		a->has_proof = 1;
+	}
+	if (pthread_create(&t, NULL, admin_main, a) || pthread_detach(t)) {
+		free(a->body);
+		free(a);
+		atomic_store(&w->admin_busy, 0);
+		refuse(c, RGPU_ESYS, "the job's worker cannot start a thread");
+	}
+}

@@ -1,0 +1,991 @@
+/*
+ * Checkpointing a job (design.md §7; docs/architecture.md, "Checkpoints"): the worker's side.
+ *
+ * The job is held at the barrier (hold.c) only for what must be consistent: every context
+ * synchronised, the state log, capture journals, host area, kept frames and link counters
+ * copied, module globals read back, and every window mapping hashed on the GPU (gpuhash.c) in
+ * 2 MiB chunks. The chunks the store lacks are then either copied device-to-device into a
+ * snapshot allocation, when the GPU has room for them, and the job released at once, or copied
+ * out while the job stays held. Everything else (copying the snapshot out, encoding chunks on a
+ * pool of threads, hashing the host-side parts, the store's transactions) happens after the
+ * job runs again. The manifest is committed last, in one transaction (migrate/store.c): a
+ * checkpoint exists whole or not at all, and a failure at any step leaves the job running.
+ *
+ * This file must never leave the job held on an error, nor commit a checkpoint whose bytes it
+ * has not all written or found in the store.
+ */
+#define LOG_PREFIX "ckpt: "
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "admin.pb-c.h"
+#include "checkpoint.pb-c.h"
+#include "gpuhash.h"
+#include "rgpu/adminclient.h"
+#include "rgpu/ckpt.h"
+#include "rgpu/err.h"
+#include "rgpu/log.h"
+#include "rgpu/record.h"
+#include "rgpu/store.h"
+#include "rgpu/util.h"
+#include "srv.h"
+
+#define CH RGPU_CHUNK_MAX
+#define BATCH_CHUNKS 4                     /* device chunks one copy-out moves (8 MiB) */
+#define SNAPSHOT_SPARE (512ull << 20)       /* device memory a snapshot leaves free */
+#define PROGRESS_NS 200000000ull
+
+/* What checkpoints of this job keep between them: module images' chunk hashes. */
+struct img_hashes {
+	uint8_t hash[RGPU_HASH_LEN];
+	uint64_t size;
+	uint8_t *chunks; /* rgpu_ckpt_nchunks(size) hashes */
+};
+struct srv_ckpt_cache {
+	struct img_hashes *v;
+	size_t n, cap;
+	uint8_t zero[RGPU_HASH_LEN]; /* the chunk hash of CH zero bytes */
+};
+
+/* A window mapping to save, as its state-log record names it. */
+struct dev_range {
+	uint64_t id, addr, size;
+	uint32_t device;
+};
+
+/* A part of the checkpoint kept in host memory (data NULL: a module image, read later). */
+struct hblob {
+	uint32_t kind; /* Rgpu__CkptBlobKind */
+	uint64_t id, addr, size;
+	uint8_t *data;
+	uint8_t hash[RGPU_HASH_LEN]; /* an image's SHA-256 */
+	uint8_t *chunks;             /* its chunk hashes (owned unless cached) */
+	int cached;
+};
+
+struct take {
+	struct srv_worker *w;
+	struct rgpu_ckpt *ck;
+	int keep_held;
+	struct srv_gpuhash *gh;
+	CUstream stream;
+	struct rgpu_conn *progress;
+	/* filled at the barrier */
+	int err;
+	char why[300];
+	uint64_t t_req, t_park, t_release;
+	struct dev_range *dev;
+	size_t ndev, ndchunks;
+	uint8_t *dhash;   /* the device chunks' hashes, in order */
+	uint8_t *dirty;   /* bitmap: device chunks the store lacks (first of each hash) */
+	uint8_t *zero;    /* bitmap: of those, all-zero chunks (no copy needed) */
+	CUdeviceptr snap; /* the snapshot: the dirty non-zero chunks, in order */
+	uint64_t snap_len;
+	int snapshot, released;
+	struct hblob *hb;
+	size_t nhb, caphb;
+	uint64_t executed, received, sent, client_caps, records, device_bytes;
+	int32_t async_err;
+	uint8_t token[32];
+};
+
+static int bit(const uint8_t *bm, size_t i)
+{
+	return bm[i / 8] >> (i % 8) & 1;
+}
+
+static int fail(struct take *tk, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct take *tk, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(tk->why, sizeof(tk->why), fmt, ap);
+	va_end(ap);
+	tk->err = code;
+	return code;
+}
+
+static struct hblob *add_blob(struct take *tk, uint32_t kind, uint64_t id, uint64_t addr,
+			      uint8_t *data, uint64_t size)
+{
+	if (tk->nhb == tk->caphb) {
+		size_t cap = tk->caphb ? 2 * tk->caphb : 16;
+		struct hblob *v = realloc(tk->hb, cap * sizeof(*v));
+		if (!v) {
+			free(data);
+			return NULL;
+		}
+		tk->hb = v;
+		tk->caphb = cap;
+	}
+	struct hblob *b = &tk->hb[tk->nhb++];
+	memset(b, 0, sizeof(*b));
+	b->kind = kind;
+	b->id = id;
+	b->addr = addr;
+	b->data = data;
+	b->size = size;
+	return b;
+}
+
+/* ---- at the barrier ------------------------------------------------------------------------- */
+
+struct ids {
+	struct take *tk;
+	int failed;
+};
+
+static int collect_rec(const struct st_rec *rec, void *arg)
+{
+	struct take *tk = arg;
+	struct srv_worker *w = tk->w;
+
+	if (rec->kind == ST_KIND_VMM_MAP) {
+		/* an application's mapping nobody may read yet holds nothing a program can see */
+		if (rec->parent && !rec->vmm.access)
+			return 0;
+		if (rec->vmm.device != 0)
+			return fail(tk, RGPU_EUNSUPPORTED,
+				    "the job has memory on GPU %llu: checkpoints of jobs on more than "
+				    "one GPU are not built yet",
+				    (unsigned long long)rec->vmm.device);
+		struct dev_range *d = realloc(tk->dev, (tk->ndev + 1) * sizeof(*d));
+		if (!d)
+			return fail(tk, RGPU_ENOMEM, "out of memory");
+		tk->dev = d;
+		d[tk->ndev++] = (struct dev_range){rec->id, rec->vmm.addr, rec->vmm.size, 0};
+		tk->device_bytes += rec->vmm.size;
+	} else if (rec->kind == ST_KIND_GLOBAL && rec->global.size) {
+		/* read back now: the driver keeps it outside the window, out of the hash's reach */
+		uint8_t *buf = malloc(rec->global.size);
+		uint64_t real = srv_dev_translate(w, rec->global.addr);
+		CUresult r;
+		if (!buf)
+			return fail(tk, RGPU_ENOMEM, "out of memory for a module global");
+		r = w->drv.cuMemcpyDtoHAsync(buf, real, rec->global.size, tk->stream);
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuStreamSynchronize(tk->stream);
+		if (r != CUDA_SUCCESS) {
+			free(buf);
+			return fail(tk, RGPU_ECUDA, "reading module global \"%s\": %s",
+				    rec->name ? rec->name : "?", srv_cu_name(&w->drv, r));
+		}
+		if (!add_blob(tk, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_GLOBAL, rec->id, rec->global.addr,
+			      buf, rec->global.size))
+			return fail(tk, RGPU_ENOMEM, "out of memory");
+		tk->device_bytes += rec->global.size;
+	} else if (rec->kind == ST_KIND_MODULE && rec->has_hash) {
+		for (size_t i = 0; i < tk->nhb; i++)
+			if (tk->hb[i].kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE &&
+			    !memcmp(tk->hb[i].hash, rec->hash, RGPU_HASH_LEN))
+				return 0; /* the same image loaded twice: stored once */
+		struct hblob *b = add_blob(tk, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE, 0, 0, NULL,
+					   rec->module.size);
+		if (!b)
+			return fail(tk, RGPU_ENOMEM, "out of memory");
+		memcpy(b->hash, rec->hash, RGPU_HASH_LEN);
+	}
+	return 0;
+}
+
+/* The capture journals as RGPU_STATE_DUMP writes them: graph id, length (u64 LE), journal. */
+static int journals_blob(struct take *tk)
+{
+	size_t n = 0, off = 0;
+	uint8_t *b;
+
+	for (struct rgpu_journal *j = tk->w->graph_journals; j; j = j->next)
+		n += 16 + j->len;
+	b = malloc(n ? n : 1);
+	if (!b)
+		return RGPU_ENOMEM;
+	for (struct rgpu_journal *j = tk->w->graph_journals; j; j = j->next) {
+		wr_le64(b + off, j->stream);
+		wr_le64(b + off + 8, j->len);
+		memcpy(b + off + 16, j->buf, j->len);
+		off += 16 + j->len;
+	}
+	return add_blob(tk, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_JOURNALS, 0, 0, b, n) ? 0 : RGPU_ENOMEM;
+}
+
+/* Every context's work done, or the first one that fails (a sticky error). */
+static int sync_contexts(struct take *tk)
+{
+	struct srv_worker *w = tk->w;
+	struct collect c = {.ctx = COLLECT_ALL};
+	int ret = 0;
+
+	srv_collect_arg = &c;
+	twalk(w->objs, srv_collect_walk);
+	for (size_t i = 0; i < c.n && !ret; i++) {
+		struct srv_obj *o = srv_obj_find(w, c.ids[i], ST_KIND_CONTEXT);
+		CUresult r;
+		if (!o)
+			continue;
+		r = w->drv.cuCtxSetCurrent(o->h);
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuCtxSynchronize();
+		if (r != CUDA_SUCCESS)
+			ret = fail(tk, RGPU_ECUDA,
+				   "context %llu's work failed (%s): a job with an error pending cannot "
+				   "be checkpointed",
+				   (unsigned long long)o->id, srv_cu_name(&w->drv, r));
+	}
+	free(c.ids);
+	w->drv.cuCtxSetCurrent(w->base_ctx);
+	return ret;
+}
+
+/* The chunk hashes of every device range, on the GPU (CPU when the kernels are missing). */
+static int hash_device(struct take *tk)
+{
+	struct srv_worker *w = tk->w;
+	size_t k = 0;
+
+	for (size_t i = 0; i < tk->ndev; i++)
+		tk->ndchunks += tk->dev[i].size / CH;
+	tk->dhash = malloc(tk->ndchunks ? tk->ndchunks * RGPU_HASH_LEN : 1);
+	if (!tk->dhash)
+		return fail(tk, RGPU_ENOMEM, "out of memory");
+	for (size_t i = 0; i < tk->ndev; i++) {
+		const struct dev_range *d = &tk->dev[i];
+		int ret = tk->gh ? srv_gpuhash_run(&w->drv, tk->gh, d->addr, d->size, CH,
+						   tk->stream, tk->dhash + k * RGPU_HASH_LEN)
+				 : RGPU_EUNSUPPORTED;
+		if (ret == RGPU_EUNSUPPORTED) {
+			/* no kernels here: each chunk copied out and hashed by the CPU */
+			uint8_t *buf = malloc(CH);
+			CUresult r = buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+			for (uint64_t off = 0; r == CUDA_SUCCESS && off < d->size; off += CH) {
+				r = w->drv.cuMemcpyDtoHAsync(buf, d->addr + off, CH, tk->stream);
+				if (r == CUDA_SUCCESS)
+					r = w->drv.cuStreamSynchronize(tk->stream);
+				if (r == CUDA_SUCCESS)
+					rgpu_chunk_hash(buf, CH,
+							tk->dhash + (k + off / CH) * RGPU_HASH_LEN);
+			}
+			free(buf);
+			ret = r == CUDA_SUCCESS ? 0 : RGPU_EIO;
+		}
+		if (ret)
+			return fail(tk, ret, "hashing device memory at %#llx (+%llu bytes) failed",
+				    (unsigned long long)d->addr, (unsigned long long)d->size);
+		k += d->size / CH;
+	}
+	return 0;
+}
+
+/* The device address of device chunk i. */
+static uint64_t chunk_addr(const struct take *tk, size_t i)
+{
+	for (size_t r = 0; r < tk->ndev; r++) {
+		size_t n = tk->dev[r].size / CH;
+		if (i < n)
+			return tk->dev[r].addr + i * CH;
+		i -= n;
+	}
+	return 0;
+}
+
+/*
+ * The chunks to copy (the store lacks them, they are not zero) into a snapshot, when the GPU
+ * has room for them and SNAPSHOT_SPARE besides: runs of chunks adjacent on the device are one
+ * copy each.
+ */
+static void snapshot(struct take *tk, uint64_t dirty_bytes)
+{
+	struct srv_worker *w = tk->w;
+	size_t free_b = 0, total = 0, run_from = 0, run_len = 0;
+	uint64_t run_src = 0, soff = 0;
+	CUresult r;
+
+	if (!dirty_bytes || w->drv.cuMemGetInfo(&free_b, &total) != CUDA_SUCCESS ||
+	    free_b < dirty_bytes + SNAPSHOT_SPARE)
+		return;
+	if (w->drv.cuMemAlloc(&tk->snap, dirty_bytes) != CUDA_SUCCESS) {
+		tk->snap = 0;
+		return;
+	}
+	tk->snap_len = dirty_bytes;
+	r = CUDA_SUCCESS;
+	for (size_t i = 0; i <= tk->ndchunks && r == CUDA_SUCCESS; i++) {
+		int take = i < tk->ndchunks && bit(tk->dirty, i) && !bit(tk->zero, i);
+		uint64_t src = take ? chunk_addr(tk, i) : 0;
+		if (take && run_len && src == run_src + run_len * CH) {
+			run_len++;
+			continue;
+		}
+		if (run_len) {
+			r = w->drv.cuMemcpyDtoDAsync(tk->snap + run_from, run_src, run_len * CH,
+						     tk->stream);
+			soff = run_from + run_len * CH;
+			run_len = 0;
+		}
+		if (take) {
+			run_from = soff;
+			run_src = src;
+			run_len = 1;
+		}
+	}
+	if (r == CUDA_SUCCESS)
+		r = w->drv.cuStreamSynchronize(tk->stream);
+	if (r != CUDA_SUCCESS) {
+		pr_warn("job %s: the snapshot copy failed (%s): copying out while the job waits",
+			w->job_hex, srv_cu_name(&w->drv, r));
+		w->drv.cuMemFree(tk->snap);
+		tk->snap = 0;
+		tk->snap_len = 0;
+		return;
+	}
+	tk->snapshot = 1;
+}
+
+/* The work the executor runs at the barrier (srv_hold). */
+static int at_barrier(struct srv_worker *w, void *arg)
+{
+	struct take *tk = arg;
+	struct srv_ckpt_cache *cc = w->ckpt_cache;
+	uint8_t *buf = NULL;
+	size_t len = 0, nmissing = 0;
+	uint64_t dirty_bytes = 0;
+
+	tk->t_park = rgpu_now_ns();
+	if (w->capturing) {
+		fail(tk, RGPU_EBUSY,
+		     "a stream of the job is capturing a graph: try again once the capture ended");
+		return SRV_HOLD_RELEASE;
+	}
+	if (sync_contexts(tk))
+		return SRV_HOLD_RELEASE;
+	tk->executed = atomic_load(&w->executed);
+	tk->async_err = (int32_t)w->async_err;
+	tk->client_caps = w->client_caps;
+	memcpy(tk->token, w->token, sizeof(tk->token));
+	tk->records = st_count(w->log);
+	if (st_serialize(w->log, &buf, &len) ||
+	    !add_blob(tk, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_STATELOG, 0, 0, buf, len) ||
+	    journals_blob(tk)) {
+		fail(tk, RGPU_ENOMEM, "out of memory copying the state log");
+		return SRV_HOLD_RELEASE;
+	}
+	if (srv_hm_save(w, &buf, &len, &tk->received) ||
+	    !add_blob(tk, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA, 0, 0, buf, len) ||
+	    srv_link_kept_save(w, &buf, &len, &tk->sent) ||
+	    !add_blob(tk, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_KEPT, 0, 0, buf, len)) {
+		fail(tk, RGPU_ENOMEM, "out of memory copying the link's state");
+		return SRV_HOLD_RELEASE;
+	}
+	if (st_foreach(w->log, collect_rec, tk) || hash_device(tk))
+		return SRV_HOLD_RELEASE;
+	/* which device chunks the store lacks, each hash once */
+	tk->dirty = calloc(1, tk->ndchunks / 8 + 1);
+	tk->zero = calloc(1, tk->ndchunks / 8 + 1);
+	if (!tk->dirty || !tk->zero) {
+		fail(tk, RGPU_ENOMEM, "out of memory");
+		return SRV_HOLD_RELEASE;
+	}
+	if (rgpu_ckpt_set_list(tk->ck, tk->dhash, tk->ndchunks) ||
+	    rgpu_ckpt_missing(tk->ck, tk->dirty, &nmissing)) {
+		fail(tk, RGPU_EIO, "the checkpoint store cannot be read");
+		return SRV_HOLD_RELEASE;
+	}
+	for (size_t i = 0; i < tk->ndchunks; i++) {
+		if (!bit(tk->dirty, i))
+			continue;
+		if (!memcmp(tk->dhash + i * RGPU_HASH_LEN, cc->zero, RGPU_HASH_LEN))
+			tk->zero[i / 8] |= (uint8_t)(1u << (i % 8));
+		else
+			dirty_bytes += CH;
+	}
+	if (!tk->keep_held) /* a migration's job stays held: nothing to snapshot */
+		snapshot(tk, dirty_bytes);
+	if ((tk->snapshot || !dirty_bytes) && !tk->keep_held) {
+		tk->t_release = rgpu_now_ns();
+		tk->released = 1;
+		return SRV_HOLD_RELEASE;
+	}
+	return SRV_HOLD_KEEP;
+}
+
+/* ---- after the barrier: the chunks out, into the store ------------------------------------- */
+
+/* One unit of the copy-out: device chunks adjacent at their source, or one host chunk. */
+struct item {
+	size_t index;     /* its first chunk in the manifest's list */
+	uint32_t n;       /* chunks (device: up to BATCH_CHUNKS) */
+	int zero;         /* an all-zero device chunk: its value without a copy */
+	uint64_t src;     /* device: where the bytes are now (the snapshot or the job's memory) */
+	const uint8_t *host;
+	uint64_t len;     /* bytes of the last chunk (host); device chunks are CH each */
+};
+
+struct drain {
+	struct take *tk;
+	const uint8_t *hashes;
+	struct item *items;
+	size_t nitems;
+	atomic_size_t next;
+	atomic_uint_fast64_t bytes;
+	atomic_int failed;
+	char why[200];
+	pthread_mutex_t lock;
+};
+
+static void drain_fail(struct drain *d, const char *why)
+{
+	pthread_mutex_lock(&d->lock);
+	if (!atomic_load(&d->failed))
+		snprintf(d->why, sizeof(d->why), "%s", why);
+	atomic_store(&d->failed, 1);
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void drain_thread(void *arg, unsigned tid)
+{
+	struct drain *d = arg;
+	struct srv_worker *w = d->tk->w;
+	struct rgpu_chunk_enc *enc = NULL;
+	uint8_t *val = malloc(RGPU_CHUNK_VALUE_MAX);
+	void *pinned = NULL;
+	CUstream s = NULL;
+	size_t i;
+
+	(void)tid;
+	w->drv.cuCtxSetCurrent(w->base_ctx);
+	if (!val || rgpu_chunk_enc_new(&enc) ||
+	    w->drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS ||
+	    w->drv.cuMemHostAlloc(&pinned, BATCH_CHUNKS * CH, 0) != CUDA_SUCCESS) {
+		drain_fail(d, "out of memory for the copy-out");
+		goto out;
+	}
+	while (!atomic_load(&d->failed) && (i = atomic_fetch_add(&d->next, 1)) < d->nitems) {
+		const struct item *it = &d->items[i];
+		const uint8_t *src = it->host;
+		size_t vlen;
+		if (it->zero) {
+			/* an all-zero chunk's value is its header: no bytes to read */
+			rgpu_chunk_zero_value(CH, val, &vlen);
+		} else if (!src) {
+			CUresult r = w->drv.cuMemcpyDtoHAsync(pinned, it->src, (uint64_t)it->n * CH, s);
+			if (r == CUDA_SUCCESS)
+				r = w->drv.cuStreamSynchronize(s);
+			if (r != CUDA_SUCCESS) {
+				char why[160];
+				snprintf(why, sizeof(why), "copying device memory out: %s",
+					 srv_cu_name(&w->drv, r));
+				drain_fail(d, why);
+				break;
+			}
+			src = pinned;
+		}
+		for (uint32_t c = 0; c < it->n && !it->zero; c++) {
+			uint64_t clen = it->host ? it->len : CH;
+			if (rgpu_chunk_encode(enc, src + (uint64_t)c * CH, clen, val, &vlen) ||
+			    rgpu_ckpt_put(d->tk->ck, d->hashes + (it->index + c) * RGPU_HASH_LEN, val,
+					  vlen)) {
+				drain_fail(d, "writing the checkpoint store failed");
+				break;
+			}
+			atomic_fetch_add(&d->bytes, clen);
+		}
+		if (it->zero) {
+			if (rgpu_ckpt_put(d->tk->ck, d->hashes + it->index * RGPU_HASH_LEN, val,
+					  vlen)) {
+				drain_fail(d, "writing the checkpoint store failed");
+				break;
+			}
+			atomic_fetch_add(&d->bytes, CH);
+		}
+	}
+out:
+	if (pinned)
+		w->drv.cuMemFreeHost(pinned);
+	if (s)
+		w->drv.cuStreamDestroy(s);
+	rgpu_chunk_enc_free(enc);
+	free(val);
+}
+
+static unsigned drain_threads(void)
+{
+	const char *e = getenv("RGPU_CKPT_THREADS");
+	long n = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
+	return (unsigned)(n < 1 ? 1 : n > 32 ? 32 : n);
+}
+
+struct drain_run {
+	struct drain *d;
+	unsigned n;
+	atomic_int over;
+};
+
+static void *drain_runner(void *p)
+{
+	struct drain_run *r = p;
+	rgpu_parallel(r->n, drain_thread, r->d);
+	atomic_store(&r->over, 1);
+	return NULL;
+}
+
+/* Run the items on the pool; this thread reports progress (phase, of total bytes). */
+static int drain_items(struct drain *d, const char *phase, uint64_t total)
+{
+	struct drain_run run = {d, drain_threads(), 0};
+	pthread_t t;
+
+	if (!d->nitems)
+		return 0;
+	if (pthread_create(&t, NULL, drain_runner, &run) == 0) {
+		while (!atomic_load(&run.over)) {
+			struct timespec ts = {0, (long)PROGRESS_NS};
+			if (d->tk->progress)
+				rgpu_admin_progress(d->tk->progress, phase, atomic_load(&d->bytes),
+						    total, "bytes");
+			nanosleep(&ts, NULL);
+		}
+		pthread_join(t, NULL);
+	} else {
+		rgpu_parallel(run.n, drain_thread, d);
+	}
+	if (d->tk->progress)
+		rgpu_admin_progress(d->tk->progress, phase, atomic_load(&d->bytes), total, "bytes");
+	return atomic_load(&d->failed) ? RGPU_EIO : 0;
+}
+
+/* A module image's bytes from the module cache, and its chunk hashes (cached per job). */
+static int image_blob(struct take *tk, struct hblob *b)
+{
+	struct srv_worker *w = tk->w;
+	struct srv_ckpt_cache *cc = w->ckpt_cache;
+	void *data = NULL;
+	size_t len = 0;
+	char hex[2 * RGPU_HASH_LEN + 1];
+	int ret = w->modcache ? srv_modcache_get(w->modcache, w->tenant, b->hash, &data, &len)
+			      : RGPU_ENOTFOUND;
+
+	if (ret || len != b->size) {
+		free(data);
+		return fail(tk, RGPU_ENOTFOUND,
+			    "module image %s... (%llu bytes) is no longer in this server's module "
+			    "cache, which a checkpoint takes it from: a larger rgpud "
+			    "--module-cache-bytes keeps it",
+			    rgpu_hex(b->hash, 6, hex), (unsigned long long)b->size);
+	}
+	b->data = data;
+	for (size_t i = 0; i < cc->n; i++)
+		if (!memcmp(cc->v[i].hash, b->hash, RGPU_HASH_LEN) && cc->v[i].size == b->size) {
+			b->chunks = cc->v[i].chunks;
+			b->cached = 1;
+			return 0;
+		}
+	return 0;
+}
+
+static int blob_hashes(struct take *tk, struct hblob *b)
+{
+	struct srv_ckpt_cache *cc = tk->w->ckpt_cache;
+	uint64_t n = rgpu_ckpt_nchunks(b->size);
+
+	if (b->chunks)
+		return 0;
+	b->chunks = malloc(n ? n * RGPU_HASH_LEN : 1);
+	if (!b->chunks)
+		return fail(tk, RGPU_ENOMEM, "out of memory");
+	for (uint64_t i = 0; i < n; i++)
+		rgpu_chunk_hash(b->data + i * CH, MIN(CH, b->size - i * CH),
+				b->chunks + i * RGPU_HASH_LEN);
+	if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE) {
+		/* images never change: their hashes serve every later checkpoint of the job */
+		struct img_hashes *v = cc->n == cc->cap
+					       ? realloc(cc->v, (cc->cap = cc->cap ? 2 * cc->cap : 8) *
+								    sizeof(*v))
+					       : cc->v;
+		if (v) {
+			cc->v = v;
+			memcpy(v[cc->n].hash, b->hash, RGPU_HASH_LEN);
+			v[cc->n].size = b->size;
+			v[cc->n].chunks = b->chunks;
+			cc->n++;
+			b->cached = 1;
+		}
+	}
+	return 0;
+}
+
+static void take_free(struct take *tk)
+{
+	for (size_t i = 0; i < tk->nhb; i++) {
+		free(tk->hb[i].data);
+		if (!tk->hb[i].cached)
+			free(tk->hb[i].chunks);
+	}
+	free(tk->hb);
+	free(tk->dev);
+	free(tk->dhash);
+	free(tk->dirty);
+	free(tk->zero);
+}
+
+static void release_job(struct take *tk)
+{
+	if (tk->released)
+		return;
+	tk->t_release = rgpu_now_ns();
+	tk->released = 1;
+	srv_hold_release(tk->w);
+}
+
+/* Build the metadata (blobs in list order: device memory, then the host-side parts). */
+static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchunks,
+		     uint64_t new_chunks, uint64_t new_bytes, uint64_t stored)
+{
+	struct srv_worker *w = tk->w;
+	Rgpu__CkptMeta m = RGPU__CKPT_META__INIT;
+	Rgpu__CkptBlob *blobs = calloc(tk->ndev + tk->nhb + 1, sizeof(*blobs));
+	Rgpu__CkptBlob **bp = calloc(tk->ndev + tk->nhb + 1, sizeof(*bp));
+	uint32_t cc[16];
+	char *names[16];
+	char names_buf[16][256];
+	char host[256] = "";
+	uint64_t first = 0;
+	size_t nb = 0;
+
+	if (!blobs || !bp) {
+		free(blobs);
+		free(bp);
+		return RGPU_ENOMEM;
+	}
+	for (size_t i = 0; i < tk->ndev; i++, nb++) {
+		rgpu__ckpt_blob__init(&blobs[nb]);
+		blobs[nb].kind = RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE;
+		blobs[nb].id = tk->dev[i].id;
+		blobs[nb].addr = tk->dev[i].addr;
+		blobs[nb].size = tk->dev[i].size;
+		blobs[nb].device = tk->dev[i].device;
+		blobs[nb].first = first;
+		blobs[nb].count = tk->dev[i].size / CH;
+		first += blobs[nb].count;
+		bp[nb] = &blobs[nb];
+	}
+	for (size_t i = 0; i < tk->nhb; i++, nb++) {
+		const struct hblob *b = &tk->hb[i];
+		rgpu__ckpt_blob__init(&blobs[nb]);
+		blobs[nb].kind = (Rgpu__CkptBlobKind)b->kind;
+		blobs[nb].id = b->id;
+		blobs[nb].addr = b->addr;
+		blobs[nb].size = b->size;
+		blobs[nb].first = first;
+		blobs[nb].count = rgpu_ckpt_nchunks(b->size);
+		if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE) {
+			blobs[nb].hash.data = (uint8_t *)b->hash;
+			blobs[nb].hash.len = RGPU_HASH_LEN;
+		}
+		first += blobs[nb].count;
+		bp[nb] = &blobs[nb];
+	}
+	gethostname(host, sizeof(host) - 1);
+	for (int d = 0; d < w->ndev && d < 16; d++) {
+		int maj = 0, min = 0;
+		w->drv.cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+					    w->dev[d]);
+		w->drv.cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+					    w->dev[d]);
+		cc[d] = (uint32_t)(maj * 10 + min);
+		names_buf[d][0] = '\0';
+		w->drv.cuDeviceGetName(names_buf[d], sizeof(names_buf[d]), w->dev[d]);
+		names[d] = names_buf[d];
+	}
+	m.format = RGPU_CKPT_FORMAT;
+	m.job_id.data = w->job_id;
+	m.job_id.len = SRV_JOB_ID_LEN;
+	m.session = w->session;
+	m.tenant = w->tenant;
+	m.client_host = w->client_host;
+	m.client_pid = w->client_pid;
+	m.client_program = w->client_program;
+	m.created_unix_ms = rgpu_wall_ms();
+	m.server_host = host;
+	m.executed = tk->executed;
+	m.received = tk->received;
+	m.sent = tk->sent;
+	m.client_caps = tk->client_caps;
+	m.token.data = tk->token;
+	m.token.len = sizeof(tk->token);
+	m.async_error = tk->async_err;
+	m.window_base = w->cfg->window_base;
+	m.window_size = w->cfg->window_size;
+	m.n_device_cc = m.n_device_name = (size_t)MIN(w->ndev, 16);
+	m.device_cc = cc;
+	m.device_name = names;
+	m.n_blobs = nb;
+	m.blobs = bp;
+	m.pause_ns = (tk->released ? tk->t_release : rgpu_now_ns()) - tk->t_park;
+	m.duration_ns = rgpu_now_ns() - tk->t_req;
+	m.snapshot = tk->snapshot;
+	m.device_bytes = tk->device_bytes;
+	m.new_chunks = new_chunks;
+	m.new_bytes = new_bytes;
+	m.stored_bytes = stored;
+	m.records = tk->records;
+	(void)nchunks;
+	*len = rgpu__ckpt_meta__get_packed_size(&m);
+	*out = malloc(*len ? *len : 1);
+	if (*out)
+		rgpu__ckpt_meta__pack(&m, *out);
+	free(blobs);
+	free(bp);
+	return *out ? 0 : RGPU_ENOMEM;
+}
+
+static int cache_init(struct srv_worker *w)
+{
+	uint8_t *zero;
+
+	if (w->ckpt_cache)
+		return 0;
+	w->ckpt_cache = calloc(1, sizeof(*w->ckpt_cache));
+	zero = calloc(1, CH);
+	if (!w->ckpt_cache || !zero) {
+		free(zero);
+		return RGPU_ENOMEM;
+	}
+	rgpu_chunk_hash(zero, CH, w->ckpt_cache->zero);
+	free(zero);
+	return 0;
+}
+
+int srv_store_open(const struct srv_config *cfg, struct rgpu_store **out, char *why,
+		   size_t whylen)
+{
+	char dir[4200];
+	int ret;
+
+	if (!cfg->state_dir) {
+		snprintf(why, whylen, "this server keeps no checkpoints: it was started without "
+				      "rgpud --data DIR");
+		return RGPU_EUNSUPPORTED;
+	}
+	/* the data directory itself may not exist yet: nothing was cached here so far */
+	if (mkdir(cfg->state_dir, 0750) && errno != EEXIST) {
+		snprintf(why, whylen, "cannot create the data directory %s: %s", cfg->state_dir,
+			 strerror(errno));
+		return RGPU_ESYS;
+	}
+	snprintf(dir, sizeof(dir), "%s/checkpoints", cfg->state_dir);
+	ret = rgpu_store_open(dir, out);
+	if (ret)
+		snprintf(why, whylen, "the checkpoint store %s cannot be opened: %s", dir,
+			 rgpu_strerror(ret));
+	return ret;
+}
+
+int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
+		  struct rgpu_conn *progress, struct srv_ckpt_result *res, char *why,
+		  size_t whylen)
+{
+	struct take tk = {.w = w, .keep_held = keep_held, .progress = progress};
+	struct drain d = {.tk = &tk};
+	uint8_t *all = NULL, *missing = NULL, *meta = NULL;
+	size_t nall = 0, nmissing = 0, mlen = 0, ndev_items = 0;
+	uint64_t dev_total = 0, host_total = 0, added = 0, added_bytes = 0, stored = 0;
+	int ret, work_ret = 0;
+
+	tk.t_req = rgpu_now_ns();
+	memset(res, 0, sizeof(*res));
+	pthread_mutex_init(&d.lock, NULL);
+	if (cache_init(w)) {
+		snprintf(why, whylen, "out of memory");
+		return RGPU_ENOMEM;
+	}
+	/* what the barrier uses, made before it: the store's lock against gc, the kernels */
+	w->drv.cuCtxSetCurrent(w->base_ctx);
+	CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+	w->drv.cuThreadExchangeStreamCaptureMode(&relaxed);
+	ret = rgpu_ckpt_begin(store, &tk.ck);
+	if (ret) {
+		snprintf(why, whylen, "the checkpoint store cannot be written: %s",
+			 rgpu_strerror(ret));
+		return ret;
+	}
+	if (srv_gpuhash_open(&w->drv, &tk.gh))
+		tk.gh = NULL; /* said once at warn; the CPU hashes */
+	if (w->drv.cuStreamCreateWithPriority(&tk.stream, CU_STREAM_NON_BLOCKING, 0) !=
+	    CUDA_SUCCESS) {
+		snprintf(why, whylen, "the server's driver cannot make a stream");
+		ret = RGPU_ECUDA;
+		goto out;
+	}
+	if (progress)
+		rgpu_admin_progress(progress, "barrier", 0, 0, "");
+	ret = srv_hold(w, at_barrier, &tk, w->cfg->barrier_timeout_s * 1000, &work_ret);
+	if (ret == RGPU_ETIMEDOUT) {
+		snprintf(why, whylen,
+			 "the job did not reach a barrier within %d s: it is inside a call that "
+			 "takes longer (a synchronisation waiting for a long kernel?); try again "
+			 "(rgpud --barrier-timeout)",
+			 w->cfg->barrier_timeout_s);
+		goto out;
+	}
+	if (ret) {
+		snprintf(why, whylen, "the job ended during the checkpoint");
+		goto out;
+	}
+	if (work_ret != SRV_HOLD_KEEP)
+		tk.released = 1; /* the executor went on by itself */
+	if (tk.err) {
+		ret = tk.err;
+		snprintf(why, whylen, "%s", tk.why);
+		goto out;
+	}
+	/* the device chunks the store lacks, from the snapshot or (held) the job itself */
+	d.items = calloc(tk.ndchunks + tk.nhb + 1, sizeof(*d.items));
+	if (!d.items) {
+		ret = RGPU_ENOMEM;
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	d.hashes = tk.dhash;
+	uint64_t soff = 0;
+	for (size_t i = 0; i < tk.ndchunks; i++) {
+		struct item *last = d.nitems ? &d.items[d.nitems - 1] : NULL;
+		if (!bit(tk.dirty, i))
+			continue;
+		dev_total += CH;
+		if (bit(tk.zero, i)) {
+			d.items[d.nitems++] = (struct item){.index = i, .n = 1, .zero = 1};
+			continue;
+		}
+		uint64_t src = tk.snapshot ? tk.snap + soff : chunk_addr(&tk, i);
+		soff += CH;
+		if (last && !last->zero && last->n < BATCH_CHUNKS && last->index + last->n == i &&
+		    last->src + (uint64_t)last->n * CH == src)
+			last->n++;
+		else
+			d.items[d.nitems++] = (struct item){.index = i, .n = 1, .src = src};
+	}
+	ndev_items = d.nitems;
+	ret = drain_items(&d, "copy", dev_total);
+	/* the job's own bytes are out: a job held for them runs on (a migration's stays) */
+	if (!keep_held)
+		release_job(&tk);
+	if (ret) {
+		snprintf(why, whylen, "%s", d.why);
+		goto out;
+	}
+	/* the host-side parts: module images from the cache, then every blob's chunk hashes */
+	for (size_t i = 0; i < tk.nhb && !ret; i++)
+		if (tk.hb[i].kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE)
+			ret = image_blob(&tk, &tk.hb[i]);
+	for (size_t i = 0; i < tk.nhb && !ret; i++)
+		ret = blob_hashes(&tk, &tk.hb[i]);
+	if (ret) {
+		snprintf(why, whylen, "%s", tk.why);
+		goto out;
+	}
+	nall = tk.ndchunks;
+	for (size_t i = 0; i < tk.nhb; i++)
+		nall += rgpu_ckpt_nchunks(tk.hb[i].size);
+	all = malloc(nall ? nall * RGPU_HASH_LEN : 1);
+	missing = calloc(1, nall / 8 + 1);
+	if (!all || !missing) {
+		ret = RGPU_ENOMEM;
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	memcpy(all, tk.dhash, tk.ndchunks * RGPU_HASH_LEN);
+	size_t k = tk.ndchunks;
+	for (size_t i = 0; i < tk.nhb; i++) {
+		uint64_t n = rgpu_ckpt_nchunks(tk.hb[i].size);
+		memcpy(all + k * RGPU_HASH_LEN, tk.hb[i].chunks, n * RGPU_HASH_LEN);
+		k += n;
+	}
+	/* the whole list now: what is still missing is host-side (the device part is written) */
+	ret = rgpu_ckpt_set_list(tk.ck, all, nall);
+	if (!ret)
+		ret = rgpu_ckpt_missing(tk.ck, missing, &nmissing);
+	if (ret) {
+		snprintf(why, whylen, "the checkpoint store cannot be read: %s", rgpu_strerror(ret));
+		goto out;
+	}
+	d.nitems = 0;
+	atomic_store(&d.next, 0);
+	atomic_store(&d.bytes, 0);
+	d.hashes = all;
+	k = tk.ndchunks;
+	for (size_t i = 0; i < tk.nhb; i++) {
+		uint64_t n = rgpu_ckpt_nchunks(tk.hb[i].size);
+		for (uint64_t c = 0; c < n; c++)
+			if (bit(missing, k + c)) {
+				uint64_t clen = MIN(CH, tk.hb[i].size - c * CH);
+				d.items[d.nitems++] = (struct item){.index = k + c, .n = 1,
+								    .host = tk.hb[i].data + c * CH,
+								    .len = clen};
+				host_total += clen;
+			}
+		k += n;
+	}
+	ret = drain_items(&d, "store", host_total);
+	if (ret) {
+		snprintf(why, whylen, "%s", d.why);
+		goto out;
+	}
+	rgpu_ckpt_added(tk.ck, &added, &added_bytes, &stored);
+	if (tk.snap) {
+		w->drv.cuMemFree(tk.snap);
+		tk.snap = 0;
+	}
+	ret = pack_meta(&tk, &meta, &mlen, nall, added, added_bytes, stored);
+	if (ret) {
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	if (progress)
+		rgpu_admin_progress(progress, "commit", 0, 0, "");
+	ret = rgpu_ckpt_commit(tk.ck, meta, mlen, &res->id);
+	tk.ck = NULL;
+	if (ret) {
+		snprintf(why, whylen, "committing the checkpoint failed: %s", rgpu_strerror(ret));
+		goto out;
+	}
+	res->chunks = nall;
+	res->new_chunks = added;
+	res->new_bytes = added_bytes;
+	res->stored_bytes = stored;
+	res->device_bytes = tk.device_bytes;
+	res->records = tk.records;
+	res->pause_ns = (tk.released ? tk.t_release : rgpu_now_ns()) - tk.t_park;
+	res->duration_ns = rgpu_now_ns() - tk.t_req;
+	res->snapshot = tk.snapshot;
+	pr_info("job %s: checkpoint %llu: %llu chunks (%llu new, %.1f MiB stored), paused "
+		"%.3f ms%s, %.3f s in all",
+		w->job_hex, (unsigned long long)res->id, (unsigned long long)nall,
+		(unsigned long long)added, (double)stored / 1048576.0, res->pause_ns / 1e6,
+		tk.snapshot ? " (snapshot)" : "", res->duration_ns / 1e9);
+	(void)ndev_items;
+out:
+	/* a failure never leaves the job held, nor a migration's hold without a checkpoint */
+	if (ret || !keep_held)
+		release_job(&tk);
+	if (tk.ck)
+		rgpu_ckpt_abort(tk.ck);
+	if (tk.snap)
+		w->drv.cuMemFree(tk.snap);
+	if (tk.stream)
+		w->drv.cuStreamDestroy(tk.stream);
+	if (tk.gh)
+		srv_gpuhash_close(&w->drv, tk.gh);
+	free(d.items);
+	free(all);
+	free(missing);
+	free(meta);
+	pthread_mutex_destroy(&d.lock);
+	take_free(&tk);
+	if (ret)
+		pr_warn("job %s: checkpoint failed: %s", w->job_hex, why);
+	return ret;
+}

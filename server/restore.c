@@ -1,0 +1,656 @@
+/*
+ * Restoring a job (design.md §7, §8; docs/architecture.md, "Checkpoints"): a new worker process
+ * takes a checkpoint pushed to this server (migrate/push.c) into its store and, if asked,
+ * rebuilds the job: its state log replayed (replay.c) with the module images from the
+ * checkpoint, every window mapping at its address filled from the store and hashed again on
+ * the GPU against the manifest, module globals and the host area written back, the link's
+ * counters and unacknowledged frames installed. The job then waits, like one whose link broke,
+ * for its client to resume it here with its token (the source redirected it).
+ *
+ * Nothing is trusted: the metadata was checked by rgpu_ckpt_meta_decode(), every chunk is
+ * checked before its bytes reach the device (present, a sane header; then its hash, on the GPU
+ * after the fill), and any failure ends this process before it ever serves the job: no job half
+ * restored runs. The reply to PUSH_DONE says what happened.
+ */
+#define LOG_PREFIX "restore: "
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.pb-c.h"
+#include "checkpoint.pb-c.h"
+#include "gpuhash.h"
+#include "rgpu.pb-c.h"
+#include "rgpu_admin_msgs.h"
+#include "rgpu/adminclient.h"
+#include "rgpu/ckpt.h"
+#include "rgpu/err.h"
+#include "rgpu/hash.h"
+#include "rgpu/image.h"
+#include "rgpu/log.h"
+#include "rgpu/store.h"
+#include "rgpu/util.h"
+#include "srv.h"
+
+#define CH RGPU_CHUNK_MAX
+
+struct restore {
+	struct srv_worker *w;
+	struct rgpu_store *store;
+	struct rgpu_conn *admin;   /* the pusher, for progress */
+	Rgpu__CkptMeta *m;
+	uint8_t *hashes;
+	size_t n;
+	uint64_t id;
+	char why[400];
+};
+
+static struct restore *the_restore; /* the image lookup's (one restore per process) */
+
+static int fail(struct restore *rs, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(struct restore *rs, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rs->why, sizeof(rs->why), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* A host-side blob's bytes, every chunk checked against its hash (malloc'd). */
+static int read_blob(struct restore *rs, const Rgpu__CkptBlob *b, uint8_t **out)
+{
+	uint8_t *buf = malloc(b->size ? b->size : 1);
+	char hex[13];
+
+	if (!buf)
+		return fail(rs, RGPU_ENOMEM, "out of memory for %llu bytes",
+			    (unsigned long long)b->size);
+	for (uint64_t i = 0; i < b->count; i++) {
+		const uint8_t *h = rs->hashes + (b->first + i) * RGPU_HASH_LEN;
+		size_t len = 0;
+		int ret = rgpu_store_chunk_get(rs->store, h, buf + i * CH,
+					       MIN((uint64_t)CH, b->size - i * CH), &len);
+		if (ret || len != MIN((uint64_t)CH, b->size - i * CH)) {
+			free(buf);
+			return fail(rs, ret ? ret : RGPU_ECORRUPT,
+				    "chunk %llu (%s...) %s",
+				    (unsigned long long)(b->first + i), rgpu_hex(h, 6, hex),
+				    ret == RGPU_ENOTFOUND ? "is not in the store"
+				    : ret == RGPU_ECORRUPT ? "is damaged (said above)"
+							    : "has the wrong length");
+		}
+	}
+	*out = buf;
+	return 0;
+}
+
+static const Rgpu__CkptBlob *find_blob(const Rgpu__CkptMeta *m, Rgpu__CkptBlobKind kind)
+{
+	for (size_t i = 0; i < m->n_blobs; i++)
+		if (m->blobs[i]->kind == kind)
+			return m->blobs[i];
+	return NULL;
+}
+
+/* The replay's module loads: the image from the checkpoint, checked as a client's would be. */
+static int image_lookup(struct srv_worker *w, const uint8_t hash[32], void **data, size_t *len)
+{
+	struct restore *rs = the_restore;
+	uint8_t h[RGPU_HASH_LEN];
+
+	(void)w;
+	for (size_t i = 0; rs && i < rs->m->n_blobs; i++) {
+		const Rgpu__CkptBlob *b = rs->m->blobs[i];
+		uint8_t *buf;
+		if (b->kind != RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE ||
+		    memcmp(b->hash.data, hash, RGPU_HASH_LEN))
+			continue;
+		if (read_blob(rs, b, &buf))
+			return RGPU_ECORRUPT;
+		rgpu_sha256(buf, b->size, h);
+		if (memcmp(h, hash, RGPU_HASH_LEN) || rgpu_image_check(buf, b->size)) {
+			free(buf);
+			return RGPU_ECORRUPT;
+		}
+		*data = buf;
+		*len = b->size;
+		return 0;
+	}
+	return RGPU_ENOTFOUND;
+}
+
+/* ---- device memory ------------------------------------------------------------------------- */
+
+struct fill {
+	struct restore *rs;
+	const Rgpu__CkptBlob **dev;
+	size_t ndev;
+	size_t nchunks;
+	atomic_size_t next;
+	atomic_uint_fast64_t bytes;
+	atomic_int failed;
+	char why[300];
+	pthread_mutex_t lock;
+};
+
+static void fill_fail(struct fill *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fill_fail(struct fill *f, const char *fmt, ...)
+{
+	va_list ap;
+	pthread_mutex_lock(&f->lock);
+	if (!atomic_load(&f->failed)) {
+		va_start(ap, fmt);
+		vsnprintf(f->why, sizeof(f->why), fmt, ap);
+		va_end(ap);
+	}
+	atomic_store(&f->failed, 1);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Device chunk k (over all device blobs, in order): its address and list index. */
+static int dev_chunk(const struct fill *f, size_t k, uint64_t *addr, size_t *index)
+{
+	for (size_t b = 0; b < f->ndev; b++) {
+		if (k < f->dev[b]->count) {
+			*addr = f->dev[b]->addr + k * CH;
+			*index = f->dev[b]->first + k;
+			return 1;
+		}
+		k -= f->dev[b]->count;
+	}
+	return 0;
+}
+
+static void fill_thread(void *arg, unsigned tid)
+{
+	struct fill *f = arg;
+	struct srv_worker *w = f->rs->w;
+	struct rgpu_store_reader *r = NULL;
+	void *pinned = NULL;
+	CUstream s = NULL;
+	size_t k;
+
+	(void)tid;
+	w->drv.cuCtxSetCurrent(w->base_ctx);
+	if (rgpu_store_reader_begin(f->rs->store, &r) ||
+	    w->drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS ||
+	    w->drv.cuMemHostAlloc(&pinned, CH, 0) != CUDA_SUCCESS) {
+		fill_fail(f, "out of memory for the fill");
+		goto out;
+	}
+	while (!atomic_load(&f->failed) && (k = atomic_fetch_add(&f->next, 1)) < f->nchunks) {
+		uint64_t addr = 0;
+		size_t index = 0, len = 0, vlen;
+		const void *val;
+		const char *why = NULL;
+		CUresult cr;
+		char hex[13];
+
+		dev_chunk(f, k, &addr, &index);
+		const uint8_t *h = f->rs->hashes + index * RGPU_HASH_LEN;
+		int ret = rgpu_store_reader_get(r, h, &val, &vlen);
+		if (ret) {
+			fill_fail(f, "chunk %zu (%s..., device memory at %#llx) %s", index,
+				  rgpu_hex(h, 6, hex), (unsigned long long)addr,
+				  ret == RGPU_ENOTFOUND ? "is not in the store" : "cannot be read");
+			break;
+		}
+		if (rgpu_store_chunk_is_zero(val, vlen, &len)) {
+			cr = len == CH ? w->drv.cuMemsetD8Async(addr, 0, CH, s)
+				       : CUDA_ERROR_INVALID_VALUE;
+		} else {
+			ret = rgpu_store_chunk_decode(val, vlen, pinned, CH, &len, &why);
+			if (ret || len != CH) {
+				fill_fail(f, "chunk %zu (%s..., device memory at %#llx) is damaged: %s",
+					  index, rgpu_hex(h, 6, hex), (unsigned long long)addr,
+					  why ? why : "a length other than 2 MiB");
+				break;
+			}
+			cr = w->drv.cuMemcpyHtoDAsync(addr, pinned, CH, s);
+			if (cr == CUDA_SUCCESS) /* the buffer is reused for the next chunk */
+				cr = w->drv.cuStreamSynchronize(s);
+		}
+		if (cr != CUDA_SUCCESS) {
+			fill_fail(f, "writing device memory at %#llx: %s", (unsigned long long)addr,
+				  srv_cu_name(&w->drv, cr));
+			break;
+		}
+		atomic_fetch_add(&f->bytes, CH);
+	}
+	if (s)
+		w->drv.cuStreamSynchronize(s);
+out:
+	if (pinned)
+		w->drv.cuMemFreeHost(pinned);
+	if (s)
+		w->drv.cuStreamDestroy(s);
+	rgpu_store_reader_end(r);
+}
+
+struct fill_run {
+	struct fill *f;
+	unsigned n;
+	atomic_int over;
+};
+
+static void *fill_runner(void *p)
+{
+	struct fill_run *r = p;
+	rgpu_parallel(r->n, fill_thread, r->f);
+	atomic_store(&r->over, 1);
+	return NULL;
+}
+
+static unsigned fill_threads(void)
+{
+	const char *e = getenv("RGPU_CKPT_THREADS");
+	long n = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
+	return (unsigned)(n < 1 ? 1 : n > 32 ? 32 : n);
+}
+
+/*
+ * Every device chunk checked for presence and a sane header first (a truncated or missing
+ * chunk stops the restore before any device memory is written), then written at its address,
+ * then every mapping hashed on the GPU and compared with the manifest.
+ */
+static int fill_device(struct restore *rs)
+{
+	struct srv_worker *w = rs->w;
+	struct fill f = {.rs = rs};
+	struct rgpu_store_reader *r = NULL;
+	struct srv_gpuhash *gh = NULL;
+	CUstream s = NULL;
+	uint8_t *got = NULL;
+	uint64_t total = 0;
+	int ret = 0;
+
+	pthread_mutex_init(&f.lock, NULL);
+	f.dev = calloc(rs->m->n_blobs + 1, sizeof(*f.dev));
+	if (!f.dev)
+		return fail(rs, RGPU_ENOMEM, "out of memory");
+	for (size_t i = 0; i < rs->m->n_blobs; i++)
+		if (rs->m->blobs[i]->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE) {
+			const Rgpu__CkptBlob *b = rs->m->blobs[i];
+			if (!srv_mapped(w, b->addr, b->size)) {
+				ret = fail(rs, RGPU_ECORRUPT,
+					   "device memory [%#llx, +%llu) is no mapping of the "
+					   "rebuilt job",
+					   (unsigned long long)b->addr, (unsigned long long)b->size);
+				goto out;
+			}
+			f.dev[f.ndev++] = b;
+			f.nchunks += b->count;
+			total += b->size;
+		}
+	/* structure first: nothing is written while a chunk is missing or cut short */
+	ret = rgpu_store_reader_begin(rs->store, &r);
+	for (size_t k = 0; !ret && k < f.nchunks; k++) {
+		uint64_t addr = 0;
+		size_t index = 0, vlen, len;
+		const void *val;
+		const char *why;
+		char hex[13];
+		dev_chunk(&f, k, &addr, &index);
+		const uint8_t *h = rs->hashes + index * RGPU_HASH_LEN;
+		ret = rgpu_store_reader_get(r, h, &val, &vlen);
+		if (ret)
+			ret = fail(rs, ret, "chunk %zu (%s..., device memory at %#llx) %s", index,
+				   rgpu_hex(h, 6, hex), (unsigned long long)addr,
+				   ret == RGPU_ENOTFOUND ? "is not in the store" : "cannot be read");
+		else if (rgpu_chunk_value_header(val, vlen, &len, &why) || len != CH)
+			ret = fail(rs, RGPU_ECORRUPT,
+				   "chunk %zu (%s..., device memory at %#llx) is damaged: %s", index,
+				   rgpu_hex(h, 6, hex), (unsigned long long)addr,
+				   why ? why : "a length other than 2 MiB");
+	}
+	rgpu_store_reader_end(r);
+	if (ret)
+		goto out;
+	struct fill_run run = {&f, fill_threads(), 0};
+	pthread_t t;
+	if (pthread_create(&t, NULL, fill_runner, &run) == 0) {
+		while (!atomic_load(&run.over)) {
+			struct timespec ts = {0, 200000000};
+			rgpu_admin_progress(rs->admin, "restore", atomic_load(&f.bytes), total,
+					    "bytes");
+			nanosleep(&ts, NULL);
+		}
+		pthread_join(t, NULL);
+	} else {
+		rgpu_parallel(1, fill_thread, &f);
+	}
+	rgpu_admin_progress(rs->admin, "restore", atomic_load(&f.bytes), total, "bytes");
+	if (atomic_load(&f.failed)) {
+		ret = fail(rs, RGPU_ECORRUPT, "%s", f.why);
+		goto out;
+	}
+	/* every byte written hashes to its chunk's name: the GPU reads them back */
+	w->drv.cuCtxSetCurrent(w->base_ctx);
+	if (w->drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
+		ret = fail(rs, RGPU_ECUDA, "the driver cannot make a stream");
+		goto out;
+	}
+	if (srv_gpuhash_open(&w->drv, &gh))
+		gh = NULL;
+	for (size_t b = 0; b < f.ndev && !ret; b++) {
+		const Rgpu__CkptBlob *bl = f.dev[b];
+		free(got);
+		got = malloc(bl->count * RGPU_HASH_LEN);
+		if (!got) {
+			ret = fail(rs, RGPU_ENOMEM, "out of memory");
+			break;
+		}
+		if (gh) {
+			ret = srv_gpuhash_run(&w->drv, gh, bl->addr, bl->size, CH, s, got);
+		} else {
+			uint8_t *buf = malloc(CH);
+			CUresult cr = buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+			for (uint64_t c = 0; cr == CUDA_SUCCESS && c < bl->count; c++) {
+				cr = w->drv.cuMemcpyDtoHAsync(buf, bl->addr + c * CH, CH, s);
+				if (cr == CUDA_SUCCESS)
+					cr = w->drv.cuStreamSynchronize(s);
+				if (cr == CUDA_SUCCESS)
+					rgpu_chunk_hash(buf, CH, got + c * RGPU_HASH_LEN);
+			}
+			free(buf);
+			ret = cr == CUDA_SUCCESS ? 0 : RGPU_EIO;
+		}
+		if (ret) {
+			ret = fail(rs, ret, "hashing restored memory at %#llx failed",
+				   (unsigned long long)bl->addr);
+			break;
+		}
+		for (uint64_t c = 0; c < bl->count; c++)
+			if (memcmp(got + c * RGPU_HASH_LEN,
+				   rs->hashes + (bl->first + c) * RGPU_HASH_LEN, RGPU_HASH_LEN)) {
+				char hex[13];
+				ret = fail(rs, RGPU_ECORRUPT,
+					   "chunk %llu (%s..., device memory at %#llx) does not hash "
+					   "to its name once restored: the store holds damaged bytes",
+					   (unsigned long long)(bl->first + c),
+					   rgpu_hex(rs->hashes + (bl->first + c) * RGPU_HASH_LEN, 6, hex),
+					   (unsigned long long)(bl->addr + c * CH));
+				break;
+			}
+	}
+out:
+	if (gh)
+		srv_gpuhash_close(&w->drv, gh);
+	if (s)
+		w->drv.cuStreamDestroy(s);
+	free(got);
+	free(f.dev);
+	pthread_mutex_destroy(&f.lock);
+	return ret;
+}
+
+/* Module globals: their bytes back where the driver put each one now. */
+static int fill_globals(struct restore *rs)
+{
+	struct srv_worker *w = rs->w;
+
+	for (size_t i = 0; i < rs->m->n_blobs; i++) {
+		const Rgpu__CkptBlob *b = rs->m->blobs[i];
+		const struct st_rec *g;
+		uint8_t *buf;
+		CUresult r;
+		int ret;
+		if (b->kind != RGPU__CKPT_BLOB_KIND__CKPT_BLOB_GLOBAL)
+			continue;
+		g = st_find(w->log, b->id);
+		if (!g || g->kind != ST_KIND_GLOBAL || g->global.addr != b->addr ||
+		    g->global.size != b->size)
+			return fail(rs, RGPU_ECORRUPT,
+				    "the module global of record %llu is not in the rebuilt job",
+				    (unsigned long long)b->id);
+		ret = read_blob(rs, b, &buf);
+		if (ret)
+			return ret;
+		r = w->drv.cuMemcpyHtoDAsync(srv_dev_translate(w, b->addr), buf, b->size, NULL);
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuCtxSynchronize();
+		free(buf);
+		if (r != CUDA_SUCCESS)
+			return fail(rs, RGPU_ECUDA, "writing module global \"%s\": %s",
+				    g->name ? g->name : "?", srv_cu_name(&w->drv, r));
+	}
+	return 0;
+}
+
+/* ---- the whole restore ---------------------------------------------------------------------- */
+
+static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
+{
+	struct srv_worker *w = rs->w;
+	const Rgpu__CkptMeta *m = rs->m;
+	const Rgpu__CkptBlob *b;
+	struct st_log *want = NULL;
+	uint8_t *log = NULL, *journals = NULL, *buf = NULL;
+	size_t jlen = 0;
+	char why[512];
+	CUresult r;
+	int ret;
+
+	if (m->window_base != w->cfg->window_base || m->window_size != w->cfg->window_size)
+		return fail(rs, RGPU_EUNSUPPORTED,
+			    "the job's device window is %#llx+%#llx, this server's %#llx+%#llx: "
+			    "addresses must be the same on every server (rgpud --window)",
+			    (unsigned long long)m->window_base, (unsigned long long)m->window_size,
+			    (unsigned long long)w->cfg->window_base,
+			    (unsigned long long)w->cfg->window_size);
+	r = srv_worker_setup(w, why, sizeof(why));
+	if (r != CUDA_SUCCESS)
+		return fail(rs, RGPU_ECUDA, "%s", why);
+	for (size_t d = 0; d < m->n_device_cc && d < (size_t)w->ndev; d++) {
+		int maj = 0, min = 0;
+		w->drv.cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+					    w->dev[d]);
+		w->drv.cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+					    w->dev[d]);
+		if ((uint32_t)(maj * 10 + min) != m->device_cc[d])
+			return fail(rs, RGPU_EUNSUPPORTED,
+				    "the job ran on a GPU of compute capability %u.%u (%s); GPU %zu "
+				    "here is %d.%d: its code would not load",
+				    m->device_cc[d] / 10, m->device_cc[d] % 10,
+				    d < m->n_device_name ? m->device_name[d] : "?", d, maj, min);
+	}
+	if ((size_t)w->ndev < m->n_device_cc)
+		return fail(rs, RGPU_EUNSUPPORTED, "the job used %zu GPUs; this server has %d",
+			    m->n_device_cc, w->ndev);
+	if (srv_log_init(w))
+		return fail(rs, RGPU_ENOMEM, "out of memory");
+	if (w->cfg->state_dir && w->cfg->module_cache_bytes)
+		srv_modcache_open(w->cfg->state_dir, w->cfg->module_cache_bytes, &w->modcache);
+	/* the state log and the capture journals, whole */
+	if (!(b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_STATELOG)))
+		return fail(rs, RGPU_ECORRUPT, "the checkpoint has no state log");
+	if ((ret = read_blob(rs, b, &log)))
+		return ret;
+	ret = st_deserialize(log, b->size, &want, NULL);
+	free(log);
+	if (ret)
+		return fail(rs, RGPU_ECORRUPT, "its state log cannot be read: %s",
+			    rgpu_strerror(ret));
+	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_JOURNALS)) &&
+	    (ret = read_blob(rs, b, &journals))) {
+		st_log_free(want);
+		return ret;
+	}
+	jlen = b ? b->size : 0;
+	rgpu_admin_progress(rs->admin, "replay", 0, st_count(want), "records");
+	the_restore = rs;
+	w->image_lookup = image_lookup;
+	w->replaying = 1;
+	ret = srv_replay_restore(w, want, journals, jlen, why, sizeof(why));
+	w->replaying = 0;
+	w->image_lookup = NULL;
+	st_log_free(want);
+	free(journals);
+	if (ret)
+		return fail(rs, ret, "rebuilding the job: %s", why);
+	rgpu_admin_progress(rs->admin, "replay", st_count(w->log), st_count(w->log), "records");
+	if ((ret = fill_device(rs)) || (ret = fill_globals(rs)))
+		return ret;
+	/* the host area, the link */
+	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA))) {
+		if ((ret = read_blob(rs, b, &buf)))
+			return ret;
+		ret = srv_hm_load(w, buf, b->size);
+		free(buf);
+		if (ret)
+			return fail(rs, ret, "its host area cannot be put back: %s",
+				    rgpu_strerror(ret));
+	}
+	memcpy(w->job_id, m->job_id.data, SRV_JOB_ID_LEN);
+	w->session = m->session;
+	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
+	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_KEPT))) {
+		if ((ret = read_blob(rs, b, &buf)))
+			return ret;
+		ret = srv_link_kept_load(w, buf, b->size, m->sent);
+		free(buf);
+		if (ret)
+			return fail(rs, ret, "its unacknowledged frames cannot be put back");
+	} else {
+		w->tx_seq = m->sent;
+	}
+	memcpy(w->token, req->token.len == SRV_TOKEN_LEN ? req->token.data : m->token.data,
+	       SRV_TOKEN_LEN);
+	if (req->token_prev.len == SRV_TOKEN_LEN) {
+		memcpy(w->token_prev, req->token_prev.data, SRV_TOKEN_LEN);
+		atomic_store(&w->token_prev_ok, 1);
+	}
+	atomic_store(&w->executed, m->executed);
+	atomic_store(&w->rx_seq, m->executed);
+	w->ack_told = m->executed;
+	w->reader_skip_until = m->received;
+	w->async_err = (CUresult)m->async_error;
+	w->client_caps = m->client_caps;
+	snprintf(w->client_host, sizeof(w->client_host), "%s", m->client_host);
+	snprintf(w->client_program, sizeof(w->client_program), "%s", m->client_program);
+	w->client_pid = m->client_pid;
+	/* the images stay at hand for the job's later loads by hash, as if shipped here */
+	for (size_t i = 0; w->modcache && i < m->n_blobs; i++) {
+		void *img;
+		size_t len;
+		if (m->blobs[i]->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE &&
+		    image_lookup(w, m->blobs[i]->hash.data, &img, &len) == 0) {
+			srv_modcache_put(w->modcache, w->tenant, w->limits.module_cache,
+					 m->blobs[i]->hash.data, img, len);
+			free(img);
+		}
+	}
+	return 0;
+}
+
+static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why, uint64_t id,
+		  const struct srv_worker *w, const char *client_address, uint64_t restore_ns)
+{
+	Rgpu__PushReply rep = RGPU__PUSH_REPLY__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_PUSH_DONE, .flags = RGPU_FRAME_REPLY,
+				   .ref = seq};
+
+	rep.result = result;
+	rep.error = (char *)(why ? why : "");
+	rep.id = id;
+	if (w && !result) {
+		rep.job_id.data = (uint8_t *)w->job_id;
+		rep.job_id.len = SRV_JOB_ID_LEN;
+	}
+	rep.client_address = (char *)(client_address ? client_address : "");
+	rep.restore_ns = restore_ns;
+	rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
+}
+
+void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
+		     const struct rgpu_frame_hdr *h, Rgpu__PushRequest *req, const uint8_t *proof,
+		     int ctl_fd)
+{
+	static struct srv_worker wk;
+	struct srv_worker *w = &wk;
+	struct restore rs = {.w = w, .admin = c};
+	struct timespec now;
+	uint64_t done_seq = 0, t0;
+	char why[400] = "";
+	int ret;
+
+	srv_worker_init(w, cfg, ctl_fd, rgpu_conn_peer(c));
+	snprintf(w->job_hex, sizeof(w->job_hex), "(restoring)");
+	clock_gettime(CLOCK_REALTIME, &now);
+	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	ret = srv_store_open(cfg, &rs.store, why, sizeof(why));
+	if (ret) {
+		pr_warn("a checkpoint pushed by %s refused: %s", rgpu_conn_peer(c), why);
+		rgpu_conn_discard(c, h->payload_len);
+		Rgpu__PushNeed pn = RGPU__PUSH_NEED__INIT;
+		struct rgpu_frame_hdr rh = {.type = RGPU_ADMIN_MSG_PUSH, .flags = RGPU_FRAME_REPLY,
+					    .ref = h->seq};
+		pn.result = ret;
+		pn.error = why;
+		rgpu_frame_send_hdr(c, &rh, &pn.base, NULL);
+		goto out;
+	}
+	ret = rgpu_push_receive(c, h, req, proof, rs.store, &rs.id, &done_seq, why, sizeof(why));
+	if (ret) {
+		pr_warn("a checkpoint pushed by %s failed: %s", rgpu_conn_peer(c), why);
+		if (done_seq)
+			reply(c, done_seq, ret, why, 0, NULL, NULL, 0);
+		goto out;
+	}
+	t0 = rgpu_now_ns();
+	pr_info("checkpoint %llu pushed by %s stored", (unsigned long long)rs.id,
+		rgpu_conn_peer(c));
+	if (!req->restore) {
+		reply(c, done_seq, 0, NULL, rs.id, NULL, NULL, 0);
+		goto out;
+	}
+	ret = rgpu_ckpt_load(rs.store, rs.id, &rs.m, &rs.hashes, &rs.n, rs.why, sizeof(rs.why));
+	if (!ret) {
+		/* the job's tenant: its limits and sessions, as for the job's first handshake */
+		snprintf(w->tenant, sizeof(w->tenant), "%s", rs.m->tenant);
+		srv_limits_for(cfg, w->tenant, &w->limits);
+		unsigned sessions = 0;
+		ret = srv_acct_join(w->tenant, w->limits.sessions, &sessions);
+		if (ret)
+			snprintf(rs.why, sizeof(rs.why), "%s has its limit of sessions here",
+				 srv_tenant_label(w->tenant));
+	}
+	if (!ret)
+		ret = rebuild(&rs, req);
+	if (ret) {
+		pr_warn("restoring checkpoint %llu failed: %s", (unsigned long long)rs.id, rs.why);
+		reply(c, done_seq, ret, rs.why, rs.id, NULL, NULL, 0);
+		goto out;
+	}
+	w->restored = 1;
+	const char *addr = req->client_address && *req->client_address ? req->client_address
+								       : srv_listen_address();
+	/* the supervisor knows the job before its client can: the redirect follows the reply */
+	atomic_store(&w->state, SRV_JOB_DISCONNECTED);
+	srv_worker_report(w);
+	pr_info("job %s restored from checkpoint %llu in %.3f s (%s); waiting %d s for its client "
+		"at %s",
+		w->job_hex, (unsigned long long)rs.id, (rgpu_now_ns() - t0) / 1e9, rs.m->client_program,
+		cfg->resume_grace_s, addr);
+	reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0);
+	rgpu_conn_close(c);
+	rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
+	free(rs.hashes);
+	rgpu_store_close(rs.store);
+	rgpu__push_request__free_unpacked(req, NULL);
+	/* a job like any other now, whose link is down: its client resumes it here */
+	srv_worker_serve(w);
+out:
+	if (rs.m)
+		rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
+	free(rs.hashes);
+	rgpu_store_close(rs.store);
+	rgpu_conn_close(c);
+	srv_acct_leave();
+	_exit(0);
+}
