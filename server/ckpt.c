@@ -92,6 +92,8 @@ struct take {
 	uint64_t executed, received, sent, client_caps, records, device_bytes;
 	int32_t async_err;
 	uint8_t token[32];
+	uint64_t *events; /* recorded events, oldest record first */
+	size_t nevents;
 };
 
 static int bit(const uint8_t *bm, size_t i)
@@ -211,6 +213,46 @@ static int journals_blob(struct take *tk)
 		off += 16 + j->len;
 	}
 	return add_blob(tk, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_JOURNALS, 0, 0, b, n) ? 0 : RGPU_ENOMEM;
+}
+
+static int by_record(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* The events recorded for real, oldest record first (a restore records them again). */
+static int recorded_events(struct take *tk)
+{
+	struct srv_worker *w = tk->w;
+	struct collect c = {.ctx = COLLECT_ALL};
+	uint64_t *pairs;
+	size_t n = 0;
+
+	srv_collect_arg = &c;
+	twalk(w->objs, srv_collect_walk);
+	pairs = malloc((c.n + 1) * 2 * sizeof(*pairs));
+	tk->events = malloc((c.n + 1) * sizeof(*tk->events));
+	if (!pairs || !tk->events) {
+		free(pairs);
+		free(c.ids);
+		return fail(tk, RGPU_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < c.n; i++) {
+		struct srv_obj *o = srv_obj_find(w, c.ids[i], ST_KIND_EVENT);
+		if (o && o->recorded) {
+			pairs[2 * n] = o->id;
+			pairs[2 * n + 1] = o->recorded;
+			n++;
+		}
+	}
+	qsort(pairs, n, 2 * sizeof(*pairs), by_record);
+	for (size_t i = 0; i < n; i++)
+		tk->events[i] = pairs[2 * i];
+	tk->nevents = n;
+	free(pairs);
+	free(c.ids);
+	return 0;
 }
 
 /* Every context's work done, or the first one that fails (a sticky error). */
@@ -380,7 +422,7 @@ static int at_barrier(struct srv_worker *w, void *arg)
 		fail(tk, RGPU_ENOMEM, "out of memory copying the link's state");
 		return SRV_HOLD_RELEASE;
 	}
-	if (st_foreach(w->log, collect_rec, tk) || hash_device(tk))
+	if (recorded_events(tk) || st_foreach(w->log, collect_rec, tk) || hash_device(tk))
 		return SRV_HOLD_RELEASE;
 	/* which device chunks the store lacks, each hash once */
 	tk->dirty = calloc(1, tk->ndchunks / 8 + 1);
@@ -629,6 +671,7 @@ static void take_free(struct take *tk)
 	free(tk->dhash);
 	free(tk->dirty);
 	free(tk->zero);
+	free(tk->events);
 }
 
 static void release_job(struct take *tk)
@@ -732,6 +775,8 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 	m.new_bytes = new_bytes;
 	m.stored_bytes = stored;
 	m.records = tk->records;
+	m.n_recorded_events = tk->nevents;
+	m.recorded_events = tk->events;
 	(void)nchunks;
 	*len = rgpu__ckpt_meta__get_packed_size(&m);
 	*out = malloc(*len ? *len : 1);

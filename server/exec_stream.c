@@ -100,6 +100,9 @@ int h_event_op(struct srv_worker *w, struct srv_frame *f)
 		if (r == CUDA_SUCCESS)
 			r = m->flags ? w->drv.cuEventRecordWithFlags(e->h, s, m->flags)
 				     : w->drv.cuEventRecord(e->h, s);
+		/* recorded for real (not into a capture): a restore records it again (ckpt.c) */
+		if (r == CUDA_SUCCESS && !srv_capturing(w, s))
+			e->recorded = f->hdr.seq;
 		srv_async_error(w, r, "event record");
 		break;
 	}

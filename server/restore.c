@@ -422,6 +422,34 @@ static int fill_globals(struct restore *rs)
 	return 0;
 }
 
+/*
+ * The events the job had recorded, recorded again, oldest first, on their context's NULL stream:
+ * a query or synchronize finds them complete, and the time between two of them (recorded here
+ * back to back) is small and of the sign it had, not what it was.
+ */
+static int record_events(struct restore *rs)
+{
+	struct srv_worker *w = rs->w;
+
+	for (size_t i = 0; i < rs->m->n_recorded_events; i++) {
+		struct srv_obj *e = srv_obj_find(w, rs->m->recorded_events[i], ST_KIND_EVENT);
+		CUresult r;
+		if (!e)
+			return fail(rs, RGPU_ECORRUPT, "recorded event %llu is not in the rebuilt job",
+				    (unsigned long long)rs->m->recorded_events[i]);
+		r = srv_use_ctx(w, e->ctx);
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuEventRecord(e->h, NULL);
+		if (r != CUDA_SUCCESS)
+			return fail(rs, RGPU_ECUDA, "recording event %llu again: %s",
+				    (unsigned long long)e->id, srv_cu_name(&w->drv, r));
+		e->recorded = i + 1;
+	}
+	w->cur_ctx_id = 0;
+	w->drv.cuCtxSetCurrent(w->base_ctx);
+	return 0;
+}
+
 /* ---- the whole restore ---------------------------------------------------------------------- */
 
 static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
@@ -494,7 +522,7 @@ static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
 	if (ret)
 		return fail(rs, ret, "rebuilding the job: %s", why);
 	rgpu_admin_progress(rs->admin, "replay", st_count(w->log), st_count(w->log), "records");
-	if ((ret = fill_device(rs)) || (ret = fill_globals(rs)))
+	if ((ret = fill_device(rs)) || (ret = fill_globals(rs)) || (ret = record_events(rs)))
 		return ret;
 	/* the host area, the link */
 	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA))) {

@@ -218,6 +218,7 @@ struct srv_obj {
 	int library;        /* modules: a CUlibrary */
 	uint64_t size;      /* physical memory (ST_KIND_PHYSMEM, h its handle): bytes; functions
 			     * and kernels: the bytes their parameters span (a launch's least) */
+	uint64_t recorded;  /* events: the seq of the frame that last recorded it (0: none did) */
 };
 
 /*

@@ -6,7 +6,6 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
-
 #include "rgpu/util.h"
 
 struct par {

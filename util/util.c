@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "rgpu/err.h"
+#include "rgpu/log.h"
 #include "rgpu/util.h"
 
 void *rgpu_map_at(uint64_t base, uint64_t size, int prot, const char **why)
@@ -164,5 +165,27 @@ int rgpu_parse_size(const char *s, uint64_t *out)
 	if (shift && v > (~0ull >> shift))
 		return RGPU_ETOOBIG;
 	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int rgpu_fault(const char *site)
+{
+	static const char *env;
+	static int read;
+	size_t n = strlen(site);
+
+	if (!read) {
+		env = getenv("RGPU_FAULT");
+		read = 1;
+	}
+	for (const char *p = env; p && *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == n && !strncmp(p, site, n)) {
+			pr_warn("fault site %s fired (RGPU_FAULT)", site);
+			return 1;
+		}
+		p = e ? e + 1 : NULL;
+	}
 	return 0;
 }

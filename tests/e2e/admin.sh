@@ -63,10 +63,10 @@ s = json.load(open(tmp + "/status2.json"))["servers"][0]
 assert s["jobs"] == 0 and s["gpus"][0]["memory_used"] == 0, s
 PY
 
-# a server that cannot be reached: exit status 1, the error in the JSON
+# a server that cannot be reached: exit status 3, the error in the JSON
 "$ctl" status --server 127.0.0.1:1 --json >"$tmp/bad.json"
 rc=$?
-[ $rc -eq 1 ] || fail "unreachable server: exit $rc, want 1"
+[ $rc -eq 3 ] || fail "unreachable server: exit $rc, want 3"
 grep -q '"error"' "$tmp/bad.json" || fail "unreachable server: no error entry"
 "$ctl" status --bogus >/dev/null 2>&1
 [ $? -eq 2 ] || fail "bad option: want exit status 2"

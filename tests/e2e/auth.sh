@@ -90,7 +90,7 @@ i=0
 while ! grep -q "job .* ends" "$tmp/srv3" && [ $i -lt 40 ]; do sleep 0.05; i=$((i + 1)); done
 kill $pid; wait $pid 2>/dev/null
 grep -q "job .* ends" "$tmp/srv3" || fail "the refused server's job did not end: $(cat "$tmp/srv3")"
-[ $rc3 -eq 1 ] || fail "rgpuctl with an operator key against a server without: exit $rc3"
+[ $rc3 -eq 3 ] || fail "rgpuctl with an operator key against a server without: exit $rc3, want 3"
 grep -q "did not prove that it holds the operator key (it asked for none" "$tmp/st3" ||
 	fail "rgpuctl does not say why: $(cat "$tmp/st3")"
 echo "ok: rgpuctl with an operator key refuses a server without one: $(cat "$tmp/st3")"

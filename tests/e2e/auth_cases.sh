@@ -94,10 +94,10 @@ grep -q "refused a resume from .*tenant bob: it comes from another tenant than t
 	fail "bob's refused resume is not in the server log"
 # the admin protocol: the operator key or nothing
 "$ctl" status --server "$RGPU_E2E_ADMIN" >"$tmp/st" 2>&1
-[ $? -eq 1 ] || fail "rgpuctl status without the operator key did not fail"
+[ $? -eq 3 ] || fail "rgpuctl status without the operator key did not fail with 3"
 grep -q "requires the operator key" "$tmp/st" || fail "status without a key says: $(cat "$tmp/st")"
 "$ctl" status --server "$RGPU_E2E_ADMIN" --admin-key "$other/alice.key" >"$tmp/st" 2>&1
-[ $? -eq 1 ] || fail "rgpuctl status with a wrong operator key did not fail"
+[ $? -eq 3 ] || fail "rgpuctl status with a wrong operator key did not fail with 3"
 grep -q "authentication failed: not the operator key" "$tmp/st" ||
 	fail "status with a wrong key says: $(cat "$tmp/st")"
 grep -q "admin client .* refused: authentication failed: not the operator key" "$log" ||

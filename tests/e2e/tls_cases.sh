@@ -68,7 +68,7 @@ echo "ok: rgpuctl status over TLS with the operator key"
 RGPU_TLS_CA= "$ctl" status --server "$RGPU_E2E_ADMIN" --admin-key "$admin_key" \
 	>"$tmp/st.out" 2>&1
 rc=$?
-[ $rc -eq 1 ] || fail "rgpuctl status without TLS against a TLS server: exit $rc"
+[ $rc -eq 3 ] || fail "rgpuctl status without TLS against a TLS server: exit $rc, want 3"
 grep -q "refused: this server requires TLS" "$tmp/st.out" || fail "$(cat "$tmp/st.out")"
 grep -q "admin client .* refused: it did not start TLS" "$log" || fail "no admin refusal line"
 echo "ok: rgpuctl status without TLS: $(cat "$tmp/st.out")"
@@ -76,7 +76,7 @@ echo "ok: rgpuctl status without TLS: $(cat "$tmp/st.out")"
 "$ctl" status --server "$RGPU_E2E_ADMIN" --tls-ca "$RGPU_E2E_TLS_DIR/other-ca.pem" \
 	--admin-key "$admin_key" >"$tmp/st.out" 2>&1
 rc=$?
-[ $rc -eq 1 ] || fail "rgpuctl status with another CA: exit $rc"
+[ $rc -eq 3 ] || fail "rgpuctl status with another CA: exit $rc, want 3"
 grep -q "certificate is not trusted: unable to get local issuer certificate" "$tmp/st.out" ||
 	fail "$(cat "$tmp/st.out")"
 echo "ok: rgpuctl status with another CA: $(cat "$tmp/st.out")"

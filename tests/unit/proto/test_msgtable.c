@@ -123,14 +123,15 @@ static void test_numbers_and_names(void **state)
 	assert_string_equal(rgpu_msg_name(999), "MSG_?");
 	assert_null(rgpu_msg_info(0));
 	assert_null(rgpu_msg_info(9));
+	assert_int_equal(RGPU_MSG_REDIRECT, 8);
 	assert_null(rgpu_msg_info(999));
 	assert_null(rgpu_msg_info(0xffffffffu));
 }
 
 /*
  * The handshake's bits: the same five as before the table (31), the application's virtual
- * memory (64) and the queries (128) for what the client sends, and the server's besides
- * MSG_OUTPUT (32), which only it sends.
+ * memory (64), the queries (128) and the host area (256) for what the client sends, and the
+ * server's besides MSG_OUTPUT (32) and MSG_REDIRECT (512), which only it sends.
  */
 static void test_capabilities(void **state)
 {
@@ -144,8 +145,11 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_VMM, 64);
 	assert_int_equal(RGPU_CAP_QUERIES, 128);
 	assert_int_equal(RGPU_CAP_HOST_MIRROR, 256);
+	assert_int_equal(RGPU_CAP_MIGRATE, 512);
 	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256);
-	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256);
+	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256 | 512);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_REDIRECT)->call_class, RGPU_CLASS_PUSH);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_REDIRECT)->cap, RGPU_CAP_MIGRATE);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_HOST_UPDATE)->call_class, RGPU_CLASS_PUSH);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_HOST_WRITE)->cap, RGPU_CAP_HOST_MIRROR);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_TENSOR_MAP)->cap, RGPU_CAP_QUERIES);

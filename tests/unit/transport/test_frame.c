@@ -62,6 +62,7 @@ static const struct tspec types[] = {
     {5, "MSG_ACK", EITHER, 1, 0},
     {6, "MSG_AUTH_CHALLENGE", TO_CLI, 0, 0},
     {7, "MSG_AUTH", TO_SRV, 0, 0},
+    {8, "MSG_REDIRECT", TO_CLI, 0, 0},
     {10, "MSG_CTX_CREATE", TO_SRV, 0, 0},
     {11, "MSG_CTX_DESTROY", TO_SRV, 0, 0},
     {12, "MSG_CTX_SYNC", TO_SRV, 0, RGPU_MAX_DIGEST},
@@ -136,6 +137,7 @@ _Static_assert(RGPU_MSG_AUTH_CHALLENGE == 6, "MSG_AUTH_CHALLENGE");
 _Static_assert(RGPU_MSG_AUTH == 7, "MSG_AUTH");
 _Static_assert(RGPU_MSG_VMM_CREATE == 90, "MSG_VMM_CREATE");
 _Static_assert(RGPU_MSG_OUTPUT == 44, "MSG_OUTPUT");
+_Static_assert(RGPU_MSG_REDIRECT == 8, "MSG_REDIRECT");
 
 static const struct tspec *spec_of(unsigned type)
 {
@@ -499,7 +501,8 @@ static void test_check_unknown_types(void **state)
 	assert_int_equal(chk(999, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(chk(0xffff, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(chk(66, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
-	assert_int_equal(chk(8, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE); /* after AUTH */
+	/* 8, MSG_REDIRECT, goes only to the client */
+	assert_int_equal(chk(8, 0, 0, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
 	assert_int_equal(chk(199, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_int_equal(chk(202, 0, 8, 0, RGPU_PEER_SERVER), RGPU_EUNKNOWNTYPE);
 	assert_string_equal(rgpu_msg_name(0x10000), "MSG_?");

@@ -126,6 +126,14 @@ int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t 
 int rgpu_parse_size(const char *s, uint64_t *out);
 
 /*
+ * rgpu_fault() - a fault site the tests may fire: is `site` among the comma-separated names in
+ * RGPU_FAULT? (Read once per process.) Each site is a place where a real failure can happen
+ * (docs/testing.md, "Fault sites"); firing it takes that failure's path. Logged at warn when it
+ * fires.
+ */
+int rgpu_fault(const char *site);
+
+/*
  * rgpu_parallel() - run fn(arg, i) on nthreads threads at once (i = 0 .. nthreads-1; i = 0 on
  * the calling thread) and return when all have. Threads that cannot be started run on the
  * callers that could: fn must take its work from a shared counter, not from i. Returns the
