@@ -109,6 +109,12 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 				 ret == RGPU_ENOTFOUND ? "not in the store" : rgpu_strerror(ret));
 			goto out;
 		}
+		if (nsent && nsent == need->need / 2 && rgpu_fault("push_send")) {
+			snprintf(err, errlen, "fault site push_send after %llu chunks",
+				 (unsigned long long)nsent);
+			ret = RGPU_EIO;
+			goto out;
+		}
 		cp.hash.data = hashes + i * RGPU_HASH_LEN;
 		cp.hash.len = RGPU_HASH_LEN;
 		ret = rgpu_admin_post(a, RGPU_ADMIN_MSG_CHUNK, &cp.base, val, vlen);

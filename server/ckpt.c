@@ -404,6 +404,10 @@ static int at_barrier(struct srv_worker *w, void *arg)
 	}
 	if (sync_contexts(tk))
 		return SRV_HOLD_RELEASE;
+	if (rgpu_fault("ckpt_barrier")) {
+		fail(tk, RGPU_EIO, "fault site ckpt_barrier");
+		return SRV_HOLD_RELEASE;
+	}
 	tk->executed = atomic_load(&w->executed);
 	tk->async_err = (int32_t)w->async_err;
 	tk->client_caps = w->client_caps;
@@ -991,6 +995,11 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 	}
 	if (progress)
 		rgpu_admin_progress(progress, "commit", 0, 0, "");
+	if (rgpu_fault("ckpt_commit")) {
+		ret = RGPU_EIO;
+		snprintf(why, whylen, "fault site ckpt_commit");
+		goto out;
+	}
 	ret = rgpu_ckpt_commit(tk.ck, meta, mlen, &res->id);
 	tk.ck = NULL;
 	if (ret) {

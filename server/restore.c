@@ -329,6 +329,11 @@ static int fill_device(struct restore *rs)
 		ret = fail(rs, RGPU_ECORRUPT, "%s", f.why);
 		goto out;
 	}
+	if (rgpu_fault("restore_fill") && f.nchunks) {
+		/* as if a chunk had reached the device damaged: the check below must find it */
+		w->drv.cuMemsetD8Async(f.dev[0]->addr, 0x5a, 1, NULL);
+		w->drv.cuCtxSynchronize();
+	}
 	/* every byte written hashes to its chunk's name: the GPU reads them back */
 	w->drv.cuCtxSetCurrent(w->base_ctx);
 	if (w->drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
@@ -511,6 +516,11 @@ static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
 	}
 	jlen = b ? b->size : 0;
 	rgpu_admin_progress(rs->admin, "replay", 0, st_count(want), "records");
+	if (rgpu_fault("restore_replay")) {
+		st_log_free(want);
+		free(journals);
+		return fail(rs, RGPU_EIO, "fault site restore_replay");
+	}
 	the_restore = rs;
 	w->image_lookup = image_lookup;
 	w->replaying = 1;
@@ -655,6 +665,8 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 		reply(c, done_seq, ret, rs.why, rs.id, NULL, NULL, 0);
 		goto out;
 	}
+	if (rgpu_fault("restore_crash")) /* the target dies before it answers */
+		_exit(1);
 	w->restored = 1;
 	const char *addr = req->client_address && *req->client_address ? req->client_address
 								       : srv_listen_address();

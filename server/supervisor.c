@@ -62,6 +62,7 @@ struct worker {
 	int probe;             /* the GPU probe or an admin helper, not a job */
 	int refusing;          /* over --max-sessions: refuses a new session, routes a resume */
 	int slot;              /* its slot in the tenant accounting table (quota.c); -1: none */
+	int moved;             /* its job moved to another server: it is ending, no job here */
 	Rgpu__JobInfo *info;   /* its latest report (NULL before the first) */
 };
 
@@ -205,7 +206,7 @@ static void on_ctl(const struct srv_config *cfg, int i)
 	}
 	switch (m->kind) {
 	case RGPU__CTL_KIND__CTL_INFO:
-		if (m->info) {
+		if (m->info && !workers[i].moved) {
 			if (workers[i].info)
 				rgpu__job_info__free_unpacked(workers[i].info, NULL);
 			workers[i].info = m->info;
@@ -245,6 +246,14 @@ static void on_ctl(const struct srv_config *cfg, int i)
 	}
 	case RGPU__CTL_KIND__CTL_MOVED:
 		moved_add(&m->job_id, m->error, cfg->resume_grace_s);
+		/* its worker is about to exit: the job is no longer this server's */
+		if (workers[i].info && workers[i].info->job_id.len == m->job_id.len &&
+		    !memcmp(workers[i].info->job_id.data, m->job_id.data, m->job_id.len)) {
+			rgpu__job_info__free_unpacked(workers[i].info, NULL);
+			workers[i].info = NULL;
+			workers[i].refusing = 1; /* nor counted as one */
+			workers[i].moved = 1;
+		}
 		break;
 	default:
 		break;

@@ -1,0 +1,145 @@
+#!/bin/sh
+# Checkpoints, cold migration and restore of the zdtm state programs (testing.md tier 3) between
+# two rgpud servers, A and B, on simgpu (issue 9):   migrate.sh BUILD [PROGRAM...]
+#
+# Each program (all of tests/zdtm by default) runs through rgpu on A for four rounds. At its
+# first READY the job is checkpointed on A and runs on; at the second it is migrated to B, at
+# the third back to A, at the fourth checkpointed again (the store must not grow by what did not
+# change). After every round the program checks every byte and handle it made, then goes on
+# using them; it must end with its OK line. Then: every checkpoint listed verifies; a
+# checkpoint is restored on B after its program ended (the job waits there for a client that
+# will not come, and is freed); a restore of a running job's checkpoint is refused; and a
+# migration that fails at each step leaves the job running on A (the program still passes)
+# with no job left on the target.
+set -u
+build=$1
+shift
+progs=${*:-"memory globals streams events pool graph mixed"}
+tmp=$(mktemp -d)
+. "$(dirname "$0")/servers.sh"
+cleanup() {
+	for s in A B C; do srv_stop $s; done
+	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 143' INT TERM
+fail() {
+	echo "FAIL: $*"
+	for s in A B C; do
+		[ -e "$tmp/$s/log" ] && { echo "--- rgpud $s log"; tail -n 30 "$tmp/$s/log"; }
+	done
+	exit 1
+}
+
+# json FILE EXPR: evaluate a Python expression over the JSON in FILE (as j)
+json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+srv_start A -- --resume-grace 30
+srv_start B -- --resume-grace 30
+A=$(srv_admin A)
+B=$(srv_admin B)
+
+for p in $progs; do
+	zdtm_start A "zdtm_$p" 4
+	zdtm_wait_ready 1
+	job=$(job_of A)
+	[ -n "$job" ] || fail "$p: no job on A"
+	# 1: a checkpoint; the job runs on on A
+	"$ctl" checkpoint "$job" --server "$A" --json >"$tmp/c1.json" || fail "$p: checkpoint: $(cat "$tmp/c1.json")"
+	[ "$(json "$tmp/c1.json" 'j["chunks"] > 0 and j["pause_ns"] > 0 and j["id"] > 0')" = True ] ||
+		fail "$p: checkpoint reply $(cat "$tmp/c1.json")"
+	id1=$(json "$tmp/c1.json" 'j["id"]')
+	zdtm_go
+	# 2: to B
+	zdtm_wait_ready 2
+	"$ctl" migrate "$job" --server "$A" --to "$B" --cold --json >"$tmp/m1.json" ||
+		fail "$p: migrate to B: $(cat "$tmp/m1.json")"
+	[ "$(job_of A)" = "" ] || fail "$p: the job still runs on A after its migration"
+	[ "$(job_of B)" = "$job" ] || fail "$p: the job is not on B after its migration"
+	zdtm_go
+	# 3: back to A (only what changed travels: A's store has the rest)
+	zdtm_wait_ready 3
+	"$ctl" migrate "${job%????????????????}" --server "$B" --to "$A" --cold --json >"$tmp/m2.json" ||
+		fail "$p: migrate back to A: $(cat "$tmp/m2.json")"
+	[ "$(json "$tmp/m2.json" 'j["job"]')" = "$job" ] || fail "$p: another job came back"
+	zdtm_go
+	# 4: a checkpoint again
+	zdtm_wait_ready 4
+	"$ctl" checkpoint "$job" --server "$A" --json >"$tmp/c2.json" || fail "$p: second checkpoint"
+	zdtm_go
+	zdtm_finish 4
+	echo "ok: $p: checkpoint, A -> B -> A, checkpoint; $(tail -n 1 "$zout")"
+	echo "    $(json "$tmp/m1.json" '"A->B: %d chunks sent, held %.1f ms" % (j["chunks_sent"], j["pause_ns"]/1e6)');" \
+		"$(json "$tmp/m2.json" '"B->A: %d chunks sent, held %.1f ms" % (j["chunks_sent"], j["pause_ns"]/1e6)')"
+done
+
+# every checkpoint on A verifies; one that is not there is named
+"$ctl" checkpoints --server "$A" --json >"$tmp/list.json" || fail "checkpoints"
+ids=$(json "$tmp/list.json" '" ".join(str(c["id"]) for c in j["checkpoints"])')
+[ -n "$ids" ] || fail "no checkpoint listed on A"
+for id in $ids; do
+	"$ctl" checkpoint verify "$id" --server "$A" >"$tmp/v.out" 2>&1 || fail "verify $id: $(cat "$tmp/v.out")"
+done
+echo "ok: $(echo "$ids" | wc -w) checkpoints on A verified"
+"$ctl" checkpoint verify 999999 --server "$A" >/dev/null 2>&1
+[ $? -eq 4 ] || fail "verify of a checkpoint that does not exist: want exit 4"
+
+# a restore of the first checkpoint on B, its program long gone: the job waits there
+"$ctl" restore "$id1" --server "$A" --to "$B" --json >"$tmp/r.json" || fail "restore: $(cat "$tmp/r.json")"
+rjob=$(json "$tmp/r.json" 'j["job"]')
+"$ctl" jobs --server "$B" --json >"$tmp/jobs.json"
+[ "$(json "$tmp/jobs.json" '[x["state"] for x in j["jobs"] if x["job"] == "'"$rjob"'"]')" = "['disconnected']" ] ||
+	fail "the restored job is not waiting on B: $(cat "$tmp/jobs.json")"
+echo "ok: checkpoint $id1 restored on B as job $rjob, waiting for its client"
+
+# refusals: a running job's checkpoint is not restored (it would run twice)
+zdtm_start A zdtm_mixed 2
+zdtm_wait_ready 1
+job=$(job_of A)
+"$ctl" checkpoint "$job" --server "$A" --json >"$tmp/c.json" || fail "checkpoint of mixed"
+id=$(json "$tmp/c.json" 'j["id"]')
+"$ctl" restore "$id" --server "$A" --to "$B" >"$tmp/r.out" 2>&1
+[ $? -eq 1 ] && grep -q "is running on this server" "$tmp/r.out" || fail "restore of a running job: $(cat "$tmp/r.out")"
+echo "ok: the checkpoint of a running job is not restored elsewhere"
+
+# a migration that fails at any step leaves the job running on A, and nothing on the target
+"$ctl" migrate "$job" --server "$A" --to 127.0.0.1:1 --cold >"$tmp/m.out" 2>&1
+[ $? -eq 1 ] || fail "migration to nowhere: $(cat "$tmp/m.out")"
+for fault in restore_replay restore_fill restore_crash; do
+	srv_start C RGPU_FAULT=$fault
+	"$ctl" migrate "$job" --server "$A" --to "$(srv_admin C)" --cold >"$tmp/m.out" 2>&1
+	rc=$?
+	# a chunk that reaches the target's GPU damaged is a damaged checkpoint: exit status 5
+	want=1
+	[ $fault = restore_fill ] && want=5
+	[ $rc -eq $want ] || fail "migration with $fault: exit $rc, want $want: $(cat "$tmp/m.out")"
+	grep -q "the job runs on there" "$tmp/m.out" || fail "$fault: $(cat "$tmp/m.out")"
+	[ "$(job_of A)" = "$job" ] || fail "$fault: the job is gone from A"
+	sleep 0.6
+	[ "$(job_of C)" = "" ] || fail "$fault: a job stayed on the target"
+	srv_stop C
+	rm -rf "$tmp/C"
+	echo "ok: a migration failing at $fault: the job runs on on A ($(tail -c 120 "$tmp/m.out" | tr -d '\n'))"
+done
+zdtm_go
+zdtm_wait_ready 2
+zdtm_go
+zdtm_finish 2
+echo "ok: the program finished after every failed migration"
+# the source side: a push cut midway, a commit that fails
+for fault in push_send ckpt_commit ckpt_barrier; do
+	srv_stop A
+	srv_start A RGPU_FAULT=$fault -- --resume-grace 30
+	A=$(srv_admin A)
+	zdtm_start A zdtm_memory 1
+	zdtm_wait_ready 1
+	job=$(job_of A)
+	"$ctl" migrate "$job" --server "$A" --to "$B" --cold >"$tmp/m.out" 2>&1
+	[ $? -eq 1 ] || fail "migration with $fault: $(cat "$tmp/m.out")"
+	[ "$(job_of A)" = "$job" ] || fail "$fault: the job is gone from A"
+	zdtm_go
+	zdtm_finish 1
+	echo "ok: a migration failing at $fault on the source: the job ran on"
+done
+echo "migrate: all passed"

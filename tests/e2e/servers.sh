@@ -1,0 +1,85 @@
+# Sourced by the checkpoint and migration tests: start and stop private rgpud servers on free
+# loopback ports, each with its own data directory (module cache and checkpoint store), on
+# simgpu unless RGPU_E2E_DRIVER names another driver ("system": the real one).
+#   srv_start NAME [ENV=VALUE...] [-- RGPUD_OPTIONS...]  start server NAME under $tmp/NAME
+#   srv_port NAME / srv_admin NAME                       its client port / admin HOST:PORT
+#   srv_stop NAME [SIGNAL]                               stop it (and its workers)
+#   zdtm_start NAME PROG ROUNDS                          run tests/zdtm PROG through rgpu on
+#                                                        server NAME; sets zpid and zout
+#   zdtm_wait_ready N                                    wait for the program's Nth READY
+#   zdtm_go                                              send it SIGUSR1
+#   zdtm_finish ROUNDS                                   wait for its exit: OK with ROUNDS
+# The caller sets build and tmp and defines fail(); RGPU_APP_LAUNCHER prefixes programs
+# (the sanitizer build's ASan runtime).
+driver=${RGPU_E2E_DRIVER:-$build/lib/simgpu/libcuda.so.1}
+[ "$driver" = system ] && driver=""
+ctl=$build/bin/rgpuctl
+
+srv_start() {
+	name=$1
+	shift
+	dir=$tmp/$name
+	mkdir -p "$dir"
+	rm -f "$dir/port" "$dir/aport"
+	envs=""
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+		envs="$envs $1"
+		shift
+	done
+	[ "${1:-}" = "--" ] && shift
+	# shellcheck disable=SC2086 # envs and the options are lists
+	env $envs "$build/bin/rgpud" --listen 127.0.0.1:0 --port-file "$dir/port" \
+		--admin 127.0.0.1:0 --admin-port-file "$dir/aport" ${driver:+--driver "$driver"} \
+		--data "$dir/data" --log-level info "$@" 2>>"$dir/log" &
+	echo $! >"$dir/pid"
+	i=0
+	while { [ ! -s "$dir/port" ] || [ ! -s "$dir/aport" ]; } && [ $i -lt 200 ]; do
+		kill -0 "$(cat "$dir/pid")" 2>/dev/null || fail "rgpud $name did not start: $(cat "$dir/log")"
+		sleep 0.05
+		i=$((i + 1))
+	done
+}
+srv_port() { cat "$tmp/$1/port"; }
+srv_admin() { echo "127.0.0.1:$(cat "$tmp/$1/aport")"; }
+srv_stop() {
+	pid=$(cat "$tmp/$1/pid" 2>/dev/null) || return 0
+	if [ "${2:-TERM}" = KILL ]; then
+		# the supervisor and every worker, at once: as a machine losing power would
+		pkill -KILL -P "$pid" 2>/dev/null
+		kill -KILL "$pid" 2>/dev/null
+	else
+		kill "$pid" 2>/dev/null
+	fi
+	wait "$pid" 2>/dev/null
+	rm -f "$tmp/$1/pid"
+}
+
+zdtm_start() {
+	zout=$tmp/$2.$$.out
+	: >"$zout"
+	# shellcheck disable=SC2086 # the launcher is a command prefix
+	ZDTM_ROUNDS=$3 RGPU_LOG=info "$ctl" run --server "127.0.0.1:$(srv_port "$1")" -- \
+		${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/$2" >"$zout" 2>"$zout.err" &
+	zpid=$!
+}
+zdtm_wait_ready() {
+	i=0
+	while [ "$(grep -c '^READY$' "$zout")" -lt "$1" ]; do
+		kill -0 "$zpid" 2>/dev/null || fail "the program ended before READY $1: $(cat "$zout" "$zout.err")"
+		[ $i -ge 1200 ] && fail "no READY $1 within 60 s"
+		sleep 0.05
+		i=$((i + 1))
+	done
+}
+zdtm_go() { kill -USR1 "$zpid"; }
+zdtm_finish() {
+	wait "$zpid"
+	rc=$?
+	[ $rc -eq 0 ] || fail "the program failed ($rc): $(cat "$zout" "$zout.err")"
+	grep -q "^zdtm .*: OK rounds=$1 " "$zout" || fail "no OK after $1 rounds: $(cat "$zout")"
+}
+# the job of the only client of server NAME
+job_of() {
+	"$ctl" jobs --server "$(srv_admin "$1")" --json |
+		python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"]; print(j[0]["job"] if j else "")'
+}
