@@ -281,7 +281,7 @@ out:
 int ctl_cmd_checkpoints(int argc, char **argv)
 {
 	struct ctl_opts o;
-	json_t *arr = NULL, *errs = NULL;
+	json_t *arr = NULL, *errs = NULL, *stores = NULL;
 	int ret = ctl_parse(argc, argv, "checkpoints", "", 1, &o), failed = 0;
 
 	if (ret < 0) {
@@ -299,6 +299,7 @@ int ctl_cmd_checkpoints(int argc, char **argv)
 	if (o.json) {
 		arr = json_array();
 		errs = json_array();
+		stores = json_array();
 	} else {
 		printf("%-22s %5s %-12s %-19s %-16s %10s %10s %10s %9s\n", "SERVER", "ID", "JOB",
 		       "CREATED", "PROGRAM", "DEVMEM", "NEW", "STORED", "PAUSE");
@@ -326,6 +327,10 @@ int ctl_cmd_checkpoints(int argc, char **argv)
 				fprintf(stderr, "rgpuctl checkpoints: %s\n", err);
 			continue;
 		}
+		if (o.json)
+			json_array_append_new(stores, json_pack("{s:s,s:I,s:I}", "server", o.server[i],
+								"chunks", (json_int_t)rep->store_chunks,
+								"bytes", (json_int_t)rep->store_bytes));
 		for (size_t k = 0; k < rep->n_checkpoints; k++) {
 			const Rgpu__CkptInfo *ci = rep->checkpoints[k];
 			char job[40], when[32], dev[32], nb[32], st[32], pause[32];
@@ -350,7 +355,8 @@ int ctl_cmd_checkpoints(int argc, char **argv)
 		rgpu__ckpt_list_reply__free_unpacked(rep, NULL);
 	}
 	if (o.json)
-		ctl_json_print(json_pack("{s:o,s:o}", "checkpoints", arr, "errors", errs));
+		ctl_json_print(json_pack("{s:o,s:o,s:o}", "checkpoints", arr, "stores", stores,
+					 "errors", errs));
 	ctl_opts_free(&o);
 	return failed;
 }

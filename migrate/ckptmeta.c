@@ -130,8 +130,8 @@ int rgpu_ckpt_load(struct rgpu_store *s, uint64_t id, Rgpu__CkptMeta **meta, uin
 	}
 	if (ret == RGPU_ECORRUPT) {
 		snprintf(why, whylen,
-			 "checkpoint %llu: its manifest is damaged (its header, counts or lengths "
-			 "do not match its bytes)",
+			 "checkpoint %llu: its manifest is damaged (its header, counts, lengths "
+			 "or digest do not match its bytes)",
 			 (unsigned long long)id);
 		return ret;
 	}
@@ -217,8 +217,7 @@ static void verify_thread(void *arg, unsigned tid)
 	free(buf);
 }
 
-/* Which blob holds chunk i, for the error message. */
-static const char *blob_of(const Rgpu__CkptMeta *m, size_t i, char *out, size_t len)
+const char *rgpu_ckpt_blob_of(const Rgpu__CkptMeta *m, size_t i, char *out, size_t len)
 {
 	for (size_t b = 0; b < m->n_blobs; b++) {
 		const Rgpu__CkptBlob *bl = m->blobs[b];
@@ -293,10 +292,9 @@ int rgpu_ckpt_verify(struct rgpu_store *s, uint64_t id, unsigned nthreads,
 		snprintf(why, whylen, "checkpoint %llu: chunk %zu of %zu (%s..., %s): %s",
 			 (unsigned long long)id, v.bad, n,
 			 rgpu_hex(hashes + v.bad * RGPU_HASH_LEN, 6, hex),
-			 blob_of(m, v.bad, where, sizeof(where)), v.bad_why);
-		ret = v.bad_code == RGPU_ENOMEM ? RGPU_ENOMEM
-		      : v.bad_code == RGPU_ENOTFOUND ? RGPU_ENOTFOUND
-						     : RGPU_ECORRUPT;
+			 rgpu_ckpt_blob_of(m, v.bad, where, sizeof(where)), v.bad_why);
+		/* a chunk missing from the store is a damaged checkpoint too */
+		ret = v.bad_code == RGPU_ENOMEM ? RGPU_ENOMEM : RGPU_ECORRUPT;
 	}
 	if (chunks)
 		*chunks = atomic_load(&v.done);

@@ -104,9 +104,13 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 			continue;
 		ret = rgpu_store_chunk_value(s, hashes + i * RGPU_HASH_LEN, val, &vlen);
 		if (ret) {
-			snprintf(err, errlen, "checkpoint %llu: chunk %zu: %s",
-				 (unsigned long long)id, i,
-				 ret == RGPU_ENOTFOUND ? "not in the store" : rgpu_strerror(ret));
+			char hex[13];
+			snprintf(err, errlen, "checkpoint %llu: chunk %zu (%s...) %s",
+				 (unsigned long long)id, i, rgpu_hex(hashes + i * RGPU_HASH_LEN, 6, hex),
+				 ret == RGPU_ENOTFOUND ? "is not in the store: the checkpoint is damaged"
+						       : rgpu_strerror(ret));
+			/* a checkpoint missing a chunk is a damaged one */
+			ret = ret == RGPU_ENOTFOUND || ret == RGPU_ETOOBIG ? RGPU_ECORRUPT : ret;
 			goto out;
 		}
 		if (nsent && nsent == need->need / 2 && rgpu_fault("push_send")) {
@@ -119,8 +123,13 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 		cp.hash.len = RGPU_HASH_LEN;
 		ret = rgpu_admin_post(a, RGPU_ADMIN_MSG_CHUNK, &cp.base, val, vlen);
 		if (ret) {
-			snprintf(err, errlen, "sending to %s: %s", rgpu_admin_server(a),
-				 rgpu_strerror(ret));
+			/* the target may have said why it stopped taking them */
+			int code = rgpu_admin_take_error(a, 2000, err, errlen);
+			if (code)
+				ret = code;
+			else
+				snprintf(err, errlen, "sending to %s: %s", rgpu_admin_server(a),
+					 rgpu_strerror(ret));
 			goto out;
 		}
 		nsent++;
@@ -188,7 +197,7 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 	uint8_t *hashes = NULL, *bitmap = NULL, *val = NULL, *buf = NULL;
 	size_t n = req->chunks, nmissing = 0, next = 0, got = 0;
 	char w[300];
-	int ret;
+	int ret, need_sent = 0, done_got = 0;
 
 	if (h->payload_len != n * RGPU_HASH_LEN || n > RGPU_MAX_MANIFEST / RGPU_HASH_LEN) {
 		snprintf(why, whylen, "a chunk list of %llu bytes for %zu chunks",
@@ -234,6 +243,7 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		snprintf(why, whylen, "the sender left: %s", rgpu_strerror(ret));
 		goto out;
 	}
+	need_sent = 1;
 	for (;;) {
 		struct rgpu_frame_hdr fh;
 		uint8_t *body = NULL;
@@ -248,6 +258,7 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 			free(body);
 			if (done_seq)
 				*done_seq = fh.seq;
+			done_got = 1; /* its reply says what follows */
 			break;
 		}
 		Rgpu__ChunkPut *cp = fh.type == RGPU_ADMIN_MSG_CHUNK
@@ -277,9 +288,10 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		size_t len = 0;
 		if (rgpu_chunk_value_check(val, fh.payload_len, hashes + next * RGPU_HASH_LEN, buf,
 					   &len, &bad)) {
-			char hex[13];
-			snprintf(why, whylen, "chunk %zu (%s...) arrived damaged: %s", next,
-				 rgpu_hex(hashes + next * RGPU_HASH_LEN, 6, hex), bad);
+			char hex[13], where[96];
+			snprintf(why, whylen, "chunk %zu of %zu (%s..., %s) arrived damaged: %s", next,
+				 n, rgpu_hex(hashes + next * RGPU_HASH_LEN, 6, hex),
+				 rgpu_ckpt_blob_of(m, next, where, sizeof(where)), bad);
 			ret = RGPU_ECORRUPT;
 			goto out;
 		}
@@ -297,11 +309,26 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		ret = RGPU_EPROTO;
 		goto out;
 	}
+	/* pushed back into a store that has it already (a restore where it was taken): that one */
+	if (rgpu_store_find(s, hashes, n, req->meta.data, req->meta.len, id) == 1) {
+		rgpu_ckpt_abort(ck);
+		ck = NULL;
+		ret = 0;
+		goto out;
+	}
 	ret = rgpu_ckpt_commit(ck, req->meta.data, req->meta.len, id);
 	ck = NULL;
 	if (ret)
 		snprintf(why, whylen, "committing the checkpoint: %s", rgpu_strerror(ret));
 out:
+	if (ret && need_sent && !done_got) {
+		/* the sender is still sending chunks: tell it why this side stops */
+		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+		struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
+		pe.code = ret;
+		pe.message = why;
+		rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+	}
 	if (ck)
 		rgpu_ckpt_abort(ck);
 	if (m)

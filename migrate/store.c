@@ -38,7 +38,8 @@
 #define CHUNK_MAGIC 0x4b434752u    /* "RGCK" */
 #define MANIFEST_MAGIC 0x464d4752u /* "RGMF" */
 #define CHUNK_VERSION 1u
-#define MANIFEST_VERSION 1u
+#define MANIFEST_VERSION 2u /* 2: a SHA-256 of the rest at its end */
+#define MANIFEST_TAIL RGPU_HASH_LEN
 #define CHUNK_HDR RGPU_CHUNK_HDR
 #define MAP_INITIAL (1ull << 30)
 #define BATCH_BYTES (64u << 20)
@@ -846,7 +847,7 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 {
 	struct rgpu_store *s = c->s;
 	struct commit cm = {.c = c, .absent = SIZE_MAX};
-	size_t mlen = 16 + c->n * RGPU_HASH_LEN + 8 + meta_len;
+	size_t mlen = 16 + c->n * RGPU_HASH_LEN + 8 + meta_len + MANIFEST_TAIL;
 	uint8_t *m = NULL;
 	int rc, ret;
 
@@ -872,6 +873,8 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	wr_le64(m + 16 + c->n * RGPU_HASH_LEN, meta_len);
 	if (meta_len)
 		memcpy(m + 24 + c->n * RGPU_HASH_LEN, meta, meta_len);
+	/* a flipped bit anywhere in it is found: a manifest names what a restore trusts */
+	rgpu_sha256(m, mlen - MANIFEST_TAIL, m + mlen - MANIFEST_TAIL);
 	cm.m = m;
 	cm.mlen = mlen;
 	ret = write_txn(s, "committing the manifest", put_manifest, &cm);
@@ -900,13 +903,19 @@ int rgpu_store_manifest_decode(const void *val, size_t vlen, const uint8_t **has
 	const uint8_t *p = val;
 	uint64_t cnt, ml;
 
-	if (vlen < 24 || rd_le32(p) != MANIFEST_MAGIC || rd_le32(p + 4) != MANIFEST_VERSION)
+	uint8_t digest[RGPU_HASH_LEN];
+
+	if (vlen < 24 + MANIFEST_TAIL || rd_le32(p) != MANIFEST_MAGIC ||
+	    rd_le32(p + 4) != MANIFEST_VERSION)
 		return RGPU_ECORRUPT;
 	cnt = rd_le64(p + 8);
-	if (cnt > (vlen - 24) / RGPU_HASH_LEN)
+	if (cnt > (vlen - 24 - MANIFEST_TAIL) / RGPU_HASH_LEN)
 		return RGPU_ECORRUPT;
 	ml = rd_le64(p + 16 + cnt * RGPU_HASH_LEN);
-	if (ml != vlen - 24 - cnt * RGPU_HASH_LEN)
+	if (ml != vlen - 24 - MANIFEST_TAIL - cnt * RGPU_HASH_LEN)
+		return RGPU_ECORRUPT;
+	rgpu_sha256(p, vlen - MANIFEST_TAIL, digest);
+	if (memcmp(digest, p + vlen - MANIFEST_TAIL, RGPU_HASH_LEN))
 		return RGPU_ECORRUPT;
 	*hashes = p + 16;
 	*n = cnt;
@@ -942,8 +951,8 @@ int rgpu_store_manifest(struct rgpu_store *s, uint64_t id, void **meta, size_t *
 	}
 	ret = manifest_parse(&v, &hp, &hn, &mp, &ml);
 	if (ret) {
-		pr_warn("checkpoint %llu: its manifest is damaged (header, counts or lengths do "
-			"not match its %zu bytes)",
+		pr_warn("checkpoint %llu: its manifest is damaged (header, counts, lengths or "
+			"digest do not match its %zu bytes)",
 			(unsigned long long)id, v.mv_size);
 	} else {
 		void *mc = meta ? malloc(ml ? ml : 1) : NULL;
@@ -967,6 +976,38 @@ int rgpu_store_manifest(struct rgpu_store *s, uint64_t id, void **meta, size_t *
 	}
 	mdb_txn_abort(t);
 	return ret;
+}
+
+int rgpu_store_find(struct rgpu_store *s, const uint8_t *hashes, size_t n, const void *meta,
+		    size_t meta_len, uint64_t *id)
+{
+	MDB_txn *t;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, found = 0;
+
+	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
+		return mdb_err("read transaction", rc);
+	if ((rc = mdb_cursor_open(t, s->manifests, &cur))) {
+		mdb_txn_abort(t);
+		return mdb_err("reading manifests", rc);
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && !found;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		const uint8_t *hp, *mp;
+		size_t hn, ml;
+		if (k.mv_size != 8 || manifest_parse(&v, &hp, &hn, &mp, &ml) || hn != n ||
+		    ml != meta_len || memcmp(hp, hashes, n * RGPU_HASH_LEN) ||
+		    memcmp(mp, meta, meta_len))
+			continue;
+		*id = 0;
+		for (int i = 0; i < 8; i++)
+			*id = *id << 8 | ((const uint8_t *)k.mv_data)[i];
+		found = 1;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(t);
+	return found;
 }
 
 int rgpu_store_list(struct rgpu_store *s, uint64_t **ids, size_t *n)

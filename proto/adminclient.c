@@ -117,6 +117,35 @@ void rgpu_admin_close(struct rgpu_admin *a)
 	free(a);
 }
 
+int rgpu_admin_take_error(struct rgpu_admin *a, int timeout_ms, char *err, size_t errlen)
+{
+	struct rgpu_frame_hdr h;
+	uint8_t *body = NULL;
+	int code = 0;
+
+	for (int i = 0; i < 64; i++) {
+		if (rgpu_frame_recv_within(a->c, RGPU_PEER_CLIENT, &h, &body, timeout_ms))
+			break;
+		if (h.type == RGPU_ADMIN_MSG_ERROR) {
+			Rgpu__ProtocolError *pe =
+				RGPU_PB_UNPACK(rgpu__protocol_error, h.body_len, body);
+			if (pe) {
+				snprintf(err, errlen, "%s: %s", a->server,
+					 pe->message ? pe->message : "refused");
+				code = pe->code ? pe->code : RGPU_EPROTO;
+				rgpu__protocol_error__free_unpacked(pe, NULL);
+			}
+			free(body);
+			break;
+		}
+		free(body);
+		body = NULL;
+		if (h.payload_len && rgpu_conn_discard(a->c, h.payload_len))
+			break;
+	}
+	return code;
+}
+
 int rgpu_admin_post(struct rgpu_admin *a, uint16_t type, const ProtobufCMessage *m,
 		    const void *payload, uint64_t plen)
 {
@@ -201,7 +230,8 @@ int rgpu_admin_call(struct rgpu_admin *a, uint16_t type, ProtobufCMessage *req,
 		/* the refusals a caller may tell apart; anything else is the protocol's */
 		ret = !pe ? RGPU_EPROTO
 		      : pe->code == RGPU_EAUTH || pe->code == RGPU_ENOTFOUND ||
-				pe->code == RGPU_EBUSY || pe->code == RGPU_EUNSUPPORTED
+				pe->code == RGPU_EBUSY || pe->code == RGPU_EUNSUPPORTED ||
+				pe->code == RGPU_ECORRUPT
 			  ? pe->code
 			  : RGPU_EPROTO;
 		if (pe)

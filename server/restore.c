@@ -77,7 +77,7 @@ static int read_blob(struct restore *rs, const Rgpu__CkptBlob *b, uint8_t **out)
 					       MIN((uint64_t)CH, b->size - i * CH), &len);
 		if (ret || len != MIN((uint64_t)CH, b->size - i * CH)) {
 			free(buf);
-			return fail(rs, ret ? ret : RGPU_ECORRUPT,
+			return fail(rs, ret == RGPU_ENOMEM ? ret : RGPU_ECORRUPT,
 				    "chunk %llu (%s...) %s",
 				    (unsigned long long)(b->first + i), rgpu_hex(h, 6, hex),
 				    ret == RGPU_ENOTFOUND ? "is not in the store"
@@ -299,7 +299,7 @@ static int fill_device(struct restore *rs)
 		const uint8_t *h = rs->hashes + index * RGPU_HASH_LEN;
 		ret = rgpu_store_reader_get(r, h, &val, &vlen);
 		if (ret)
-			ret = fail(rs, ret, "chunk %zu (%s..., device memory at %#llx) %s", index,
+			ret = fail(rs, RGPU_ECORRUPT, "chunk %zu (%s..., device memory at %#llx) %s", index,
 				   rgpu_hex(h, 6, hex), (unsigned long long)addr,
 				   ret == RGPU_ENOTFOUND ? "is not in the store" : "cannot be read");
 		else if (rgpu_chunk_value_header(val, vlen, &len, &why) || len != CH)

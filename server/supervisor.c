@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -548,6 +549,38 @@ static void child_close(int lfd, int afd)
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
+}
+
+/*
+ * At start, a helper collects the chunks no checkpoint names: what checkpoints left behind
+ * when this server died while writing them (the store waits for writers: gc.lock).
+ */
+static void start_gc(const struct srv_config *cfg, int lfd, int afd)
+{
+	char dir[4200];
+	struct stat st;
+	pid_t pid;
+
+	if (!cfg->state_dir)
+		return;
+	snprintf(dir, sizeof(dir), "%s/checkpoints", cfg->state_dir);
+	if (stat(dir, &st))
+		return; /* no store yet */
+	pid = fork();
+	if (pid == 0) {
+		struct rgpu_store *s = NULL;
+		uint64_t freed = 0, bytes = 0;
+		char why[600];
+		child_close(lfd, afd);
+		rgpu_log_set_tag("rgpud-gc");
+		if (srv_store_open(cfg, &s, why, sizeof(why)))
+			pr_warn("%s", why);
+		else if (rgpu_store_gc_bytes(s, &freed, &bytes) == 0 && freed)
+			pr_info("collected %llu chunks (%llu bytes) no checkpoint names",
+				(unsigned long long)freed, (unsigned long long)bytes);
+		rgpu_store_close(s);
+		_exit(0);
+	}
 }
 
 static void start_probe(const struct srv_config *cfg, int lfd, int afd)
@@ -1124,6 +1157,7 @@ int srv_supervise(const struct srv_config *cfg)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	start_probe(cfg, lfd, afd);
+	start_gc(cfg, lfd, afd);
 
 	while (!stop_requested) {
 		int n = 3 + nworkers, k = 3;

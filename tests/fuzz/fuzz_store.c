@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(ret == 0 || ret == RGPU_ECORRUPT);
 	if (ret)
 		return 0;
-	FUZZ_CHECK(24 + n * RGPU_HASH_LEN + ml == vlen);
+	FUZZ_CHECK(24 + n * RGPU_HASH_LEN + ml + RGPU_HASH_LEN == vlen); /* and its SHA-256 */
 	FUZZ_CHECK(hashes == v + 16 && meta == v + 24 + n * RGPU_HASH_LEN);
 	return 0;
 }

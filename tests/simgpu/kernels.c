@@ -947,6 +947,57 @@ static void zd_mixed_fold(const struct sim_launch *l)
 		g[i] = g[i] * 3u + (src[i % n] ^ k);
 }
 
+/* zdtm_fill.cu: one 32-bit word of chunk pattern `seed` (kind 1: a word per 4 KiB block) */
+static unsigned zfill_word(unsigned long long i, unsigned seed, int kind)
+{
+	return kind ? zd_hash(i >> 10, seed) : zd_hash(i, seed);
+}
+
+#define ZFILL_CHUNK_WORDS ((2ull << 20) / 4)
+
+/* zdtm_fill.cu: fill_chunks(unsigned *p, ull nwords, const unsigned *seeds, int kind, ull first,
+ * ull step): the words of every step-th chunk from first take their chunk's pattern */
+static void zfill_chunks(const struct sim_launch *l)
+{
+	unsigned *p = P(l, 0, unsigned *);
+	unsigned long long n = P(l, 1, unsigned long long);
+	const unsigned *seeds = P(l, 2, const unsigned *);
+	int kind = P(l, 3, int);
+	unsigned long long first = P(l, 4, unsigned long long), step = P(l, 5, unsigned long long);
+	unsigned long long nchunks = (n + ZFILL_CHUNK_WORDS - 1) / ZFILL_CHUNK_WORDS;
+
+	if (n && (n > SIZE_MAX / 4 || !sim_device_ok(p, n * 4, 1) ||
+		  !sim_device_ok(seeds, nchunks * 4, 0) || !step)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long c = first; c < nchunks; c += step)
+		for (unsigned long long i = c * ZFILL_CHUNK_WORDS;
+		     i < n && i < (c + 1) * ZFILL_CHUNK_WORDS; i++)
+			p[i] = zfill_word(i, seeds[c], kind);
+}
+
+/* zdtm_fill.cu: check_chunks(const unsigned *p, ull nwords, const unsigned *seeds, int kind,
+ * ull *bad): *bad += the words that differ from their chunk's pattern */
+static void zcheck_chunks(const struct sim_launch *l)
+{
+	const unsigned *p = P(l, 0, const unsigned *);
+	unsigned long long n = P(l, 1, unsigned long long);
+	const unsigned *seeds = P(l, 2, const unsigned *);
+	int kind = P(l, 3, int);
+	unsigned long long *bad = P(l, 4, unsigned long long *);
+	unsigned long long nchunks = (n + ZFILL_CHUNK_WORDS - 1) / ZFILL_CHUNK_WORDS, k = 0;
+
+	if (n && (n > SIZE_MAX / 4 || !sim_device_ok(p, n * 4, 0) ||
+		  !sim_device_ok(seeds, nchunks * 4, 0) || !sim_device_ok(bad, 8, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		k += p[i] != zfill_word(i, seeds[i / ZFILL_CHUNK_WORDS], kind);
+	*bad += k;
+}
+
 __attribute__((constructor)) static void register_kernels(void)
 {
 	sim_register_kernel("vec_add", vec_add);
@@ -999,6 +1050,8 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z13zd_fill_bytesPhyj", zd_fill_bytes);
 	sim_register_kernel("_Z12zd_mix_bytesPhPKhyj", zd_mix_bytes);
 	sim_register_kernel("_Z11zd_fill_u32Pjyj", zd_fill_u32);
+	sim_register_kernel("_Z11fill_chunksPjyPKjiyy", zfill_chunks);
+	sim_register_kernel("_Z12check_chunksPKjyS0_iPy", zcheck_chunks);
 	sim_register_kernel("_Z11zd_step_u32Pjyj", zd_step_u32);
 	sim_register_kernel("_Z14zd_combine_u32PjPKjS1_y", zd_combine_u32);
 	sim_register_kernel("_Z7zd_spiny", spin_ns); /* the same computation: sleep ns */

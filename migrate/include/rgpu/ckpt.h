@@ -41,6 +41,10 @@ static inline uint64_t rgpu_ckpt_nchunks(uint64_t size)
 int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, struct Rgpu__CkptMeta **out,
 			  char *why, size_t whylen);
 
+/* rgpu_ckpt_blob_of() - what chunk i of the checkpoint holds, for messages ("device memory at
+ * 0x...", "the state log"): into out, which it returns */
+const char *rgpu_ckpt_blob_of(const struct Rgpu__CkptMeta *m, size_t i, char *out, size_t len);
+
 /* rgpu_ckpt_info() - what `rgpuctl checkpoints` shows of checkpoint id, from its metadata */
 void rgpu_ckpt_info(const struct Rgpu__CkptMeta *m, uint64_t id, size_t nchunks,
 		    struct Rgpu__CkptInfo *info);

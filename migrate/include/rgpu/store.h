@@ -153,6 +153,14 @@ void rgpu_ckpt_abort(struct rgpu_ckpt *c);
 int rgpu_store_manifest(struct rgpu_store *s, uint64_t id, void **meta, size_t *meta_len,
 			uint8_t **hashes, size_t *n);
 
+/*
+ * rgpu_store_find() - the id of a checkpoint whose manifest holds exactly these chunks and
+ * metadata (a checkpoint pushed back into the store it came from), in *id. 1 found, 0 not, or
+ * a negative RGPU_E*.
+ */
+int rgpu_store_find(struct rgpu_store *s, const uint8_t *hashes, size_t n, const void *meta,
+		    size_t meta_len, uint64_t *id);
+
 /* rgpu_store_list() - the ids of every checkpoint, ascending (malloc'd). 0 or an error. */
 int rgpu_store_list(struct rgpu_store *s, uint64_t **ids, size_t *n);
 

@@ -46,7 +46,8 @@ typedef void (*rgpu_admin_progress_fn)(const struct Rgpu__Progress *pr, void *ar
  * go to progress (may be NULL). A reply payload, if any, is read into a malloc'd *payload of
  * *plen bytes (payload NULL: none is accepted). timeout_ms bounds each wait for a frame.
  * Returns 0, or an RGPU_E* code with err filled: RGPU_EAUTH (the server did not prove the
- * key, or refused ours), RGPU_ENOTFOUND, RGPU_EBUSY or RGPU_EUNSUPPORTED (it refused the request
+ * key, or refused ours), RGPU_ENOTFOUND, RGPU_EBUSY, RGPU_EUNSUPPORTED or RGPU_ECORRUPT (it
+ * refused the request
  * for that reason), RGPU_EPROTO (it refused it otherwise: err holds its message), transport
  * errors.
  */
@@ -59,6 +60,12 @@ int rgpu_admin_call(struct rgpu_admin *a, uint16_t type, ProtobufCMessage *req,
 /* rgpu_admin_post() - a request without a reply (CHUNK) on an authenticated conversation */
 int rgpu_admin_post(struct rgpu_admin *a, uint16_t type, const ProtobufCMessage *m,
 		    const void *payload, uint64_t plen);
+
+/*
+ * rgpu_admin_take_error() - after a send failed: the ERROR frame the server sent before it
+ * closed, if one comes within timeout_ms. Returns its code (err: its message), or 0.
+ */
+int rgpu_admin_take_error(struct rgpu_admin *a, int timeout_ms, char *err, size_t errlen);
 
 /* rgpu_admin_server() - the address this conversation was opened to */
 const char *rgpu_admin_server(const struct rgpu_admin *a);

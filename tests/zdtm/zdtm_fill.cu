@@ -1,0 +1,99 @@
+// zdtm_fill: one large allocation filled on the GPU, for the checkpoint tests that need bulk:
+// the kill -9 test (a checkpoint being written when rgpud dies) and the checkpoint benchmark
+// (tests/bench/ckpt_bench.sh: throughput for 1-32 GiB, a second checkpoint after 10% changed).
+//
+//   ZDTM_FILL_MIB   size in MiB (default 64), a multiple of 2
+//   ZDTM_FILL_KIND  random (default: every 32-bit word a hash of its index) or compressible
+//                   (4 KiB blocks of one repeated word: zstd takes them to almost nothing)
+//   ZDTM_FILL_SEED  the first seed (default 1)
+//   ZDTM_ROUNDS     rounds, as every zdtm program (README.md)
+//
+// Before each READY the memory holds a known state: each 2 MiB chunk the pattern of its own
+// seed, kept in a small device array. After each SIGUSR1 a kernel counts the words that differ
+// from it (every byte checked on the device, at HBM speed), then 10% of the chunks (every tenth,
+// a different tenth each round) get a new seed and are filled again, so the next checkpoint
+// finds exactly that 10% changed. The last line is zdtm's OK line, or FAIL with the count.
+#include "zdtm.h"
+
+#define CHUNK_WORDS (2ull << 20) / 4 // 2 MiB chunks, as the checkpoint store cuts memory
+
+__host__ __device__ static inline unsigned fill_word(unsigned long long i, unsigned seed, int kind)
+{
+	// compressible: one word per 4 KiB block, the same in the whole block
+	return kind ? zd_hash(i >> 10, seed) : zd_hash(i, seed);
+}
+
+// Chunk c of p (its words) takes the pattern of seeds[c].
+__global__ void fill_chunks(unsigned *p, unsigned long long nwords, const unsigned *seeds,
+			    int kind, unsigned long long first, unsigned long long step)
+{
+	ZD_GRID_STRIDE(i, nwords)
+	{
+		unsigned long long c = i / CHUNK_WORDS;
+		if (c >= first && (c - first) % step == 0)
+			p[i] = fill_word(i, seeds[c], kind);
+	}
+}
+
+// Count the words of p that differ from their chunk's pattern.
+__global__ void check_chunks(const unsigned *p, unsigned long long nwords, const unsigned *seeds,
+			     int kind, unsigned long long *bad)
+{
+	ZD_GRID_STRIDE(i, nwords)
+	{
+		if (p[i] != fill_word(i, seeds[i / CHUNK_WORDS], kind))
+			atomicAdd(bad, 1ull);
+	}
+}
+
+int main(void)
+{
+	const char *mib_s = getenv("ZDTM_FILL_MIB"), *kind_s = getenv("ZDTM_FILL_KIND"),
+		   *seed_s = getenv("ZDTM_FILL_SEED");
+	unsigned long long mib = mib_s && *mib_s ? strtoull(mib_s, NULL, 10) : 64;
+	int kind = kind_s && !strcmp(kind_s, "compressible");
+	unsigned seed = seed_s && *seed_s ? (unsigned)strtoul(seed_s, NULL, 10) : 1;
+	unsigned long long nwords, nchunks, *bad, nbad = 0;
+	unsigned *p, *seeds, *hseeds;
+	char extra[160];
+
+	zd_init("fill");
+	if (mib < 2 || mib % 2) {
+		printf("zdtm fill: FAIL ZDTM_FILL_MIB=%llu is not an even number of MiB\n", mib);
+		return 1;
+	}
+	nwords = mib << 18;
+	nchunks = mib / 2;
+	hseeds = (unsigned *)malloc(nchunks * sizeof(unsigned));
+	for (unsigned long long c = 0; c < nchunks; c++)
+		hseeds[c] = seed + (unsigned)c * 7919u;
+	ZK(cudaMalloc(&p, nwords * 4));
+	ZK(cudaMalloc(&seeds, nchunks * sizeof(unsigned)));
+	ZK(cudaMalloc(&bad, sizeof(*bad)));
+	ZK(cudaMemcpy(seeds, hseeds, nchunks * sizeof(unsigned), cudaMemcpyHostToDevice));
+	fill_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, 0, 1);
+	ZK_LAUNCH();
+	ZK(cudaDeviceSynchronize());
+	for (int r = 0; r < zd_rounds; r++) {
+		zd_ready_wait();
+		ZK(cudaMemset(bad, 0, sizeof(*bad)));
+		check_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, bad);
+		ZK_LAUNCH();
+		ZK(cudaMemcpy(&nbad, bad, sizeof(nbad), cudaMemcpyDeviceToHost));
+		zd_expect(nbad == 0, "round %d: %llu of %llu words differ from their chunk's pattern",
+			  r + 1, nbad, nwords);
+		zd_bytes += nwords * 4;
+		zd_round_end(r);
+		// every tenth chunk, a different tenth each round, changes
+		unsigned long long first = (unsigned long long)r % 10;
+		for (unsigned long long c = first; c < nchunks; c += 10)
+			hseeds[c] += 1000003u;
+		ZK(cudaMemcpy(seeds, hseeds, nchunks * sizeof(unsigned), cudaMemcpyHostToDevice));
+		fill_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, first, 10);
+		ZK_LAUNCH();
+		ZK(cudaDeviceSynchronize());
+	}
+	snprintf(extra, sizeof(extra), "mib=%llu kind=%s chunks=%llu", mib,
+		 kind ? "compressible" : "random", nchunks);
+	return zd_ok(extra);
+}
