@@ -8,13 +8,18 @@ rm -rf gpubundle
 mkdir -p gpubundle/bin gpubundle/lib gpubundle/tests/progs gpubundle/tests/e2e
 cp -a "$B"/bin/rgpud "$B"/bin/rgpuctl "$B"/bin/procaddr_dump gpubundle/bin/
 [ -x "$B"/bin/gpuhash_check ] && cp -a "$B"/bin/gpuhash_check gpubundle/bin/
+# the checkpoint benchmark's references and the checkpoint tests' programs (issue 9)
+for t in store_bench d2h_bw; do [ -x "$B/bin/$t" ] && cp -a "$B/bin/$t" gpubundle/bin/; done
+[ -d "$B/tests/zdtm" ] && mkdir -p gpubundle/tests/zdtm &&
+	find "$B/tests/zdtm" -maxdepth 1 -type f -name 'zdtm_*' -perm -u+x -exec cp -a {} gpubundle/tests/zdtm/ \;
 cp -a "$B"/lib/*.so.* gpubundle/lib/
 [ -d "$B"/lib/fallback ] && cp -a "$B"/lib/fallback gpubundle/lib/   # libssl, libcrypto (run.sh: if the host lacks them)
 cp -a "$B"/lib/interposer gpubundle/lib/
 [ -d "$B"/lib/darktrace ] && cp -a "$B"/lib/darktrace gpubundle/lib/
 cp -a "$B"/tests/progs/* gpubundle/tests/progs/ 2>/dev/null || true
 rm -rf gpubundle/tests/progs/CMakeFiles gpubundle/tests/progs/Makefile gpubundle/tests/progs/*.cmake
-cp -a "$B"/tests/e2e/hostile "$B"/tests/e2e/cutproxy "$B"/tests/e2e/resume gpubundle/tests/e2e/
+cp -a "$B"/tests/e2e/hostile "$B"/tests/e2e/cutproxy "$B"/tests/e2e/resume "$B"/tests/e2e/storepoke \
+	gpubundle/tests/e2e/
 cp -a "$B"/tests/procaddr_expected.txt "$B"/tests/procaddr_queries.txt gpubundle/tests/ 2>/dev/null || true
 # the conformance programs (tests/conformance: build modes and the math libraries)
 [ -d "$B/tests/conformance/bin" ] && mkdir -p gpubundle/tests/conformance &&

@@ -94,6 +94,9 @@ struct take {
 	uint8_t token[32];
 	uint64_t *events; /* recorded events, oldest record first */
 	size_t nevents;
+	/* where the pause went: at the barrier, after the sync, the host-side copies, the hash,
+	 * the store's look-up, the snapshot */
+	uint64_t t_sync, t_state, t_hash, t_lookup, t_snap;
 };
 
 static int bit(const uint8_t *bm, size_t i)
@@ -404,6 +407,7 @@ static int at_barrier(struct srv_worker *w, void *arg)
 	}
 	if (sync_contexts(tk))
 		return SRV_HOLD_RELEASE;
+	tk->t_sync = rgpu_now_ns();
 	if (rgpu_fault("ckpt_barrier")) {
 		fail(tk, RGPU_EIO, "fault site ckpt_barrier");
 		return SRV_HOLD_RELEASE;
@@ -426,8 +430,12 @@ static int at_barrier(struct srv_worker *w, void *arg)
 		fail(tk, RGPU_ENOMEM, "out of memory copying the link's state");
 		return SRV_HOLD_RELEASE;
 	}
-	if (recorded_events(tk) || st_foreach(w->log, collect_rec, tk) || hash_device(tk))
+	if (recorded_events(tk) || st_foreach(w->log, collect_rec, tk))
 		return SRV_HOLD_RELEASE;
+	tk->t_state = rgpu_now_ns();
+	if (hash_device(tk))
+		return SRV_HOLD_RELEASE;
+	tk->t_hash = rgpu_now_ns();
 	/* which device chunks the store lacks, each hash once */
 	tk->dirty = calloc(1, tk->ndchunks / 8 + 1);
 	tk->zero = calloc(1, tk->ndchunks / 8 + 1);
@@ -440,6 +448,7 @@ static int at_barrier(struct srv_worker *w, void *arg)
 		fail(tk, RGPU_EIO, "the checkpoint store cannot be read");
 		return SRV_HOLD_RELEASE;
 	}
+	tk->t_lookup = rgpu_now_ns();
 	for (size_t i = 0; i < tk->ndchunks; i++) {
 		if (!bit(tk->dirty, i))
 			continue;
@@ -450,6 +459,7 @@ static int at_barrier(struct srv_worker *w, void *arg)
 	}
 	if (!tk->keep_held) /* a migration's job stays held: nothing to snapshot */
 		snapshot(tk, dirty_bytes);
+	tk->t_snap = rgpu_now_ns();
 	if ((tk->snapshot || !dirty_bytes) && !tk->keep_held) {
 		tk->t_release = rgpu_now_ns();
 		tk->released = 1;
@@ -1016,10 +1026,14 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 	res->duration_ns = rgpu_now_ns() - tk.t_req;
 	res->snapshot = tk.snapshot;
 	pr_info("job %s: checkpoint %llu: %llu chunks (%llu new, %.1f MiB stored), paused "
-		"%.3f ms%s, %.3f s in all",
+		"%.3f ms%s (to the barrier %.3f ms; sync %.3f, state %.3f, hash %.3f, look-up %.3f, "
+		"snapshot %.3f), %.3f s in all",
 		w->job_hex, (unsigned long long)res->id, (unsigned long long)nall,
 		(unsigned long long)added, (double)stored / 1048576.0, res->pause_ns / 1e6,
-		tk.snapshot ? " (snapshot)" : "", res->duration_ns / 1e9);
+		tk.snapshot ? " (snapshot)" : "", (tk.t_park - tk.t_req) / 1e6,
+		(tk.t_sync - tk.t_park) / 1e6, (tk.t_state - tk.t_sync) / 1e6,
+		(tk.t_hash - tk.t_state) / 1e6, (tk.t_lookup - tk.t_hash) / 1e6,
+		(tk.t_snap - tk.t_lookup) / 1e6, res->duration_ns / 1e9);
 	(void)ndev_items;
 out:
 	/* a failure never leaves the job held, nor a migration's hold without a checkpoint */

@@ -46,6 +46,7 @@ struct restore {
 	size_t n;
 	uint64_t id;
 	char why[400];
+	uint64_t t0, t_setup, t_replay, t_fill, t_verify; /* where a restore's time went */
 };
 
 static struct restore *the_restore; /* the image lookup's (one restore per process) */
@@ -334,6 +335,7 @@ static int fill_device(struct restore *rs)
 		w->drv.cuMemsetD8Async(f.dev[0]->addr, 0x5a, 1, NULL);
 		w->drv.cuCtxSynchronize();
 	}
+	rs->t_fill = rgpu_now_ns();
 	/* every byte written hashes to its chunk's name: the GPU reads them back */
 	w->drv.cuCtxSetCurrent(w->base_ctx);
 	if (w->drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
@@ -383,6 +385,7 @@ static int fill_device(struct restore *rs)
 				break;
 			}
 	}
+	rs->t_verify = rgpu_now_ns();
 out:
 	if (gh)
 		srv_gpuhash_close(&w->drv, gh);
@@ -479,6 +482,7 @@ static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
 	r = srv_worker_setup(w, why, sizeof(why));
 	if (r != CUDA_SUCCESS)
 		return fail(rs, RGPU_ECUDA, "%s", why);
+	rs->t_setup = rgpu_now_ns();
 	for (size_t d = 0; d < m->n_device_cc && d < (size_t)w->ndev; d++) {
 		int maj = 0, min = 0;
 		w->drv.cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
@@ -532,6 +536,7 @@ static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
 	if (ret)
 		return fail(rs, ret, "rebuilding the job: %s", why);
 	rgpu_admin_progress(rs->admin, "replay", st_count(w->log), st_count(w->log), "records");
+	rs->t_replay = rgpu_now_ns();
 	if ((ret = fill_device(rs)) || (ret = fill_globals(rs)) || (ret = record_events(rs)))
 		return ret;
 	/* the host area, the link */
@@ -673,10 +678,12 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	/* the supervisor knows the job before its client can: the redirect follows the reply */
 	atomic_store(&w->state, SRV_JOB_DISCONNECTED);
 	srv_worker_report(w);
-	pr_info("job %s restored from checkpoint %llu in %.3f s (%s); waiting %d s for its client "
-		"at %s",
+	pr_info("job %s restored from checkpoint %llu in %.3f s (%s; set-up %.3f s, replay %.3f s, "
+		"fill %.3f s, hash check %.3f s); waiting %d s for its client at %s",
 		w->job_hex, (unsigned long long)rs.id, (rgpu_now_ns() - t0) / 1e9, rs.m->client_program,
-		cfg->resume_grace_s, addr);
+		(rs.t_setup - t0) / 1e9, (rs.t_replay - rs.t_setup) / 1e9,
+		(rs.t_fill - rs.t_replay) / 1e9, (rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s,
+		addr);
 	reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0);
 	rgpu_conn_close(c);
 	rgpu__ckpt_meta__free_unpacked(rs.m, NULL);

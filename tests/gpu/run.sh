@@ -1,8 +1,10 @@
 #!/bin/bash
 # Everything rgpu checks on a real GPU, in one go (testing.md tier 4; gpu-host.md):
 #   tests/gpu/run.sh [OUT_DIR]
-# Environment: RGPU_GPU_CUTS=0 leaves out the connection-cut runs; RGPU_GPU_PART=bench runs
-# only the benchmarks (the whole run can pass the device tool's 10 minutes); RGPU_BENCH_ROUNDS (default 2)
+# Environment: RGPU_GPU_CUTS=0 leaves out the connection-cut runs; RGPU_GPU_PART picks a part
+# (the whole run passes the device tool's 10 minutes): main (the programs, frameworks, state logs,
+# cuts), bench (the benchmarks, TLS, the chunk hash) or ckpt (checkpoints, migration and their
+# benchmark; RGPU_CKPT_BENCH_MIB sizes); all (default) runs them all; RGPU_BENCH_ROUNDS (default 2)
 # is how many times the benchmark alternates between this build and the previous one.
 # Starts rgpud on the real driver, runs every test program natively and through rgpu, the
 # hostile-input and killed-client checks, the cuGetProcAddress cross-check against the real
@@ -69,10 +71,10 @@ run_pair() {
 }
 
 row "test" "native" "rgpu" "native s" "rgpu s" "ratio"
-# RGPU_GPU_PART=bench: only the benchmarks, the cost of TLS and the chunk hash (a call that ran
-# out of time after the checks); anything else: everything
+PART=${RGPU_GPU_PART:-all}
+want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 P="$B/tests/progs"
-if [ "${RGPU_GPU_PART:-all}" != bench ]; then
+if want main; then
 for p in vecadd streams globals globals_unload bigcopy callbacks params vmm; do
 	[ -x "$P/$p" ] && run_pair "$p" "$P/$p"
 done
@@ -268,7 +270,26 @@ if [ -x "$B/bin/procaddr_dump" ] && [ -f "$B/tests/procaddr_queries.txt" ]; then
 fi
 
 
-fi # RGPU_GPU_PART
+fi # want main
+
+# ---- checkpoints and cold migration (issue 9): the zdtm programs moved A -> B -> A between
+# two rgpud on this GPU, damaged checkpoints refused, kill -9 during checkpoints, the benchmark
+if want ckpt; then
+	export RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system}
+	for t in migrate ckpt_damage; do
+		timeout 400 tests/e2e/$t.sh "$B" >"$OUT/$t.log" 2>&1; rc=$?
+		row "$t" - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+		echo "-- $t: $rc"
+	done
+	timeout 300 tests/e2e/ckpt_kill.sh "$B" "${RGPU_CKPT_KILL_RUNS:-10}" >"$OUT/ckpt_kill.log" 2>&1; rc=$?
+	row ckpt_kill - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	timeout 500 tests/bench/ckpt_bench.sh "$B" ${RGPU_CKPT_BENCH_MIB:-1024 8192 16384 32768} \
+		>"$OUT/ckpt_bench.txt" 2>&1; rc=$?
+	row ckpt_bench - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	unset RGPU_E2E_DRIVER
+fi
+
+if want bench; then
 # ---- benchmarks -------------------------------------------------------------------------
 # With gpubundle/before (the previous build's rgpud and interposer, scripts/gpu-bundle.sh
 # BEFORE=DIR), the same benchmark also runs through it, alternating with this build twice.
@@ -325,6 +346,8 @@ if [ -x "$B/bin/gpuhash_check" ]; then
 	row gpuhash - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
 fi
 
+fi # want bench
+
 # ---- what the interposer did not implement ----------------------------------------------
 cat "$OUT"/*.rgpu.ilog 2>/dev/null | grep -o 'unimplemented: [A-Za-z0-9_]*' | sort | uniq -c \
 	>"$OUT/unimplemented.txt"
@@ -335,11 +358,11 @@ echo "== logs in $OUT"
 echo "== not implemented (calls that returned CUDA_ERROR_NOT_SUPPORTED):"
 if [ -s "$OUT/unimplemented.txt" ]; then cat "$OUT/unimplemented.txt"; else echo "   none"; fi
 echo "== state log"
-cat "$OUT/statelog.txt"
+[ -s "$OUT/statelog.txt" ] && cat "$OUT/statelog.txt"
 grep -h "^FAILED" "$OUT/replay.txt" 2>/dev/null | head -10
 grep -h "^moved" "$OUT/replay.txt" 2>/dev/null | sort | uniq -c | head -5
 echo "== benchmarks (rgpu over TCP loopback vs native, same run; best of ${RGPU_BENCH_ROUNDS:-2} for rgpu and before)"
-cat "$OUT/bench.table"
+[ -s "$OUT/bench.table" ] && cat "$OUT/bench.table"
 echo "== chunk hash on the GPU (tests/gpu/gpuhash_check.c)"
 [ -s "$OUT/gpuhash.txt" ] && sed 's/^/   /' "$OUT/gpuhash.txt"
 echo "== resume: the delay one resume added, as the client saw it (ms)"
@@ -361,5 +384,10 @@ awk '/bytes received/ { for (i = 1; i < NF; i++) if ($(i+1) == "bytes") v = $i; 
 echo "== errors: native codes vs the expectations in errors.c (rgpu is compared with native)"
 grep -h "FAIL" "$OUT/errors.native.err" "$OUT/errors.rgpu.log" 2>/dev/null | head -5
 [ -s "$OUT/bench.tls.table" ] && { echo "== TLS: rgpu plaintext vs TLS 1.3 (one run)"; cat "$OUT/bench.tls.table"; }
+if [ -s "$OUT/ckpt_bench.txt" ]; then
+	echo "== checkpoints (tests/bench/ckpt_bench.sh)"
+	sed 's/^/   /' "$OUT/ckpt_bench.txt" | head -40
+	grep -h "^ok\|FAIL" "$OUT/migrate.log" "$OUT/ckpt_damage.log" "$OUT/ckpt_kill.log" 2>/dev/null | cut -c1-200
+fi
 echo "== tests"
 cat "$TABLE"

@@ -6,7 +6,9 @@
  * is refused naming what is wrong, the map grows past its first size, and a reopened store
  * keeps everything.
  */
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -245,6 +247,10 @@ static void test_damage(void **state)
 	poke("chunks", h[1], RGPU_HASH_LEN, 5, 0); /* truncated */
 	for (int i = 0; i < 8; i++)
 		key[i] = (uint8_t)(id >> (56 - 8 * i));
+	poke("manifests", key, 8, 0, 1); /* a bit flipped: its digest says so */
+	assert_int_equal(rgpu_store_open(g_dir, &s), 0);
+	assert_int_equal(rgpu_store_manifest(s, id, NULL, NULL, NULL, NULL), RGPU_ECORRUPT);
+	rgpu_store_close(s);
 	poke("manifests", key, 8, 2, 0); /* truncated */
 
 	assert_int_equal(rgpu_store_open(g_dir, &s), 0);
@@ -293,6 +299,199 @@ static void test_growth(void **state)
 	free(d);
 }
 
+/*
+ * A checkpoint whose list is known first (how a checkpoint of device memory is written): the
+ * chunks the store lacks, each hash once; values encoded apart and put from several threads;
+ * a commit that would name a chunk neither stored nor put is refused whole; a checkpoint pushed
+ * back is found; the encoders' values read back.
+ */
+struct putter {
+	struct rgpu_ckpt *c;
+	uint8_t (*h)[RGPU_HASH_LEN];
+	uint8_t **d;
+	int first, n;
+};
+
+static void *put_some(void *arg)
+{
+	struct putter *p = arg;
+	struct rgpu_chunk_enc *e;
+	uint8_t *val = malloc(RGPU_CHUNK_VALUE_MAX);
+	size_t vlen;
+
+	if (!val || rgpu_chunk_enc_new(&e))
+		return (void *)1;
+	for (int i = p->first; i < p->first + p->n; i++)
+		if (rgpu_chunk_encode(e, p->d[i], CH, val, &vlen) ||
+		    rgpu_ckpt_put(p->c, p->h[i], val, vlen))
+			return (void *)1;
+	rgpu_chunk_enc_free(e);
+	free(val);
+	return NULL;
+}
+
+static void test_list_first(void **state)
+{
+	enum { N = 8 };
+	struct rgpu_store *s;
+	struct rgpu_ckpt *c;
+	uint8_t h[N][RGPU_HASH_LEN], *d[N], list[N + 2][RGPU_HASH_LEN], bm[2], absent[RGPU_HASH_LEN];
+	uint64_t id, found, added, bytes, stored;
+	size_t nmissing;
+	pthread_t t[2];
+	struct putter p[2];
+	void *r;
+
+	(void)state;
+	snprintf(g_dir + strlen(g_dir), sizeof(g_dir) - strlen(g_dir), "/list");
+	assert_int_equal(rgpu_store_open(g_dir, &s), 0);
+	for (int i = 0; i < N; i++)
+		d[i] = make(CH, i % 2, 400 + (unsigned)i, h[i]);
+	/* chunks 0 and 1 are stored already */
+	assert_int_equal(rgpu_ckpt_begin(s, &c), 0);
+	assert_int_equal(rgpu_ckpt_chunk(c, h[0], d[0], CH), 0);
+	assert_int_equal(rgpu_ckpt_chunk(c, h[1], d[1], CH), 0);
+	assert_int_equal(rgpu_ckpt_commit(c, "a", 1, &id), 0);
+	/* the list: all eight, then chunk 5 and chunk 0 again */
+	for (int i = 0; i < N; i++)
+		memcpy(list[i], h[i], RGPU_HASH_LEN);
+	memcpy(list[N], h[5], RGPU_HASH_LEN);
+	memcpy(list[N + 1], h[0], RGPU_HASH_LEN);
+	assert_int_equal(rgpu_ckpt_begin(s, &c), 0);
+	assert_int_equal(rgpu_ckpt_set_list(c, &list[0][0], N + 2), 0);
+	assert_int_equal(rgpu_ckpt_missing(c, bm, &nmissing), 0);
+	assert_int_equal(nmissing, N - 2);
+	assert_int_equal(bm[0], 0xfc); /* 2..7; the repeated 5 at index 8 is not asked again */
+	assert_int_equal(bm[1], 0x00);
+	/* put from two threads at once */
+	for (int k = 0; k < 2; k++) {
+		p[k] = (struct putter){c, h, d, 2 + 3 * k, 3};
+		assert_int_equal(pthread_create(&t[k], NULL, put_some, &p[k]), 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(pthread_join(t[k], &r), 0);
+		assert_null(r);
+	}
+	rgpu_ckpt_added(c, &added, &bytes, &stored);
+	assert_int_equal(added, N - 2);
+	assert_int_equal(bytes, (uint64_t)(N - 2) * CH);
+	assert_int_equal(rgpu_ckpt_commit(c, "b", 1, &id), 0);
+	for (int i = 0; i < N; i++)
+		expect_chunk(s, h[i], d[i], CH);
+	/* the same manifest pushed back is found; another is not */
+	assert_int_equal(rgpu_store_find(s, &list[0][0], N + 2, "b", 1, &found), 1);
+	assert_int_equal(found, id);
+	assert_int_equal(rgpu_store_find(s, &list[0][0], N + 2, "c", 1, &found), 0);
+	/* a list naming a chunk nobody put: the commit is refused, nothing listed */
+	memset(absent, 0x77, sizeof(absent));
+	memcpy(list[3], absent, RGPU_HASH_LEN);
+	assert_int_equal(rgpu_ckpt_begin(s, &c), 0);
+	assert_int_equal(rgpu_ckpt_set_list(c, &list[0][0], N + 2), 0);
+	assert_int_equal(rgpu_ckpt_commit(c, "x", 1, &found), RGPU_ENOTFOUND);
+	{
+		uint64_t *ids;
+		size_t n;
+		assert_int_equal(rgpu_store_list(s, &ids, &n), 0);
+		assert_int_equal(n, 2);
+		free(ids);
+	}
+	rgpu_store_close(s);
+	*strrchr(g_dir, '/') = '\0';
+	for (int i = 0; i < N; i++)
+		free(d[i]);
+}
+
+/* Encoded values: zero, raw and zstd, their headers, and the check against a hash. */
+static void test_values(void **state)
+{
+	struct rgpu_chunk_enc *e;
+	uint8_t *val = malloc(RGPU_CHUNK_VALUE_MAX), *buf = malloc(CH), h[RGPU_HASH_LEN], *d;
+	size_t vlen, len;
+	const char *why;
+
+	(void)state;
+	assert_int_equal(rgpu_chunk_enc_new(&e), 0);
+	for (int kind = 0; kind < 3; kind++) {
+		d = make(CH, kind, 500, h);
+		assert_int_equal(rgpu_chunk_encode(e, d, CH, val, &vlen), 0);
+		assert_int_equal(rgpu_chunk_value_header(val, vlen, &len, &why), 0);
+		assert_int_equal(len, CH);
+		assert_int_equal(rgpu_chunk_value_check(val, vlen, h, buf, &len, &why), 0);
+		assert_memory_equal(buf, d, CH);
+		assert_int_equal(rgpu_store_chunk_is_zero(val, vlen, &len), kind == 2);
+		if (kind == 1)
+			assert_int_equal(vlen, RGPU_CHUNK_HDR + CH); /* random: raw */
+		/* a flipped byte: the hash (raw) or the decoder (zstd) finds it */
+		val[vlen - 1] ^= 0x10;
+		if (kind != 2)
+			assert_int_equal(rgpu_chunk_value_check(val, vlen, h, buf, &len, &why),
+					 RGPU_ECORRUPT);
+		/* cut short: the header says so first */
+		assert_int_equal(rgpu_chunk_value_header(val, vlen - 1, &len, &why), RGPU_ECORRUPT);
+		assert_string_equal(why, vlen - 1 < RGPU_CHUNK_HDR
+						 ? "no chunk header"
+						 : "lengths that do not match its bytes (truncated?)");
+		free(d);
+	}
+	rgpu_chunk_zero_value(CH, val, &vlen);
+	assert_int_equal(vlen, RGPU_CHUNK_HDR);
+	assert_int_equal(rgpu_store_chunk_is_zero(val, vlen, &len), 1);
+	assert_int_equal(len, CH);
+	rgpu_chunk_enc_free(e);
+	free(val);
+	free(buf);
+}
+
+/* gc waits for the checkpoints being written (gc.lock): it cannot delete a chunk one counts on. */
+struct gcrun {
+	struct rgpu_store *s;
+	atomic_int done;
+	uint64_t freed;
+};
+
+static void *run_gc(void *arg)
+{
+	struct gcrun *g = arg;
+	rgpu_store_gc(g->s, &g->freed);
+	atomic_store(&g->done, 1);
+	return NULL;
+}
+
+static void test_gc_waits(void **state)
+{
+	struct rgpu_store *s;
+	struct rgpu_ckpt *c, *w;
+	struct gcrun g = {0};
+	uint8_t h[RGPU_HASH_LEN], *d;
+	pthread_t t;
+	uint64_t id;
+
+	(void)state;
+	snprintf(g_dir + strlen(g_dir), sizeof(g_dir) - strlen(g_dir), "/gcw");
+	assert_int_equal(rgpu_store_open(g_dir, &s), 0);
+	d = make(CH, 1, 600, h);
+	/* an orphan chunk: written, never committed */
+	assert_int_equal(rgpu_ckpt_begin(s, &c), 0);
+	assert_int_equal(rgpu_ckpt_chunk(c, h, d, CH), 0);
+	assert_int_equal(rgpu_ckpt_commit(c, NULL, 0, &id), 0);
+	assert_int_equal(rgpu_store_remove(s, id), 0);
+	/* a checkpoint in progress finds it stored and names it without writing it */
+	assert_int_equal(rgpu_ckpt_begin(s, &w), 0);
+	assert_int_equal(rgpu_ckpt_chunk(w, h, NULL, CH), 0);
+	g.s = s;
+	assert_int_equal(pthread_create(&t, NULL, run_gc, &g), 0);
+	usleep(200000);
+	assert_int_equal(atomic_load(&g.done), 0); /* gc waits for the writer */
+	assert_int_equal(rgpu_ckpt_commit(w, "w", 1, &id), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(atomic_load(&g.done), 1);
+	assert_int_equal(g.freed, 0); /* the chunk is named again */
+	expect_chunk(s, h, d, CH);
+	rgpu_store_close(s);
+	*strrchr(g_dir, '/') = '\0';
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +499,9 @@ int main(void)
 	    cmocka_unit_test(test_abort_and_gc),
 	    cmocka_unit_test(test_damage),
 	    cmocka_unit_test(test_growth),
+	    cmocka_unit_test(test_list_first),
+	    cmocka_unit_test(test_values),
+	    cmocka_unit_test(test_gc_waits),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
