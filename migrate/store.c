@@ -20,10 +20,12 @@
 #include <fcntl.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -41,7 +43,7 @@
 #define MANIFEST_VERSION 2u /* 2: a SHA-256 of the rest at its end */
 #define MANIFEST_TAIL RGPU_HASH_LEN
 #define CHUNK_HDR RGPU_CHUNK_HDR
-#define MAP_INITIAL (1ull << 30)
+#define MAP_INITIAL (4ull << 30) /* a sparse file: only what is written takes room */
 #define BATCH_BYTES (64u << 20)
 #define ZSTD_LEVEL 1
 
@@ -53,6 +55,8 @@ struct rgpu_store {
 	uint64_t map_size;
 	pthread_mutex_t grow_lock; /* the map is grown by one thread, with no transaction open */
 	char lock_path[4200];      /* gc.lock */
+	size_t psize;              /* LMDB's page size */
+	int prefault;              /* populate the pages a batch will take first, in parallel */
 };
 
 struct pending {
@@ -65,9 +69,16 @@ struct rgpu_ckpt {
 	struct rgpu_store *s;
 	uint8_t *hashes; /* every chunk named, in order */
 	size_t n, cap;
-	pthread_mutex_t lock; /* the pending batch; puts may come from several threads */
-	struct pending *batch;
-	size_t nbatch, capbatch, batch_bytes;
+	/*
+	 * The pending batch, which puts from several threads fill under lock; a full one is
+	 * taken out and written under flush_lock, so the others fill the next one meanwhile.
+	 */
+	pthread_mutex_t lock;
+	pthread_mutex_t flush_lock;
+	struct batch {
+		struct pending *v;
+		size_t n, cap, bytes;
+	} batch;
 	struct rgpu_chunk_enc *enc; /* rgpu_ckpt_chunk's */
 	uint8_t *val;               /* its value buffer */
 	uint64_t added, added_bytes, added_stored;
@@ -218,13 +229,19 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 	/* chunk batches are written without waiting for the disk: commit makes them durable */
 	if ((rc = mdb_env_create(&s->env)) || (rc = mdb_env_set_maxdbs(s->env, 4)) ||
 	    (rc = mdb_env_set_mapsize(s->env, initial)) ||
-	    (rc = mdb_env_open(s->env, dir, MDB_NOTLS | MDB_NOSYNC, 0640))) {
+	    (rc = mdb_env_open(s->env, dir, MDB_NOTLS | MDB_NOSYNC | MDB_WRITEMAP, 0640))) {
 		ret = mdb_err(dir, rc);
 		goto out_env;
 	}
 	/* a store made bigger by another process opens with its size */
 	mdb_env_info(s->env, &info);
 	s->map_size = MAX((uint64_t)info.me_mapsize, initial);
+	{
+		MDB_stat ms;
+		const char *pf = getenv("RGPU_STORE_PREFAULT");
+		s->psize = mdb_env_stat(s->env, &ms) == 0 ? ms.ms_psize : 4096;
+		s->prefault = !(pf && !strcmp(pf, "0"));
+	}
 	if ((rc = txn_begin(s, 0, &t)) ||
 	    (rc = mdb_dbi_open(t, "chunks", MDB_CREATE, &s->chunks)) ||
 	    (rc = mdb_dbi_open(t, "manifests", MDB_CREATE, &s->manifests)) ||
@@ -546,6 +563,7 @@ int rgpu_ckpt_begin(struct rgpu_store *s, struct rgpu_ckpt **out)
 		return RGPU_ENOMEM;
 	c->s = s;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->flush_lock, NULL);
 	c->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
 	if (c->lock_fd < 0 || flock(c->lock_fd, LOCK_SH)) {
 		pr_err("cannot lock %s: %s", s->lock_path, strerror(errno));
@@ -558,22 +576,27 @@ int rgpu_ckpt_begin(struct rgpu_store *s, struct rgpu_ckpt **out)
 	return 0;
 }
 
-static void batch_free(struct rgpu_ckpt *c)
+static void batch_free(struct batch *b)
 {
-	for (size_t i = 0; i < c->nbatch; i++)
-		free(c->batch[i].val);
-	c->nbatch = 0;
-	c->batch_bytes = 0;
+	for (size_t i = 0; i < b->n; i++)
+		free(b->v[i].val);
+	free(b->v);
+	memset(b, 0, sizeof(*b));
 }
+
+struct put {
+	struct rgpu_store *s;
+	struct batch *b;
+};
 
 static int put_batch(MDB_txn *t, void *arg)
 {
-	struct rgpu_ckpt *c = arg;
+	struct put *p = arg;
 
-	for (size_t i = 0; i < c->nbatch; i++) {
-		MDB_val k = {RGPU_HASH_LEN, c->batch[i].hash};
-		MDB_val v = {c->batch[i].len, c->batch[i].val};
-		int rc = mdb_put(t, c->s->chunks, &k, &v, MDB_NOOVERWRITE);
+	for (size_t i = 0; i < p->b->n; i++) {
+		MDB_val k = {RGPU_HASH_LEN, p->b->v[i].hash};
+		MDB_val v = {p->b->v[i].len, p->b->v[i].val};
+		int rc = mdb_put(t, p->s->chunks, &k, &v, MDB_NOOVERWRITE);
 		if (rc == MDB_KEYEXIST)
 			rc = 0; /* another checkpoint stored it meanwhile */
 		if (rc)
@@ -582,25 +605,89 @@ static int put_batch(MDB_txn *t, void *arg)
 	return 0;
 }
 
-/* Write the pending chunks in one transaction (c->lock held). */
+/*
+ * New pages of the store's file cost the kernel an allocation and a clearing each, about
+ * 1 GB/s on one thread: more than copying the data. The transaction that writes a batch takes
+ * its pages past the database's last page (mostly: LMDB reuses freed ones first), so those are
+ * populated beforehand on several threads at once (MADV_POPULATE_WRITE: contents untouched, so
+ * another process's transaction writing there meanwhile loses nothing). Best effort: an older
+ * kernel refuses it and the transaction faults its pages in itself.
+ */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define PREFAULT_SLICE (8u << 20)
+
+struct prefault {
+	uint8_t *base;
+	size_t len;
+	atomic_size_t next;
+};
+
+static void prefault_thread(void *arg, unsigned i)
+{
+	struct prefault *p = arg;
+	size_t off;
+
+	(void)i;
+	while ((off = atomic_fetch_add(&p->next, PREFAULT_SLICE)) < p->len)
+		if (madvise(p->base + off, MIN((size_t)PREFAULT_SLICE, p->len - off),
+			    MADV_POPULATE_WRITE))
+			break;
+}
+
+static void prefault(struct rgpu_store *s, size_t bytes)
+{
+	struct prefault p = {0};
+	MDB_envinfo info;
+	size_t start, len, page = (size_t)sysconf(_SC_PAGESIZE);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n;
+
+	if (!s->prefault || mdb_env_info(s->env, &info))
+		return;
+	start = (info.me_last_pgno + 1) * s->psize;
+	start -= start % page;
+	len = bytes + bytes / 8 + (1u << 20);
+	if (start >= info.me_mapsize)
+		return;
+	len = MIN(len, info.me_mapsize - start);
+	p.base = (uint8_t *)info.me_mapaddr + start;
+	p.len = len;
+	n = (unsigned)MIN((size_t)(ncpu > 1 ? ncpu : 1), len / PREFAULT_SLICE + 1);
+	rgpu_parallel(MIN(n, 16u), prefault_thread, &p);
+}
+
+/*
+ * Write the pending batch in one transaction. Called with c->lock held, which it gives up while
+ * it writes (the batch is taken out first), so that puts go on filling the next one; returns
+ * with it held again.
+ */
 static int flush_locked(struct rgpu_ckpt *c)
 {
+	struct batch b = c->batch;
+	struct put p = {c->s, &b};
 	int ret;
 
-	if (!c->nbatch)
+	if (!b.n)
 		return 0;
-	ret = write_txn(c->s, "writing chunks", put_batch, c);
+	memset(&c->batch, 0, sizeof(c->batch));
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->flush_lock);
+	prefault(c->s, b.bytes);
+	ret = write_txn(c->s, "writing chunks", put_batch, &p);
+	pthread_mutex_unlock(&c->flush_lock);
+	batch_free(&b);
+	pthread_mutex_lock(&c->lock);
 	if (ret)
 		c->failed = 1;
-	else
-		batch_free(c);
 	return ret;
 }
 
 static int pending_has(const struct rgpu_ckpt *c, const uint8_t *hash)
 {
-	for (size_t i = 0; i < c->nbatch; i++)
-		if (!memcmp(c->batch[i].hash, hash, RGPU_HASH_LEN))
+	for (size_t i = 0; i < c->batch.n; i++)
+		if (!memcmp(c->batch.v[i].hash, hash, RGPU_HASH_LEN))
 			return 1;
 	return 0;
 }
@@ -611,27 +698,27 @@ static int queue_locked(struct rgpu_ckpt *c, const uint8_t *hash, const void *va
 	struct pending *pe;
 	const uint8_t *v = val;
 
-	if (c->nbatch == c->capbatch) {
-		size_t cap = c->capbatch ? 2 * c->capbatch : 64;
-		struct pending *b = realloc(c->batch, cap * sizeof(*b));
+	if (c->batch.n == c->batch.cap) {
+		size_t cap = c->batch.cap ? 2 * c->batch.cap : 64;
+		struct pending *b = realloc(c->batch.v, cap * sizeof(*b));
 		if (!b)
 			return RGPU_ENOMEM;
-		c->batch = b;
-		c->capbatch = cap;
+		c->batch.v = b;
+		c->batch.cap = cap;
 	}
-	pe = &c->batch[c->nbatch];
+	pe = &c->batch.v[c->batch.n];
 	pe->val = malloc(vlen);
 	if (!pe->val)
 		return RGPU_ENOMEM;
 	memcpy(pe->val, val, vlen);
 	memcpy(pe->hash, hash, RGPU_HASH_LEN);
 	pe->len = vlen;
-	c->nbatch++;
-	c->batch_bytes += vlen;
+	c->batch.n++;
+	c->batch.bytes += vlen;
 	c->added++;
 	c->added_bytes += vlen >= CHUNK_HDR ? rd_le32(v + 8) : 0;
 	c->added_stored += vlen;
-	if (c->batch_bytes >= BATCH_BYTES)
+	if (c->batch.bytes >= BATCH_BYTES)
 		return flush_locked(c);
 	return 0;
 }
@@ -698,57 +785,57 @@ static int hash_cmp(const void *a, const void *b)
 	return memcmp(a, b, RGPU_HASH_LEN);
 }
 
+/* A chunk the store lacks, by its place in the list: sorted by hash, then place. */
+struct absent {
+	const uint8_t *hash;
+	size_t index;
+};
+
+static int absent_cmp(const void *a, const void *b)
+{
+	const struct absent *x = a, *y = b;
+	int d = memcmp(x->hash, y->hash, RGPU_HASH_LEN);
+	return d ? d : x->index < y->index ? -1 : x->index > y->index;
+}
+
 int rgpu_ckpt_missing(struct rgpu_ckpt *c, uint8_t *bitmap, size_t *nmissing)
 {
+	struct absent *v = malloc((c->n ? c->n : 1) * sizeof(*v));
+	size_t nv = 0, missing = 0;
 	MDB_txn *t;
-	uint8_t *seen = malloc(c->n ? c->n * RGPU_HASH_LEN : 1);
-	size_t nseen = 0, missing = 0;
 	int rc;
 
-	if (!seen)
+	if (!v)
 		return RGPU_ENOMEM;
 	memset(bitmap, 0, (c->n + 7) / 8);
 	if ((rc = txn_begin(c->s, MDB_RDONLY, &t))) {
-		free(seen);
+		free(v);
 		return mdb_err("read transaction", rc);
 	}
 	for (size_t i = 0; i < c->n; i++) {
-		const uint8_t *h = c->hashes + i * RGPU_HASH_LEN;
-		MDB_val k = {RGPU_HASH_LEN, (void *)h}, v;
-		rc = mdb_get(t, c->s->chunks, &k, &v);
+		MDB_val k = {RGPU_HASH_LEN, c->hashes + i * RGPU_HASH_LEN}, val;
+		rc = mdb_get(t, c->s->chunks, &k, &val);
 		if (rc == 0)
 			continue;
 		if (rc != MDB_NOTFOUND) {
 			mdb_txn_abort(t);
-			free(seen);
+			free(v);
 			return mdb_err("looking chunks up", rc);
 		}
-		/* a hash repeated in the list is sent once: a linear look at the few missing ones
-		 * seen so far would be quadratic for a large fresh checkpoint, so keep them sorted */
-		size_t lo = 0, hi = nseen;
-		while (lo < hi) {
-			size_t mid = (lo + hi) / 2;
-			int d = memcmp(seen + mid * RGPU_HASH_LEN, h, RGPU_HASH_LEN);
-			if (d == 0) {
-				lo = SIZE_MAX;
-				break;
-			}
-			if (d < 0)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo == SIZE_MAX)
-			continue;
-		memmove(seen + (lo + 1) * RGPU_HASH_LEN, seen + lo * RGPU_HASH_LEN,
-			(nseen - lo) * RGPU_HASH_LEN);
-		memcpy(seen + lo * RGPU_HASH_LEN, h, RGPU_HASH_LEN);
-		nseen++;
-		bitmap[i / 8] |= (uint8_t)(1u << (i % 8));
-		missing++;
+		v[nv].hash = c->hashes + i * RGPU_HASH_LEN;
+		v[nv].index = i;
+		nv++;
 	}
 	mdb_txn_abort(t);
-	free(seen);
+	/* a hash the list names more than once is asked for once, at its first place */
+	qsort(v, nv, sizeof(*v), absent_cmp);
+	for (size_t i = 0; i < nv; i++) {
+		if (i && !memcmp(v[i].hash, v[i - 1].hash, RGPU_HASH_LEN))
+			continue;
+		bitmap[v[i].index / 8] |= (uint8_t)(1u << (v[i].index % 8));
+		missing++;
+	}
+	free(v);
 	*nmissing = missing;
 	return 0;
 }
@@ -780,14 +867,14 @@ void rgpu_ckpt_added(struct rgpu_ckpt *c, uint64_t *chunks, uint64_t *bytes, uin
 
 static void ckpt_free(struct rgpu_ckpt *c)
 {
-	batch_free(c);
-	free(c->batch);
+	batch_free(&c->batch);
 	rgpu_chunk_enc_free(c->enc);
 	free(c->val);
 	free(c->hashes);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd); /* the shared lock goes with it */
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->flush_lock);
 	free(c);
 }
 
@@ -854,6 +941,11 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	pthread_mutex_lock(&c->lock);
 	ret = c->failed ? RGPU_EIO : flush_locked(c);
 	pthread_mutex_unlock(&c->lock);
+	/* and any batch another thread is still writing */
+	pthread_mutex_lock(&c->flush_lock);
+	pthread_mutex_unlock(&c->flush_lock);
+	if (!ret && c->failed)
+		ret = RGPU_EIO;
 	if (ret)
 		goto out;
 	/* the chunks on disk before the manifest that names them */
