@@ -45,6 +45,7 @@
 #define CHUNK_HDR RGPU_CHUNK_HDR
 #define MAP_INITIAL (4ull << 30) /* a sparse file: only what is written takes room */
 #define BATCH_BYTES (64u << 20)
+#define BATCH_BUF (BATCH_BYTES + RGPU_CHUNK_VALUE_MAX)
 #define ZSTD_LEVEL 1
 
 enum chunk_kind { KIND_RAW = 0, KIND_ZSTD = 1, KIND_ZERO = 2 };
@@ -78,7 +79,9 @@ struct rgpu_ckpt {
 	struct batch {
 		struct pending *v;
 		size_t n, cap, bytes;
+		uint8_t *buf; /* the values, one after another (BATCH_BUF bytes) */
 	} batch;
+	uint8_t *spare;   /* a batch buffer written out, for the next batch: no new pages */
 	struct rgpu_chunk_enc *enc; /* rgpu_ckpt_chunk's */
 	uint8_t *val;               /* its value buffer */
 	uint64_t added, added_bytes, added_stored;
@@ -578,9 +581,8 @@ int rgpu_ckpt_begin(struct rgpu_store *s, struct rgpu_ckpt **out)
 
 static void batch_free(struct batch *b)
 {
-	for (size_t i = 0; i < b->n; i++)
-		free(b->v[i].val);
 	free(b->v);
+	free(b->buf);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -610,8 +612,9 @@ static int put_batch(MDB_txn *t, void *arg)
  * 1 GB/s on one thread: more than copying the data. The transaction that writes a batch takes
  * its pages past the database's last page (mostly: LMDB reuses freed ones first), so those are
  * populated beforehand on several threads at once (MADV_POPULATE_WRITE: contents untouched, so
- * another process's transaction writing there meanwhile loses nothing). Best effort: an older
- * kernel refuses it and the transaction faults its pages in itself.
+ * another process's transaction writing there meanwhile loses nothing), through a mapping of
+ * the file's own (LMDB does not give its map's address; the page cache is the same). Best
+ * effort: an older kernel refuses it and the transaction faults its pages in itself.
  */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -642,9 +645,11 @@ static void prefault(struct rgpu_store *s, size_t bytes)
 	MDB_envinfo info;
 	size_t start, len, page = (size_t)sysconf(_SC_PAGESIZE);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	mdb_filehandle_t fd;
 	unsigned n;
+	void *map;
 
-	if (!s->prefault || mdb_env_info(s->env, &info))
+	if (!s->prefault || mdb_env_info(s->env, &info) || mdb_env_get_fd(s->env, &fd))
 		return;
 	start = (info.me_last_pgno + 1) * s->psize;
 	start -= start % page;
@@ -652,10 +657,14 @@ static void prefault(struct rgpu_store *s, size_t bytes)
 	if (start >= info.me_mapsize)
 		return;
 	len = MIN(len, info.me_mapsize - start);
-	p.base = (uint8_t *)info.me_mapaddr + start;
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+	if (map == MAP_FAILED)
+		return;
+	p.base = map;
 	p.len = len;
 	n = (unsigned)MIN((size_t)(ncpu > 1 ? ncpu : 1), len / PREFAULT_SLICE + 1);
 	rgpu_parallel(MIN(n, 16u), prefault_thread, &p);
+	munmap(map, len);
 }
 
 /*
@@ -677,8 +686,13 @@ static int flush_locked(struct rgpu_ckpt *c)
 	prefault(c->s, b.bytes);
 	ret = write_txn(c->s, "writing chunks", put_batch, &p);
 	pthread_mutex_unlock(&c->flush_lock);
-	batch_free(&b);
 	pthread_mutex_lock(&c->lock);
+	/* its buffer serves again (its pages are there already) */
+	if (!c->spare) {
+		c->spare = b.buf;
+		b.buf = NULL;
+	}
+	batch_free(&b);
 	if (ret)
 		c->failed = 1;
 	return ret;
@@ -706,10 +720,14 @@ static int queue_locked(struct rgpu_ckpt *c, const uint8_t *hash, const void *va
 		c->batch.v = b;
 		c->batch.cap = cap;
 	}
+	if (!c->batch.buf) {
+		c->batch.buf = c->spare ? c->spare : malloc(BATCH_BUF);
+		c->spare = NULL;
+		if (!c->batch.buf)
+			return RGPU_ENOMEM;
+	}
 	pe = &c->batch.v[c->batch.n];
-	pe->val = malloc(vlen);
-	if (!pe->val)
-		return RGPU_ENOMEM;
+	pe->val = c->batch.buf + c->batch.bytes; /* below BATCH_BYTES, so a value fits */
 	memcpy(pe->val, val, vlen);
 	memcpy(pe->hash, hash, RGPU_HASH_LEN);
 	pe->len = vlen;
@@ -868,6 +886,7 @@ void rgpu_ckpt_added(struct rgpu_ckpt *c, uint64_t *chunks, uint64_t *bytes, uin
 static void ckpt_free(struct rgpu_ckpt *c)
 {
 	batch_free(&c->batch);
+	free(c->spare);
 	rgpu_chunk_enc_free(c->enc);
 	free(c->val);
 	free(c->hashes);
