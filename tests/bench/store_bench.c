@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "rgpu/hash.h"
+#include "rgpu/log.h"
 #include "rgpu/store.h"
 #include "rgpu/util.h"
 
@@ -28,6 +29,8 @@ int main(int argc, char **argv)
 	uint64_t x = 0x9e3779b97f4a7c15ull, t0, t1;
 	size_t vlen;
 
+	if (getenv("RGPU_STORE_DEBUG"))
+		rgpu_log_set_level(RGPU_LOG_DEBUG);
 	if (argc < 3 || !data || !val || !keys || !n) {
 		fprintf(stderr, "usage: store_bench DIR MIB\n");
 		return 2;
