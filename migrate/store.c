@@ -58,6 +58,7 @@ struct rgpu_store {
 	char lock_path[4200];      /* gc.lock */
 	size_t psize;              /* LMDB's page size */
 	int prefault;              /* populate the pages a batch will take first, in parallel */
+	pthread_rwlock_t map_lock; /* populating (read) vs LMDB moving its map (write) */
 };
 
 struct pending {
@@ -83,6 +84,12 @@ struct rgpu_ckpt {
 	} batch;
 	uint8_t *spare;   /* a batch buffer written out, for the next batch: no new pages */
 	uint64_t ns_prefault, ns_txn, ns_sync; /* where the writing went (logged at debug) */
+	/* the pages of the next batch are populated while the encoders fill it */
+	pthread_t ahead;
+	pthread_mutex_t ahead_lock;
+	pthread_cond_t ahead_cond;
+	size_t ahead_want; /* bytes to populate past the last page (0: nothing to do) */
+	int ahead_run, ahead_quit;
 	struct rgpu_chunk_enc *enc; /* rgpu_ckpt_chunk's */
 	uint8_t *val;               /* its value buffer */
 	uint64_t added, added_bytes, added_stored;
@@ -107,7 +114,9 @@ static int grow(struct rgpu_store *s, uint64_t seen)
 
 	pthread_mutex_lock(&s->grow_lock);
 	if (s->map_size == seen) { /* not grown by another thread meanwhile */
+		pthread_rwlock_wrlock(&s->map_lock);
 		rc = mdb_env_set_mapsize(s->env, s->map_size * 2);
+		pthread_rwlock_unlock(&s->map_lock);
 		if (!rc) {
 			s->map_size *= 2;
 			pr_info("map size now %llu MiB", (unsigned long long)(s->map_size >> 20));
@@ -128,7 +137,9 @@ static int txn_begin(struct rgpu_store *s, unsigned flags, MDB_txn **t)
 	if (rc == MDB_MAP_RESIZED) {
 		MDB_envinfo info;
 		pthread_mutex_lock(&s->grow_lock);
+		pthread_rwlock_wrlock(&s->map_lock);
 		rc = mdb_env_set_mapsize(s->env, 0);
+		pthread_rwlock_unlock(&s->map_lock);
 		mdb_env_info(s->env, &info);
 		s->map_size = info.me_mapsize;
 		pthread_mutex_unlock(&s->grow_lock);
@@ -222,6 +233,7 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 	if (!s)
 		return RGPU_ENOMEM;
 	pthread_mutex_init(&s->grow_lock, NULL);
+	pthread_rwlock_init(&s->map_lock, NULL);
 	snprintf(s->lock_path, sizeof(s->lock_path), "%s/gc.lock", dir);
 	if (mkdir(dir, 0750) && errno != EEXIST) {
 		pr_err("cannot create %s: %s", dir, strerror(errno));
@@ -280,6 +292,7 @@ void rgpu_store_close(struct rgpu_store *s)
 		return;
 	mdb_env_close(s->env);
 	pthread_mutex_destroy(&s->grow_lock);
+	pthread_rwlock_destroy(&s->map_lock);
 	free(s);
 }
 
@@ -568,6 +581,8 @@ int rgpu_ckpt_begin(struct rgpu_store *s, struct rgpu_ckpt **out)
 	c->s = s;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->flush_lock, NULL);
+	pthread_mutex_init(&c->ahead_lock, NULL);
+	pthread_cond_init(&c->ahead_cond, NULL);
 	c->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
 	if (c->lock_fd < 0 || flock(c->lock_fd, LOCK_SH)) {
 		pr_err("cannot lock %s: %s", s->lock_path, strerror(errno));
@@ -672,21 +687,60 @@ static void prefault(struct rgpu_store *s, size_t bytes)
 	mdb_filehandle_t fd;
 	unsigned n;
 
-	if (!s->prefault || mdb_env_info(s->env, &info) || mdb_env_get_fd(s->env, &fd))
+	if (!s->prefault)
 		return;
+	/* the map stays where it is meanwhile: a growth waits (grow()) */
+	pthread_rwlock_rdlock(&s->map_lock);
+	if (mdb_env_info(s->env, &info) || mdb_env_get_fd(s->env, &fd))
+		goto out;
 	start = (info.me_last_pgno + 1) * s->psize;
 	start -= start % page;
 	len = bytes + bytes / 8 + (1u << 20);
 	if (start >= info.me_mapsize)
-		return;
+		goto out;
 	len = MIN(len, info.me_mapsize - start);
 	p.base = map_of(fd, info.me_mapsize);
 	if (!p.base)
-		return;
+		goto out;
 	p.base += start;
 	p.len = len;
 	n = (unsigned)MIN((size_t)(ncpu > 1 ? ncpu : 1), len / PREFAULT_SLICE + 1);
 	rgpu_parallel(MIN(n, 16u), prefault_thread, &p);
+out:
+	pthread_rwlock_unlock(&s->map_lock);
+}
+
+/* The helper that populates the next batch's pages while it is being filled. */
+static void *ahead_main(void *arg)
+{
+	struct rgpu_ckpt *c = arg;
+
+	pthread_mutex_lock(&c->ahead_lock);
+	for (;;) {
+		while (!c->ahead_want && !c->ahead_quit)
+			pthread_cond_wait(&c->ahead_cond, &c->ahead_lock);
+		if (c->ahead_quit)
+			break;
+		size_t want = c->ahead_want;
+		c->ahead_want = 0;
+		pthread_mutex_unlock(&c->ahead_lock);
+		prefault(c->s, want);
+		pthread_mutex_lock(&c->ahead_lock);
+	}
+	pthread_mutex_unlock(&c->ahead_lock);
+	return NULL;
+}
+
+static void ahead_kick(struct rgpu_ckpt *c)
+{
+	if (!c->s->prefault)
+		return;
+	pthread_mutex_lock(&c->ahead_lock);
+	if (!c->ahead_run && !pthread_create(&c->ahead, NULL, ahead_main, c))
+		c->ahead_run = 1;
+	c->ahead_want = BATCH_BUF;
+	pthread_cond_signal(&c->ahead_cond);
+	pthread_mutex_unlock(&c->ahead_lock);
 }
 
 /*
@@ -711,6 +765,8 @@ static int flush_locked(struct rgpu_ckpt *c)
 	ret = write_txn(c->s, "writing chunks", put_batch, &p);
 	c->ns_prefault += t1 - t0;
 	c->ns_txn += rgpu_now_ns() - t1;
+	if (!ret)
+		ahead_kick(c); /* the next batch's pages, while it fills */
 	pthread_mutex_unlock(&c->flush_lock);
 	pthread_mutex_lock(&c->lock);
 	/* its buffer serves again (its pages are there already) */
@@ -911,6 +967,15 @@ void rgpu_ckpt_added(struct rgpu_ckpt *c, uint64_t *chunks, uint64_t *bytes, uin
 
 static void ckpt_free(struct rgpu_ckpt *c)
 {
+	if (c->ahead_run) {
+		pthread_mutex_lock(&c->ahead_lock);
+		c->ahead_quit = 1;
+		pthread_cond_signal(&c->ahead_cond);
+		pthread_mutex_unlock(&c->ahead_lock);
+		pthread_join(c->ahead, NULL);
+	}
+	pthread_mutex_destroy(&c->ahead_lock);
+	pthread_cond_destroy(&c->ahead_cond);
 	batch_free(&c->batch);
 	free(c->spare);
 	rgpu_chunk_enc_free(c->enc);
