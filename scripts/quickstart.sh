@@ -7,7 +7,9 @@
 # The server uses this machine's GPU when `nvidia-smi -L` succeeds, and otherwise the
 # simulated device (tests/simgpu, build/lib/simgpu/libcuda.so.1). It says which.
 # Programs run: build/tests/progs/vecadd (driver API) and, when it was built,
-# build/tests/cuda/rt_basic_static (nvcc, static cudart). Exit status 0 only if all passed.
+# build/tests/cuda/rt_basic_static (nvcc, static cudart); then a job checkpointed and moved,
+# while it runs, to a second rgpud (rgpuctl checkpoint, rgpuctl migrate --cold). Exit status 0
+# only if all passed.
 set -eu
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
@@ -19,11 +21,12 @@ scripts/build.sh
 
 tmp=$(mktemp -d)
 srv=""
+srv2=""
 cleanup() {
-	if [ -n "$srv" ]; then
-		kill "$srv" 2>/dev/null || true
-		wait "$srv" 2>/dev/null || true
-	fi
+	for p in $srv $srv2; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -45,7 +48,7 @@ else
 	export SIMGPU_LOG
 fi
 
-"$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$tmp/port" --state-dir "$tmp/state" \
+"$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$tmp/port" --data "$tmp/state" \
 	--admin 127.0.0.1:0 --admin-port-file "$tmp/admin-port" --resume-grace 10 \
 	--log-level info "$@" 2>"$tmp/rgpud.log" &
 srv=$!
@@ -140,6 +143,63 @@ if wait "$holder" && "$B/bin/rgpuctl" jobs --server "$admin" --json | grep -q '"
 else
 	echo "   rgpuctl: FAILED: $(cat "$tmp/hold")"
 	failed="$failed rgpuctl"
+fi
+
+# ---- a checkpoint, then the running job moved to a second server --------------------------
+# tests/zdtm/zdtm_mixed builds patterned memory, a module global, streams, events and a graph,
+# prints READY and waits for SIGUSR1, then checks every byte and handle; three rounds.
+if [ -x "$B/tests/zdtm/zdtm_mixed" ]; then
+	"$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$tmp/port2" --data "$tmp/state2" \
+		--admin 127.0.0.1:0 --admin-port-file "$tmp/admin-port2" --resume-grace 10 \
+		--log-level info "$@" 2>"$tmp/rgpud2.log" &
+	srv2=$!
+	i=0
+	while { [ ! -s "$tmp/port2" ] || [ ! -s "$tmp/admin-port2" ]; } && [ $i -lt 200 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	admin2=127.0.0.1:$(cat "$tmp/admin-port2")
+	echo "== a second rgpud (pid $srv2) on 127.0.0.1:$(cat "$tmp/port2") (admin $admin2)"
+	ZDTM_ROUNDS=3 RGPU_LOG=info "$B/bin/rgpuctl" run --server "$server" -- \
+		"$B/tests/zdtm/zdtm_mixed" >"$tmp/z.out" 2>"$tmp/z.err" &
+	zpid=$!
+	ready() {
+		i=0
+		while [ "$(grep -c '^READY$' "$tmp/z.out")" -lt "$1" ] && [ $i -lt 1200 ] &&
+			kill -0 "$zpid" 2>/dev/null; do
+			sleep 0.05
+			i=$((i + 1))
+		done
+	}
+	ready 1
+	job=$("$B/bin/rgpuctl" jobs --server "$admin" --json | sed -n 's/.*"job": "\([0-9a-f]*\)".*/\1/p' | head -n 1)
+	echo "== $B/bin/rgpuctl checkpoint $job --server $admin"
+	"$B/bin/rgpuctl" checkpoint "$job" --server "$admin" 2>&1 | sed 's/^/     /'
+	kill -USR1 "$zpid" 2>/dev/null
+	ready 2
+	echo "== $B/bin/rgpuctl migrate $job --server $admin --to $admin2 --cold"
+	"$B/bin/rgpuctl" migrate "$job" --server "$admin" --to "$admin2" --cold 2>&1 | sed 's/^/     /'
+	echo "== $B/bin/rgpuctl jobs --server $admin --server $admin2"
+	"$B/bin/rgpuctl" jobs --server "$admin" --server "$admin2" | sed 's/^/     /'
+	kill -USR1 "$zpid" 2>/dev/null
+	ready 3
+	echo "== $B/bin/rgpuctl checkpoints --server $admin --server $admin2"
+	"$B/bin/rgpuctl" checkpoints --server "$admin" --server "$admin2" | sed 's/^/     /'
+	kill -USR1 "$zpid" 2>/dev/null
+	rc=0
+	wait "$zpid" || rc=$?
+	grep "moved from\|resumed on" "$tmp/z.err" | sed 's/.*rgpu: /     client: /'
+	sed 's/^/     /' "$tmp/z.out" | grep -v READY
+	if [ $rc -eq 0 ] && grep -q "OK rounds=3" "$tmp/z.out"; then
+		echo "   checkpoint and migration: passed (every byte and handle checked after each)"
+		passed="$passed migrate"
+	else
+		echo "   checkpoint and migration: FAILED (exit status $rc): $(tail -n 3 "$tmp/z.err")"
+		failed="$failed migrate"
+	fi
+else
+	echo "== checkpoint and migration: tests/zdtm not built (no nvcc?), skipped"
+	skipped="$skipped migrate"
 fi
 
 if ! kill -0 "$srv" 2>/dev/null; then
