@@ -36,7 +36,8 @@ fail() {
 json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 srv_start A -- --resume-grace 30
-srv_start B -- --resume-grace 30
+# B's driver places module globals elsewhere than A's (as GPUs do: the worker translates)
+srv_start B SIMGPU_GLOBALS_SKEW=65536 -- --resume-grace 30
 A=$(srv_admin A)
 B=$(srv_admin B)
 
@@ -57,6 +58,10 @@ for p in $progs; do
 		fail "$p: migrate to B: $(cat "$tmp/m1.json")"
 	[ "$(job_of A)" = "" ] || fail "$p: the job still runs on A after its migration"
 	[ "$(job_of B)" = "$job" ] || fail "$p: the job is not on B after its migration"
+	# B placed the job's module globals elsewhere: every address in them is translated
+	if [ "$p" = globals ] && ! grep -q "is now at 0x.*: translated" "$tmp/B/log"; then
+		fail "$p: no module global of the job moved on B (SIMGPU_GLOBALS_SKEW)"
+	fi
 	zdtm_go
 	# 3: back to A (only what changed travels: A's store has the rest)
 	zdtm_wait_ready 3

@@ -68,6 +68,8 @@ static size_t globals_used, globals_rw; /* bytes handed out; bytes made writable
 static uintptr_t globals_region(void)
 {
 	const int fl = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE;
+	unsigned long long skew;
+	const char *s;
 	void *p;
 
 	if (globals_base)
@@ -86,6 +88,12 @@ static uintptr_t globals_region(void)
 			(unsigned long long)GLOBALS_BASE);
 		__atomic_store_n(&globals_base, UINTPTR_MAX, __ATOMIC_RELEASE);
 		return 0;
+	}
+	/* SIMGPU_GLOBALS_SKEW=BYTES: start the region that far in, as a real driver places the
+	 * same globals elsewhere in another process (a restored job's globals then move) */
+	if ((s = getenv("SIMGPU_GLOBALS_SKEW")) && *s) {
+		skew = strtoull(s, NULL, 0);
+		globals_used = ALIGN_UP(MIN(skew, (unsigned long long)GLOBALS_SIZE / 2), GLOBALS_ALIGN);
 	}
 	__atomic_store_n(&globals_base, (uintptr_t)p, __ATOMIC_RELEASE);
 	return (uintptr_t)p;
