@@ -207,6 +207,9 @@ int main()
 	ZK(cudaFree(da));
 	ZK(cudaFree(db));
 	ZK(cudaFree(dc));
+	free(wa);
+	free(wb);
+	free(wc);
 	char summary[96];
 	snprintf(summary, sizeof(summary), "events=%d records=%llu waits=%llu", NEV, records,
 		 waits);
