@@ -7,6 +7,9 @@
  *   storepoke DIR chunk HASH flip|cut|rm   flip a bit of the chunk's last byte, cut 5 bytes off
  *                                          its end, or delete it
  *   storepoke DIR manifest ID flip|cut     the same to a manifest
+ *   storepoke DIR manifest ID seed         write a fuzz_store seed of its metadata to stdout:
+ *                                          byte 2, the chunk count (2 bytes, little-endian),
+ *                                          the metadata
  * Exit 0, or 1 with a message.
  */
 #include <lmdb.h>
@@ -59,7 +62,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc != 5)
-		return die("usage: storepoke DIR list ID | chunk HASH flip|cut|rm | manifest ID flip|cut", 0);
+		return die("usage: storepoke DIR list ID | chunk HASH flip|cut|rm | manifest ID flip|cut|seed",
+			   0);
 	if (!strcmp(argv[2], "chunk")) {
 		if (strlen(argv[3]) != 2 * RGPU_HASH_LEN)
 			return die("a chunk hash is 64 hex digits", 0);
@@ -81,6 +85,21 @@ int main(int argc, char **argv)
 	    (rc = mdb_dbi_open(t, !strcmp(argv[2], "chunk") ? "chunks" : "manifests", 0, &dbi)) ||
 	    (rc = mdb_get(t, dbi, &k, &v)))
 		return die("no such entry", rc);
+	if (!strcmp(argv[4], "seed")) {
+		const uint8_t *hashes, *meta;
+		size_t n, ml;
+		uint8_t hdr[3];
+		if (rgpu_store_manifest_decode(v.mv_data, v.mv_size, &hashes, &n, &meta, &ml))
+			return die("the manifest does not decode", 0);
+		hdr[0] = 2;
+		hdr[1] = (uint8_t)n;
+		hdr[2] = (uint8_t)(n >> 8);
+		fwrite(hdr, 1, 3, stdout);
+		fwrite(meta, 1, ml, stdout);
+		mdb_txn_abort(t);
+		mdb_env_close(env);
+		return 0;
+	}
 	if (!strcmp(argv[4], "rm")) {
 		rc = mdb_del(t, dbi, &k, NULL);
 	} else {
