@@ -93,6 +93,7 @@ int main(void)
 		ZK_LAUNCH();
 		ZK(cudaDeviceSynchronize());
 	}
+	free(hseeds);
 	snprintf(extra, sizeof(extra), "mib=%llu kind=%s chunks=%llu", mib,
 		 kind ? "compressible" : "random", nchunks);
 	return zd_ok(extra);

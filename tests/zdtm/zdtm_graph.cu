@@ -184,6 +184,11 @@ int main()
 	ZK(cudaFree(d_out));
 	ZK(cudaFree(d_new));
 	ZK(cudaFreeHost(h_src));
+	free(w_in);
+	free(w_tmp);
+	free(w_acc);
+	free(w_out);
+	free(w_new);
 	char summary[96];
 	snprintf(summary, sizeof(summary), "nodes=%d graph_launches=%llu", NODES, graph_launches);
 	return zd_ok(summary);
