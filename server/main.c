@@ -53,7 +53,7 @@ static void usage(FILE *f)
 		"      --module-cache-bytes SIZE  bound of the module cache: least recently used\n"
 		"                          images are evicted beyond it (default 1G, at most 1T;\n"
 		"                          0: no cache, every image is shipped)\n"
-		"  -w, --window BASE:SIZE  device address window (default 0x%llx:1T); must be the\n"
+		"  -w, --window BASE:SIZE  device address window (default 0x%llx:16T); must be the\n"
 		"                          same on every server a job may move between\n"
 		"      --staging N         pinned 4 MiB staging buffers per session (default 16)\n"
 		"      --port-file PATH    write the port listened on to PATH\n"

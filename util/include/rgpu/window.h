@@ -9,7 +9,7 @@
 #include <string.h>
 
 /*
- * The default base: 32 TiB, 1 TiB long. It must be free in every process that reserves it: a
+ * The default base: 32 TiB, 16 TiB long. It must be free in every process that reserves it: a
  * client (mapped PROT_NONE before the application's own mappings grow), a worker (as the hint
  * of cuMemAddressReserve, which the GPU driver honours only where its own VA is free), and
  * both under AddressSanitizer, whose x86-64 layout is fixed: shadow up to 0x10007fff7fff, the
@@ -19,7 +19,9 @@
  * written; servers announce it in the handshake and clients take it from there.
  */
 #define RGPU_WINDOW_BASE 0x200000000000ull
-#define RGPU_WINDOW_SIZE (1ull << 40)          /* default size: 1 TiB */
+/* 16 TiB: PyTorch's expandable segments reserve 1.125 times the GPU's memory each, one per
+ * stream and pool (158 GiB on an H200: 1 TiB held six, and its training ran out of it) */
+#define RGPU_WINDOW_SIZE (16ull << 40)         /* default size: 16 TiB */
 #define RGPU_GRANULE (2ull << 20)              /* mapping granularity: 2 MiB */
 #define RGPU_SUBALLOC_ALIGN 256ull             /* alignment of sub-allocations */
 
