@@ -1006,8 +1006,8 @@ int srv_replay_file(const struct srv_config *cfg, const char *path)
 			       (unsigned long long)rp.moved[i].now);
 		}
 		printf("replayed %zu records (%s): ids and addresses equal; %zu module global%s "
-		       "placed elsewhere by the driver (a migration of this job would have to "
-		       "abort)\n",
+		       "placed elsewhere by the driver (a restore translates the addresses "
+		       "inside them)\n",
 		       st_count(want), kinds, rp.nmoved, rp.nmoved == 1 ? "" : "s");
 		status = REPLAY_GLOBALS_MOVED;
 	} else {

@@ -181,7 +181,7 @@ def replay(name, data, want_status, want_first=None, want_prefixes=()):
         if p.returncode == 3:
             n = sum(line.startswith('global "') for line in lines[:-1])
             end = (": ids and addresses equal; %d module global%s placed elsewhere by the "
-                   "driver (a migration of this job would have to abort)"
+                   "driver (a restore translates the addresses inside them)"
                    % (n, "" if n == 1 else "s"))
             if not n or not lines[-1].endswith(end):
                 why.append("a line per global moved, and a last line that ends: " + end)
