@@ -235,19 +235,17 @@ const char *rgpu_ckpt_blob_of(const Rgpu__CkptMeta *m, size_t i, char *out, size
 	return out;
 }
 
-/* The verify loop on threads of its own, so the caller can report progress meanwhile. */
-struct verify_run {
+/* What the caller hears while the chunks are read */
+struct verify_tick {
 	struct verify *v;
-	unsigned n;
-	atomic_int over;
+	void (*progress)(uint64_t done, uint64_t total, void *arg);
+	void *parg;
 };
 
-static void *verify_runner(void *p)
+static void verify_tick(void *p)
 {
-	struct verify_run *r = p;
-	rgpu_parallel(r->n, verify_thread, r->v);
-	atomic_store(&r->over, 1);
-	return NULL;
+	struct verify_tick *t = p;
+	t->progress(atomic_load(&t->v->done), t->v->n, t->parg);
 }
 
 int rgpu_ckpt_verify(struct rgpu_store *s, uint64_t id, unsigned nthreads,
@@ -271,19 +269,8 @@ int rgpu_ckpt_verify(struct rgpu_store *s, uint64_t id, unsigned nthreads,
 	if (nthreads < 1)
 		nthreads = 1;
 	if (progress) {
-		struct verify_run run = {&v, nthreads, 0};
-		pthread_t t;
-		if (pthread_create(&t, NULL, verify_runner, &run) == 0) {
-			while (!atomic_load(&run.over)) {
-				struct timespec ts = {0, 200000000};
-				progress(atomic_load(&v.done), n, parg);
-				nanosleep(&ts, NULL);
-			}
-			pthread_join(t, NULL);
-		} else {
-			rgpu_parallel(nthreads, verify_thread, &v);
-		}
-		progress(atomic_load(&v.done), n, parg);
+		struct verify_tick t = {&v, progress, parg};
+		rgpu_parallel_watch(nthreads, verify_thread, &v, verify_tick, &t, 200);
 	} else {
 		rgpu_parallel(nthreads, verify_thread, &v);
 	}

@@ -38,7 +38,7 @@
 #define CH RGPU_CHUNK_MAX
 #define BATCH_CHUNKS 4                     /* device chunks one copy-out moves (8 MiB) */
 #define SNAPSHOT_SPARE (512ull << 20)       /* device memory a snapshot leaves free */
-#define PROGRESS_NS 200000000ull
+#define PROGRESS_MS 200
 
 /* What checkpoints of this job keep between them: module images' chunk hashes. */
 struct img_hashes {
@@ -567,49 +567,30 @@ out:
 	free(val);
 }
 
-static unsigned drain_threads(void)
-{
-	const char *e = getenv("RGPU_CKPT_THREADS");
-	long n = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
-	return (unsigned)(n < 1 ? 1 : n > 32 ? 32 : n);
-}
-
-struct drain_run {
+/* What the operator hears while the chunks drain */
+struct drain_tick {
 	struct drain *d;
-	unsigned n;
-	atomic_int over;
+	const char *phase;
+	uint64_t total;
 };
 
-static void *drain_runner(void *p)
+static void drain_tick(void *p)
 {
-	struct drain_run *r = p;
-	rgpu_parallel(r->n, drain_thread, r->d);
-	atomic_store(&r->over, 1);
-	return NULL;
+	struct drain_tick *t = p;
+	if (t->d->tk->progress)
+		rgpu_admin_progress(t->d->tk->progress, t->phase, atomic_load(&t->d->bytes),
+				    t->total, "bytes");
 }
 
 /* Run the items on the pool; this thread reports progress (phase, of total bytes). */
 static int drain_items(struct drain *d, const char *phase, uint64_t total)
 {
-	struct drain_run run = {d, drain_threads(), 0};
-	pthread_t t;
+	struct drain_tick t = {d, phase, total};
 
 	if (!d->nitems)
 		return 0;
-	if (pthread_create(&t, NULL, drain_runner, &run) == 0) {
-		while (!atomic_load(&run.over)) {
-			struct timespec ts = {0, (long)PROGRESS_NS};
-			if (d->tk->progress)
-				rgpu_admin_progress(d->tk->progress, phase, atomic_load(&d->bytes),
-						    total, "bytes");
-			nanosleep(&ts, NULL);
-		}
-		pthread_join(t, NULL);
-	} else {
-		rgpu_parallel(run.n, drain_thread, d);
-	}
-	if (d->tk->progress)
-		rgpu_admin_progress(d->tk->progress, phase, atomic_load(&d->bytes), total, "bytes");
+	rgpu_parallel_watch(rgpu_parallel_width(), drain_thread, d, drain_tick, &t,
+			    PROGRESS_MS);
 	return atomic_load(&d->failed) ? RGPU_EIO : 0;
 }
 

@@ -135,6 +135,7 @@ struct fill {
 	atomic_size_t next;
 	atomic_uint_fast64_t bytes;
 	atomic_int failed;
+	uint64_t total; /* bytes to fill, for the progress reports */
 	char why[300];
 	pthread_mutex_t lock;
 };
@@ -233,25 +234,10 @@ out:
 	rgpu_store_reader_end(r);
 }
 
-struct fill_run {
-	struct fill *f;
-	unsigned n;
-	atomic_int over;
-};
-
-static void *fill_runner(void *p)
+static void fill_tick(void *p)
 {
-	struct fill_run *r = p;
-	rgpu_parallel(r->n, fill_thread, r->f);
-	atomic_store(&r->over, 1);
-	return NULL;
-}
-
-static unsigned fill_threads(void)
-{
-	const char *e = getenv("RGPU_CKPT_THREADS");
-	long n = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
-	return (unsigned)(n < 1 ? 1 : n > 32 ? 32 : n);
+	struct fill *f = p;
+	rgpu_admin_progress(f->rs->admin, "restore", atomic_load(&f->bytes), f->total, "bytes");
 }
 
 /*
@@ -312,20 +298,8 @@ static int fill_device(struct restore *rs)
 	rgpu_store_reader_end(r);
 	if (ret)
 		goto out;
-	struct fill_run run = {&f, fill_threads(), 0};
-	pthread_t t;
-	if (pthread_create(&t, NULL, fill_runner, &run) == 0) {
-		while (!atomic_load(&run.over)) {
-			struct timespec ts = {0, 200000000};
-			rgpu_admin_progress(rs->admin, "restore", atomic_load(&f.bytes), total,
-					    "bytes");
-			nanosleep(&ts, NULL);
-		}
-		pthread_join(t, NULL);
-	} else {
-		rgpu_parallel(1, fill_thread, &f);
-	}
-	rgpu_admin_progress(rs->admin, "restore", atomic_load(&f.bytes), total, "bytes");
+	f.total = total;
+	rgpu_parallel_watch(rgpu_parallel_width(), fill_thread, &f, fill_tick, &f, 200);
 	if (atomic_load(&f.failed)) {
 		ret = fail(rs, RGPU_ECORRUPT, "%s", f.why);
 		goto out;

@@ -792,8 +792,7 @@ int admin_ckpt_op(const struct srv_config *cfg, struct rgpu_conn *c,
 	}
 	ret = srv_store_open(cfg, &store, why, sizeof(why));
 	if (!ret && h->type == RGPU_ADMIN_MSG_CKPT_VERIFY) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		ret = rgpu_ckpt_verify(store, req->id, (unsigned)(n > 1 ? n : 1), op_progress, c,
+		ret = rgpu_ckpt_verify(store, req->id, rgpu_parallel_width(), op_progress, c,
 				       &rep.chunks, &rep.bytes, why, sizeof(why));
 		if (ret)
 			pr_warn("verify: %s", why);

@@ -5,7 +5,11 @@
  * calls would save about 50 µs per call, nothing next to a checkpoint.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "rgpu/util.h"
 
 struct par {
@@ -40,4 +44,46 @@ unsigned rgpu_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned i), voi
 	free(t);
 	free(a);
 	return started;
+}
+
+struct watch {
+	unsigned n, ran;
+	void (*fn)(void *arg, unsigned i);
+	void *arg;
+	atomic_int over;
+};
+
+static void *watch_main(void *p)
+{
+	struct watch *w = p;
+	w->ran = rgpu_parallel(w->n, w->fn, w->arg);
+	atomic_store(&w->over, 1);
+	return NULL;
+}
+
+unsigned rgpu_parallel_watch(unsigned nthreads, void (*fn)(void *arg, unsigned i), void *arg,
+			     void (*tick)(void *targ), void *targ, unsigned period_ms)
+{
+	struct watch w = {.n = nthreads, .fn = fn, .arg = arg};
+	struct timespec ts = {period_ms / 1000, (long)(period_ms % 1000) * 1000000};
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, watch_main, &w) == 0) {
+		while (!atomic_load(&w.over)) {
+			tick(targ);
+			nanosleep(&ts, NULL);
+		}
+		pthread_join(t, NULL);
+	} else {
+		w.ran = rgpu_parallel(nthreads, fn, arg);
+	}
+	tick(targ);
+	return w.ran;
+}
+
+unsigned rgpu_parallel_width(void)
+{
+	const char *e = getenv("RGPU_CKPT_THREADS");
+	long n = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
+	return (unsigned)(n < 1 ? 1 : n > 32 ? 32 : n);
 }

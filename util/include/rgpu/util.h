@@ -128,7 +128,7 @@ int rgpu_parse_size(const char *s, uint64_t *out);
 /*
  * rgpu_fault() - a fault site the tests may fire: is `site` among the comma-separated names in
  * RGPU_FAULT? (Read once per process.) Each site is a place where a real failure can happen
- * (docs/testing.md, "Fault sites"); firing it takes that failure's path. Logged at warn when it
+ * (docs/operator-guide.md, "Testing failures on purpose"); firing it takes that failure's path. Logged at warn when it
  * fires.
  */
 int rgpu_fault(const char *site);
@@ -140,5 +140,18 @@ int rgpu_fault(const char *site);
  * number of threads that ran (at least 1).
  */
 unsigned rgpu_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned i), void *arg);
+
+/*
+ * rgpu_parallel_watch() - rgpu_parallel() on threads of its own while the calling thread calls
+ * tick(targ) every period_ms until they are done, and once more after (progress reports). When
+ * no thread can be started, the loop runs on the caller, ticked only at the end. Returns what
+ * rgpu_parallel() returns.
+ */
+unsigned rgpu_parallel_watch(unsigned nthreads, void (*fn)(void *arg, unsigned i), void *arg,
+			     void (*tick)(void *targ), void *targ, unsigned period_ms);
+
+/* rgpu_parallel_width() - threads for the checkpoint pipeline's loops: $RGPU_CKPT_THREADS,
+ * else the CPUs online; 1 to 32 */
+unsigned rgpu_parallel_width(void);
 
 #endif
