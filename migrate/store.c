@@ -321,29 +321,21 @@ int rgpu_store_chunk_decode(const void *val, size_t vlen, void *buf, size_t cap,
 			    const char **why)
 {
 	const uint8_t *p = val;
-	uint32_t ulen, clen;
+	size_t ulen;
+	int ret = rgpu_chunk_value_header(val, vlen, &ulen, why);
 
-	*why = NULL;
-	if (vlen < CHUNK_HDR || rd_le32(p) != CHUNK_MAGIC)
-		*why = "no chunk header";
-	else if ((rd_le32(p + 4) & 0xffff) != CHUNK_VERSION)
-		*why = "a chunk format this rgpu does not read";
-	if (*why)
-		return RGPU_ECORRUPT;
-	ulen = rd_le32(p + 8);
-	clen = rd_le32(p + 12);
-	if (ulen > RGPU_CHUNK_MAX || clen != vlen - CHUNK_HDR)
-		*why = "lengths that do not match its bytes (truncated?)";
-	else if (ulen > cap)
+	if (ret)
+		return ret;
+	if (ulen > cap)
 		return RGPU_ETOOBIG;
-	else if (p[6] == KIND_ZERO && clen == 0)
+	if (p[6] == KIND_ZERO) {
 		memset(buf, 0, ulen);
-	else if (p[6] == KIND_RAW && clen == ulen)
+	} else if (p[6] == KIND_RAW) {
 		memcpy(buf, p + CHUNK_HDR, ulen);
-	else if (p[6] != KIND_ZSTD || ZSTD_decompress(buf, ulen, p + CHUNK_HDR, clen) != ulen)
+	} else if (ZSTD_decompress(buf, ulen, p + CHUNK_HDR, vlen - CHUNK_HDR) != ulen) {
 		*why = "a payload that does not decompress to its length";
-	if (*why)
 		return RGPU_ECORRUPT;
+	}
 	*len = ulen;
 	return 0;
 }
