@@ -34,7 +34,7 @@ int main(int argc, char **argv)
 	MDB_env *env;
 	MDB_txn *t;
 	MDB_dbi dbi;
-	uint8_t key[RGPU_HASH_LEN], *copy;
+	uint8_t key[RGPU_HASH_LEN], *copy = NULL;
 	MDB_val k, v;
 	int rc;
 
@@ -112,8 +112,11 @@ int main(int argc, char **argv)
 		v.mv_data = copy;
 		rc = mdb_put(t, dbi, &k, &v, 0);
 	}
-	if (rc || (rc = mdb_txn_commit(t)))
+	if (rc || (rc = mdb_txn_commit(t))) {
+		free(copy);
 		return die("writing", rc);
+	}
+	free(copy);
 	mdb_env_close(env);
 	return 0;
 }
