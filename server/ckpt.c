@@ -16,10 +16,13 @@
  */
 #define LOG_PREFIX "ckpt: "
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +53,24 @@ struct srv_ckpt_cache {
 	struct img_hashes *v;
 	size_t n, cap;
 	uint8_t zero[RGPU_HASH_LEN]; /* the chunk hash of CH zero bytes */
+};
+
+/*
+ * The job's module images, each once, back to back in an unlinked file (O_TMPFILE in the data
+ * directory, else a memfd): a checkpoint reads them here, not from the module cache, whose
+ * bounds may have dropped them. Under lock: module loads (the executor) append while a
+ * checkpoint that released the job reads.
+ */
+struct kept_image {
+	uint8_t hash[RGPU_HASH_LEN];
+	uint64_t off, len;
+};
+struct srv_kept_images {
+	pthread_mutex_t lock;
+	int fd;          /* -1: none could be had (logged) */
+	uint64_t end;
+	struct kept_image *v;
+	size_t n, cap;
 };
 
 /* A window mapping to save, as its state-log record names it. */
@@ -595,6 +616,114 @@ static int drain_items(struct drain *d, const char *phase, uint64_t total)
 }
 
 /* A module image's bytes from the module cache, and its chunk hashes (cached per job). */
+static int kept_fd(struct srv_worker *w)
+{
+	const char *dir = w->cfg ? w->cfg->state_dir : NULL;
+	int fd = dir ? open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
+
+	if (fd < 0)
+		fd = memfd_create("rgpu-images", MFD_CLOEXEC);
+	if (fd < 0)
+		pr_warn("no file to keep the job's module images in (%s): its checkpoints take "
+			"them from the module cache, which may have evicted them",
+			strerror(errno));
+	return fd;
+}
+
+void srv_ckpt_keep_image(struct srv_worker *w, const uint8_t hash[RGPU_HASH_LEN],
+			 const void *data, size_t len)
+{
+	struct srv_kept_images *k = w->kept_images;
+	struct kept_image *v;
+	size_t done = 0;
+
+	if (!k) {
+		k = calloc(1, sizeof(*k));
+		if (!k)
+			return;
+		pthread_mutex_init(&k->lock, NULL);
+		k->fd = kept_fd(w);
+		w->kept_images = k;
+	}
+	pthread_mutex_lock(&k->lock);
+	for (size_t i = 0; i < k->n; i++)
+		if (!memcmp(k->v[i].hash, hash, RGPU_HASH_LEN))
+			goto out;
+	if (k->fd < 0)
+		goto out;
+	if (k->n == k->cap) {
+		v = realloc(k->v, (k->cap ? 2 * k->cap : 16) * sizeof(*v));
+		if (!v)
+			goto out;
+		k->v = v;
+		k->cap = k->cap ? 2 * k->cap : 16;
+	}
+	while (done < len) {
+		ssize_t n = pwrite(k->fd, (const uint8_t *)data + done, len - done,
+				   (off_t)(k->end + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			pr_warn("cannot keep a module image of %zu bytes for the job's checkpoints "
+				"(%s): they take images from the module cache from now on",
+				len, n < 0 ? strerror(errno) : "short write");
+			close(k->fd);
+			k->fd = -1;
+			goto out;
+		}
+		done += (size_t)n;
+	}
+	memcpy(k->v[k->n].hash, hash, RGPU_HASH_LEN);
+	k->v[k->n].off = k->end;
+	k->v[k->n].len = len;
+	k->n++;
+	k->end += len;
+out:
+	pthread_mutex_unlock(&k->lock);
+}
+
+/* The kept bytes of an image (malloc'd), or RGPU_ENOTFOUND */
+static int kept_image(struct srv_worker *w, const uint8_t *hash, void **data, size_t *len)
+{
+	struct srv_kept_images *k = w->kept_images;
+	int ret = RGPU_ENOTFOUND;
+
+	if (!k)
+		return ret;
+	pthread_mutex_lock(&k->lock);
+	for (size_t i = 0; k->fd >= 0 && i < k->n; i++) {
+		uint8_t *p;
+		size_t done = 0;
+		if (memcmp(k->v[i].hash, hash, RGPU_HASH_LEN))
+			continue;
+		p = malloc(k->v[i].len ? k->v[i].len : 1);
+		if (!p) {
+			ret = RGPU_ENOMEM;
+			break;
+		}
+		while (done < k->v[i].len) {
+			ssize_t n = pread(k->fd, p + done, k->v[i].len - done,
+					  (off_t)(k->v[i].off + done));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			done += (size_t)n;
+		}
+		if (done == k->v[i].len) {
+			*data = p;
+			*len = done;
+			ret = 0;
+		} else {
+			free(p);
+			ret = RGPU_EIO;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return ret;
+}
+
 static int image_blob(struct take *tk, struct hblob *b)
 {
 	struct srv_worker *w = tk->w;
@@ -602,15 +731,18 @@ static int image_blob(struct take *tk, struct hblob *b)
 	void *data = NULL;
 	size_t len = 0;
 	char hex[2 * RGPU_HASH_LEN + 1];
-	int ret = w->modcache ? srv_modcache_get(w->modcache, w->tenant, b->hash, &data, &len)
-			      : RGPU_ENOTFOUND;
+	int ret = kept_image(w, b->hash, &data, &len);
 
+	if (ret == RGPU_ENOMEM)
+		return fail(tk, RGPU_ENOMEM, "out of memory");
+	if (ret)
+		ret = w->modcache ? srv_modcache_get(w->modcache, w->tenant, b->hash, &data, &len)
+				  : RGPU_ENOTFOUND;
 	if (ret || len != b->size) {
 		free(data);
 		return fail(tk, RGPU_ENOTFOUND,
-			    "module image %s... (%llu bytes) is no longer in this server's module "
-			    "cache, which a checkpoint takes it from: a larger rgpud "
-			    "--module-cache-bytes keeps it",
+			    "module image %s... (%llu bytes) was not kept by the job, and is no "
+			    "longer in this server's module cache",
 			    rgpu_hex(b->hash, 6, hex), (unsigned long long)b->size);
 	}
 	b->data = data;

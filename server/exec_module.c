@@ -179,6 +179,7 @@ int h_module_load(struct srv_worker *w, struct srv_frame *f)
 	}
 	if (r != CUDA_SUCCESS)
 		goto reply;
+	srv_ckpt_keep_image(w, m->hash.data, image, len);
 	r = list_functions(w, &o, &rep);
 	if (r != CUDA_SUCCESS)
 		srv_obj_release(w, &o);

@@ -260,6 +260,7 @@ struct srv_staging;
 
 struct srv_out;
 struct srv_ckpt_cache;
+struct srv_kept_images;
 
 /*
  * The executor's barrier (hold.c): a checkpoint asks the executor to stop between two frames
@@ -408,6 +409,7 @@ struct srv_worker {
 	struct srv_hold hold;        /* the executor's barrier (hold.c) */
 	atomic_int admin_busy;       /* an admin request (checkpoint, migration) is being served */
 	struct srv_ckpt_cache *ckpt_cache; /* what checkpoints keep between them (ckpt.c) */
+	struct srv_kept_images *kept_images; /* the job's module images (srv_ckpt_keep_image) */
 	struct srv_gmove *gmoves;    /* a restored job's module globals placed elsewhere */
 	size_t ngmoves;
 	/* a restore: module images by hash for the replay (restore.c), else NULL */
@@ -694,6 +696,14 @@ struct srv_ckpt_result {
 int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		  struct rgpu_conn *progress, struct srv_ckpt_result *res, char *why,
 		  size_t whylen);
+/*
+ * srv_ckpt_keep_image() - keep a module image the driver loaded for the job, for its checkpoints:
+ * in a file of the worker's own, so that a checkpoint has the bytes even when the module cache
+ * evicted the image or never held it. Once per hash; a failure is logged once, and checkpoints
+ * then look in the module cache.
+ */
+void srv_ckpt_keep_image(struct srv_worker *w, const uint8_t hash[32], const void *data,
+			 size_t len);
 /* srv_store_open() - this server's checkpoint store (DATA/checkpoints); why filled on error */
 int srv_store_open(const struct srv_config *cfg, struct rgpu_store **out, char *why,
 		   size_t whylen);

@@ -10,7 +10,7 @@
 # checkpoint is restored on B after its program ended (the job waits there for a client that
 # will not come, and is freed); a restore of a running job's checkpoint is refused; and a
 # migration that fails at each step leaves the job running on A (the program still passes)
-# with no job left on the target.
+# with no job left on the target; a job whose module images its server does not cache moves.
 set -u
 build=$1
 shift
@@ -147,4 +147,20 @@ for fault in push_send ckpt_commit ckpt_barrier; do
 	zdtm_finish 1
 	echo "ok: a migration failing at $fault on the source: the job ran on"
 done
+# a job whose module images the module cache does not hold (--module-cache-bytes 0): its
+# worker kept them, so it is checkpointed and moved all the same
+srv_stop A
+srv_start A -- --resume-grace 30 --module-cache-bytes 0
+A=$(srv_admin A)
+zdtm_start A zdtm_globals 1
+zdtm_wait_ready 1
+job=$(job_of A)
+"$ctl" migrate "$job" --server "$A" --to "$B" --cold >"$tmp/m.out" 2>&1 ||
+	fail "migration of a job whose images are not cached: $(cat "$tmp/m.out")"
+"$ctl" jobs --server "$B" --json >"$tmp/jobs.json"
+[ "$(json "$tmp/jobs.json" '"'"$job"'" in [x["job"] for x in j["jobs"]]')" = True ] ||
+	fail "the job whose images are not cached is not on B: $(cat "$tmp/jobs.json")"
+zdtm_go
+zdtm_finish 1
+echo "ok: a job whose module images are not in the module cache moved to B"
 echo "migrate: all passed"
