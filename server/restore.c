@@ -586,7 +586,7 @@ static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why
 
 void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 		     const struct rgpu_frame_hdr *h, Rgpu__PushRequest *req, const uint8_t *proof,
-		     int ctl_fd)
+		     int ctl_fd, const char *listen)
 {
 	static struct srv_worker wk;
 	struct srv_worker *w = &wk;
@@ -648,7 +648,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 		_exit(1);
 	w->restored = 1;
 	const char *addr = req->client_address && *req->client_address ? req->client_address
-								       : srv_listen_address();
+								       : listen;
 	/* the supervisor knows the job before its client can: the redirect follows the reply */
 	atomic_store(&w->state, SRV_JOB_DISCONNECTED);
 	srv_worker_report(w);

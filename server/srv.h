@@ -194,8 +194,6 @@ int srv_tls_start(const struct srv_config *cfg, struct rgpu_conn *c, const char 
 
 /* ---- supervisor ------------------------------------------------------------------------ */
 int srv_supervise(const struct srv_config *cfg);
-/* srv_listen_address() - the client address the supervisor listens on ("HOST:PORT") */
-const char *srv_listen_address(void);
 /* srv_probe_run() - report the server's GPUs on fd (CTL_GPUS) and exit (probe.c) */
 void srv_probe_run(const struct srv_config *cfg, int fd) __attribute__((noreturn));
 
@@ -726,12 +724,13 @@ void srv_ctl_moved(struct srv_worker *w, const uint8_t *job_id, const char *addr
 /*
  * srv_restore_run() - a new worker process for a pushed checkpoint (the admin request PUSH on
  * c, header h, decoded req): take the checkpoint into this server's store and, if asked,
- * restore it as a job waiting for its client; never returns.
+ * restore it as a job waiting for its client at listen ("HOST:PORT", unless the request names
+ * the client's address); never returns.
  */
 struct Rgpu__PushRequest;
 void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 		     const struct rgpu_frame_hdr *h, struct Rgpu__PushRequest *req,
-		     const uint8_t *proof, int ctl_fd) __attribute__((noreturn));
+		     const uint8_t *proof, int ctl_fd, const char *listen) __attribute__((noreturn));
 /* srv_worker_report() - tell the supervisor about the job now (its id, state, memory) */
 void srv_worker_report(struct srv_worker *w);
 /*

@@ -86,11 +86,6 @@ struct moved {
 static struct moved *moved;
 static int nmoved;
 
-const char *srv_listen_address(void)
-{
-	return listen_addr;
-}
-
 static void moved_add(const ProtobufCBinaryData *id, const char *addr, int grace_s)
 {
 	uint64_t now = rgpu_now_ns();
@@ -968,7 +963,7 @@ int admin_push(const struct srv_config *cfg, struct rgpu_conn *c, const struct r
 		snprintf(tag, sizeof(tag), "rgpud[%d]", (int)getpid());
 		rgpu_log_set_tag(tag);
 		srv_acct_become(slot);
-		srv_restore_run(cfg, c, h, req, has ? proof : NULL, sp[1]);
+		srv_restore_run(cfg, c, h, req, has ? proof : NULL, sp[1], listen_addr);
 	}
 	close(sp[1]);
 	rgpu__push_request__free_unpacked(req, NULL);
