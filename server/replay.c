@@ -12,8 +12,8 @@
  * may put one elsewhere. A global rebuilt with the same id, parent, name and size at another
  * address is not a failed rebuild but an outcome of its own, reported global by global: the
  * rest of the log must still be equal exactly (the rebuilt log, with those addresses put back,
- * must compare equal), and srv_replay() still fails, since a migration that moves a global
- * must abort; rgpud --replay reports it with its own exit status.
+ * must compare equal). A restore (srv_replay_restore) keeps the client's address for such a
+ * global and translates it; rgpud --replay reports it with its own exit status.
  *
  * Also here: rgpud --replay FILE (srv_replay_file), which does this on a worker set up as for a
  * job, for the replay tests (RGPU_STATE_DUMP) and for an operator checking a dump.
@@ -759,29 +759,6 @@ static int replay_job(struct replay *rp)
 	if (ret)
 		return ret;
 	return verify(rp);
-}
-
-int srv_replay(struct srv_worker *w, struct st_log *want, const uint8_t *journals, size_t jlen,
-	       char *why, size_t whylen)
-{
-	struct replay rp = {w, want, journals, journals ? jlen : 0, 0, why, whylen, NULL, 0, 0};
-	int ret;
-
-	if (!w || !want || !why || !whylen)
-		return RGPU_EINVAL;
-	why[0] = '\0';
-	ret = replay_job(&rp);
-	if (ret == 0 && rp.nmoved) {
-		/* a job whose globals moved cannot go on here: its pointers to them are stale */
-		const struct st_rec *g = rp.moved[0].want;
-		ret =
-		    fail(&rp, g, RGPU_ECORRUPT,
-			 "placed by the driver at 0x%llx instead; %zu module global%s placed "
-			 "elsewhere in all",
-			 (unsigned long long)rp.moved[0].now, rp.nmoved, rp.nmoved == 1 ? "" : "s");
-	}
-	free(rp.moved);
-	return ret;
 }
 
 int srv_replay_restore(struct srv_worker *w, struct st_log *want, const uint8_t *journals,

@@ -377,7 +377,7 @@ struct srv_worker {
 	int exec_recorded;       /* its reply already recorded it */
 	unsigned verified, mismatches; /* RGPU_VERIFY_LOG comparisons */
 	size_t dump_max;         /* RGPU_STATE_DUMP: records in the largest log written */
-	int replaying;           /* srv_replay(): handlers run, nothing is sent */
+	int replaying;           /* a replay: handlers run, nothing is sent */
 	int restored;            /* rebuilt from a checkpoint (restore.c): no link yet */
 	CUresult replay_result;  /* replaying: the result the handler would have replied */
 
@@ -452,10 +452,10 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen);
 /* ---- replay (replay.c) ------------------------------------------------------------------ */
 
 /*
- * srv_replay() - rebuild the job recorded in want on this worker: every record re-created in
- * creation order by running the request it came from through srv_exec() (captured graphs from
- * their capture journals), then checked: the worker's log must equal want (same ids, fields and
- * addresses) and the worker must hold every object and mapping. The worker must be set up
+ * srv_replay_restore() - rebuild the job recorded in want on this worker: every record
+ * re-created in creation order by running the request it came from through srv_exec()
+ * (captured graphs from their capture journals), then checked: the worker's log must equal
+ * want (same ids, fields and addresses) and the worker must hold every object and mapping. The worker must be set up
  * (srv_worker_setup, module cache, srv_log_init with an empty log) and have w->replaying set.
  * @journals, @jlen: the kept capture journals (RGPU_STATE_DUMP's .journals layout: per graph,
  *                   graph id and length as u64 LE, then the journal); NULL and 0 for none.
@@ -463,14 +463,9 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen);
  * Returns 0 or RGPU_EINVAL (worker not ready), RGPU_ECUDA (a handler failed), RGPU_ENOTFOUND
  * (a module image or journal that is not here), RGPU_EUNSUPPORTED (a record this cannot
  * rebuild yet), RGPU_ECORRUPT (malformed journals, a journal whose hash differs, or a rebuilt
- * state that differs from want, a module global placed elsewhere included), RGPU_ENOMEM or RGPU_EPROTO (a handler refused a request).
- */
-int srv_replay(struct srv_worker *w, struct st_log *want, const uint8_t *journals, size_t jlen,
-	       char *why, size_t whylen);
-/*
- * srv_replay_restore() - srv_replay() for a restore: a module global the driver placed
- * elsewhere is no failure; its record keeps the address the client holds, and w->gmoves
- * translates that address for the driver (window_map.c). Same returns otherwise.
+ * state that differs from want), RGPU_ENOMEM or RGPU_EPROTO (a handler refused a request).
+ * A module global the driver placed elsewhere is no failure: its record keeps the address the
+ * client holds, and w->gmoves translates that address for the driver (window_map.c).
  */
 int srv_replay_restore(struct srv_worker *w, struct st_log *want, const uint8_t *journals,
 		       size_t jlen, char *why, size_t whylen);
