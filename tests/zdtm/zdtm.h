@@ -50,19 +50,25 @@ static volatile sig_atomic_t zd_signalled;
 	} while (0)
 #define ZK_LAUNCH() ZK(cudaGetLastError())
 
-// zd_fail() - one failed check: prints `zdtm NAME: FAIL <what>` and counts it.
+// zd_vfail() - one failed check: prints `zdtm NAME: FAIL <what>` and counts it.
+static void zd_vfail(const char *fmt, va_list ap)
+{
+	printf("zdtm %s: FAIL ", zd_name);
+	vprintf(fmt, ap);
+	putchar('\n');
+	fflush(stdout);
+	zd_failures++;
+}
+
+// zd_fail() - zd_vfail() with its arguments.
 static void zd_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void zd_fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("zdtm %s: FAIL ", zd_name);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	zd_vfail(fmt, ap);
 	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-	zd_failures++;
 }
 
 // zd_expect() - an exact value check (a handle, an attribute, a status): counted when it passes.
@@ -75,13 +81,9 @@ static bool zd_expect(bool ok, const char *fmt, ...)
 		zd_checks++;
 		return true;
 	}
-	printf("zdtm %s: FAIL ", zd_name);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	zd_vfail(fmt, ap);
 	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-	zd_failures++;
 	return false;
 }
 
