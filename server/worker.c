@@ -800,6 +800,27 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen)
  * A client resumes a job that lives in another worker: hand its connection to that worker
  * through the supervisor, or refuse it when no such job exists. Never returns.
  */
+/*
+ * A resume the supervisor did not hand to a job: answer it with one frame of type on the
+ * client's connection (c itself when relayed under TLS, else the released fd wrapped again),
+ * then close it.
+ */
+static void answer_unrouted(struct rgpu_conn *c, int fd, int relay, unsigned type,
+			    const ProtobufCMessage *body)
+{
+	struct rgpu_frame_hdr h = {.type = type};
+
+	if (relay)
+		close(fd);
+	else
+		c = rgpu_tcp_wrap(fd);
+	if (!c)
+		return;
+	rgpu_conn_set_msgs(c, &rgpu_job_msgs);
+	rgpu_frame_send_hdr(c, &h, body, NULL);
+	rgpu_conn_close(c);
+}
+
 static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *hello,
 		  uint8_t *body, size_t blen, uint8_t *proof)
 {
@@ -853,20 +874,11 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 	if (!ret && result == RGPU_EMOVED && r && r->error && *r->error) {
 		/* the job moved away while its client's link was down: send the client on */
 		Rgpu__Redirect rd = RGPU__REDIRECT__INIT;
-		struct rgpu_frame_hdr h = {.type = RGPU_MSG_REDIRECT};
 		pr_info("resume of job %s from %s: the job moved to %s; redirected", job, peer,
 			r->error);
-		if (relay)
-			close(fd);
-		else
-			c = rgpu_tcp_wrap(fd);
-		if (c) {
-			rgpu_conn_set_msgs(c, &rgpu_job_msgs);
-			rd.server = r->error;
-			rd.reason = "moved";
-			rgpu_frame_send_hdr(c, &h, &rd.base, NULL);
-			rgpu_conn_close(c);
-		}
+		rd.server = r->error;
+		rd.reason = "moved";
+		answer_unrouted(c, fd, relay, RGPU_MSG_REDIRECT, &rd.base);
 		rgpu__ctl__free_unpacked(r, NULL);
 		_exit(0);
 	}
@@ -874,22 +886,13 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 		rgpu__ctl__free_unpacked(r, NULL);
 	if (ret || result) {
 		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-		struct rgpu_frame_hdr h = {.type = RGPU_MSG_ERROR};
 		char msg[160];
 		snprintf(msg, sizeof(msg),
 			 "no job %s on this server (it ended, or its grace period passed)", job);
 		pr_warn("refused a resume from %s: %s", peer, msg);
-		if (relay)
-			close(fd);
-		else
-			c = rgpu_tcp_wrap(fd);
-		if (c) {
-			rgpu_conn_set_msgs(c, &rgpu_job_msgs);
-			pe.code = RGPU_ENOTFOUND;
-			pe.message = msg;
-			rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
-			rgpu_conn_close(c);
-		}
+		pe.code = RGPU_ENOTFOUND;
+		pe.message = msg;
+		answer_unrouted(c, fd, relay, RGPU_MSG_ERROR, &pe.base);
 	} else {
 		pr_debug("resume of job %s from %s handed to its worker%s", job, peer,
 			 relay ? " (relayed: TLS)" : "");

@@ -58,6 +58,9 @@ for p in $progs; do
 		fail "$p: migrate to B: $(cat "$tmp/m1.json")"
 	[ "$(job_of A)" = "" ] || fail "$p: the job still runs on A after its migration"
 	[ "$(job_of B)" = "$job" ] || fail "$p: the job is not on B after its migration"
+	# a client that resumes the job on A (its link broke during the move) is sent on to B
+	RGPU_E2E_PORT=$(srv_port A) "$build/tests/e2e/resume" moved "$job" "127.0.0.1:$(srv_port B)" \
+		>"$tmp/moved.out" 2>&1 || fail "$p: resume on A after the move: $(cat "$tmp/moved.out")"
 	# B placed the job's module globals elsewhere: every address in them is translated
 	if [ "$p" = globals ] && ! grep -q "is now at 0x.*: translated" "$tmp/B/log"; then
 		fail "$p: no module global of the job moved on B (SIMGPU_GLOBALS_SKEW)"

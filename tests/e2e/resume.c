@@ -9,6 +9,10 @@
  *   - with the client gone, the job's worker is gone within 1 s of the grace period's end.
  *
  * Usage: resume   (RGPU_E2E_PORT, RGPU_E2E_PID and RGPU_E2E_LOGFILE come from with_server.sh)
+ *
+ *        resume moved JOB ADDR   (migrate.sh: RGPU_E2E_PORT is the server job JOB, 32 hex
+ *                                 digits, moved away from) a resume of JOB there is answered
+ *                                 with MSG_REDIRECT naming ADDR, whatever the token
  */
 #include <signal.h>
 #include <stdio.h>
@@ -166,7 +170,44 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int main(void)
+/* resume moved JOB ADDR: the server sends a client of a job that moved away on to ADDR */
+static int moved(const char *hex, const char *want)
+{
+	Rgpu__Hello hm = RGPU__HELLO__INIT;
+	Rgpu__Redirect *rd;
+	struct rgpu_frame_hdr h;
+	struct rgpu_conn *c = dial();
+	uint8_t *body = NULL;
+
+	if (strlen(hex) != 32)
+		FAIL("a job id is 32 hex digits: %s", hex);
+	for (int i = 0; i < 16; i++)
+		if (sscanf(hex + 2 * i, "%2hhx", &job[i]) != 1)
+			FAIL("a job id is 32 hex digits: %s", hex);
+	memset(token, 0x5a, sizeof(token));
+	hm.protocol_version = RGPU_PROTO_VERSION;
+	hm.client_program = "resume-test";
+	hm.job_id.data = job;
+	hm.job_id.len = 16;
+	hm.resume_token.data = token;
+	hm.resume_token.len = 32;
+	if (rgpu_frame_send(c, RGPU_MSG_HELLO, 0, 0, 0, &hm.base, NULL, 0) ||
+	    rgpu_frame_recv_within(c, RGPU_PEER_CLIENT, &h, &body, 10000))
+		FAIL("no answer to the resume of a moved job");
+	if (h.type != RGPU_MSG_REDIRECT)
+		FAIL("the resume of a moved job was answered by type %u, not MSG_REDIRECT", h.type);
+	rd = rgpu__redirect__unpack(NULL, h.body_len, body);
+	if (!rd || !rd->server || strcmp(rd->server, want))
+		FAIL("redirected to %s, not %s", rd && rd->server ? rd->server : "nothing", want);
+	printf("resume of moved job %s: redirected to %s (%s)\n", hex, rd->server,
+	       rd->reason ? rd->reason : "");
+	rgpu__redirect__free_unpacked(rd, NULL);
+	free(body);
+	rgpu_conn_close(c);
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	const char *p = getenv("RGPU_E2E_PORT");
 	struct rgpu_conn *c;
@@ -175,6 +216,10 @@ int main(void)
 	uint8_t old_token[32], bad[32];
 	char err[256];
 
+	if (argc == 4 && !strcmp(argv[1], "moved") && p) {
+		port = atoi(p);
+		return moved(argv[2], argv[3]);
+	}
 	if (!p || !getenv("RGPU_E2E_PID"))
 		FAIL("run me with with_server.sh");
 	port = atoi(p);
