@@ -1,6 +1,7 @@
 /*
- * The checkpoint store (rgpu/store.h; docs/formats.md, "The checkpoint store"). One LMDB
- * environment, three named databases:
+ * The checkpoint store (rgpu/store.h; docs/formats.md, "The store"). One LMDB environment per
+ * server; the store's own three named databases (the module cache adds its five through
+ * rgpu_store_table/_write, server/modcache.c):
  *   chunks     chunk hash (32 bytes) -> chunk value: a 16-byte header, then the payload
  *   manifests  checkpoint id (8 bytes big-endian, so LMDB's order is the ids') -> manifest
  *   meta       "format" -> "RGST" + version; "next_id" -> the next checkpoint id
@@ -243,7 +244,7 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 	if (e && *e) /* tests: a small first map, to see it grow */
 		initial = strtoull(e, NULL, 0);
 	/* chunk batches are written without waiting for the disk: commit makes them durable */
-	if ((rc = mdb_env_create(&s->env)) || (rc = mdb_env_set_maxdbs(s->env, 4)) ||
+	if ((rc = mdb_env_create(&s->env)) || (rc = mdb_env_set_maxdbs(s->env, 16)) ||
 	    (rc = mdb_env_set_mapsize(s->env, initial)) ||
 	    (rc = mdb_env_open(s->env, dir, MDB_NOTLS | MDB_NOSYNC | MDB_WRITEMAP, 0640))) {
 		ret = mdb_err(dir, rc);
@@ -294,6 +295,34 @@ void rgpu_store_close(struct rgpu_store *s)
 	pthread_mutex_destroy(&s->grow_lock);
 	pthread_rwlock_destroy(&s->map_lock);
 	free(s);
+}
+
+int rgpu_store_table(struct rgpu_store *s, const char *name, unsigned flags, MDB_dbi *dbi)
+{
+	MDB_txn *t;
+	int rc = txn_begin(s, 0, &t);
+
+	if (!rc && (rc = mdb_dbi_open(t, name, flags, dbi)))
+		mdb_txn_abort(t);
+	else if (!rc)
+		rc = mdb_txn_commit(t);
+	return rc ? mdb_err(name, rc) : 0;
+}
+
+int rgpu_store_read(struct rgpu_store *s, MDB_txn **t)
+{
+	int rc = txn_begin(s, MDB_RDONLY, t);
+	return rc ? mdb_err("read transaction", rc) : 0;
+}
+
+int rgpu_store_write(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
+		     void *arg, int durable)
+{
+	int ret = write_txn(s, what, fn, arg), rc;
+
+	if (!ret && durable && (rc = mdb_env_sync(s->env, 1)))
+		ret = mdb_err(what, rc);
+	return ret;
 }
 
 int rgpu_store_chunk_has(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN])

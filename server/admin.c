@@ -73,13 +73,11 @@ static void do_checkpoint(struct admin_req *a)
 	Rgpu__CheckpointReply rep = RGPU__CHECKPOINT_REPLY__INIT;
 	Rgpu__CkptInfo info = RGPU__CKPT_INFO__INIT;
 	struct srv_ckpt_result res;
-	struct rgpu_store *store = NULL;
 	char why[400] = "", host[256] = "";
-	int ret = srv_store_open(w->cfg, &store, why, sizeof(why));
+	int ret = srv_worker_store(w, why, sizeof(why));
 
 	if (!ret)
-		ret = srv_ckpt_take(w, store, 0, a->c, &res, why, sizeof(why));
-	rgpu_store_close(store);
+		ret = srv_ckpt_take(w, w->store, 0, a->c, &res, why, sizeof(why));
 	rep.result = ret;
 	rep.error = why;
 	if (!ret) {
@@ -173,7 +171,6 @@ static void do_migrate(struct admin_req *a)
 	Rgpu__MigrateRequest *req = RGPU_PB_UNPACK(rgpu__migrate_request, a->len, a->body);
 	Rgpu__MigrateReply rep = RGPU__MIGRATE_REPLY__INIT;
 	Rgpu__PushReply *pr = NULL;
-	struct rgpu_store *store = NULL;
 	struct rgpu_admin *peer = NULL;
 	struct srv_ckpt_result res = {0};
 	struct rgpu_push_opts opts = {0};
@@ -196,9 +193,9 @@ static void do_migrate(struct admin_req *a)
 			 w->client_host, w->client_pid);
 	}
 	if (!ret)
-		ret = srv_store_open(w->cfg, &store, why, sizeof(why));
+		ret = srv_worker_store(w, why, sizeof(why));
 	if (!ret) {
-		ret = srv_ckpt_take(w, store, 1, a->c, &res, why, sizeof(why));
+		ret = srv_ckpt_take(w, w->store, 1, a->c, &res, why, sizeof(why));
 		held = !ret;
 		t_held = rgpu_now_ns();
 	}
@@ -214,7 +211,7 @@ static void do_migrate(struct admin_req *a)
 		opts.token = w->token;
 		opts.token_prev = atomic_load(&w->token_prev_ok) ? w->token_prev : NULL;
 		opts.client_address = req->client_address;
-		ret = rgpu_push_send(peer, store, res.id, &opts, forward_progress, a->c, &pr, &sent,
+		ret = rgpu_push_send(peer, w->store, res.id, &opts, forward_progress, a->c, &pr, &sent,
 				     &sent_bytes, err, sizeof(err));
 		if (ret)
 			snprintf(why, sizeof(why), "%s", err);
@@ -257,7 +254,6 @@ reply:
 		rgpu__push_reply__free_unpacked(pr, NULL);
 	if (req)
 		rgpu__migrate_request__free_unpacked(req, NULL);
-	rgpu_store_close(store);
 	if (!ret) {
 		/* the job lives on the target now: everything here goes with the process */
 		rgpu_conn_close(a->c);

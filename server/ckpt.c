@@ -948,12 +948,36 @@ int srv_store_open(const struct srv_config *cfg, struct rgpu_store **out, char *
 			 strerror(errno));
 		return RGPU_ESYS;
 	}
-	snprintf(dir, sizeof(dir), "%s/checkpoints", cfg->state_dir);
+	snprintf(dir, sizeof(dir), "%s/store", cfg->state_dir);
 	ret = rgpu_store_open(dir, out);
 	if (ret)
-		snprintf(why, whylen, "the checkpoint store %s cannot be opened: %s", dir,
+		snprintf(why, whylen, "the store %s cannot be opened: %s", dir,
 			 rgpu_strerror(ret));
 	return ret;
+}
+
+int srv_worker_store(struct srv_worker *w, char *why, size_t whylen)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&w->store_lock);
+	if (!w->store)
+		ret = srv_store_open(w->cfg, &w->store, why, whylen);
+	pthread_mutex_unlock(&w->store_lock);
+	return ret;
+}
+
+void srv_worker_modcache(struct srv_worker *w, const char *without)
+{
+	char why[600];
+	int ret;
+
+	if (w->modcache || !w->cfg->state_dir || !w->cfg->module_cache_bytes)
+		return;
+	if ((ret = srv_worker_store(w, why, sizeof(why))))
+		pr_warn("module cache unavailable: %s; %s", why, without);
+	else if ((ret = srv_modcache_open(w->store, w->cfg->module_cache_bytes, &w->modcache)))
+		pr_warn("module cache unavailable: %s; %s", rgpu_strerror(ret), without);
 }
 
 int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,

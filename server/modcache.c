@@ -1,9 +1,11 @@
 /*
- * The module image cache: images named by their SHA-256, kept in one LMDB environment per
- * server (<state-dir>/modules) and shared by all its workers, so a client sends an image's
- * bytes only the first time any session of this server needs it. Each worker opens the
- * environment after fork (LMDB environments must not cross fork). Entries are immutable: a
- * hash names exactly one content, so concurrent puts of the same key are harmless.
+ * The module image cache: images named by their SHA-256, kept in tables of the server's store
+ * (<data>/store, migrate/store.c: the one LMDB environment that also holds the checkpoints) and
+ * shared by all its workers, so a client sends an image's bytes only the first time any
+ * session of this server needs it. Each worker opens the store after fork (LMDB environments
+ * must not cross fork). Entries are immutable: a hash names exactly one content, so concurrent
+ * puts of the same key are harmless. A put is on disk when it returns; a use (the order) is
+ * not waited for.
  *
  * Only images the driver has loaded are stored (exec_module.c), and the images together stay
  * within a byte bound (rgpud --module-cache-bytes): a put first evicts the least recently used
@@ -20,16 +22,15 @@
  * and an image nobody owns any more leaves the cache. Without --keys all sessions are one
  * tenant, "". rgpud --replay, the operator's, reads any image.
  *
- * Layout (formats.md), five named databases:
+ * Layout (formats.md), five named databases of the store's environment:
  *   images  hash -> magic "RGMI" (u32 0x494d4752), format version (u32, 1), then the image
  *   uses    hash -> last use (u64 LE), image bytes (u64 LE)
  *   lru     last use (u64 big-endian: LMDB's key order is then the age order) -> hash
  *   owners  tenant, NUL, hash -> the tenant's last use (u64 LE), image bytes (u64 LE)
  *   holders hash -> tenant, NUL (sorted duplicates: every owner of the image)
  * A last use is a counter: the largest in lru, plus one. A value that fails its magic, version
- * or hash is deleted, so the next load ships the image again and repairs the cache. Version 1
- * of the layout kept the images in the unnamed database; they are dropped when the cache opens,
- * as are images that no tenant owns (a cache written before owners existed).
+ * or hash is deleted, so the next load ships the image again and repairs the cache. Images that
+ * no tenant owns (an owners record lost) are dropped when the cache opens.
  */
 #define LOG_PREFIX "modcache: "
 #include <errno.h>
@@ -43,10 +44,10 @@
 #include "rgpu/err.h"
 #include "rgpu/hash.h"
 #include "rgpu/log.h"
+#include "rgpu/store.h"
 #include "rgpu/util.h"
 #include "srv.h"
 
-#define MODCACHE_MAP_SIZE (64ull << 30)  /* address space only; the file grows as used */
 #define MODCACHE_MAGIC 0x494d4752u         /* "RGMI" */
 #define MODCACHE_VERSION 1u
 #define MODCACHE_HDR 8
@@ -54,7 +55,7 @@
 #define MODCACHE_OWNER_KEY (RGPU_TENANT_MAX + 1 + RGPU_HASH_LEN)
 
 struct srv_modcache {
-	MDB_env *env;
+	struct rgpu_store *store; /* not the cache's: closed by whoever opened it */
 	MDB_dbi images, uses, lru, owners, holders;
 	uint64_t max_bytes;
 };
@@ -80,52 +81,6 @@ static uint64_t rd_be64(const uint8_t in[8])
 	for (int i = 0; i < 8; i++)
 		v = v << 8 | in[i];
 	return v;
-}
-
-static int mkdirs(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0750) && errno != EEXIST) {
-			pr_warn("cannot create %s: %s", path, strerror(errno));
-			return RGPU_ESYS;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0750) && errno != EEXIST) {
-		pr_warn("cannot create %s: %s", path, strerror(errno));
-		return RGPU_ESYS;
-	}
-	return 0;
-}
-
-/* Version 1 kept the images in the unnamed database, keyed by their hash: drop them. */
-static int drop_version1(MDB_txn *txn)
-{
-	MDB_dbi main;
-	MDB_cursor *cur;
-	MDB_val k, v;
-	unsigned n = 0;
-	int rc = mdb_dbi_open(txn, NULL, 0, &main);
-
-	if (!rc)
-		rc = mdb_cursor_open(txn, main, &cur);
-	if (rc)
-		return rc;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		/* the named databases' own records have their short names as keys */
-		if (k.mv_size == RGPU_HASH_LEN && (rc = mdb_cursor_del(cur, 0)) == 0)
-			n++;
-		else if (rc)
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (n)
-		pr_info("dropped %u image(s) of the cache's version-1 layout", n);
-	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 /* The image bytes cached and how many images. */
@@ -409,73 +364,66 @@ static int drop_unowned(struct srv_modcache *mc, MDB_txn *txn)
 	return rc;
 }
 
-int srv_modcache_open(const char *dir, uint64_t max_bytes, struct srv_modcache **out)
+static int open_fn(MDB_txn *txn, void *arg)
 {
-	char path[4096];
+	struct srv_modcache *mc = arg;
+	int rc = drop_unowned(mc, txn);
+
+	/* a server started with a smaller bound than the cache holds */
+	return rc ? rc : evict(mc, txn, 0);
+}
+
+int srv_modcache_open(struct rgpu_store *store, uint64_t max_bytes, struct srv_modcache **out)
+{
 	struct srv_modcache *mc = calloc(1, sizeof(*mc));
-	MDB_txn *txn;
-	int rc;
+	int ret;
 
 	if (!mc)
 		return RGPU_ENOMEM;
+	mc->store = store;
 	mc->max_bytes = max_bytes;
-	snprintf(path, sizeof(path), "%s/modules", dir);
-	if (mkdirs(path))
-		goto out_free;
-	rc = mdb_env_create(&mc->env);
-	if (rc)
-		goto out_free;
-	mdb_env_set_maxdbs(mc->env, 5);
-	/* twice the bound: evicted pages are reused only once no reader holds them */
-	mdb_env_set_mapsize(mc->env, MAX(MODCACHE_MAP_SIZE, 2 * max_bytes));
-	rc = mdb_env_open(mc->env, path, MDB_NOTLS, 0640);
-	if (rc) {
-		pr_warn("mdb_env_open %s: %s", path, mdb_strerror(rc));
-		goto out_env;
-	}
-	rc = mdb_txn_begin(mc->env, NULL, 0, &txn);
-	if (rc)
-		goto out_env;
-	rc = drop_version1(txn);
-	if (!rc)
-		rc = mdb_dbi_open(txn, "images", MDB_CREATE, &mc->images);
-	if (!rc)
-		rc = mdb_dbi_open(txn, "uses", MDB_CREATE, &mc->uses);
-	if (!rc)
-		rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &mc->lru);
-	if (!rc)
-		rc = mdb_dbi_open(txn, "owners", MDB_CREATE, &mc->owners);
-	if (!rc)
-		rc = mdb_dbi_open(txn, "holders", MDB_CREATE | MDB_DUPSORT, &mc->holders);
-	if (!rc)
-		rc = drop_unowned(mc, txn);
-	/* a server started with a smaller bound than the cache holds */
-	if (!rc)
-		rc = evict(mc, txn, 0);
-	if (!rc)
-		rc = mdb_txn_commit(txn);
-	else
-		mdb_txn_abort(txn);
-	if (rc) {
-		pr_warn("cannot open the cache in %s: %s", path, mdb_strerror(rc));
-		goto out_env;
+	if ((ret = rgpu_store_table(store, "images", MDB_CREATE, &mc->images)) ||
+	    (ret = rgpu_store_table(store, "uses", MDB_CREATE, &mc->uses)) ||
+	    (ret = rgpu_store_table(store, "lru", MDB_CREATE, &mc->lru)) ||
+	    (ret = rgpu_store_table(store, "owners", MDB_CREATE, &mc->owners)) ||
+	    (ret = rgpu_store_table(store, "holders", MDB_CREATE | MDB_DUPSORT, &mc->holders)) ||
+	    (ret = rgpu_store_write(store, "opening the module cache", open_fn, mc, 1))) {
+		free(mc);
+		return ret;
 	}
 	*out = mc;
 	return 0;
-out_env:
-	mdb_env_close(mc->env);
-out_free:
-	free(mc);
-	return RGPU_ESYS;
+}
+
+struct drop_arg {
+	struct srv_modcache *mc;
+	const uint8_t *hash;
+};
+
+static int drop_fn(MDB_txn *txn, void *arg)
+{
+	struct drop_arg *d = arg;
+	forget(d->mc, txn, d->hash);
+	return 0;
 }
 
 static void drop(struct srv_modcache *mc, const uint8_t hash[32])
 {
-	MDB_txn *txn;
-	if (mdb_txn_begin(mc->env, NULL, 0, &txn))
-		return;
-	forget(mc, txn, hash);
-	mdb_txn_commit(txn);
+	struct drop_arg d = {mc, hash};
+	rgpu_store_write(mc->store, "dropping a damaged image", drop_fn, &d, 0);
+}
+
+struct touch_arg {
+	struct srv_modcache *mc;
+	const uint8_t *hash;
+	uint64_t len;
+	const char *tenant;
+};
+
+static int touch_fn(MDB_txn *txn, void *arg)
+{
+	struct touch_arg *t = arg;
+	return touch(t->mc, txn, t->hash, t->len, t->tenant);
 }
 
 int srv_modcache_get(struct srv_modcache *mc, const char *tenant, const uint8_t hash[32],
@@ -485,10 +433,10 @@ int srv_modcache_get(struct srv_modcache *mc, const char *tenant, const uint8_t 
 	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash}, v;
 	uint8_t check[RGPU_HASH_LEN], ok[MODCACHE_OWNER_KEY];
 	const uint8_t *p;
-	int rc = mdb_txn_begin(mc->env, NULL, MDB_RDONLY, &txn);
+	int rc = rgpu_store_read(mc->store, &txn);
 
 	if (rc)
-		return RGPU_ESYS;
+		return rc;
 	if (tenant) {
 		/* another tenant's image is a miss like any other: nothing tells them apart */
 		MDB_val o = {.mv_size = owner_key(ok, tenant, hash), .mv_data = ok};
@@ -527,22 +475,54 @@ int srv_modcache_get(struct srv_modcache *mc, const char *tenant, const uint8_t 
 		return RGPU_ECORRUPT;
 	}
 	/* the most recently used now; failing that, it only ages sooner */
-	if (mdb_txn_begin(mc->env, NULL, 0, &txn) == 0) {
-		if (touch(mc, txn, hash, *len, tenant) == 0)
-			mdb_txn_commit(txn);
-		else
-			mdb_txn_abort(txn);
-	}
+	struct touch_arg t = {mc, hash, *len, tenant};
+	rgpu_store_write(mc->store, "noting an image's use", touch_fn, &t, 0);
 	return 0;
+}
+
+struct put_arg {
+	struct srv_modcache *mc;
+	const char *tenant;
+	uint64_t tenant_max;
+	const uint8_t *hash;
+	const void *data;
+	size_t len;
+};
+
+static int put_fn(MDB_txn *txn, void *arg)
+{
+	struct put_arg *p = arg;
+	struct srv_modcache *mc = p->mc;
+	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)p->hash}, v;
+	int rc;
+
+	if (mdb_get(txn, mc->images, &k, &v) == 0) {
+		/* cached already (perhaps for another tenant): just used, and this tenant's too */
+		rc = touch(mc, txn, p->hash, p->len, p->tenant);
+		return !rc && p->tenant ? own(mc, txn, p->tenant, p->tenant_max, p->hash, p->len)
+					: rc;
+	}
+	rc = evict(mc, txn, p->len);
+	/* reserve, then write in place: a large image is not copied twice */
+	v.mv_size = p->len + MODCACHE_HDR;
+	if (!rc)
+		rc = mdb_put(txn, mc->images, &k, &v, MDB_NOOVERWRITE | MDB_RESERVE);
+	if (!rc) {
+		wr_le32(v.mv_data, MODCACHE_MAGIC);
+		wr_le32((uint8_t *)v.mv_data + 4, MODCACHE_VERSION);
+		memcpy((uint8_t *)v.mv_data + MODCACHE_HDR, p->data, p->len);
+		rc = touch(mc, txn, p->hash, p->len, p->tenant);
+	}
+	if (!rc && p->tenant)
+		rc = own(mc, txn, p->tenant, p->tenant_max, p->hash, p->len);
+	return rc;
 }
 
 int srv_modcache_put(struct srv_modcache *mc, const char *tenant, uint64_t tenant_max,
 		     const uint8_t hash[32], const void *data, size_t len)
 {
-	MDB_txn *txn;
-	MDB_val k = {.mv_size = RGPU_HASH_LEN, .mv_data = (void *)hash};
-	MDB_val v = {.mv_size = len + MODCACHE_HDR};
-	int rc;
+	struct put_arg p = {mc, tenant, tenant_max, hash, data, len};
+	int ret;
 
 	if (len > mc->max_bytes) {
 		pr_warn_once("not caching a %zu-byte image: more than the cache's %llu bytes "
@@ -556,46 +536,19 @@ int srv_modcache_put(struct srv_modcache *mc, const char *tenant, uint64_t tenan
 			     len, srv_tenant_label(tenant), (unsigned long long)tenant_max);
 		return RGPU_ETOOBIG;
 	}
-	rc = mdb_txn_begin(mc->env, NULL, 0, &txn);
-	if (rc)
-		return RGPU_ESYS;
-	if (mdb_get(txn, mc->images, &k, &v) == 0) {
-		/* cached already (perhaps for another tenant): just used, and this tenant's too */
-		rc = touch(mc, txn, hash, len, tenant);
-		if (!rc && tenant)
-			rc = own(mc, txn, tenant, tenant_max, hash, len);
-		goto out_commit;
-	}
-	rc = evict(mc, txn, len);
-	/* reserve, then write in place: a large image is not copied twice */
-	v.mv_size = len + MODCACHE_HDR;
-	if (!rc)
-		rc = mdb_put(txn, mc->images, &k, &v, MDB_NOOVERWRITE | MDB_RESERVE);
-	if (!rc) {
-		wr_le32(v.mv_data, MODCACHE_MAGIC);
-		wr_le32((uint8_t *)v.mv_data + 4, MODCACHE_VERSION);
-		memcpy((uint8_t *)v.mv_data + MODCACHE_HDR, data, len);
-		rc = touch(mc, txn, hash, len, tenant);
-	}
-	if (!rc && tenant)
-		rc = own(mc, txn, tenant, tenant_max, hash, len);
-out_commit:
-	if (rc) {
-		pr_warn("cannot cache a %zu-byte image: %s", len, mdb_strerror(rc));
-		mdb_txn_abort(txn);
-		return RGPU_ENOSPC;
-	}
-	rc = mdb_txn_commit(txn);
-	return rc ? RGPU_ESYS : 0;
+	ret = rgpu_store_write(mc->store, "caching an image", put_fn, &p, 1);
+	if (ret)
+		pr_warn("cannot cache a %zu-byte image: %s", len, rgpu_strerror(ret));
+	return ret;
 }
 
 int srv_modcache_usage(struct srv_modcache *mc, uint64_t *bytes, uint64_t *images)
 {
 	MDB_txn *txn;
-	int rc = mdb_txn_begin(mc->env, NULL, MDB_RDONLY, &txn);
+	int rc = rgpu_store_read(mc->store, &txn);
 
 	if (rc)
-		return RGPU_ESYS;
+		return rc;
 	rc = usage(mc, txn, bytes, images);
 	mdb_txn_abort(txn);
 	return rc ? RGPU_ESYS : 0;
@@ -605,10 +558,10 @@ int srv_modcache_tenant_usage(struct srv_modcache *mc, const char *tenant, uint6
 			      uint64_t *images)
 {
 	MDB_txn *txn;
-	int rc = mdb_txn_begin(mc->env, NULL, MDB_RDONLY, &txn);
+	int rc = rgpu_store_read(mc->store, &txn);
 
 	if (rc)
-		return RGPU_ESYS;
+		return rc;
 	rc = tenant_usage(mc, txn, tenant, bytes, images, NULL, NULL);
 	mdb_txn_abort(txn);
 	return rc ? RGPU_ESYS : 0;
@@ -616,8 +569,5 @@ int srv_modcache_tenant_usage(struct srv_modcache *mc, const char *tenant, uint6
 
 void srv_modcache_close(struct srv_modcache *mc)
 {
-	if (!mc)
-		return;
-	mdb_env_close(mc->env);
 	free(mc);
 }

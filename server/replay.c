@@ -37,6 +37,7 @@
 #include "rgpu/hash.h"
 #include "rgpu/log.h"
 #include "rgpu/record.h"
+#include "rgpu/store.h"
 #include "rgpu/util.h"
 #include "srv.h"
 
@@ -953,10 +954,7 @@ int srv_replay_file(const struct srv_config *cfg, const char *path)
 		fprintf(stderr, "rgpud: cannot replay %s: %s\n", path, why);
 		goto out_journals;
 	}
-	if (cfg->state_dir && cfg->module_cache_bytes &&
-	    srv_modcache_open(cfg->state_dir, cfg->module_cache_bytes, &w->modcache))
-		pr_warn("module cache unavailable in %s: modules cannot be replayed",
-			cfg->state_dir);
+	srv_worker_modcache(w, "modules cannot be replayed");
 	if (srv_log_init(w)) {
 		fprintf(stderr, "rgpud: cannot replay %s: out of memory\n", path);
 		goto out_cache;
@@ -996,9 +994,10 @@ int srv_replay_file(const struct srv_config *cfg, const char *path)
 	/* the worker's objects go with the process, as a worker's do */
 	srv_log_fini(w);
 out_cache:
-	if (w->modcache)
-		srv_modcache_close(w->modcache);
+	srv_modcache_close(w->modcache);
 	w->modcache = NULL;
+	rgpu_store_close(w->store);
+	w->store = NULL;
 out_journals:
 	free(journals);
 out_log:

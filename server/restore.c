@@ -475,8 +475,7 @@ static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
 			    m->n_device_cc, w->ndev);
 	if (srv_log_init(w))
 		return fail(rs, RGPU_ENOMEM, "out of memory");
-	if (w->cfg->state_dir && w->cfg->module_cache_bytes)
-		srv_modcache_open(w->cfg->state_dir, w->cfg->module_cache_bytes, &w->modcache);
+	srv_worker_modcache(w, "the job's images are not kept for its later loads");
 	/* the state log and the capture journals, whole */
 	if (!(b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_STATELOG)))
 		return fail(rs, RGPU_ECORRUPT, "the checkpoint has no state log");
@@ -600,7 +599,8 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	snprintf(w->job_hex, sizeof(w->job_hex), "(restoring)");
 	clock_gettime(CLOCK_REALTIME, &now);
 	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	ret = srv_store_open(cfg, &rs.store, why, sizeof(why));
+	ret = srv_worker_store(w, why, sizeof(why));
+	rs.store = w->store;
 	if (ret) {
 		pr_warn("a checkpoint pushed by %s refused: %s", rgpu_conn_peer(c), why);
 		rgpu_conn_discard(c, h->payload_len);
@@ -662,7 +662,6 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	rgpu_conn_close(c);
 	rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
 	free(rs.hashes);
-	rgpu_store_close(rs.store);
 	rgpu__push_request__free_unpacked(req, NULL);
 	/* a job like any other now, whose link is down: its client resumes it here */
 	srv_worker_serve(w);
@@ -670,7 +669,6 @@ out:
 	if (rs.m)
 		rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
 	free(rs.hashes);
-	rgpu_store_close(rs.store);
 	rgpu_conn_close(c);
 	srv_acct_leave();
 	_exit(0);

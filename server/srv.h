@@ -415,6 +415,8 @@ struct srv_worker {
 
 	struct srv_staging *staging;
 	struct srv_hm *hm;           /* the host area (hostmirror.c) */
+	struct rgpu_store *store;    /* the server's store, opened once (srv_worker_store) */
+	pthread_mutex_t store_lock;
 	struct srv_modcache *modcache;
 	struct srv_stdio *stdio; /* the driver's stdout and stderr, for the client (stdio.c) */
 };
@@ -697,9 +699,20 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
  */
 void srv_ckpt_keep_image(struct srv_worker *w, const uint8_t hash[32], const void *data,
 			 size_t len);
-/* srv_store_open() - this server's checkpoint store (DATA/checkpoints); why filled on error */
+/*
+ * srv_store_open() - this server's store (DATA/store: the checkpoints and the module cache);
+ * why filled on error. A process opens it once: a worker uses srv_worker_store().
+ */
 int srv_store_open(const struct srv_config *cfg, struct rgpu_store **out, char *why,
 		   size_t whylen);
+/* srv_worker_store() - the worker's w->store, opened at the first call; why filled on error */
+int srv_worker_store(struct srv_worker *w, char *why, size_t whylen);
+/*
+ * srv_worker_modcache() - open w->modcache in the worker's store, if the server has a data
+ * directory and a module cache, and it is not open yet; a failure is said at warn, with
+ * `without` (what the job does without the cache).
+ */
+void srv_worker_modcache(struct srv_worker *w, const char *without);
 /*
  * srv_worker_admin() - the control thread was handed an admin request for this job (type, its
  * body, the connection fd to answer on, the supervisor's proof for the reply or NULL): served
@@ -800,14 +813,14 @@ void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
 /* srv_base_ctx_renew() - device 0's primary context torn down and taken again (staging.c) */
 int srv_base_ctx_renew(struct srv_worker *w);
 
-/* ---- module image cache (LMDB, shared by the workers of one server; modcache.c) -------- */
+/* ---- module image cache (tables of the server's store, shared by its workers; modcache.c) */
 struct srv_modcache;
 /*
- * srv_modcache_open() - the cache in dir/modules (created), holding at most max_bytes of
- * images: least recently used ones are evicted at once if it holds more. Returns 0, RGPU_ENOMEM
- * or RGPU_ESYS (said at warn).
+ * srv_modcache_open() - the cache in the store's tables (created), holding at most max_bytes
+ * of images: least recently used ones are evicted at once if it holds more. The store stays
+ * the caller's, open while the cache is. Returns 0 or a negative RGPU_E* (said at err).
  */
-int srv_modcache_open(const char *dir, uint64_t max_bytes, struct srv_modcache **out);
+int srv_modcache_open(struct rgpu_store *store, uint64_t max_bytes, struct srv_modcache **out);
 /*
  * srv_modcache_get() - a malloc'd copy of the image named by hash, which becomes the most
  * recently used (and tenant's). tenant: only an image that tenant owns (has shipped itself) is

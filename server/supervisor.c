@@ -547,6 +547,34 @@ static void child_close(int lfd, int afd)
 }
 
 /*
+ * Earlier layouts kept checkpoints in DATA/checkpoints and the module cache in an environment
+ * of its own, DATA/modules: the checkpoints move to DATA/store, whose tables now hold the cache
+ * too; the old cache is only named (it refills as jobs load their modules).
+ */
+static void store_layout(const struct srv_config *cfg)
+{
+	char old[4200], now[4200];
+	struct stat st;
+
+	if (!cfg->state_dir)
+		return;
+	snprintf(old, sizeof(old), "%s/checkpoints", cfg->state_dir);
+	snprintf(now, sizeof(now), "%s/store", cfg->state_dir);
+	if (!stat(old, &st) && stat(now, &st) && errno == ENOENT) {
+		if (rename(old, now))
+			pr_warn("cannot move the checkpoint store %s to %s: %s", old, now,
+				strerror(errno));
+		else
+			pr_info("the checkpoint store %s is now %s", old, now);
+	}
+	snprintf(old, sizeof(old), "%s/modules", cfg->state_dir);
+	if (!stat(old, &st))
+		pr_info("%s is no longer read (the module cache is a table of %s now): it may be "
+			"removed",
+			old, now);
+}
+
+/*
  * At start, a helper collects the chunks no checkpoint names: what checkpoints left behind
  * when this server died while writing them (the store waits for writers: gc.lock).
  */
@@ -558,7 +586,7 @@ static void start_gc(const struct srv_config *cfg, int lfd, int afd)
 
 	if (!cfg->state_dir)
 		return;
-	snprintf(dir, sizeof(dir), "%s/checkpoints", cfg->state_dir);
+	snprintf(dir, sizeof(dir), "%s/store", cfg->state_dir);
 	if (stat(dir, &st))
 		return; /* no store yet */
 	pid = fork();
@@ -1151,6 +1179,7 @@ int srv_supervise(const struct srv_config *cfg)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	start_probe(cfg, lfd, afd);
+	store_layout(cfg);
 	start_gc(cfg, lfd, afd);
 
 	while (!stop_requested) {

@@ -1125,6 +1125,7 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 	snprintf(w->peer, sizeof(w->peer), "%s", peer);
 	snprintf(w->job_hex, sizeof(w->job_hex), "?");
 	pthread_mutex_init(&w->send_lock, NULL);
+	pthread_mutex_init(&w->store_lock, NULL);
 	pthread_cond_init(&w->out_cond, NULL);
 	pthread_mutex_init(&w->q_lock, NULL);
 	pthread_cond_init(&w->q_cond, NULL);
@@ -1161,7 +1162,6 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 
 void srv_worker_serve(struct srv_worker *w)
 {
-	const struct srv_config *cfg = w->cfg;
 	pthread_t reader, control;
 	uint64_t nframes = 0, nbytes = 0;
 	int ret;
@@ -1173,9 +1173,7 @@ void srv_worker_serve(struct srv_worker *w)
 	srv_stdio_init(w);
 	if (!w->log && srv_log_init(w))
 		pr_warn("job %s: out of memory for the state log: nothing is recorded", w->job_hex);
-	if (!w->modcache && cfg->state_dir && cfg->module_cache_bytes &&
-	    srv_modcache_open(cfg->state_dir, cfg->module_cache_bytes, &w->modcache))
-		pr_warn("module cache unavailable in %s: images are not kept", cfg->state_dir);
+	srv_worker_modcache(w, "images are not kept");
 	if (w->conn)
 		rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
 	atomic_store(&w->active_ns, rgpu_now_ns());

@@ -32,7 +32,7 @@ srv_start A
 srv_start B
 A=$(srv_admin A)
 B=$(srv_admin B)
-store=$tmp/A/data/checkpoints
+store=$tmp/A/data/store
 seed=100
 
 # a new checkpoint of a finished program: its id in id (not in a subshell: the seed goes on)

@@ -15,6 +15,7 @@
 #ifndef RGPU_STORE_H
 #define RGPU_STORE_H
 
+#include <lmdb.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,25 @@ struct rgpu_store_stats {
  * (a store of another format), RGPU_ENOMEM. */
 int rgpu_store_open(const char *dir, struct rgpu_store **out);
 void rgpu_store_close(struct rgpu_store *s);
+
+/*
+ * Other tables in the same environment (the server's module-image cache, server/modcache.c):
+ * one LMDB environment per server holds everything, and may be open only once per process, so
+ * the other tables go through the store's handle.
+ *
+ * rgpu_store_table() - open (creating) the named database; flags as mdb_dbi_open's.
+ * rgpu_store_read() - a read-only transaction (mdb_txn_abort it when done).
+ * rgpu_store_write() - run fn in a write transaction and commit it; when the map is full it is
+ *   grown and fn runs again in a new transaction, so fn must only write and be repeatable. fn
+ *   returns 0, an LMDB code, or a negative RGPU_E* (the transaction is then aborted and that
+ *   code returned). With durable, the environment is on disk when it returns (the store's
+ *   writes do not wait for the disk otherwise). what names the work in errors.
+ * All three return 0 or a negative RGPU_E*, the LMDB error said at err.
+ */
+int rgpu_store_table(struct rgpu_store *s, const char *name, unsigned flags, MDB_dbi *dbi);
+int rgpu_store_read(struct rgpu_store *s, MDB_txn **t);
+int rgpu_store_write(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
+		     void *arg, int durable);
 
 /* rgpu_store_chunk_has() - 1 if the chunk is stored, 0 if not, or a negative RGPU_E*. */
 int rgpu_store_chunk_has(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN]);

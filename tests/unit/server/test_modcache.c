@@ -1,10 +1,10 @@
 /*
- * The module image cache (server/modcache.c) in a temporary state directory: its byte bound,
- * least-recently-used eviction (a load from the cache counts as a use), an image larger than
- * the bound, a smaller bound when the cache is opened again, and a cache of the version-1
- * layout (images in LMDB's unnamed database), whose images are dropped; images scoped per
- * tenant, a tenant's module_cache bound, and images that no tenant owns. Byte counts are
- * exact.
+ * The module image cache (server/modcache.c), tables of a store (migrate/store.c) in a
+ * temporary directory: its byte bound, least-recently-used eviction (a load from the cache
+ * counts as a use), an image larger than the bound, a smaller bound when the cache is opened
+ * again; images scoped per tenant, a tenant's module_cache bound, and images that no tenant
+ * owns; the cache beside checkpoints in the one environment (gc leaves images alone, the map
+ * grows for a large image). Byte counts are exact.
  */
 #include <lmdb.h>
 #include <setjmp.h>
@@ -21,6 +21,7 @@
 
 #include "rgpu/err.h"
 #include "rgpu/hash.h"
+#include "rgpu/store.h"
 #include "srv.h"
 
 struct img {
@@ -41,6 +42,23 @@ static struct img make(size_t len, unsigned seed)
 }
 
 static char dir[64];
+static struct rgpu_store *store;
+
+/* the cache, in the store at dir (opened with it) */
+static struct srv_modcache *open_cache(uint64_t max_bytes)
+{
+	struct srv_modcache *mc = NULL;
+	assert_int_equal(rgpu_store_open(dir, &store), 0);
+	assert_int_equal(srv_modcache_open(store, max_bytes, &mc), 0);
+	return mc;
+}
+
+static void close_cache(struct srv_modcache *mc)
+{
+	srv_modcache_close(mc);
+	rgpu_store_close(store);
+	store = NULL;
+}
 
 static int setup(void **state)
 {
@@ -91,7 +109,7 @@ static void test_lru(void **state)
 	struct srv_modcache *mc;
 
 	(void)state;
-	assert_int_equal(srv_modcache_open(dir, 3000, &mc), 0);
+	mc = open_cache(3000);
 	expect_usage(mc, 0, 0);
 	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
 	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, b.hash, b.data, b.len), 0);
@@ -123,48 +141,16 @@ static void test_lru(void **state)
 	/* a put of what is cached only makes it the most recently used: a, then e */
 	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
 	expect_usage(mc, 2500, 2);
-	srv_modcache_close(mc);
+	close_cache(mc);
 
 	/* opened again with a smaller bound: the least recently used (e) goes at once */
-	assert_int_equal(srv_modcache_open(dir, 1200, &mc), 0);
+	mc = open_cache(1200);
 	expect_usage(mc, 1000, 1);
 	expect_absent(mc, &e);
 	expect_cached(mc, &a);
-	srv_modcache_close(mc);
+	close_cache(mc);
 
 	free(a.data), free(b.data), free(c.data), free(d.data), free(e.data), free(big.data);
-}
-
-/* A cache written by the version-1 layout: its images are dropped, the cache works. */
-static void test_version1(void **state)
-{
-	struct img a = make(700, 7);
-	struct srv_modcache *mc;
-	char path[128];
-	MDB_env *env;
-	MDB_txn *txn;
-	MDB_dbi dbi;
-	MDB_val k = {RGPU_HASH_LEN, a.hash}, v = {a.len, a.data};
-
-	(void)state;
-	snprintf(path, sizeof(path), "%s/modules", dir);
-	assert_int_equal(mkdir(path, 0750), 0);
-	assert_int_equal(mdb_env_create(&env), 0);
-	assert_int_equal(mdb_env_open(env, path, 0, 0640), 0);
-	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
-	assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
-	assert_int_equal(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
-
-	assert_int_equal(srv_modcache_open(dir, 1 << 20, &mc), 0);
-	expect_usage(mc, 0, 0);
-	expect_absent(mc, &a);
-	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
-	expect_usage(mc, 700, 1);
-	expect_cached(mc, &a);
-	srv_modcache_close(mc);
-	free(a.data);
 }
 
 static void expect_get(struct srv_modcache *mc, const char *tenant, const struct img *im,
@@ -201,7 +187,7 @@ static void test_tenants(void **state)
 	struct srv_modcache *mc;
 
 	(void)state;
-	assert_int_equal(srv_modcache_open(dir, 1 << 20, &mc), 0);
+	mc = open_cache(1 << 20);
 	assert_int_equal(srv_modcache_put(mc, "alice", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
 	expect_get(mc, "alice", &a, 0);
 	expect_get(mc, "bob", &a, RGPU_ENOTFOUND);
@@ -234,65 +220,109 @@ static void test_tenants(void **state)
 	assert_int_equal(srv_modcache_put(mc, "dave", 0, b.hash, b.data, b.len), RGPU_ETOOBIG);
 	expect_usage(mc, 3000, 3);
 	expect_owned(mc, "dave", 0, 0);
-	srv_modcache_close(mc);
+	close_cache(mc);
 
 	/* the global bound evicts the least recently used image (c: a was used since) */
-	assert_int_equal(srv_modcache_open(dir, 2000, &mc), 0);
+	mc = open_cache(2000);
 	expect_usage(mc, 2000, 2);
 	expect_get(mc, NULL, &c, RGPU_ENOTFOUND);
 	expect_owned(mc, "bob", 1000, 1);
 	expect_owned(mc, "alice", 1000, 1);
 	expect_get(mc, "bob", &d, 0);
 	/* ... from every owner: a, now the oldest, goes from alice's images too */
-	srv_modcache_close(mc);
-	assert_int_equal(srv_modcache_open(dir, 1000, &mc), 0);
+	close_cache(mc);
+	mc = open_cache(1000);
 	expect_get(mc, "alice", &a, RGPU_ENOTFOUND);
 	expect_owned(mc, "alice", 0, 0);
 	expect_owned(mc, "bob", 1000, 1);
-	srv_modcache_close(mc);
+	close_cache(mc);
 	free(a.data), free(b.data), free(c.data), free(d.data);
 }
 
-/* A cache of the layout before owners (images, uses, lru only): its images are dropped. */
+static int del_holder(MDB_txn *txn, void *arg)
+{
+	MDB_dbi holders;
+	MDB_val k = {RGPU_HASH_LEN, arg};
+	int rc = mdb_dbi_open(txn, "holders", MDB_DUPSORT, &holders);
+	return rc ? rc : mdb_del(txn, holders, &k, NULL);
+}
+
+/* An image whose owner records are lost: dropped when the cache opens. */
 static void test_unowned(void **state)
 {
 	struct img a = make(600, 21);
 	struct srv_modcache *mc;
-	char path[128];
-	MDB_env *env;
-	MDB_txn *txn;
-	MDB_dbi holders;
-	MDB_val k = {RGPU_HASH_LEN, a.hash};
 
 	(void)state;
-	/* made by the cache, then its owner records taken away */
-	assert_int_equal(srv_modcache_open(dir, 1 << 20, &mc), 0);
+	mc = open_cache(1 << 20);
 	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
-	srv_modcache_close(mc);
-	snprintf(path, sizeof(path), "%s/modules", dir);
-	assert_int_equal(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 5);
-	assert_int_equal(mdb_env_open(env, path, 0, 0640), 0);
-	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	assert_int_equal(mdb_dbi_open(txn, "holders", MDB_DUPSORT, &holders), 0);
-	assert_int_equal(mdb_del(txn, holders, &k, NULL), 0);
-	assert_int_equal(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
+	assert_int_equal(rgpu_store_write(store, "test", del_holder, a.hash, 1), 0);
+	close_cache(mc);
 
-	assert_int_equal(srv_modcache_open(dir, 1 << 20, &mc), 0);
+	mc = open_cache(1 << 20);
 	expect_usage(mc, 0, 0);
 	expect_get(mc, NULL, &a, RGPU_ENOTFOUND);
-	srv_modcache_close(mc);
+	close_cache(mc);
 	free(a.data);
+}
+
+/*
+ * One environment: a checkpoint and the cache side by side. gc keeps the checkpoint's chunk;
+ * once the checkpoint is removed it collects the chunk and leaves the images; an image
+ * larger than the first map grows it (RGPU_STORE_MAP_BYTES: a 1 MiB first map).
+ */
+static void test_with_checkpoints(void **state)
+{
+	struct img a = make(3000, 31), big = make(3 << 20, 32);
+	uint8_t *chunk = malloc(RGPU_CHUNK_MAX), hash[RGPU_HASH_LEN];
+	struct rgpu_store_stats st;
+	struct srv_modcache *mc;
+	struct rgpu_ckpt *c;
+	uint64_t id = 0, freed = 0;
+
+	(void)state;
+	assert_non_null(chunk);
+	setenv("RGPU_STORE_MAP_BYTES", "1048576", 1);
+	mc = open_cache(8 << 20);
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
+	/* a checkpoint of one 4096-byte chunk, and a chunk no checkpoint names (a crash's) */
+	for (size_t i = 0; i < 4096; i++)
+		chunk[i] = (uint8_t)(i * 13 + 5);
+	rgpu_chunk_hash(chunk, 4096, hash);
+	assert_int_equal(rgpu_ckpt_begin(store, &c), 0);
+	assert_int_equal(rgpu_ckpt_chunk(c, hash, chunk, 4096), 0);
+	assert_int_equal(rgpu_ckpt_commit(c, "m", 1, &id), 0);
+	assert_int_equal(rgpu_store_gc(store, &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(rgpu_store_chunk_has(store, hash), 1);
+	expect_get(mc, "", &a, 0);
+	assert_int_equal(rgpu_store_remove(store, id), 0);
+	assert_int_equal(rgpu_store_gc(store, &freed), 0);
+	assert_int_equal(freed, 1);
+	expect_get(mc, "", &a, 0);
+	expect_usage(mc, 3000, 1);
+
+	/* 3 MiB into a 1 MiB map: grown, and kept */
+	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, big.hash, big.data, big.len), 0);
+	assert_int_equal(rgpu_store_stats(store, &st), 0);
+	assert_true(st.map_size >= (4u << 20));
+	close_cache(mc);
+	unsetenv("RGPU_STORE_MAP_BYTES");
+	mc = open_cache(8 << 20);
+	expect_get(mc, "", &big, 0);
+	expect_get(mc, "", &a, 0);
+	expect_usage(mc, 3000 + (3 << 20), 2);
+	close_cache(mc);
+	free(a.data), free(big.data), free(chunk);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_lru, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_version1, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tenants, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unowned, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_with_checkpoints, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
