@@ -1065,7 +1065,9 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 			d.items[d.nitems++] = (struct item){.index = i, .n = 1, .src = src};
 	}
 	ndev_items = d.nitems;
+	uint64_t t_drain0 = rgpu_now_ns(), t_copied;
 	ret = drain_items(&d, "copy", dev_total);
+	t_copied = rgpu_now_ns();
 	/* the job's own bytes are out: a job held for them runs on (a migration's stays) */
 	if (!keep_held)
 		release_job(&tk);
@@ -1147,6 +1149,7 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		snprintf(why, whylen, "fault site ckpt_commit");
 		goto out;
 	}
+	uint64_t t_commit0 = rgpu_now_ns();
 	ret = rgpu_ckpt_commit(tk.ck, meta, mlen, &res->id);
 	tk.ck = NULL;
 	if (ret) {
@@ -1160,17 +1163,20 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 	res->device_bytes = tk.device_bytes;
 	res->records = tk.records;
 	res->pause_ns = (tk.released ? tk.t_release : rgpu_now_ns()) - tk.t_park;
-	res->duration_ns = rgpu_now_ns() - tk.t_req;
+	uint64_t t_done = rgpu_now_ns();
+	res->duration_ns = t_done - tk.t_req;
 	res->snapshot = tk.snapshot;
 	pr_info("job %s: checkpoint %llu: %llu chunks (%llu new, %.1f MiB stored), paused "
 		"%.3f ms%s (to the barrier %.3f ms; sync %.3f, state %.3f, hash %.3f, look-up %.3f, "
-		"snapshot %.3f), %.3f s in all",
+		"snapshot %.3f; then copy %.3f, images and host parts %.3f, commit %.3f), %.3f s in "
+		"all",
 		w->job_hex, (unsigned long long)res->id, (unsigned long long)nall,
 		(unsigned long long)added, (double)stored / 1048576.0, res->pause_ns / 1e6,
 		tk.snapshot ? " (snapshot)" : "", (tk.t_park - tk.t_req) / 1e6,
 		(tk.t_sync - tk.t_park) / 1e6, (tk.t_state - tk.t_sync) / 1e6,
 		(tk.t_hash - tk.t_state) / 1e6, (tk.t_lookup - tk.t_hash) / 1e6,
-		(tk.t_snap - tk.t_lookup) / 1e6, res->duration_ns / 1e9);
+		(tk.t_snap - tk.t_lookup) / 1e6, (t_copied - t_drain0) / 1e6,
+		(t_commit0 - t_copied) / 1e6, (t_done - t_commit0) / 1e6, res->duration_ns / 1e9);
 	(void)ndev_items;
 out:
 	/* a failure never leaves the job held, nor a migration's hold without a checkpoint */

@@ -50,14 +50,21 @@ struct watch {
 	unsigned n, ran;
 	void (*fn)(void *arg, unsigned i);
 	void *arg;
-	atomic_int over;
+	int over; /* under lock; done signalled when set */
+	pthread_mutex_t lock;
+	pthread_cond_t done;
 };
 
 static void *watch_main(void *p)
 {
 	struct watch *w = p;
-	w->ran = rgpu_parallel(w->n, w->fn, w->arg);
-	atomic_store(&w->over, 1);
+	unsigned ran = rgpu_parallel(w->n, w->fn, w->arg);
+
+	pthread_mutex_lock(&w->lock);
+	w->ran = ran;
+	w->over = 1;
+	pthread_cond_signal(&w->done);
+	pthread_mutex_unlock(&w->lock);
 	return NULL;
 }
 
@@ -65,18 +72,40 @@ unsigned rgpu_parallel_watch(unsigned nthreads, void (*fn)(void *arg, unsigned i
 			     void (*tick)(void *targ), void *targ, unsigned period_ms)
 {
 	struct watch w = {.n = nthreads, .fn = fn, .arg = arg};
-	struct timespec ts = {period_ms / 1000, (long)(period_ms % 1000) * 1000000};
+	pthread_condattr_t ca;
 	pthread_t t;
 
+	/* the work's end wakes this thread at once: a tick's period is not a floor on the time */
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w.done, &ca);
+	pthread_condattr_destroy(&ca);
 	if (pthread_create(&t, NULL, watch_main, &w) == 0) {
-		while (!atomic_load(&w.over)) {
+		pthread_mutex_lock(&w.lock);
+		while (!w.over) {
+			struct timespec ts;
+			pthread_mutex_unlock(&w.lock);
 			tick(targ);
-			nanosleep(&ts, NULL);
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += period_ms / 1000;
+			ts.tv_nsec += (long)(period_ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_mutex_lock(&w.lock);
+			while (!w.over &&
+			       pthread_cond_timedwait(&w.done, &w.lock, &ts) == 0)
+				;
 		}
+		pthread_mutex_unlock(&w.lock);
 		pthread_join(t, NULL);
 	} else {
 		w.ran = rgpu_parallel(nthreads, fn, arg);
 	}
+	pthread_cond_destroy(&w.done);
+	pthread_mutex_destroy(&w.lock);
 	tick(targ);
 	return w.ran;
 }
