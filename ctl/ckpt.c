@@ -449,24 +449,26 @@ int ctl_cmd_migrate(int argc, char **argv)
 	struct ctl_progress pg;
 	struct rgpu_admin *a = NULL;
 	char err[800];
-	int ret = ctl_parse(argc, argv, "migrate", "tac", 1, &o), s;
+	int ret = ctl_parse(argc, argv, "migrate", "tacr", 1, &o), s;
 
 	if (ret < 0) {
-		printf("Usage: rgpuctl migrate JOB --to TARGET --cold [--server ADDR]... "
-		       "[--client-address HOST:PORT] [--json]\n");
+		printf("Usage: rgpuctl migrate JOB --to TARGET [--cold | --rounds N] [--server ADDR]... "
+		       "[--client-address HOST:PORT] [--json] [--progress]\n"
+		       "  live (default): device memory copied in rounds while the job runs, then the\n"
+		       "  job held for what changed last; --cold: held from its checkpoint until it\n"
+		       "  runs on the target. --rounds: pre-copy rounds at most (default 8).\n");
 		return 0;
 	}
 	if (ret)
 		return ret;
 	if (o.nargs != 1 || !o.to) {
 		fprintf(stderr, "rgpuctl migrate: name the job and its target: rgpuctl migrate JOB "
-				"--to TARGET --cold\n");
+				"--to TARGET\n");
 		ret = CTL_USAGE;
 		goto out;
 	}
-	if (!o.cold) {
-		fprintf(stderr, "rgpuctl migrate: only cold migration is built: add --cold (the job "
-				"is held from its checkpoint until it runs on the target)\n");
+	if (o.cold && o.rounds) {
+		fprintf(stderr, "rgpuctl migrate: --rounds is for a live migration, not --cold\n");
 		ret = CTL_USAGE;
 		goto out;
 	}
@@ -476,7 +478,8 @@ int ctl_cmd_migrate(int argc, char **argv)
 	}
 	req.job = o.args[0];
 	req.target = (char *)o.to;
-	req.cold = 1;
+	req.cold = o.cold;
+	req.max_rounds = o.rounds;
 	req.client_address = (char *)(o.client_address ? o.client_address : "");
 	ctl_progress_init(&pg, &o);
 	ret = rgpu_admin_open(&ctl_peer, o.server[s], &a, err, sizeof(err));
@@ -501,21 +504,33 @@ int ctl_cmd_migrate(int argc, char **argv)
 		ctl_fmt_bytes(rep->bytes_sent, sent, sizeof(sent));
 		ms(rep->duration_ns, dur, sizeof(dur));
 		ms(rep->pause_ns, pause, sizeof(pause));
+		char fin[32];
+		ctl_fmt_bytes(rep->final_bytes, fin, sizeof(fin));
 		if (o.json)
-			ctl_json_print(json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I}", "server",
-						 o.server[s], "target", o.to, "job", job,
-						 "client_address", rep->client_address, "checkpoint",
-						 (json_int_t)rep->checkpoint, "chunks_sent",
-						 (json_int_t)rep->chunks_sent, "bytes_sent",
-						 (json_int_t)rep->bytes_sent, "pause_ns",
-						 (json_int_t)rep->pause_ns, "duration_ns",
-						 (json_int_t)rep->duration_ns));
-		else
+			ctl_json_print(json_pack(
+			    "{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "server",
+			    o.server[s], "target", o.to, "job", job, "kind", o.cold ? "cold" : "live",
+			    "client_address", rep->client_address, "checkpoint",
+			    (json_int_t)rep->checkpoint, "rounds", (json_int_t)rep->rounds,
+			    "chunks_sent", (json_int_t)rep->chunks_sent, "bytes_sent",
+			    (json_int_t)rep->bytes_sent, "final_bytes", (json_int_t)rep->final_bytes,
+			    "pause_ns", (json_int_t)rep->pause_ns, "duration_ns",
+			    (json_int_t)rep->duration_ns, "restaged", rep->restaged));
+		else if (o.cold)
 			printf("job %.12s moved from %s to %s (client address %s): checkpoint %llu, "
 			       "%llu chunks (%s) sent, held %s, %s in all\n",
 			       job, o.server[s], o.to, rep->client_address,
 			       (unsigned long long)rep->checkpoint,
 			       (unsigned long long)rep->chunks_sent, sent, pause, dur);
+		else
+			printf("job %.12s moved live from %s to %s (client address %s): %s in all, "
+			       "%u round(s), %s sent (%s while held), paused %s%s; checkpoint %llu\n",
+			       job, o.server[s], o.to, rep->client_address, dur, rep->rounds, sent,
+			       fin, pause,
+			       rep->restaged ? " (its state changed at the switchover: restored "
+					       "whole)"
+					     : "",
+			       (unsigned long long)rep->checkpoint);
 		ret = CTL_OK;
 	}
 	rgpu__migrate_reply__free_unpacked(rep, NULL);

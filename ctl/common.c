@@ -82,6 +82,7 @@ int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int m
 		{"to", required_argument, NULL, 't'},
 		{"client-address", required_argument, NULL, 'a'},
 		{"cold", no_argument, NULL, 'c'},
+		{"rounds", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -92,7 +93,7 @@ int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int m
 	memset(o, 0, sizeof(*o));
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
-		if (strchr("tac", c) && !strchr(allowed, c)) {
+		if (strchr("tacr", c) && !strchr(allowed, c)) {
 			fprintf(stderr, "rgpuctl %s: option %s does not apply here\n", cmd,
 				argv[optind - 1]);
 			return CTL_USAGE;
@@ -113,6 +114,17 @@ int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int m
 		case 't': o->to = optarg; break;
 		case 'a': o->client_address = optarg; break;
 		case 'c': o->cold = 1; break;
+		case 'r': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || v < 1 || v > 100) {
+				fprintf(stderr, "rgpuctl %s: --rounds takes 1 to 100, not '%s'\n", cmd,
+					optarg);
+				return CTL_USAGE;
+			}
+			o->rounds = (unsigned)v;
+			break;
+		}
 		case 'h': return -1; /* the caller prints the usage */
 		default: return CTL_USAGE;
 		}

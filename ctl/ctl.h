@@ -37,6 +37,7 @@ struct ctl_opts {
 	const char *to;                /* --to SERVER */
 	const char *client_address;    /* --client-address HOST:PORT */
 	int cold;                      /* --cold */
+	unsigned rounds;               /* --rounds N (0: the server's default) */
 	char *args[8];                 /* positional arguments */
 	int nargs;
 };
@@ -48,7 +49,7 @@ extern const char *ctl_admin_key_file;
 
 /*
  * ctl_parse() - the command's options (common ones and those in `allowed`, a string of the
- * option letters: 't' --to, 'a' --client-address, 'c' --cold), at most max_args positional
+ * option letters: 't' --to, 'a' --client-address, 'c' --cold, 'r' --rounds), at most max_args positional
  * arguments. Returns 0, or an exit status (usage printed).
  */
 int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int max_args,

@@ -64,6 +64,7 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 	req.meta.len = ml;
 	req.chunks = n;
 	req.restore = opts && opts->restore;
+	req.stage = opts && opts->stage;
 	if (opts && opts->token) {
 		req.token.data = (uint8_t *)opts->token;
 		req.token.len = 32;

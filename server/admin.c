@@ -1,8 +1,9 @@
 /*
  * Admin requests for one job, served by its worker (the supervisor hands them over with the
- * connection: CTL_ADMIN): CHECKPOINT, and MIGRATE (cold: a checkpoint that keeps the job held,
- * pushed to the target server and restored there, then the client redirected and this worker
- * gone). Each runs on a thread of its own, one at a time per job, while the job's other
+ * connection: CTL_ADMIN): CHECKPOINT, and MIGRATE (live: rounds of checkpoints pushed while the
+ * job runs, the target keeping it staged; then, and alone when cold, a checkpoint that keeps the
+ * job held, pushed to the target server and restored there, the client redirected and this
+ * worker gone). Each runs on a thread of its own, one at a time per job, while the job's other
  * threads go on; the barrier (hold.c) is where the two meet.
  *
  * The failure rule of a migration (design.md §8): until the target has answered that it holds
@@ -165,58 +166,156 @@ void srv_ctl_moved(struct srv_worker *w, const uint8_t *job_id, const char *addr
 	srv_ctl_send(w->ctl_fd, &m, -1);
 }
 
+#define LIVE_ROUNDS 8               /* pre-copy rounds at most, unless the operator says */
+#define LIVE_SMALL (64ull << 20)    /* a round that rewrote no more than this: switch over */
+
+/* A migration's state, between its rounds. */
+struct mig {
+	struct admin_req *a;
+	const Rgpu__MigrateRequest *req;
+	struct rgpu_admin *peer; /* the target; a staged job waits at its end (live) */
+	struct rgpu_push_opts opts;
+	Rgpu__PushReply *pr;     /* the last round's answer */
+	uint64_t sent, sent_bytes, last_bytes;
+	char why[600];
+};
+
+/*
+ * One push of checkpoint id to the target (a connection opened if there is none), staged
+ * (live, before the switchover) or restored and served there. 0, or an error in m->why
+ * (RGPU_ESTALE: the staged job's structure changed; the target has let it go).
+ */
+static int push(struct mig *m, uint64_t id, int stage)
+{
+	char err[500];
+	uint64_t n = 0, bytes = 0;
+	int ret;
+
+	if (m->pr)
+		rgpu__push_reply__free_unpacked(m->pr, NULL);
+	m->pr = NULL;
+	if (!m->peer && (ret = srv_peer_open(m->a->w->cfg, m->req->target, &m->peer, err,
+					     sizeof(err)))) {
+		snprintf(m->why, sizeof(m->why), "the target: %s", err);
+		return ret;
+	}
+	m->opts.restore = 1;
+	m->opts.stage = stage;
+	ret = rgpu_push_send(m->peer, m->a->w->store, id, &m->opts, forward_progress, m->a->c,
+			     &m->pr, &n, &bytes, err, sizeof(err));
+	m->sent += n;
+	m->sent_bytes += bytes;
+	m->last_bytes = bytes;
+	if (ret) {
+		snprintf(m->why, sizeof(m->why), "%s", err);
+		/* the target ends its side on any failure: a later push starts afresh */
+		rgpu_admin_close(m->peer);
+		m->peer = NULL;
+	}
+	return ret;
+}
+
+/*
+ * Live migration's pre-copy (design.md §8): rounds of a checkpoint taken while the job runs
+ * (its pause is the checkpoint's: a barrier, a hash of device memory on the GPU, a snapshot)
+ * pushed to the target, which keeps the job staged and writes only the chunks that changed,
+ * until a round rewrites little or rewrites no less than the one before. A round whose job
+ * changed structure (a new allocation, a module: RGPU_ESTALE) stages it afresh. *rounds: how
+ * many ran. 0, or an error (m->why).
+ */
+static int precopy(struct mig *m, unsigned *rounds)
+{
+	struct srv_worker *w = m->a->w;
+	unsigned max = m->req->max_rounds ? m->req->max_rounds : LIVE_ROUNDS;
+	uint64_t prev = UINT64_MAX, prev_id = 0;
+	struct srv_ckpt_result res;
+	int ret = 0;
+
+	for (unsigned round = 1; round <= max; round++) {
+		rgpu_admin_progress(m->a->c, "round", round, max, "rounds");
+		ret = srv_ckpt_take(w, w->store, 0, m->a->c, &res, m->why, sizeof(m->why));
+		if (ret)
+			break;
+		ret = push(m, res.id, 1);
+		/* only the last checkpoint stays here; a round's is done with once pushed */
+		if (prev_id)
+			rgpu_store_remove(w->store, prev_id);
+		prev_id = res.id;
+		*rounds = round;
+		if (ret == RGPU_ESTALE) {
+			pr_info("job %s: live migration round %u: %s; staged afresh next round",
+				w->job_hex, round, m->why);
+			prev = UINT64_MAX;
+			ret = 0;
+			continue;
+		}
+		if (ret)
+			break;
+		uint64_t changed = m->pr->changed;
+		pr_info("job %s: live migration round %u: paused %.3f ms, %llu chunks rewritten on "
+			"the target, %.1f MiB sent",
+			w->job_hex, round, res.pause_ns / 1e6, (unsigned long long)changed,
+			m->last_bytes / 1048576.0);
+		if (changed * RGPU_CHUNK_MAX <= LIVE_SMALL ||
+		    (prev != UINT64_MAX && changed >= prev - prev / 10))
+			break;
+		prev = changed;
+	}
+	if (prev_id)
+		rgpu_store_remove(w->store, prev_id);
+	return ret;
+}
+
 static void do_migrate(struct admin_req *a)
 {
 	struct srv_worker *w = a->w;
 	Rgpu__MigrateRequest *req = RGPU_PB_UNPACK(rgpu__migrate_request, a->len, a->body);
 	Rgpu__MigrateReply rep = RGPU__MIGRATE_REPLY__INIT;
-	Rgpu__PushReply *pr = NULL;
-	struct rgpu_admin *peer = NULL;
+	struct mig m = {.a = a, .req = req};
 	struct srv_ckpt_result res = {0};
-	struct rgpu_push_opts opts = {0};
-	char why[600] = "", addr[300] = "";
-	uint64_t t0 = rgpu_now_ns(), t_held = 0, sent = 0, sent_bytes = 0;
-	int ret = 0, held = 0;
+	char *why = m.why, addr[300] = "";
+	uint64_t t0 = rgpu_now_ns(), t_held = 0;
+	unsigned rounds = 0;
+	int ret = 0, held = 0, restaged = 0;
 
 	if (!req || !req->target || !*req->target) {
 		ret = RGPU_EINVAL;
-		snprintf(why, sizeof(why), "a migration needs a target server");
-	} else if (!req->cold) {
-		ret = RGPU_EUNSUPPORTED;
-		snprintf(why, sizeof(why),
-			 "live migration is not built yet: rgpuctl migrate JOB --to SERVER --cold");
+		snprintf(why, sizeof(m.why), "a migration needs a target server");
 	} else if (!(w->client_caps & RGPU_CAP_MIGRATE)) {
 		ret = RGPU_EUNSUPPORTED;
-		snprintf(why, sizeof(why),
+		snprintf(why, sizeof(m.why),
 			 "the job's client (%s, pid %d) cannot follow a migration: its interposer "
 			 "is older than this server",
 			 w->client_host, w->client_pid);
 	}
 	if (!ret)
-		ret = srv_worker_store(w, why, sizeof(why));
+		ret = srv_worker_store(w, why, sizeof(m.why));
 	if (!ret) {
-		ret = srv_ckpt_take(w, w->store, 1, a->c, &res, why, sizeof(why));
+		m.opts.token = w->token;
+		m.opts.token_prev = atomic_load(&w->token_prev_ok) ? w->token_prev : NULL;
+		m.opts.client_address = req->client_address;
+	}
+	if (!ret && !req->cold)
+		ret = precopy(&m, &rounds);
+	/* the switchover: the job held from here until it is redirected or released */
+	if (!ret) {
+		ret = srv_ckpt_take(w, w->store, 1, a->c, &res, why, sizeof(m.why));
 		held = !ret;
 		t_held = rgpu_now_ns();
 	}
 	if (!ret) {
-		char err[400];
-		ret = srv_peer_open(w->cfg, req->target, &peer, err, sizeof(err));
-		if (ret)
-			snprintf(why, sizeof(why), "the target: %s", err);
+		ret = push(&m, res.id, 0);
+		if (ret == RGPU_ESTALE) {
+			/* changed since it was staged: restored whole on the target, still held */
+			pr_info("job %s: live migration switchover: %s; restoring it whole there",
+				w->job_hex, why);
+			restaged = 1;
+			ret = push(&m, res.id, 0);
+		}
 	}
-	if (!ret) {
-		char err[500];
-		opts.restore = 1;
-		opts.token = w->token;
-		opts.token_prev = atomic_load(&w->token_prev_ok) ? w->token_prev : NULL;
-		opts.client_address = req->client_address;
-		ret = rgpu_push_send(peer, w->store, res.id, &opts, forward_progress, a->c, &pr, &sent,
-				     &sent_bytes, err, sizeof(err));
-		if (ret)
-			snprintf(why, sizeof(why), "%s", err);
-	}
-	rgpu_admin_close(peer);
+	uint64_t final_bytes = m.last_bytes;
+	rgpu_admin_close(m.peer);
+	m.peer = NULL;
 	if (ret) {
 		/* the failure rule: the target holds nothing, the job runs on here */
 		if (held)
@@ -226,14 +325,19 @@ static void do_migrate(struct admin_req *a)
 		goto reply;
 	}
 	/* the target holds the job: the client goes there, and this worker ends */
-	client_address(req->client_address, pr->client_address, req->target, addr, sizeof(addr));
+	client_address(req->client_address, m.pr->client_address, req->target, addr,
+		       sizeof(addr));
 	srv_ctl_moved(w, w->job_id, addr);
 	redirect_client(w, addr, "migrated");
 	rep.pause_ns = res.pause_ns + (rgpu_now_ns() - t_held);
-	pr_info("job %s migrated to %s (client address %s): checkpoint %llu, %llu chunks sent "
-		"(%.1f MiB), held %.3f s, %.3f s in all",
-		w->job_hex, req->target, addr, (unsigned long long)res.id,
-		(unsigned long long)sent, sent_bytes / 1048576.0, rep.pause_ns / 1e9,
+	rep.rounds = rounds;
+	rep.final_bytes = final_bytes;
+	rep.restaged = restaged;
+	pr_info("job %s migrated %s to %s (client address %s): checkpoint %llu, %u round(s), "
+		"%llu chunks sent (%.1f MiB; %.1f MiB while held), held %.3f s, %.3f s in all",
+		w->job_hex, req->cold ? "cold" : "live", req->target, addr,
+		(unsigned long long)res.id, rounds, (unsigned long long)m.sent,
+		m.sent_bytes / 1048576.0, final_bytes / 1048576.0, rep.pause_ns / 1e9,
 		(rgpu_now_ns() - t0) / 1e9);
 reply:
 	rep.result = ret;
@@ -242,18 +346,21 @@ reply:
 	rep.job_id.len = SRV_JOB_ID_LEN;
 	rep.client_address = addr;
 	rep.checkpoint = res.id;
-	rep.chunks_sent = sent;
-	rep.bytes_sent = sent_bytes;
+	rep.chunks_sent = m.sent;
+	rep.bytes_sent = m.sent_bytes;
 	rep.duration_ns = rgpu_now_ns() - t0;
 	if (a->has_proof) {
 		rep.server_proof.data = a->proof;
 		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
 	}
 	send_reply(a, &rep.base);
-	if (pr)
-		rgpu__push_reply__free_unpacked(pr, NULL);
+	if (m.pr)
+		rgpu__push_reply__free_unpacked(m.pr, NULL);
 	if (req)
 		rgpu__migrate_request__free_unpacked(req, NULL);
+	/* the chunks only the rounds' checkpoints named */
+	if (rounds && w->store)
+		rgpu_store_gc(w->store, &(uint64_t){0});
 	if (!ret) {
 		/* the job lives on the target now: everything here goes with the process */
 		rgpu_conn_close(a->c);

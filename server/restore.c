@@ -31,6 +31,7 @@
 #include "rgpu/hash.h"
 #include "rgpu/image.h"
 #include "rgpu/log.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/store.h"
 #include "rgpu/util.h"
 #include "srv.h"
@@ -47,6 +48,10 @@ struct restore {
 	uint64_t id;
 	char why[400];
 	uint64_t t0, t_setup, t_replay, t_fill, t_verify; /* where a restore's time went */
+	/* a staged job (live migration): the device chunks' hashes as written, in device order */
+	uint8_t *dev_have;
+	uint64_t changed; /* device chunks the last fill wrote */
+	uint64_t t_round; /* when the last round's checkpoint was stored */
 };
 
 static struct restore *the_restore; /* the image lookup's (one restore per process) */
@@ -135,6 +140,7 @@ struct fill {
 	atomic_size_t next;
 	atomic_uint_fast64_t bytes;
 	atomic_int failed;
+	size_t *todo, ntodo; /* the device chunks to write (k, over all device blobs) */
 	uint64_t total; /* bytes to fill, for the progress reports */
 	char why[300];
 	pthread_mutex_t lock;
@@ -185,7 +191,7 @@ static void fill_thread(void *arg, unsigned tid)
 		fill_fail(f, "out of memory for the fill");
 		goto out;
 	}
-	while (!atomic_load(&f->failed) && (k = atomic_fetch_add(&f->next, 1)) < f->nchunks) {
+	while (!atomic_load(&f->failed) && (k = atomic_fetch_add(&f->next, 1)) < f->ntodo) {
 		uint64_t addr = 0;
 		size_t index = 0, len = 0, vlen;
 		const void *val;
@@ -193,6 +199,7 @@ static void fill_thread(void *arg, unsigned tid)
 		CUresult cr;
 		char hex[13];
 
+		k = f->todo[k];
 		dev_chunk(f, k, &addr, &index);
 		const uint8_t *h = f->rs->hashes + index * RGPU_HASH_LEN;
 		int ret = rgpu_store_reader_get(r, h, &val, &vlen);
@@ -243,7 +250,8 @@ static void fill_tick(void *p)
 /*
  * Every device chunk checked for presence and a sane header first (a truncated or missing
  * chunk stops the restore before any device memory is written), then written at its address,
- * then every mapping hashed on the GPU and compared with the manifest.
+ * then every mapping hashed on the GPU and compared with the manifest. A staged job's next
+ * round (rs->dev_have set) writes only the chunks whose hash changed, and checks them all.
  */
 static int fill_device(struct restore *rs)
 {
@@ -272,17 +280,31 @@ static int fill_device(struct restore *rs)
 			}
 			f.dev[f.ndev++] = b;
 			f.nchunks += b->count;
-			total += b->size;
 		}
+	f.todo = malloc((f.nchunks + 1) * sizeof(*f.todo));
+	if (!f.todo) {
+		ret = fail(rs, RGPU_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < f.nchunks; k++) {
+		uint64_t addr = 0;
+		size_t index = 0;
+		dev_chunk(&f, k, &addr, &index);
+		if (!rs->dev_have || memcmp(rs->dev_have + k * RGPU_HASH_LEN,
+					    rs->hashes + index * RGPU_HASH_LEN, RGPU_HASH_LEN))
+			f.todo[f.ntodo++] = k;
+	}
+	rs->changed = f.ntodo;
+	total = (uint64_t)f.ntodo * CH;
 	/* structure first: nothing is written while a chunk is missing or cut short */
 	ret = rgpu_store_reader_begin(rs->store, &r);
-	for (size_t k = 0; !ret && k < f.nchunks; k++) {
+	for (size_t t = 0; !ret && t < f.ntodo; t++) {
 		uint64_t addr = 0;
 		size_t index = 0, vlen, len;
 		const void *val;
 		const char *why;
 		char hex[13];
-		dev_chunk(&f, k, &addr, &index);
+		dev_chunk(&f, f.todo[t], &addr, &index);
 		const uint8_t *h = rs->hashes + index * RGPU_HASH_LEN;
 		ret = rgpu_store_reader_get(r, h, &val, &vlen);
 		if (ret)
@@ -304,7 +326,7 @@ static int fill_device(struct restore *rs)
 		ret = fail(rs, RGPU_ECORRUPT, "%s", f.why);
 		goto out;
 	}
-	if (rgpu_fault("restore_fill") && f.nchunks) {
+	if (rgpu_fault(rs->dev_have ? "live_delta" : "restore_fill") && f.nchunks) {
 		/* as if a chunk had reached the device damaged: the check below must find it */
 		w->drv.cuMemsetD8Async(f.dev[0]->addr, 0x5a, 1, NULL);
 		w->drv.cuCtxSynchronize();
@@ -360,6 +382,22 @@ static int fill_device(struct restore *rs)
 			}
 	}
 	rs->t_verify = rgpu_now_ns();
+	if (!ret) {
+		/* what the device holds now: the next round of a live migration writes the rest */
+		uint8_t *have = realloc(rs->dev_have, (f.nchunks + 1) * RGPU_HASH_LEN);
+		if (!have) {
+			ret = fail(rs, RGPU_ENOMEM, "out of memory");
+			goto out;
+		}
+		rs->dev_have = have;
+		for (size_t k = 0; k < f.nchunks; k++) {
+			uint64_t addr = 0;
+			size_t index = 0;
+			dev_chunk(&f, k, &addr, &index);
+			memcpy(have + k * RGPU_HASH_LEN, rs->hashes + index * RGPU_HASH_LEN,
+			       RGPU_HASH_LEN);
+		}
+	}
 out:
 	if (gh)
 		srv_gpuhash_close(&w->drv, gh);
@@ -367,6 +405,7 @@ out:
 		w->drv.cuStreamDestroy(s);
 	free(got);
 	free(f.dev);
+	free(f.todo);
 	pthread_mutex_destroy(&f.lock);
 	return ret;
 }
@@ -434,13 +473,14 @@ static int record_events(struct restore *rs)
 
 /* ---- the whole restore ---------------------------------------------------------------------- */
 
-static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
+/* The job's objects: checks that it can run here, the worker set up, its state log replayed. */
+static int rebuild(struct restore *rs)
 {
 	struct srv_worker *w = rs->w;
 	const Rgpu__CkptMeta *m = rs->m;
 	const Rgpu__CkptBlob *b;
 	struct st_log *want = NULL;
-	uint8_t *log = NULL, *journals = NULL, *buf = NULL;
+	uint8_t *log = NULL, *journals = NULL;
 	size_t jlen = 0;
 	char why[512];
 	CUresult r;
@@ -510,9 +550,20 @@ static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
 		return fail(rs, ret, "rebuilding the job: %s", why);
 	rgpu_admin_progress(rs->admin, "replay", st_count(w->log), st_count(w->log), "records");
 	rs->t_replay = rgpu_now_ns();
+	return 0;
+}
+
+/* The job's memory: device memory (what changed, on a staged job), globals, events, host area. */
+static int contents(struct restore *rs)
+{
+	struct srv_worker *w = rs->w;
+	const Rgpu__CkptMeta *m = rs->m;
+	const Rgpu__CkptBlob *b;
+	uint8_t *buf = NULL;
+	int ret;
+
 	if ((ret = fill_device(rs)) || (ret = fill_globals(rs)) || (ret = record_events(rs)))
 		return ret;
-	/* the host area, the link */
 	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA))) {
 		if ((ret = read_blob(rs, b, &buf)))
 			return ret;
@@ -525,6 +576,18 @@ static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
 	memcpy(w->job_id, m->job_id.data, SRV_JOB_ID_LEN);
 	w->session = m->session;
 	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
+	return 0;
+}
+
+/* The job's link, once, when it is to be served: unacknowledged frames, tokens, counters. */
+static int link_state(struct restore *rs, const Rgpu__PushRequest *req)
+{
+	struct srv_worker *w = rs->w;
+	const Rgpu__CkptMeta *m = rs->m;
+	const Rgpu__CkptBlob *b;
+	uint8_t *buf = NULL;
+	int ret;
+
 	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_KEPT))) {
 		if ((ret = read_blob(rs, b, &buf)))
 			return ret;
@@ -565,7 +628,8 @@ static int rebuild(struct restore *rs, const Rgpu__PushRequest *req)
 }
 
 static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why, uint64_t id,
-		  const struct srv_worker *w, const char *client_address, uint64_t restore_ns)
+		  const struct srv_worker *w, const char *client_address, uint64_t restore_ns,
+		  uint64_t changed)
 {
 	Rgpu__PushReply rep = RGPU__PUSH_REPLY__INIT;
 	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_PUSH_DONE, .flags = RGPU_FRAME_REPLY,
@@ -580,7 +644,137 @@ static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why
 	}
 	rep.client_address = (char *)(client_address ? client_address : "");
 	rep.restore_ns = restore_ns;
+	rep.changed = changed;
 	rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
+}
+
+/* The blobs that make a job's structure: a staged job takes a round only if they are equal. */
+static int structural(const Rgpu__CkptBlob *b)
+{
+	return b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE ||
+	       b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_GLOBAL ||
+	       b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_STATELOG ||
+	       b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_JOURNALS ||
+	       b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE;
+}
+
+/*
+ * Is checkpoint (m, hashes) the staged job's, with only its contents changed: the same job, the
+ * same state log and capture journals (byte for byte: their chunk hashes), module images,
+ * globals and device mappings? why says the first difference.
+ */
+static int same_job(const struct restore *rs, const Rgpu__CkptMeta *m, const uint8_t *hashes,
+		    char *why, size_t whylen)
+{
+	const Rgpu__CkptMeta *o = rs->m;
+	size_t i = 0, j = 0;
+
+	if (m->job_id.len != o->job_id.len || memcmp(m->job_id.data, o->job_id.data, o->job_id.len)) {
+		snprintf(why, whylen, "a checkpoint of another job");
+		return 0;
+	}
+	for (;;) {
+		while (i < o->n_blobs && !structural(o->blobs[i]))
+			i++;
+		while (j < m->n_blobs && !structural(m->blobs[j]))
+			j++;
+		if (i == o->n_blobs || j == m->n_blobs)
+			break;
+		const Rgpu__CkptBlob *a = o->blobs[i++], *b = m->blobs[j++];
+		if (a->kind != b->kind || a->addr != b->addr || a->size != b->size ||
+		    a->count != b->count || a->id != b->id ||
+		    (a->kind != RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE &&
+		     a->kind != RGPU__CKPT_BLOB_KIND__CKPT_BLOB_GLOBAL &&
+		     memcmp(rs->hashes + a->first * RGPU_HASH_LEN, hashes + b->first * RGPU_HASH_LEN,
+			    a->count * RGPU_HASH_LEN))) {
+			snprintf(why, whylen, "its %s changed (blob %zu)",
+				 a->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE ? "device mappings"
+				 : a->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_STATELOG ? "state log"
+				 : a->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_JOURNALS
+				     ? "capture journals"
+				     : "modules",
+				 j - 1);
+			return 0;
+		}
+	}
+	if (i != o->n_blobs || j != m->n_blobs) {
+		snprintf(why, whylen, "its objects changed (another number of them)");
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * A staged job (live migration): say so to the source, then take its next round on c: the
+ * checkpoint into the store, checked to be this job with only its contents changed, the chunks
+ * that changed written. *reqp becomes the round's request. 0, or an error (rs->why; the source
+ * has been answered where it can be, RGPU_ESTALE when the job's structure changed).
+ */
+static int next_round(struct restore *rs, struct rgpu_conn *c, Rgpu__PushRequest **reqp,
+		      uint64_t *done_seq, unsigned round, uint64_t t0)
+{
+	struct srv_worker *w = rs->w;
+	struct rgpu_frame_hdr fh;
+	Rgpu__PushRequest *req = NULL;
+	Rgpu__CkptMeta *m = NULL;
+	uint8_t *body = NULL, *hashes = NULL;
+	uint64_t old = rs->id;
+	size_t n = 0;
+	char why[400];
+	int ret;
+
+	reply(c, *done_seq, 0, NULL, rs->id, w, NULL, rgpu_now_ns() - t0, rs->changed);
+	pr_info("job %s staged for a live migration, round %u: %llu chunks written in %.3f s",
+		w->job_hex, round, (unsigned long long)rs->changed, (rgpu_now_ns() - t0) / 1e9);
+	if (rgpu_fault("live_stage_crash")) /* the target dies between two rounds */
+		_exit(1);
+	ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &fh, &body, RGPU_ADMIN_LONG_TIMEOUT_MS);
+	if (ret)
+		return fail(rs, ret, "the source left the live migration after round %u: %s", round,
+			    rgpu_strerror(ret));
+	if (fh.type == RGPU_ADMIN_MSG_PUSH)
+		req = RGPU_PB_UNPACK(rgpu__push_request, fh.body_len, body);
+	free(body);
+	if (!req || !req->restore) {
+		rgpu_conn_discard(c, fh.payload_len);
+		if (req)
+			rgpu__push_request__free_unpacked(req, NULL);
+		return fail(rs, RGPU_EPROTO, "a staged job takes only the next round's PUSH");
+	}
+	rgpu__push_request__free_unpacked(*reqp, NULL);
+	*reqp = req;
+	*done_seq = 0;
+	ret = rgpu_push_receive(c, &fh, req, NULL, rs->store, &rs->id, done_seq, why, sizeof(why));
+	if (ret) {
+		if (*done_seq)
+			reply(c, *done_seq, ret, why, 0, NULL, NULL, 0, 0);
+		return fail(rs, ret, "round %u: %s", round + 1, why);
+	}
+	ret = rgpu_ckpt_load(rs->store, rs->id, &m, &hashes, &n, why, sizeof(why));
+	if (ret) {
+		reply(c, *done_seq, ret, why, rs->id, NULL, NULL, 0, 0);
+		return fail(rs, ret, "round %u: %s", round + 1, why);
+	}
+	rs->t_round = rgpu_now_ns();
+	if (!same_job(rs, m, hashes, why, sizeof(why))) {
+		ret = fail(rs, RGPU_ESTALE, "round %u: %s since it was staged", round + 1, why);
+		reply(c, *done_seq, ret, rs->why, rs->id, NULL, NULL, 0, 0);
+		rgpu__ckpt_meta__free_unpacked(m, NULL);
+		free(hashes);
+		return ret;
+	}
+	rgpu__ckpt_meta__free_unpacked(rs->m, NULL);
+	free(rs->hashes);
+	rs->m = m;
+	rs->hashes = hashes;
+	rs->n = n;
+	/* the rounds before are done with: only the last one stays a checkpoint here */
+	if (old != rs->id)
+		rgpu_store_remove(rs->store, old);
+	ret = contents(rs);
+	if (ret)
+		reply(c, *done_seq, ret, rs->why, rs->id, NULL, NULL, 0, 0);
+	return ret;
 }
 
 void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
@@ -595,6 +789,8 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	char why[400] = "";
 	int ret;
 
+	/* the supervisor's bound on one request is not this conversation's: each wait has its own */
+	rgpu_conn_set_deadline(c, 0);
 	srv_worker_init(w, cfg, ctl_fd, rgpu_conn_peer(c));
 	snprintf(w->job_hex, sizeof(w->job_hex), "(restoring)");
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -616,14 +812,14 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	if (ret) {
 		pr_warn("a checkpoint pushed by %s failed: %s", rgpu_conn_peer(c), why);
 		if (done_seq)
-			reply(c, done_seq, ret, why, 0, NULL, NULL, 0);
+			reply(c, done_seq, ret, why, 0, NULL, NULL, 0, 0);
 		goto out;
 	}
 	t0 = rgpu_now_ns();
 	pr_info("checkpoint %llu pushed by %s stored", (unsigned long long)rs.id,
 		rgpu_conn_peer(c));
 	if (!req->restore) {
-		reply(c, done_seq, 0, NULL, rs.id, NULL, NULL, 0);
+		reply(c, done_seq, 0, NULL, rs.id, NULL, NULL, 0, 0);
 		goto out;
 	}
 	ret = rgpu_ckpt_load(rs.store, rs.id, &rs.m, &rs.hashes, &rs.n, rs.why, sizeof(rs.why));
@@ -638,10 +834,24 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 				 srv_tenant_label(w->tenant));
 	}
 	if (!ret)
-		ret = rebuild(&rs, req);
+		ret = rebuild(&rs);
+	if (!ret)
+		ret = contents(&rs);
+	/* a live migration's rounds: the job stays staged, unserved, until the switchover */
+	for (unsigned round = 1; !ret && req->stage; round++) {
+		ret = next_round(&rs, c, &req, &done_seq, round, t0);
+		t0 = rs.t_round;
+		if (ret) {
+			pr_warn("job %s: the live migration to this server ends: %s", w->job_hex,
+				rs.why);
+			goto out; /* answered already where it could be */
+		}
+	}
+	if (!ret)
+		ret = link_state(&rs, req);
 	if (ret) {
 		pr_warn("restoring checkpoint %llu failed: %s", (unsigned long long)rs.id, rs.why);
-		reply(c, done_seq, ret, rs.why, rs.id, NULL, NULL, 0);
+		reply(c, done_seq, ret, rs.why, rs.id, NULL, NULL, 0, 0);
 		goto out;
 	}
 	if (rgpu_fault("restore_crash")) /* the target dies before it answers */
@@ -658,10 +868,11 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 		(rs.t_setup - t0) / 1e9, (rs.t_replay - rs.t_setup) / 1e9,
 		(rs.t_fill - rs.t_replay) / 1e9, (rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s,
 		addr);
-	reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0);
+	reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed);
 	rgpu_conn_close(c);
 	rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
 	free(rs.hashes);
+	free(rs.dev_have);
 	rgpu__push_request__free_unpacked(req, NULL);
 	/* a job like any other now, whose link is down: its client resumes it here */
 	srv_worker_serve(w);

@@ -30,6 +30,7 @@ const char *rgpu_strerror(int err)
 	case RGPU_EAUTH: return "authentication failed";
 	case RGPU_ETLS: return "TLS failed";
 	case RGPU_EMOVED: return "the job moved to another server";
+	case RGPU_ESTALE: return "the job's state changed since the target staged it";
 	}
 	return "unknown rgpu error";
 }

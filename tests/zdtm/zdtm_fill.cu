@@ -6,6 +6,9 @@
 //   ZDTM_FILL_KIND  random (default: every 32-bit word a hash of its index) or compressible
 //                   (4 KiB blocks of one repeated word: zstd takes them to almost nothing)
 //   ZDTM_FILL_SEED  the first seed (default 1)
+//   ZDTM_FILL_BUSY  MiB/s: instead of sleeping after READY, keep working until SIGUSR1: check
+//                   every chunk, give a tenth of them new seeds and fill them, at most this many
+//                   MiB rewritten per second (0: as fast as it goes; unset: sleep, as zdtm does)
 //   ZDTM_ROUNDS     rounds, as every zdtm program (README.md)
 //
 // Before each READY the memory holds a known state: each 2 MiB chunk the pattern of its own
@@ -46,14 +49,61 @@ __global__ void check_chunks(const unsigned *p, unsigned long long nwords, const
 	}
 }
 
+// While busy (ZDTM_FILL_BUSY): READY, then until SIGUSR1 check everything and rewrite a tenth,
+// at most rate MiB/s. Every check counts; a difference fails the round.
+static void busy_wait(unsigned *p, unsigned long long nwords, unsigned *seeds, unsigned *hseeds,
+		      unsigned long long nchunks, int kind, unsigned long long *bad, double rate,
+		      unsigned long long *iters)
+{
+	struct timespec t0, now;
+	unsigned long long nbad = 0, k = 0;
+	double rewritten = 0;
+
+	zd_signalled = 0;
+	printf("READY\n");
+	fflush(stdout);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!zd_signalled) {
+		ZK(cudaMemset(bad, 0, sizeof(*bad)));
+		check_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, bad);
+		ZK_LAUNCH();
+		ZK(cudaMemcpy(&nbad, bad, sizeof(nbad), cudaMemcpyDeviceToHost));
+		zd_expect(nbad == 0, "busy step %llu: %llu of %llu words differ from their chunk's pattern",
+			  k, nbad, nwords);
+		zd_bytes += nwords * 4;
+		unsigned long long first = k % 10, n = 0;
+		for (unsigned long long c = first; c < nchunks; c += 10, n++)
+			hseeds[c] += 7u;
+		ZK(cudaMemcpy(seeds, hseeds, nchunks * sizeof(unsigned), cudaMemcpyHostToDevice));
+		fill_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, first, 10);
+		ZK_LAUNCH();
+		ZK(cudaDeviceSynchronize());
+		rewritten += n * 2.0;
+		k++;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double el = (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+		if (el > ZD_WAIT_SECONDS) {
+			printf("FAIL timeout waiting for SIGUSR1 (busy)\n");
+			fflush(stdout);
+			exit(1);
+		}
+		if (rate > 0 && rewritten / rate > el) {
+			double d = rewritten / rate - el;
+			struct timespec st = {(time_t)d, (long)((d - (time_t)d) * 1e9)};
+			nanosleep(&st, NULL);
+		}
+	}
+	*iters += k;
+}
+
 int main(void)
 {
 	const char *mib_s = getenv("ZDTM_FILL_MIB"), *kind_s = getenv("ZDTM_FILL_KIND"),
-		   *seed_s = getenv("ZDTM_FILL_SEED");
+		   *seed_s = getenv("ZDTM_FILL_SEED"), *busy_s = getenv("ZDTM_FILL_BUSY");
 	unsigned long long mib = mib_s && *mib_s ? strtoull(mib_s, NULL, 10) : 64;
 	int kind = kind_s && !strcmp(kind_s, "compressible");
 	unsigned seed = seed_s && *seed_s ? (unsigned)strtoul(seed_s, NULL, 10) : 1;
-	unsigned long long nwords, nchunks, *bad, nbad = 0;
+	unsigned long long nwords, nchunks, *bad, nbad = 0, iters = 0;
 	unsigned *p, *seeds, *hseeds;
 	char extra[160];
 
@@ -75,7 +125,10 @@ int main(void)
 	ZK_LAUNCH();
 	ZK(cudaDeviceSynchronize());
 	for (int r = 0; r < zd_rounds; r++) {
-		zd_ready_wait();
+		if (busy_s && *busy_s)
+			busy_wait(p, nwords, seeds, hseeds, nchunks, kind, bad, atof(busy_s), &iters);
+		else
+			zd_ready_wait();
 		ZK(cudaMemset(bad, 0, sizeof(*bad)));
 		check_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, bad);
 		ZK_LAUNCH();
@@ -94,7 +147,7 @@ int main(void)
 		ZK(cudaDeviceSynchronize());
 	}
 	free(hseeds);
-	snprintf(extra, sizeof(extra), "mib=%llu kind=%s chunks=%llu", mib,
-		 kind ? "compressible" : "random", nchunks);
+	snprintf(extra, sizeof(extra), "mib=%llu kind=%s chunks=%llu busy_steps=%llu", mib,
+		 kind ? "compressible" : "random", nchunks, iters);
 	return zd_ok(extra);
 }

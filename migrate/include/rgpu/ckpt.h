@@ -70,6 +70,7 @@ int rgpu_ckpt_verify(struct rgpu_store *s, uint64_t id, unsigned nthreads,
 /* What a push carries besides the checkpoint. */
 struct rgpu_push_opts {
 	int restore;                 /* the target restores it once stored */
+	int stage;                   /* live migration: restored but not served, more rounds come */
 	const uint8_t *token;        /* the job's current resume token (32 bytes), or NULL */
 	const uint8_t *token_prev;   /* and the one before, or NULL */
 	const char *client_address;  /* where its client will find the target, or NULL */

@@ -33,6 +33,7 @@ enum rgpu_err {
 	RGPU_EAUTH = -23,      /* authentication failed or a key is unusable */
 	RGPU_ETLS = -24,       /* TLS failed: no TLS peer, a bad certificate, or a TLS error */
 	RGPU_EMOVED = -25,     /* the job moved to another server (a migration, a restore) */
+	RGPU_ESTALE = -26,     /* a live migration's staged job no longer matches the job's state */
 };
 
 /* rgpu_strerror() - a short, stable name and description of an RGPU_E* code. */

@@ -1,0 +1,136 @@
+#!/bin/sh
+# Live (pre-copy) migration between rgpud servers on simgpu (issue 10):
+#   live.sh BUILD [N] [MIB]
+# 1. Each zdtm state program waits at READY while it is migrated live A -> B, and after its
+#    second round B -> A; it checks every byte and handle after each, and the job is on the
+#    server it was moved to and nowhere else.
+# 2. zdtm_fill busy (ZDTM_FILL_BUSY: it checks all of its MIB MiB, default 64, and rewrites a
+#    tenth of it, over and over, while it is moved) is migrated A -> B -> A ... N times (default
+#    50): every check it makes passes, every migration is live with at least one round and a
+#    pause, and no job is left on the server it left.
+# 3. A migration failing at each phase, on the target (fault sites: restore_replay while it
+#    stages the job, live_stage_crash between two rounds, live_delta when it writes a round's
+#    chunks, restore_crash at the switchover) and on the source (push_send: the connection cut
+#    in the middle of a push; ckpt_barrier): the migration says so, the job runs on on the
+#    source, nothing stays on the target, and the program passes. So does a migration to an
+#    unreachable server.
+set -u
+build=$1
+n=${2:-50}
+mib=${3:-64}
+tmp=$(mktemp -d)
+. "$(dirname "$0")/servers.sh"
+cleanup() {
+	for s in A B C; do srv_stop $s; done
+	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 143' INT TERM
+fail() {
+	echo "FAIL: $*"
+	for s in A B C; do
+		[ -e "$tmp/$s/log" ] && { echo "--- rgpud $s log"; tail -n 30 "$tmp/$s/log"; }
+	done
+	exit 1
+}
+json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+srv_start A -- --resume-grace 30
+srv_start B SIMGPU_GLOBALS_SKEW=65536 -- --resume-grace 30
+A=$(srv_admin A)
+B=$(srv_admin B)
+
+# live FROM TO: migrate the job on FROM live to TO, check the reply and where the job is
+live() {
+	"$ctl" migrate "$job" --server "$1" --to "$2" --json >"$tmp/m.json" ||
+		fail "$p: live migration $1 -> $2: $(cat "$tmp/m.json")"
+	[ "$(json "$tmp/m.json" 'j["kind"] == "live" and j["rounds"] >= 1 and j["pause_ns"] > 0')" = True ] ||
+		fail "$p: reply $(cat "$tmp/m.json")"
+	[ "$(job_of "$3")" = "$job" ] || fail "$p: the job is not on $3"
+	[ "$(job_of "$4")" = "" ] || fail "$p: a job is left on $4"
+}
+
+for p in memory globals streams events pool graph mixed; do
+	zdtm_start A "zdtm_$p" 3
+	zdtm_wait_ready 1
+	job=$(job_of A)
+	live "$A" "$B" B A
+	zdtm_go
+	zdtm_wait_ready 2
+	live "$B" "$A" A B
+	zdtm_go
+	zdtm_wait_ready 3
+	zdtm_go
+	zdtm_finish 3
+	echo "ok: $p moved live A -> B -> A, every byte and handle checked ($(json "$tmp/m.json" 'j["rounds"]') round(s), paused $(json "$tmp/m.json" '"%.1f ms" % (j["pause_ns"] / 1e6)'))"
+done
+
+# a job that never stops writing and checking, moved back and forth
+p=fill
+ZDTM_FILL_MIB=$mib ZDTM_FILL_BUSY=0 zdtm_start A zdtm_fill 1
+zdtm_wait_ready 1
+job=$(job_of A)
+pauses=""
+for i in $(seq "$n"); do
+	if [ $((i % 2)) = 1 ]; then live "$A" "$B" B A; else live "$B" "$A" A B; fi
+	pauses="$pauses $(json "$tmp/m.json" 'j["pause_ns"] // 1000000')"
+	kill -0 "$zpid" 2>/dev/null || fail "the busy program ended during migration $i: $(cat "$zout" "$zout.err")"
+done
+zdtm_go
+zdtm_finish 1
+steps=$(sed -n 's/.*busy_steps=\([0-9]*\).*/\1/p' "$zout")
+[ "${steps:-0}" -ge "$n" ] || fail "the busy program made only ${steps:-0} steps over $n migrations"
+echo "ok: a busy $mib MiB job moved live $n times, $steps busy steps all checked; pauses (ms):$pauses"
+
+# failures: the job runs on on the source, the target keeps nothing
+p=memory
+nowhere() {
+	zdtm_start A zdtm_memory 1
+	zdtm_wait_ready 1
+	job=$(job_of A)
+}
+nowhere
+"$ctl" migrate "$job" --server "$A" --to 127.0.0.1:1 >"$tmp/m.out" 2>&1
+[ $? -eq 1 ] || fail "a live migration to nowhere: $(cat "$tmp/m.out")"
+[ "$(job_of A)" = "$job" ] || fail "the job is gone from A after a migration to nowhere"
+zdtm_go
+zdtm_finish 1
+echo "ok: a live migration to an unreachable server fails, the job runs on"
+for fault in restore_replay live_stage_crash live_delta restore_crash; do
+	srv_start C RGPU_FAULT=$fault -- --resume-grace 30
+	nowhere
+	"$ctl" migrate "$job" --server "$A" --to "$(srv_admin C)" >"$tmp/m.out" 2>&1
+	rc=$?
+	want=1
+	[ $fault = live_delta ] && want=5 # damaged bytes on the target's GPU
+	[ $rc -eq $want ] || fail "live migration with $fault: exit $rc, want $want: $(cat "$tmp/m.out")"
+	grep -q "the job runs on there" "$tmp/m.out" || fail "$fault: $(cat "$tmp/m.out")"
+	[ "$(job_of A)" = "$job" ] || fail "$fault: the job is gone from A"
+	sleep 0.6
+	[ "$(job_of C)" = "" ] || fail "$fault: a job stayed on the target"
+	zdtm_go
+	zdtm_finish 1
+	srv_stop C
+	rm -rf "$tmp/C"
+	echo "ok: a live migration failing at $fault on the target: the job ran on on A ($(tail -c 100 "$tmp/m.out" | tr -d '\n'))"
+done
+for fault in push_send ckpt_barrier; do
+	srv_stop A
+	srv_start A RGPU_FAULT=$fault -- --resume-grace 30
+	A=$(srv_admin A)
+	# a target with an empty store: the push has chunks to send
+	srv_start C -- --resume-grace 30
+	nowhere
+	"$ctl" migrate "$job" --server "$A" --to "$(srv_admin C)" >"$tmp/m.out" 2>&1
+	[ $? -eq 1 ] || fail "live migration with $fault: $(cat "$tmp/m.out")"
+	[ "$(job_of A)" = "$job" ] || fail "$fault: the job is gone from A"
+	sleep 0.6
+	[ "$(job_of C)" = "" ] || fail "$fault: a job stayed on the target"
+	zdtm_go
+	zdtm_finish 1
+	srv_stop C
+	rm -rf "$tmp/C"
+	echo "ok: a live migration failing at $fault on the source: the job ran on"
+done
+echo "live: all passed"
