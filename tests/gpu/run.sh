@@ -3,8 +3,9 @@
 #   tests/gpu/run.sh [OUT_DIR]
 # Environment: RGPU_GPU_CUTS=0 leaves out the connection-cut runs; RGPU_GPU_PART picks a part
 # (the whole run passes the device tool's 10 minutes): main (the programs, frameworks, state logs,
-# cuts), bench (the benchmarks, TLS, the chunk hash) or ckpt (checkpoints, migration and their
-# benchmark; RGPU_CKPT_BENCH_MIB sizes); all (default) runs them all; RGPU_BENCH_ROUNDS (default 2)
+# cuts), bench (the benchmarks, TLS, the chunk hash), ckpt (checkpoints, cold migration and their
+# benchmark; RGPU_CKPT_BENCH_MIB sizes) or live (live migration and its benchmark;
+# RGPU_LIVE_BENCH_MIB sizes, RGPU_LIVE_RUNS); all (default) runs them all; RGPU_BENCH_ROUNDS (default 2)
 # is how many times the benchmark alternates between this build and the previous one.
 # Starts rgpud on the real driver, runs every test program natively and through rgpu, the
 # hostile-input and killed-client checks, the cuGetProcAddress cross-check against the real
@@ -288,6 +289,18 @@ if want ckpt; then
 	row ckpt_bench - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
 	unset RGPU_E2E_DRIVER
 fi
+# ---- live migration (issue 10): the zdtm programs, a busy job moved back and forth, failures
+# at each phase; then the benchmark (1, 8, 16 GiB idle and busy, PyTorch mid-training)
+if want live; then
+	export RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system}
+	timeout 300 tests/e2e/live.sh "$B" "${RGPU_LIVE_RUNS:-10}" 1024 >"$OUT/live.log" 2>&1; rc=$?
+	row live - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	echo "-- live: $rc"
+	timeout 400 tests/bench/live_bench.sh "$B" ${RGPU_LIVE_BENCH_MIB:-1024 8192 16384} \
+		>"$OUT/live_bench.txt" 2>&1; rc=$?
+	row live_bench - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	unset RGPU_E2E_DRIVER
+fi
 
 if want bench; then
 # ---- benchmarks -------------------------------------------------------------------------
@@ -384,6 +397,10 @@ awk '/bytes received/ { for (i = 1; i < NF; i++) if ($(i+1) == "bytes") v = $i; 
 echo "== errors: native codes vs the expectations in errors.c (rgpu is compared with native)"
 grep -h "FAIL" "$OUT/errors.native.err" "$OUT/errors.rgpu.log" 2>/dev/null | head -5
 [ -s "$OUT/bench.tls.table" ] && { echo "== TLS: rgpu plaintext vs TLS 1.3 (one run)"; cat "$OUT/bench.tls.table"; }
+if [ -s "$OUT/live_bench.txt" ]; then
+	echo "== live migration (tests/bench/live_bench.sh)"
+	sed 's/^/   /' "$OUT/live_bench.txt" | grep -v "^   ok: fill" | head -40
+fi
 if [ -s "$OUT/ckpt_bench.txt" ]; then
 	echo "== checkpoints (tests/bench/ckpt_bench.sh)"
 	sed 's/^/   /' "$OUT/ckpt_bench.txt" | head -40

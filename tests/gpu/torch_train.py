@@ -42,8 +42,14 @@ def main():
     ys = torch.randint(0, 10, (steps, 64))
     model = Net().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
-    times, loss = [], None
+    # TRAIN_PROGRESS=1: a line "STEP i" before each step; TRAIN_PAUSE_MS: a sleep after each
+    # (a run long enough to be migrated in the middle: tests/bench/live_bench.sh)
+    progress = os.environ.get("TRAIN_PROGRESS") == "1"
+    pause = float(os.environ.get("TRAIN_PAUSE_MS", "0")) / 1000
+    times, losses, loss = [], [], None
     for i in range(steps):
+        if progress:
+            print(f"STEP {i}", flush=True)
         x, y = xs[i].to(dev, non_blocking=True), ys[i].to(dev, non_blocking=True)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -53,6 +59,9 @@ def main():
         opt.step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+        if pause:
+            time.sleep(pause)
     final = loss.item()
 
     # one inference pass captured as a CUDA graph and replayed; it must match eager mode
@@ -77,6 +86,7 @@ def main():
     times.sort()
     out = {
         "final_loss": final,
+        "losses": losses,
         "step_ms_median": 1000 * times[len(times) // 2],
         "graph_max_abs_diff": graph_err,
         "graph_ok": graph_err < 1e-4,

@@ -9,6 +9,8 @@
 //   ZDTM_FILL_BUSY  MiB/s: instead of sleeping after READY, keep working until SIGUSR1: check
 //                   every chunk, give a tenth of them new seeds and fill them, at most this many
 //                   MiB rewritten per second (0: as fast as it goes; unset: sleep, as zdtm does)
+//   ZDTM_FILL_HOT   with ZDTM_FILL_BUSY, =1: the busy steps rewrite always the same tenth (a hot
+//                   set, as a training run rewrites its weights), not a different one each step
 //   ZDTM_ROUNDS     rounds, as every zdtm program (README.md)
 //
 // Before each READY the memory holds a known state: each 2 MiB chunk the pattern of its own
@@ -58,6 +60,8 @@ static void busy_wait(unsigned *p, unsigned long long nwords, unsigned *seeds, u
 	struct timespec t0, now;
 	unsigned long long nbad = 0, k = 0;
 	double rewritten = 0;
+	const char *hot_s = getenv("ZDTM_FILL_HOT");
+	int hot = hot_s && !strcmp(hot_s, "1");
 
 	zd_signalled = 0;
 	printf("READY\n");
@@ -71,7 +75,7 @@ static void busy_wait(unsigned *p, unsigned long long nwords, unsigned *seeds, u
 		zd_expect(nbad == 0, "busy step %llu: %llu of %llu words differ from their chunk's pattern",
 			  k, nbad, nwords);
 		zd_bytes += nwords * 4;
-		unsigned long long first = k % 10, n = 0;
+		unsigned long long first = hot ? 0 : k % 10, n = 0;
 		for (unsigned long long c = first; c < nchunks; c += 10, n++)
 			hseeds[c] += 7u;
 		ZK(cudaMemcpy(seeds, hseeds, nchunks * sizeof(unsigned), cudaMemcpyHostToDevice));
