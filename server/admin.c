@@ -79,6 +79,7 @@ static void do_checkpoint(struct admin_req *a)
 
 	if (!ret)
 		ret = srv_ckpt_take(w, w->store, 0, a->c, &res, why, sizeof(why));
+	srv_ckpt_release(w);
 	rep.result = ret;
 	rep.error = why;
 	if (!ret) {
@@ -358,6 +359,7 @@ reply:
 		rgpu__push_reply__free_unpacked(m.pr, NULL);
 	if (req)
 		rgpu__migrate_request__free_unpacked(req, NULL);
+	srv_ckpt_release(w);
 	/* the chunks only the rounds' checkpoints named */
 	if (rounds && w->store)
 		rgpu_store_gc(w->store, &(uint64_t){0});

@@ -49,10 +49,23 @@ struct img_hashes {
 	uint64_t size;
 	uint8_t *chunks; /* rgpu_ckpt_nchunks(size) hashes */
 };
+/* A drain thread's tools: made at its first use, kept until srv_ckpt_release(). */
+struct drain_res {
+	uint8_t *val;               /* a chunk's stored value */
+	struct rgpu_chunk_enc *enc;
+	void *pinned;               /* BATCH_CHUNKS * CH of pinned memory (device items only) */
+	CUstream s;
+};
+
 struct srv_ckpt_cache {
 	struct img_hashes *v;
 	size_t n, cap;
 	uint8_t zero[RGPU_HASH_LEN]; /* the chunk hash of CH zero bytes */
+	/*
+	 * Pinned buffers cost the driver about 90 ms for 16 threads on an H200: paid once per
+	 * operation (a migration's rounds and its switchover share them), not once per phase.
+	 */
+	struct drain_res res[32];
 };
 
 /*
@@ -526,35 +539,42 @@ static void drain_thread(void *arg, unsigned tid)
 {
 	struct drain *d = arg;
 	struct srv_worker *w = d->tk->w;
-	struct rgpu_chunk_enc *enc = NULL;
-	uint8_t *val = malloc(RGPU_CHUNK_VALUE_MAX);
-	void *pinned = NULL;
-	CUstream s = NULL;
+	struct drain_res *r = &w->ckpt_cache->res[tid % 32];
 	size_t i;
 
-	(void)tid;
 	w->drv.cuCtxSetCurrent(w->base_ctx);
-	if (!val || rgpu_chunk_enc_new(&enc) ||
-	    w->drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS ||
-	    w->drv.cuMemHostAlloc(&pinned, BATCH_CHUNKS * CH, 0) != CUDA_SUCCESS) {
+	if ((!r->val && !(r->val = malloc(RGPU_CHUNK_VALUE_MAX))) ||
+	    (!r->enc && rgpu_chunk_enc_new(&r->enc))) {
 		drain_fail(d, "out of memory for the copy-out");
-		goto out;
+		return;
 	}
+	uint8_t *val = r->val;
+	struct rgpu_chunk_enc *enc = r->enc;
 	while (!atomic_load(&d->failed) && (i = atomic_fetch_add(&d->next, 1)) < d->nitems) {
 		const struct item *it = &d->items[i];
 		const uint8_t *src = it->host;
 		size_t vlen;
+		if (!src && !it->zero && !r->pinned &&
+		    (w->drv.cuStreamCreateWithPriority(&r->s, CU_STREAM_NON_BLOCKING, 0) !=
+			 CUDA_SUCCESS ||
+		     w->drv.cuMemHostAlloc(&r->pinned, BATCH_CHUNKS * CH, 0) != CUDA_SUCCESS)) {
+			r->pinned = NULL;
+			drain_fail(d, "out of memory for the copy-out");
+			break;
+		}
+		void *pinned = r->pinned;
+		CUstream s = r->s;
 		if (it->zero) {
 			/* an all-zero chunk's value is its header: no bytes to read */
 			rgpu_chunk_zero_value(CH, val, &vlen);
 		} else if (!src) {
-			CUresult r = w->drv.cuMemcpyDtoHAsync(pinned, it->src, (uint64_t)it->n * CH, s);
-			if (r == CUDA_SUCCESS)
-				r = w->drv.cuStreamSynchronize(s);
-			if (r != CUDA_SUCCESS) {
+			CUresult cr = w->drv.cuMemcpyDtoHAsync(pinned, it->src, (uint64_t)it->n * CH, s);
+			if (cr == CUDA_SUCCESS)
+				cr = w->drv.cuStreamSynchronize(s);
+			if (cr != CUDA_SUCCESS) {
 				char why[160];
 				snprintf(why, sizeof(why), "copying device memory out: %s",
-					 srv_cu_name(&w->drv, r));
+					 srv_cu_name(&w->drv, cr));
 				drain_fail(d, why);
 				break;
 			}
@@ -579,13 +599,25 @@ static void drain_thread(void *arg, unsigned tid)
 			atomic_fetch_add(&d->bytes, CH);
 		}
 	}
-out:
-	if (pinned)
-		w->drv.cuMemFreeHost(pinned);
-	if (s)
-		w->drv.cuStreamDestroy(s);
-	rgpu_chunk_enc_free(enc);
-	free(val);
+}
+
+void srv_ckpt_release(struct srv_worker *w)
+{
+	struct srv_ckpt_cache *cc = w->ckpt_cache;
+
+	if (!cc)
+		return;
+	w->drv.cuCtxSetCurrent(w->base_ctx);
+	for (size_t i = 0; i < 32; i++) {
+		struct drain_res *r = &cc->res[i];
+		if (r->pinned)
+			w->drv.cuMemFreeHost(r->pinned);
+		if (r->s)
+			w->drv.cuStreamDestroy(r->s);
+		rgpu_chunk_enc_free(r->enc);
+		free(r->val);
+		memset(r, 0, sizeof(*r));
+	}
 }
 
 /* What the operator hears while the chunks drain */

@@ -321,7 +321,10 @@ static int fill_device(struct restore *rs)
 	if (ret)
 		goto out;
 	f.total = total;
-	rgpu_parallel_watch(rgpu_parallel_width(), fill_thread, &f, fill_tick, &f, 200);
+	/* a round with nothing changed starts no threads (each would pin a buffer) */
+	if (f.ntodo)
+		rgpu_parallel_watch(MIN(rgpu_parallel_width(), (unsigned)MIN(f.ntodo, 32)),
+				    fill_thread, &f, fill_tick, &f, 200);
 	if (atomic_load(&f.failed)) {
 		ret = fail(rs, RGPU_ECORRUPT, "%s", f.why);
 		goto out;

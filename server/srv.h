@@ -705,6 +705,11 @@ void srv_ckpt_keep_image(struct srv_worker *w, const uint8_t hash[32], const voi
  */
 int srv_store_open(const struct srv_config *cfg, struct rgpu_store **out, char *why,
 		   size_t whylen);
+/*
+ * srv_ckpt_release() - the buffers srv_ckpt_take() keeps for the next one (pinned memory, streams,
+ * encoders) freed: after an operator's checkpoint, after a migration that failed.
+ */
+void srv_ckpt_release(struct srv_worker *w);
 /* srv_worker_store() - the worker's w->store, opened at the first call; why filled on error */
 int srv_worker_store(struct srv_worker *w, char *why, size_t whylen);
 /*

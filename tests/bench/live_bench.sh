@@ -86,6 +86,7 @@ if python3 -c "import torch" 2>/dev/null; then
 	root=$(cd "$(dirname "$0")/../.." && pwd)
 	STEPS=200 TRAIN_PAUSE_MS=20 timeout 300 python3 "$root/tests/gpu/torch_train.py" >"$tmp/native.out" 2>&1 ||
 		fail "torch native: $(tail -5 "$tmp/native.out")"
+	: >"$tmp/rgpu.out"
 	STEPS=200 TRAIN_PAUSE_MS=20 TRAIN_PROGRESS=1 RGPU_LOG=warn timeout 300 "$ctl" run --server "127.0.0.1:$(srv_port A)" -- \
 		python3 "$root/tests/gpu/torch_train.py" >"$tmp/rgpu.out" 2>&1 &
 	tpid=$!
