@@ -441,13 +441,39 @@ out:
 
 /* ---- migrate ---------------------------------------------------------------------------------- */
 
+/*
+ * MIGRATE job (full id or prefix) from server to target, showing progress. 0 with *rep (its
+ * result may be an error), or an admin error with err filled.
+ */
+static int migrate_call(const struct ctl_opts *o, const char *server, const char *job,
+			const char *target, Rgpu__MigrateReply **rep, char *err, size_t errlen)
+{
+	Rgpu__MigrateRequest req = RGPU__MIGRATE_REQUEST__INIT;
+	struct ctl_progress pg;
+	struct rgpu_admin *a = NULL;
+	int ret;
+
+	req.job = (char *)job;
+	req.target = (char *)target;
+	req.cold = o->cold;
+	req.max_rounds = o->rounds;
+	req.client_address = (char *)(o->client_address ? o->client_address : "");
+	ctl_progress_init(&pg, o);
+	ret = rgpu_admin_open(&ctl_peer, server, &a, err, errlen);
+	if (!ret)
+		ret = rgpu_admin_call(a, RGPU_ADMIN_MSG_MIGRATE, &req.base, NULL, 0,
+				      &rgpu__migrate_reply__descriptor, (ProtobufCMessage **)rep,
+				      NULL, NULL, ctl_progress_cb, &pg, RGPU_ADMIN_LONG_TIMEOUT_MS,
+				      err, errlen);
+	rgpu_admin_close(a);
+	ctl_progress_end(&pg);
+	return ret;
+}
+
 int ctl_cmd_migrate(int argc, char **argv)
 {
 	struct ctl_opts o;
-	Rgpu__MigrateRequest req = RGPU__MIGRATE_REQUEST__INIT;
 	Rgpu__MigrateReply *rep = NULL;
-	struct ctl_progress pg;
-	struct rgpu_admin *a = NULL;
 	char err[800];
 	int ret = ctl_parse(argc, argv, "migrate", "tacr", 1, &o), s;
 
@@ -476,20 +502,7 @@ int ctl_cmd_migrate(int argc, char **argv)
 		ret = -s;
 		goto out;
 	}
-	req.job = o.args[0];
-	req.target = (char *)o.to;
-	req.cold = o.cold;
-	req.max_rounds = o.rounds;
-	req.client_address = (char *)(o.client_address ? o.client_address : "");
-	ctl_progress_init(&pg, &o);
-	ret = rgpu_admin_open(&ctl_peer, o.server[s], &a, err, sizeof(err));
-	if (!ret)
-		ret = rgpu_admin_call(a, RGPU_ADMIN_MSG_MIGRATE, &req.base, NULL, 0,
-				      &rgpu__migrate_reply__descriptor, (ProtobufCMessage **)&rep,
-				      NULL, NULL, ctl_progress_cb, &pg, RGPU_ADMIN_LONG_TIMEOUT_MS,
-				      err, sizeof(err));
-	rgpu_admin_close(a);
-	ctl_progress_end(&pg);
+	ret = migrate_call(&o, o.server[s], o.args[0], o.to, &rep, err, sizeof(err));
 	if (ret) {
 		ret = fail_json(&o, "migrate", o.server[s], err, ctl_status_of(ret));
 		goto out;
@@ -535,6 +548,184 @@ int ctl_cmd_migrate(int argc, char **argv)
 	}
 	rgpu__migrate_reply__free_unpacked(rep, NULL);
 out:
+	ctl_opts_free(&o);
+	return ret;
+}
+
+/* ---- drain, undrain ------------------------------------------------------------------------- */
+
+static int drain_call(const char *server, int drain, Rgpu__DrainReply **rep, char *err,
+		      size_t errlen)
+{
+	Rgpu__DrainRequest req = RGPU__DRAIN_REQUEST__INIT;
+
+	req.drained = drain;
+	return rgpu_admin_once(&ctl_peer, server, RGPU_ADMIN_MSG_DRAIN, &req.base,
+			       &rgpu__drain_reply__descriptor, (ProtobufCMessage **)rep, NULL, NULL,
+			       RGPU_ADMIN_TIMEOUT_MS, err, errlen);
+}
+
+/*
+ * The target for a job of `need` bytes of device memory: of the candidates, reachable, not
+ * drained, the one with the most free memory on its first GPU that holds it. NULL if none;
+ * why then says what each candidate lacked.
+ */
+static const char *pick_target(char **cands, int n, uint64_t need, char *why, size_t whylen)
+{
+	const char *best = NULL;
+	uint64_t best_free = 0;
+	size_t off = 0;
+
+	why[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
+		Rgpu__StatusReply *st = NULL;
+		char err[400];
+		const char *no = NULL;
+		uint64_t free_b = 0;
+		if (rgpu_admin_once(&ctl_peer, cands[i], RGPU_ADMIN_MSG_STATUS, &req.base,
+				    &rgpu__status_reply__descriptor, (ProtobufCMessage **)&st, NULL,
+				    NULL, RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err))) {
+			no = "unreachable";
+		} else if (st->drained) {
+			no = "drained";
+		} else if (!st->n_gpus) {
+			no = "no GPU";
+		} else {
+			const Rgpu__GpuInfo *g = st->gpus[0];
+			free_b = g->memory_total > g->memory_used ? g->memory_total - g->memory_used : 0;
+			if (free_b < need)
+				no = "not enough free GPU memory";
+		}
+		if (no)
+			off += (size_t)snprintf(why + off, off < whylen ? whylen - off : 0, "%s%s: %s",
+						off ? "; " : "", cands[i], no);
+		else if (!best || free_b > best_free) {
+			best = cands[i];
+			best_free = free_b;
+		}
+		if (st)
+			rgpu__status_reply__free_unpacked(st, NULL);
+	}
+	return best;
+}
+
+int ctl_cmd_drain(int argc, char **argv, int drain)
+{
+	const char *cmd = drain ? "drain" : "undrain";
+	struct ctl_opts o;
+	Rgpu__DrainReply *dr = NULL;
+	Rgpu__JobsReply *jr = NULL;
+	Rgpu__AdminRequest jreq = RGPU__ADMIN_REQUEST__INIT;
+	char err[800], *cands[CTL_MAX_SERVERS], *tolist = NULL;
+	json_t *moved = json_array(), *left = json_array();
+	int ret = ctl_parse(argc, argv, cmd, drain ? "tcr" : "", 1, &o), ncand = 0, nleft = 0;
+
+	if (ret < 0) {
+		if (drain)
+			printf("Usage: rgpuctl drain SERVER --to TARGET[,TARGET...] [--cold | --rounds N] "
+			       "[--json] [--progress]\n");
+		else
+			printf("Usage: rgpuctl undrain SERVER [--json]\n");
+		return 0;
+	}
+	if (ret)
+		goto out;
+	if (o.nargs != 1 || (drain && !o.to)) {
+		fprintf(stderr, "rgpuctl %s: name the server%s\n", cmd,
+			drain ? " and where its jobs may go: rgpuctl drain SERVER --to TARGET[,...]"
+			      : ": rgpuctl undrain SERVER");
+		ret = CTL_USAGE;
+		goto out;
+	}
+	const char *server = o.args[0];
+	if (drain) {
+		tolist = strdup(o.to);
+		for (char *sv, *t = strtok_r(tolist, ",", &sv); t && ncand < CTL_MAX_SERVERS;
+		     t = strtok_r(NULL, ",", &sv))
+			if (strcmp(t, server))
+				cands[ncand++] = t;
+	}
+	ret = drain_call(server, drain, &dr, err, sizeof(err));
+	if (!ret && dr->result) {
+		snprintf(err, sizeof(err), "%s: %s", server,
+			 dr->error && *dr->error ? dr->error : rgpu_strerror(dr->result));
+		ret = fail_json(&o, cmd, server, err, CTL_FAILED);
+		goto out;
+	}
+	if (ret) {
+		ret = fail_json(&o, cmd, server, err, ctl_status_of(ret));
+		goto out;
+	}
+	if (!drain) {
+		if (o.json)
+			ctl_json_print(json_pack("{s:s,s:b,s:i}", "server", server, "drained", 0,
+						 "jobs", (int)dr->jobs));
+		else
+			printf("%s takes new sessions and jobs again (%u job(s) running there)\n",
+			       server, dr->jobs);
+		ret = CTL_OK;
+		goto out;
+	}
+	if (!o.json)
+		printf("%s drained: no new session or job lands there; moving its %u job(s)\n",
+		       server, dr->jobs);
+	ret = rgpu_admin_once(&ctl_peer, server, RGPU_ADMIN_MSG_JOBS, &jreq.base,
+			      &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, NULL, NULL,
+			      RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err));
+	if (ret) {
+		ret = fail_json(&o, cmd, server, err, ctl_status_of(ret));
+		goto out;
+	}
+	for (size_t k = 0; k < jr->n_jobs; k++) {
+		const Rgpu__JobInfo *j = jr->jobs[k];
+		Rgpu__MigrateReply *rep = NULL;
+		char job[40], why[800] = "";
+		const char *target;
+		ctl_hex(&j->job_id, job, sizeof(job));
+		target = pick_target(cands, ncand, j->device_memory, why, sizeof(why));
+		if (!target) {
+			snprintf(err, sizeof(err), "no target can take it (%s)", why);
+		} else if ((ret = migrate_call(&o, server, job, target, &rep, err, sizeof(err))) ==
+			   0 && rep->result) {
+			snprintf(err, sizeof(err), "%s (it runs on there)",
+				 rep->error && *rep->error ? rep->error : rgpu_strerror(rep->result));
+			ret = rep->result;
+		} else if (!ret) {
+			char pause[32];
+			ms(rep->pause_ns, pause, sizeof(pause));
+			if (!o.json)
+				printf("job %.12s (%s) moved to %s: paused %s\n", job,
+				       ctl_basename(j->client_program), target, pause);
+			json_array_append_new(moved, json_pack("{s:s,s:s,s:I}", "job", job, "target",
+							       target, "pause_ns",
+							       (json_int_t)rep->pause_ns));
+		}
+		if (!target || ret) {
+			nleft++;
+			if (!o.json)
+				printf("job %.12s (%s) stays on %s: %s\n", job,
+				       ctl_basename(j->client_program), server, err);
+			json_array_append_new(left, json_pack("{s:s,s:s}", "job", job, "error", err));
+		}
+		if (rep)
+			rgpu__migrate_reply__free_unpacked(rep, NULL);
+		ret = 0;
+	}
+	if (o.json)
+		ctl_json_print(json_pack("{s:s,s:b,s:O,s:O}", "server", server, "drained", 1,
+					 "moved", moved, "left", left));
+	else
+		printf("%s: %zu job(s) moved, %d left\n", server, jr->n_jobs - (size_t)nleft, nleft);
+	ret = nleft ? CTL_FAILED : CTL_OK;
+out:
+	if (dr)
+		rgpu__drain_reply__free_unpacked(dr, NULL);
+	if (jr)
+		rgpu__jobs_reply__free_unpacked(jr, NULL);
+	json_decref(moved);
+	json_decref(left);
+	free(tolist);
 	ctl_opts_free(&o);
 	return ret;
 }

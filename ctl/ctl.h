@@ -85,5 +85,7 @@ int ctl_cmd_checkpoint(int argc, char **argv);
 int ctl_cmd_checkpoints(int argc, char **argv);
 int ctl_cmd_restore(int argc, char **argv);
 int ctl_cmd_migrate(int argc, char **argv);
+/* rgpuctl drain SERVER --to T[,T...] (drain set) / undrain SERVER (ctl/ckpt.c) */
+int ctl_cmd_drain(int argc, char **argv, int drain);
 
 #endif

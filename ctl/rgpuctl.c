@@ -67,12 +67,22 @@ static void usage(FILE *f)
 		"      are sent there, the job is replayed at the same addresses and waits for its\n"
 		"      client, which is sent there when it comes back to ADDR. Refused while the\n"
 		"      job still runs on ADDR: use migrate.\n"
-		"  migrate JOB --to TARGET --cold [--client-address HOST:PORT] [--json]\n"
-		"      Move the running job JOB to TARGET: checkpoint it (held from then on),\n"
-		"      push and restore the checkpoint there, send its client there. Until TARGET\n"
-		"      holds the job, any failure leaves the job running where it was.\n"
-		"      --client-address: where the client reaches TARGET's job port (default: the\n"
-		"      address TARGET listens on, with TARGET's host for a wildcard).\n"
+		"  migrate JOB --to TARGET [--cold | --rounds N] [--client-address HOST:PORT]\n"
+		"          [--json] [--progress]\n"
+		"      Move the running job JOB to TARGET. Live (default): its device memory is\n"
+		"      copied there in rounds while it runs (each round only what changed), then\n"
+		"      it is held for the last changes and sent there. --cold: held from its\n"
+		"      checkpoint until it runs on TARGET. Until TARGET holds the job, any failure\n"
+		"      leaves the job running where it was. --client-address: where the client\n"
+		"      reaches TARGET's job port (default: the address TARGET listens on, with\n"
+		"      TARGET's host for a wildcard).\n"
+		"  drain SERVER --to TARGET[,TARGET...] [--cold] [--json] [--progress]\n"
+		"      Mark SERVER drained (no new session or restored job lands on it, across\n"
+		"      restarts), then migrate each of its jobs to the TARGET with the most free\n"
+		"      GPU memory that holds it and is not drained. Exit 0 when SERVER serves no\n"
+		"      job any more; a job that could not move runs on there (exit 1).\n"
+		"  undrain SERVER [--json]\n"
+		"      SERVER takes new sessions and jobs again.\n"
 		"  help\n"
 		"\n"
 		"ADDR is an rgpud admin address (rgpud --admin, default %s). Without\n"
@@ -242,12 +252,13 @@ static int cmd_status(int argc, char **argv)
 						     (json_int_t)st->gpus[k]->memory_used, "memory_total",
 						     (json_int_t)st->gpus[k]->memory_total));
 			}
-			json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:o,s:i,s:I,s:i}", "server",
+			json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:o,s:i,s:I,s:i,s:b}", "server",
 					      t.server[i], "host", st->server_host, "version",
 					      st->version, "listen", st->listen, "driver", st->driver,
 					      "driver_version", st->driver_version, "gpus", g, "jobs",
 					      (int)st->jobs, "uptime_s", (json_int_t)st->uptime_s,
-					      "resume_grace_s", (int)st->resume_grace_s);
+					      "resume_grace_s", (int)st->resume_grace_s, "drained",
+					      st->drained);
 			if (st->error && *st->error)
 				json_object_set_new(o, "error", json_string(st->error));
 			json_array_append_new(arr, o);
@@ -257,6 +268,8 @@ static int cmd_status(int argc, char **argv)
 			       st->resume_grace_s);
 			if (st->error && *st->error)
 				printf("  (%s)\n", st->error);
+			if (st->drained)
+				printf("  drained: no new sessions or restored jobs (rgpuctl undrain)\n");
 			for (size_t k = 0; k < st->n_gpus; k++) {
 				char used[32], total[32];
 				ctl_fmt_bytes(st->gpus[k]->memory_used, used, sizeof(used));
@@ -373,6 +386,10 @@ int main(int argc, char **argv)
 		return ctl_cmd_restore(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "migrate"))
 		return ctl_cmd_migrate(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "drain"))
+		return ctl_cmd_drain(argc - 1, argv + 1, 1);
+	if (!strcmp(argv[1], "undrain"))
+		return ctl_cmd_drain(argc - 1, argv + 1, 0);
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return 0;

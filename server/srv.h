@@ -710,6 +710,9 @@ int srv_store_open(const struct srv_config *cfg, struct rgpu_store **out, char *
  * encoders) freed: after an operator's checkpoint, after a migration that failed.
  */
 void srv_ckpt_release(struct srv_worker *w);
+/* the server is drained (rgpuctl drain): set in the supervisor, inherited by its workers */
+extern int srv_server_drained;
+
 /* srv_worker_store() - the worker's w->store, opened at the first call; why filled on error */
 int srv_worker_store(struct srv_worker *w, char *why, size_t whylen);
 /*

@@ -71,6 +71,7 @@ static struct worker *workers;
 static int nworkers, cap_workers;
 static Rgpu__Ctl *gpus;    /* the probe's report */
 static uint64_t started_ns;
+int srv_server_drained; /* DRAIN: no new sessions, no restored jobs (inherited by workers) */
 static char listen_addr[300];
 
 /*
@@ -309,6 +310,7 @@ int admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
 	rep.jobs = (uint32_t)njobs();
 	rep.uptime_s = (rgpu_now_ns() - started_ns) / 1000000000ull;
 	rep.resume_grace_s = (uint32_t)cfg->resume_grace_s;
+	rep.drained = srv_server_drained;
 	if (admin_has_proof) {
 		rep.server_proof.data = admin_proof;
 		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
@@ -544,6 +546,11 @@ static void child_close(int lfd, int afd)
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
+}
+
+static void drained_path(const struct srv_config *cfg, char *out, size_t len)
+{
+	snprintf(out, len, "%s/drained", cfg->state_dir ? cfg->state_dir : ".");
 }
 
 /*
@@ -947,6 +954,53 @@ free_req:
 	return 0;
 }
 
+/* DRAIN: set or clear the mark (a file in the data directory, so that it outlives a restart). */
+int admin_drain(const struct srv_config *cfg, struct rgpu_conn *c, const struct rgpu_frame_hdr *h)
+{
+	Rgpu__DrainRequest *req = RGPU_PB_UNPACK(rgpu__drain_request, admin_body_len, admin_body);
+	Rgpu__DrainReply rep = RGPU__DRAIN_REPLY__INIT;
+	char path[4200], why[4400] = "";
+	int ret = 0;
+
+	if (!req) {
+		admin_error(c, RGPU_EPROTO, "an undecodable DRAIN");
+		return 0;
+	}
+	drained_path(cfg, path, sizeof(path));
+	if (req->drained && !srv_server_drained) {
+		int fd = cfg->state_dir ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0640) : -1;
+		if (cfg->state_dir && fd < 0) {
+			ret = RGPU_ESYS;
+			snprintf(why, sizeof(why), "cannot mark the server drained: %s: %s", path,
+				 strerror(errno));
+		}
+		if (fd >= 0)
+			close(fd);
+	} else if (!req->drained && srv_server_drained && cfg->state_dir && unlink(path) &&
+		   errno != ENOENT) {
+		ret = RGPU_ESYS;
+		snprintf(why, sizeof(why), "cannot clear the drained mark %s: %s", path,
+			 strerror(errno));
+	}
+	if (!ret && srv_server_drained != (int)req->drained) {
+		srv_server_drained = req->drained;
+		pr_info("%s by the operator: %s", req->drained ? "drained" : "undrained",
+			req->drained ? "no new sessions or restored jobs land here"
+				     : "new sessions are welcome again");
+	}
+	rep.result = ret;
+	rep.error = why;
+	rep.drained = srv_server_drained;
+	rep.jobs = (uint32_t)njobs();
+	if (admin_has_proof) {
+		rep.server_proof.data = admin_proof;
+		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
+	admin_reply(c, h, &rep.base);
+	rgpu__drain_request__free_unpacked(req, NULL);
+	return 0;
+}
+
 /*
  * PUSH (from another server): a new worker process takes the checkpoint, restores it if asked,
  * and serves the job (restore.c). It counts as a job, with a slot for its tenant's accounting.
@@ -965,6 +1019,12 @@ int admin_push(const struct srv_config *cfg, struct rgpu_conn *c, const struct r
 	req = RGPU_PB_UNPACK(rgpu__push_request, admin_body_len, admin_body);
 	if (!req) {
 		admin_error(c, RGPU_EPROTO, "an undecodable PUSH");
+		return 0;
+	}
+	if (req->restore && srv_server_drained) {
+		admin_error(c, RGPU_EBUSY, "this server is drained (rgpuctl drain): no job lands "
+					   "here until rgpuctl undrain");
+		rgpu__push_request__free_unpacked(req, NULL);
 		return 0;
 	}
 	if (req->restore && cfg->max_sessions && njobs() >= cfg->max_sessions) {
@@ -1090,7 +1150,7 @@ static void start_worker(const struct srv_config *cfg, int lfd, int afd)
 
 	if (rgpu_tcp_accept(lfd, &conn))
 		return;
-	admit = !cfg->max_sessions || njobs() < cfg->max_sessions;
+	admit = !srv_server_drained && (!cfg->max_sessions || njobs() < cfg->max_sessions);
 	/* an admitted worker counts its tenant's memory and sessions in a slot (quota.c) */
 	if (admit)
 		slot = srv_acct_slot_take();
@@ -1180,6 +1240,16 @@ int srv_supervise(const struct srv_config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 	start_probe(cfg, lfd, afd);
 	store_layout(cfg);
+	{
+		char path[4200];
+		struct stat st;
+		drained_path(cfg, path, sizeof(path));
+		srv_server_drained = cfg->state_dir && stat(path, &st) == 0;
+		if (srv_server_drained)
+			pr_warn("this server is drained (%s): no new sessions or restored jobs until "
+				"rgpuctl undrain",
+				path);
+	}
 	start_gc(cfg, lfd, afd);
 
 	while (!stop_requested) {

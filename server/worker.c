@@ -915,6 +915,12 @@ static void tenant_admit(struct srv_worker *w, char *why, size_t whylen)
 	unsigned n = 0;
 	int ret;
 
+	if (w->refuse_new && srv_server_drained) {
+		snprintf(why, whylen,
+			 "the GPU server is drained (rgpuctl drain): it takes no new sessions; use "
+			 "another server");
+		return;
+	}
 	if (w->refuse_new) {
 		snprintf(why, whylen,
 			 "the GPU server serves its limit of %d sessions (rgpud --max-sessions); "

@@ -14,6 +14,8 @@
 #    in the middle of a push; ckpt_barrier): the migration says so, the job runs on on the
 #    source, nothing stays on the target, and the program passes. So does a migration to an
 #    unreachable server.
+# 4. rgpuctl drain moves a job to the candidate that can take it, and the drained server takes
+#    no new session (logged), across a restart, until rgpuctl undrain.
 set -u
 build=$1
 n=${2:-50}
@@ -82,6 +84,33 @@ zdtm_finish 1
 steps=$(sed -n 's/.*busy_steps=\([0-9]*\).*/\1/p' "$zout")
 [ "${steps:-0}" -ge "$n" ] || fail "the busy program made only ${steps:-0} steps over $n migrations"
 echo "ok: a busy $mib MiB job moved live $n times, $steps busy steps all checked; pauses (ms):$pauses"
+
+# drain: A's job moves to the one candidate that can take it; A takes no new session until
+# undrained, across a restart
+p=drain
+zdtm_start A zdtm_memory 1
+zdtm_wait_ready 1
+job=$(job_of A)
+"$ctl" drain "$A" --to "127.0.0.1:1,$B" --json >"$tmp/d.json" || fail "drain: $(cat "$tmp/d.json")"
+[ "$(json "$tmp/d.json" 'len(j["moved"]) == 1 and j["moved"][0]["target"] == "'"$B"'" and not j["left"]')" = True ] ||
+	fail "drain reply: $(cat "$tmp/d.json")"
+[ "$(job_of B)" = "$job" ] || fail "drain: the job is not on B"
+[ "$(job_of A)" = "" ] || fail "drain: a job is left on A"
+zdtm_go
+zdtm_finish 1
+"$ctl" status --server "$A" --json >"$tmp/s.json"
+grep -q '"drained": *true' "$tmp/s.json" || fail "status does not say A is drained: $(cat "$tmp/s.json")"
+ZDTM_NO_WAIT=1 "$ctl" run --server "127.0.0.1:$(srv_port A)" -- "$build/tests/zdtm/zdtm_memory" >"$tmp/r.out" 2>&1 &&
+	fail "a new session on a drained server ran: $(cat "$tmp/r.out")"
+grep -q "drained" "$tmp/A/log" || fail "the refusal of a new session on a drained server is not logged"
+srv_stop A
+srv_start A -- --resume-grace 30
+A=$(srv_admin A)
+"$ctl" status --server "$A" --json | grep -q '"drained": *true' || fail "A is not drained after its restart"
+"$ctl" undrain "$A" >"$tmp/u.out" || fail "undrain: $(cat "$tmp/u.out")"
+ZDTM_NO_WAIT=1 "$ctl" run --server "127.0.0.1:$(srv_port A)" -- "$build/tests/zdtm/zdtm_memory" >"$tmp/r.out" 2>&1 ||
+	fail "a session on an undrained server failed: $(cat "$tmp/r.out")"
+echo "ok: drain moved the job to $B, refused a new session (across a restart) until undrain"
 
 # failures: the job runs on on the source, the target keeps nothing
 p=memory
