@@ -8,7 +8,7 @@
 # simulated device (tests/simgpu, build/lib/simgpu/libcuda.so.1). It says which.
 # Programs run: build/tests/progs/vecadd (driver API) and, when it was built,
 # build/tests/cuda/rt_basic_static (nvcc, static cudart); then a job checkpointed and moved,
-# while it runs, to a second rgpud (rgpuctl checkpoint, rgpuctl migrate --cold). Exit status 0
+# live while it runs, to a second rgpud (rgpuctl checkpoint, rgpuctl migrate). Exit status 0
 # only if all passed.
 set -eu
 cd "$(dirname "$0")/.."
@@ -177,8 +177,8 @@ if [ -x "$B/tests/zdtm/zdtm_mixed" ]; then
 	"$B/bin/rgpuctl" checkpoint "$job" --server "$admin" 2>&1 | sed 's/^/     /'
 	kill -USR1 "$zpid" 2>/dev/null
 	ready 2
-	echo "== $B/bin/rgpuctl migrate $job --server $admin --to $admin2 --cold"
-	"$B/bin/rgpuctl" migrate "$job" --server "$admin" --to "$admin2" --cold 2>&1 | sed 's/^/     /'
+	echo "== $B/bin/rgpuctl migrate $job --server $admin --to $admin2   (live: pre-copy rounds, then a short hold)"
+	"$B/bin/rgpuctl" migrate "$job" --server "$admin" --to "$admin2" 2>&1 | sed 's/^/     /'
 	echo "== $B/bin/rgpuctl jobs --server $admin --server $admin2"
 	"$B/bin/rgpuctl" jobs --server "$admin" --server "$admin2" | sed 's/^/     /'
 	kill -USR1 "$zpid" 2>/dev/null
@@ -191,7 +191,7 @@ if [ -x "$B/tests/zdtm/zdtm_mixed" ]; then
 	grep "moved from\|resumed on" "$tmp/z.err" | sed 's/.*rgpu: /     client: /'
 	sed 's/^/     /' "$tmp/z.out" | grep -v READY
 	if [ $rc -eq 0 ] && grep -q "OK rounds=3" "$tmp/z.out"; then
-		echo "   checkpoint and migration: passed (every byte and handle checked after each)"
+		echo "   checkpoint and live migration: passed (every byte and handle checked after each)"
 		passed="$passed migrate"
 	else
 		echo "   checkpoint and migration: FAILED (exit status $rc): $(tail -n 3 "$tmp/z.err")"

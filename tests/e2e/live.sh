@@ -14,7 +14,8 @@
 #    in the middle of a push; ckpt_barrier): the migration says so, the job runs on on the
 #    source, nothing stays on the target, and the program passes. So does a migration to an
 #    unreachable server.
-# 4. rgpuctl drain moves a job to the candidate that can take it, and the drained server takes
+# 4. A client redirected to an address it cannot reach fails its CUDA calls with one log line.
+# 5. rgpuctl drain moves a job to the candidate that can take it, and the drained server takes
 #    no new session (logged), across a restart, until rgpuctl undrain.
 set -u
 build=$1
@@ -111,6 +112,24 @@ A=$(srv_admin A)
 ZDTM_NO_WAIT=1 "$ctl" run --server "127.0.0.1:$(srv_port A)" -- "$build/tests/zdtm/zdtm_memory" >"$tmp/r.out" 2>&1 ||
 	fail "a session on an undrained server failed: $(cat "$tmp/r.out")"
 echo "ok: drain moved the job to $B, refused a new session (across a restart) until undrain"
+
+# a client that cannot reach the target (a wrong --client-address): a clear error, one log line,
+# no hang (its resume gives up after RGPU_RESUME_TIMEOUT_S)
+p=unreachable
+RGPU_RESUME_TIMEOUT_S=3 zdtm_start A zdtm_memory 1
+zdtm_wait_ready 1
+job=$(job_of A)
+"$ctl" migrate "$job" --server "$A" --to "$B" --client-address 127.0.0.1:1 >"$tmp/m.out" 2>&1 ||
+	fail "migration with an unreachable client address: $(cat "$tmp/m.out")"
+zdtm_go
+wait "$zpid" && fail "the program passed with its job out of reach"
+[ "$(grep -c "could not resume job $job on 127.0.0.1:1 within 3 s" "$zout.err")" = 1 ] ||
+	fail "no single clear line for the unreachable target: $(tail -5 "$zout.err")"
+grep -q "cudaErrorDevicesUnavailable" "$zout" || fail "the program did not see the device unavailable: $(tail -3 "$zout")"
+srv_stop B
+srv_start B SIMGPU_GLOBALS_SKEW=65536 -- --resume-grace 30
+B=$(srv_admin B)
+echo "ok: a client sent to a target it cannot reach fails its calls with one clear log line, no hang"
 
 # failures: the job runs on on the source, the target keeps nothing
 p=memory
