@@ -7,6 +7,7 @@
  * as it was but for chunks its gc collects.
  */
 #define LOG_PREFIX "push: "
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,117 @@ out:
 	return ret;
 }
 
+/*
+ * The target's checkers: the connection is read on one thread, in order; each chunk's check
+ * (decode, hash) and store happen on a pool, so a push is not bound by one core's hash rate.
+ */
+#define RX_SLOTS 64
+
+struct rx_slot {
+	uint8_t *val;
+	size_t len;
+	size_t index;
+};
+
+struct rx {
+	pthread_mutex_t lock;
+	pthread_cond_t more, room;
+	struct rx_slot q[RX_SLOTS];    /* a ring of received chunks waiting for a checker */
+	size_t head, n;                /* under lock */
+	uint8_t *free_v[RX_SLOTS + 1]; /* value buffers not in use */
+	size_t nfree;
+	int done, failed, ret;         /* under lock */
+	char why[300];
+	struct rgpu_ckpt *ck;
+	const uint8_t *hashes;
+	const Rgpu__CkptMeta *m;
+	size_t n_all;
+};
+
+static void rx_fail(struct rx *r, int ret, const char *why)
+{
+	pthread_mutex_lock(&r->lock);
+	if (!r->failed) {
+		r->failed = 1;
+		r->ret = ret;
+		snprintf(r->why, sizeof(r->why), "%s", why);
+	}
+	pthread_cond_broadcast(&r->room);
+	pthread_cond_broadcast(&r->more);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void *rx_main(void *arg)
+{
+	struct rx *r = arg;
+	uint8_t *buf = malloc(RGPU_CHUNK_MAX);
+
+	if (!buf) {
+		rx_fail(r, RGPU_ENOMEM, "out of memory");
+		return NULL;
+	}
+	for (;;) {
+		struct rx_slot sl;
+		pthread_mutex_lock(&r->lock);
+		while (!r->n && !r->done && !r->failed)
+			pthread_cond_wait(&r->more, &r->lock);
+		if (!r->n || r->failed) {
+			pthread_mutex_unlock(&r->lock);
+			break;
+		}
+		sl = r->q[r->head];
+		r->head = (r->head + 1) % RX_SLOTS;
+		r->n--;
+		pthread_mutex_unlock(&r->lock);
+
+		const uint8_t *h = r->hashes + sl.index * RGPU_HASH_LEN;
+		const char *bad = NULL;
+		size_t len = 0;
+		char why[300];
+		int ret = rgpu_chunk_value_check(sl.val, sl.len, h, buf, &len, &bad);
+		if (ret) {
+			char hex[13], where[96];
+			snprintf(why, sizeof(why), "chunk %zu of %zu (%s..., %s) arrived damaged: %s",
+				 sl.index, r->n_all, rgpu_hex(h, 6, hex),
+				 rgpu_ckpt_blob_of(r->m, sl.index, where, sizeof(where)), bad);
+			rx_fail(r, RGPU_ECORRUPT, why);
+		} else if ((ret = rgpu_ckpt_put(r->ck, h, sl.val, sl.len))) {
+			snprintf(why, sizeof(why), "storing chunk %zu: %s", sl.index,
+				 rgpu_strerror(ret));
+			rx_fail(r, ret, why);
+		}
+		pthread_mutex_lock(&r->lock);
+		r->free_v[r->nfree++] = sl.val;
+		pthread_cond_signal(&r->room);
+		pthread_mutex_unlock(&r->lock);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* A free value buffer (waiting for one while every one is queued), or NULL once failed. */
+static uint8_t *rx_take(struct rx *r)
+{
+	uint8_t *v = NULL;
+
+	pthread_mutex_lock(&r->lock);
+	while (!r->nfree && !r->failed)
+		pthread_cond_wait(&r->room, &r->lock);
+	if (!r->failed)
+		v = r->free_v[--r->nfree];
+	pthread_mutex_unlock(&r->lock);
+	return v;
+}
+
+static void rx_put(struct rx *r, uint8_t *v, size_t len, size_t index)
+{
+	pthread_mutex_lock(&r->lock);
+	r->q[(r->head + r->n) % RX_SLOTS] = (struct rx_slot){v, len, index};
+	r->n++;
+	pthread_cond_signal(&r->more);
+	pthread_mutex_unlock(&r->lock);
+}
+
 /* Answer the PUSH: a refusal (result, why) or the bitmap of chunks to send. */
 static int send_need(struct rgpu_conn *c, const struct rgpu_frame_hdr *h, int result,
 		     const char *why, uint64_t need, const uint8_t *bitmap, size_t bmlen,
@@ -195,8 +307,13 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 {
 	Rgpu__CkptMeta *m = NULL;
 	struct rgpu_ckpt *ck = NULL;
-	uint8_t *hashes = NULL, *bitmap = NULL, *val = NULL, *buf = NULL;
+	uint8_t *hashes = NULL, *bitmap = NULL;
 	size_t n = req->chunks, nmissing = 0, next = 0, got = 0;
+	struct rx rx = {.lock = PTHREAD_MUTEX_INITIALIZER,
+			.more = PTHREAD_COND_INITIALIZER,
+			.room = PTHREAD_COND_INITIALIZER};
+	pthread_t tids[16];
+	unsigned nthreads, nstarted = 0;
 	char w[300];
 	int ret, need_sent = 0, done_got = 0;
 
@@ -209,9 +326,7 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 	}
 	hashes = malloc(n ? n * RGPU_HASH_LEN : 1);
 	bitmap = calloc(1, (n + 7) / 8 + 1);
-	val = malloc(RGPU_CHUNK_VALUE_MAX);
-	buf = malloc(RGPU_CHUNK_MAX);
-	if (!hashes || !bitmap || !val || !buf) {
+	if (!hashes || !bitmap) {
 		snprintf(why, whylen, "out of memory for a checkpoint of %zu chunks", n);
 		rgpu_conn_discard(c, h->payload_len);
 		send_need(c, h, RGPU_ENOMEM, why, 0, NULL, 0, proof);
@@ -245,9 +360,28 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		goto out;
 	}
 	need_sent = 1;
+	/* the checkers: at most one per core, and no more than there are chunks to check */
+	rx.ck = ck;
+	rx.hashes = hashes;
+	rx.m = m;
+	rx.n_all = n;
+	nthreads = MIN(rgpu_parallel_width(), (unsigned)MIN(nmissing, (size_t)16));
+	for (size_t i = 0; i < RX_SLOTS && nthreads; i++) {
+		if (!(rx.free_v[rx.nfree] = malloc(RGPU_CHUNK_VALUE_MAX)))
+			break;
+		rx.nfree++;
+	}
+	for (unsigned t = 0; t < nthreads && rx.nfree; t++)
+		if (pthread_create(&tids[nstarted], NULL, rx_main, &rx) == 0)
+			nstarted++;
+	if (nmissing && !nstarted) {
+		snprintf(why, whylen, "out of memory for the push's checkers");
+		ret = RGPU_ENOMEM;
+		goto out;
+	}
 	for (;;) {
 		struct rgpu_frame_hdr fh;
-		uint8_t *body = NULL;
+		uint8_t *body = NULL, *v;
 		ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &fh, &body,
 					     RGPU_ADMIN_LONG_TIMEOUT_MS);
 		if (ret) {
@@ -280,29 +414,35 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 			goto out;
 		}
 		rgpu__chunk_put__free_unpacked(cp, NULL);
-		ret = rgpu_conn_recv_payload(c, val, fh.payload_len);
+		if (!(v = rx_take(&rx))) {
+			ret = rx.ret;
+			snprintf(why, whylen, "%s", rx.why);
+			goto out;
+		}
+		ret = rgpu_conn_recv_payload(c, v, fh.payload_len);
 		if (ret) {
+			pthread_mutex_lock(&rx.lock);
+			rx.free_v[rx.nfree++] = v;
+			pthread_mutex_unlock(&rx.lock);
 			snprintf(why, whylen, "chunk %zu broke off: %s", next, rgpu_strerror(ret));
 			goto out;
 		}
-		const char *bad = NULL;
-		size_t len = 0;
-		if (rgpu_chunk_value_check(val, fh.payload_len, hashes + next * RGPU_HASH_LEN, buf,
-					   &len, &bad)) {
-			char hex[13], where[96];
-			snprintf(why, whylen, "chunk %zu of %zu (%s..., %s) arrived damaged: %s", next,
-				 n, rgpu_hex(hashes + next * RGPU_HASH_LEN, 6, hex),
-				 rgpu_ckpt_blob_of(m, next, where, sizeof(where)), bad);
-			ret = RGPU_ECORRUPT;
-			goto out;
-		}
-		ret = rgpu_ckpt_put(ck, hashes + next * RGPU_HASH_LEN, val, fh.payload_len);
-		if (ret) {
-			snprintf(why, whylen, "storing chunk %zu: %s", next, rgpu_strerror(ret));
-			goto out;
-		}
+		rx_put(&rx, v, fh.payload_len, next);
 		next++;
 		got++;
+	}
+	/* every chunk checked and stored before the commit */
+	pthread_mutex_lock(&rx.lock);
+	rx.done = 1;
+	pthread_cond_broadcast(&rx.more);
+	pthread_mutex_unlock(&rx.lock);
+	for (unsigned t = 0; t < nstarted; t++)
+		pthread_join(tids[t], NULL);
+	nstarted = 0;
+	if (rx.failed) {
+		ret = rx.ret;
+		snprintf(why, whylen, "%s", rx.why);
+		goto out;
 	}
 	if (got != nmissing) {
 		snprintf(why, whylen, "the push ended after %zu of the %zu chunks asked for", got,
@@ -330,13 +470,26 @@ out:
 		pe.message = why;
 		rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
 	}
+	if (nstarted) {
+		/* the checkers stop at once: what they have not stored goes with the abort */
+		pthread_mutex_lock(&rx.lock);
+		rx.failed = 1;
+		pthread_cond_broadcast(&rx.more);
+		pthread_cond_broadcast(&rx.room);
+		pthread_mutex_unlock(&rx.lock);
+		for (unsigned t = 0; t < nstarted; t++)
+			pthread_join(tids[t], NULL);
+	}
+	/* every buffer is back: in the free list, or in the queue the checkers left */
+	for (size_t i = 0; i < rx.nfree; i++)
+		free(rx.free_v[i]);
+	for (size_t i = 0; i < rx.n; i++)
+		free(rx.q[(rx.head + i) % RX_SLOTS].val);
 	if (ck)
 		rgpu_ckpt_abort(ck);
 	if (m)
 		rgpu__ckpt_meta__free_unpacked(m, NULL);
 	free(hashes);
 	free(bitmap);
-	free(val);
-	free(buf);
 	return ret;
 }
