@@ -29,19 +29,7 @@ if [ -z "$data" ]; then
 		data=$tmp/data
 	fi
 fi
-cleanup() {
-	srv_stop A
-	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
-	rm -rf "$tmp" "$data"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM
-fail() {
-	echo "ckpt_bench: FAIL: $*"
-	[ -e "$tmp/A/log" ] && tail -n 30 "$tmp/A/log"
-	exit 1
-}
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+SRV_RM="$data"
 gbs() { awk "BEGIN { printf \"%.2f\", $1 / $2 }"; }   # bytes, ns -> GB/s
 
 printf '%-6s %-12s %10s %9s %5s %10s %8s %10s %10s\n' "GiB" "data" "full GB/s" "pause ms" \

@@ -24,19 +24,7 @@ if [ -z "$data" ]; then
 	room=$(df -k --output=avail /dev/shm 2>/dev/null | tail -n 1)
 	if [ -w /dev/shm ] && [ "${room:-0}" -gt "$need" ]; then data=/dev/shm/rgpu-live-bench.$$; else data=$tmp/data; fi
 fi
-cleanup() {
-	for s in A B; do srv_stop $s; done
-	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
-	rm -rf "$tmp" "$data"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM
-fail() {
-	echo "FAIL: $*"
-	for s in A B; do [ -e "$tmp/$s/log" ] && { echo "--- rgpud $s log"; tail -n 30 "$tmp/$s/log"; }; done
-	exit 1
-}
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+SRV_RM="$data"
 mkdir -p "$data"
 srv_start A -- --resume-grace 60 --data "$data/A"
 srv_start B -- --resume-grace 60 --data "$data/B"

@@ -13,20 +13,6 @@ build=$1
 tmp=$(mktemp -d)
 . "$(dirname "$0")/servers.sh"
 poke=$build/tests/e2e/storepoke
-cleanup() {
-	srv_stop A
-	srv_stop B
-	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM
-fail() {
-	echo "FAIL: $*"
-	for s in A B; do [ -e "$tmp/$s/log" ] && { echo "--- rgpud $s log"; tail -n 20 "$tmp/$s/log"; }; done
-	exit 1
-}
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 srv_start A
 srv_start B

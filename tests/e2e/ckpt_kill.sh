@@ -15,19 +15,6 @@ build=$1
 runs=${2:-${CKPT_KILL_RUNS:-100}}
 tmp=$(mktemp -d)
 . "$(dirname "$0")/servers.sh"
-cleanup() {
-	srv_stop A
-	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM
-fail() {
-	echo "FAIL (run ${run:-?}): $*"
-	[ -e "$tmp/A/log" ] && { echo "--- rgpud log"; tail -n 40 "$tmp/A/log"; }
-	exit 1
-}
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 committed=0 killed_during=0 restored=0 verified=""
 run=0

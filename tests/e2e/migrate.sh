@@ -17,23 +17,6 @@ shift
 progs=${*:-"memory globals streams events pool graph mixed"}
 tmp=$(mktemp -d)
 . "$(dirname "$0")/servers.sh"
-cleanup() {
-	for s in A B C; do srv_stop $s; done
-	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM
-fail() {
-	echo "FAIL: $*"
-	for s in A B C; do
-		[ -e "$tmp/$s/log" ] && { echo "--- rgpud $s log"; tail -n 30 "$tmp/$s/log"; }
-	done
-	exit 1
-}
-
-# json FILE EXPR: evaluate a Python expression over the JSON in FILE (as j)
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 srv_start A -- --resume-grace 30
 # B's driver places module globals elsewhere than A's (as GPUs do: the worker translates)

@@ -9,8 +9,28 @@
 #   zdtm_wait_ready N                                    wait for the program's Nth READY
 #   zdtm_go                                              send it SIGUSR1
 #   zdtm_finish ROUNDS                                   wait for its exit: OK with ROUNDS
-# The caller sets build and tmp and defines fail(); RGPU_APP_LAUNCHER prefixes programs
-# (the sanitizer build's ASan runtime).
+#   fail MSG                                             say why, with each server's last log
+#                                                        lines, and exit 1
+#   json FILE EXPR                                       a Python expression over FILE's JSON (j)
+# The caller sets build and tmp; on exit the servers are stopped, the program killed, tmp and
+# SRV_RM (more paths) removed. RGPU_APP_LAUNCHER prefixes programs (the sanitizer build's ASan
+# runtime).
+srv_cleanup() {
+	for s in A B C; do srv_stop $s; done
+	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
+	# shellcheck disable=SC2086 # a list of paths
+	rm -rf "$tmp" ${SRV_RM:-}
+}
+trap srv_cleanup EXIT
+trap 'exit 143' INT TERM
+fail() {
+	echo "FAIL${run:+ (run $run)}: $*"
+	for s in A B C; do
+		[ -e "$tmp/$s/log" ] && { echo "--- rgpud $s log"; tail -n 30 "$tmp/$s/log"; }
+	done
+	exit 1
+}
+json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 driver=${RGPU_E2E_DRIVER:-$build/lib/simgpu/libcuda.so.1}
 [ "$driver" = system ] && driver=""
 ctl=$build/bin/rgpuctl
