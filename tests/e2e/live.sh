@@ -86,15 +86,22 @@ zdtm_go
 zdtm_finish 1
 "$ctl" status --server "$A" --json >"$tmp/s.json"
 grep -q '"drained": *true' "$tmp/s.json" || fail "status does not say A is drained: $(cat "$tmp/s.json")"
-ZDTM_NO_WAIT=1 "$ctl" run --server "127.0.0.1:$(srv_port A)" -- "$build/tests/zdtm/zdtm_memory" >"$tmp/r.out" 2>&1 &&
+# shellcheck disable=SC2086 # the launcher is a command prefix
+ZDTM_NO_WAIT=1 "$ctl" run --server "127.0.0.1:$(srv_port A)" -- ${RGPU_APP_LAUNCHER:-} \
+	"$build/tests/zdtm/zdtm_memory" >"$tmp/r.out" 2>&1 &&
 	fail "a new session on a drained server ran: $(cat "$tmp/r.out")"
-grep -q "drained" "$tmp/A/log" || fail "the refusal of a new session on a drained server is not logged"
+grep -q "refused: the GPU server is drained" "$tmp/A/log" ||
+	fail "the refusal of a new session on a drained server is not logged: $(tail -3 "$tmp/A/log")"
+grep -q "cudaErrorDevicesUnavailable" "$tmp/r.out" ||
+	fail "the program on a drained server did not see a busy GPU: $(tail -3 "$tmp/r.out")"
 srv_stop A
 srv_start A -- --resume-grace 30
 A=$(srv_admin A)
 "$ctl" status --server "$A" --json | grep -q '"drained": *true' || fail "A is not drained after its restart"
 "$ctl" undrain "$A" >"$tmp/u.out" || fail "undrain: $(cat "$tmp/u.out")"
-ZDTM_NO_WAIT=1 "$ctl" run --server "127.0.0.1:$(srv_port A)" -- "$build/tests/zdtm/zdtm_memory" >"$tmp/r.out" 2>&1 ||
+# shellcheck disable=SC2086 # the launcher is a command prefix
+ZDTM_NO_WAIT=1 "$ctl" run --server "127.0.0.1:$(srv_port A)" -- ${RGPU_APP_LAUNCHER:-} \
+	"$build/tests/zdtm/zdtm_memory" >"$tmp/r.out" 2>&1 ||
 	fail "a session on an undrained server failed: $(cat "$tmp/r.out")"
 echo "ok: drain moved the job to $B, refused a new session (across a restart) until undrain"
 
