@@ -260,7 +260,7 @@ static int fill_device(struct restore *rs)
 	struct rgpu_store_reader *r = NULL;
 	struct srv_gpuhash *gh = NULL;
 	CUstream s = NULL;
-	uint8_t *got = NULL;
+	uint8_t *got = NULL, *want = NULL;
 	uint64_t total = 0;
 	int ret = 0;
 
@@ -281,8 +281,10 @@ static int fill_device(struct restore *rs)
 			f.dev[f.ndev++] = b;
 			f.nchunks += b->count;
 		}
+	/* the device chunks' hashes in device order; those that differ from what it holds are written */
 	f.todo = malloc((f.nchunks + 1) * sizeof(*f.todo));
-	if (!f.todo) {
+	want = malloc((f.nchunks + 1) * RGPU_HASH_LEN);
+	if (!f.todo || !want) {
 		ret = fail(rs, RGPU_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -290,8 +292,9 @@ static int fill_device(struct restore *rs)
 		uint64_t addr = 0;
 		size_t index = 0;
 		dev_chunk(&f, k, &addr, &index);
+		memcpy(want + k * RGPU_HASH_LEN, rs->hashes + index * RGPU_HASH_LEN, RGPU_HASH_LEN);
 		if (!rs->dev_have || memcmp(rs->dev_have + k * RGPU_HASH_LEN,
-					    rs->hashes + index * RGPU_HASH_LEN, RGPU_HASH_LEN))
+					    want + k * RGPU_HASH_LEN, RGPU_HASH_LEN))
 			f.todo[f.ntodo++] = k;
 	}
 	rs->changed = f.ntodo;
@@ -387,19 +390,9 @@ static int fill_device(struct restore *rs)
 	rs->t_verify = rgpu_now_ns();
 	if (!ret) {
 		/* what the device holds now: the next round of a live migration writes the rest */
-		uint8_t *have = realloc(rs->dev_have, (f.nchunks + 1) * RGPU_HASH_LEN);
-		if (!have) {
-			ret = fail(rs, RGPU_ENOMEM, "out of memory");
-			goto out;
-		}
-		rs->dev_have = have;
-		for (size_t k = 0; k < f.nchunks; k++) {
-			uint64_t addr = 0;
-			size_t index = 0;
-			dev_chunk(&f, k, &addr, &index);
-			memcpy(have + k * RGPU_HASH_LEN, rs->hashes + index * RGPU_HASH_LEN,
-			       RGPU_HASH_LEN);
-		}
+		free(rs->dev_have);
+		rs->dev_have = want;
+		want = NULL;
 	}
 out:
 	if (gh)
@@ -407,6 +400,7 @@ out:
 	if (s)
 		w->drv.cuStreamDestroy(s);
 	free(got);
+	free(want);
 	free(f.dev);
 	free(f.todo);
 	pthread_mutex_destroy(&f.lock);
