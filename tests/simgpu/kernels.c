@@ -977,6 +977,25 @@ static void zfill_chunks(const struct sim_launch *l)
 			p[i] = zfill_word(i, seeds[c], kind);
 }
 
+/* zdtm_fill.cu: fill_chunk_at(unsigned *p, ull c, const unsigned *seeds, int kind): chunk c alone */
+static void zfill_chunk_at(const struct sim_launch *l)
+{
+	unsigned *p = P(l, 0, unsigned *);
+	unsigned long long c = P(l, 1, unsigned long long);
+	const unsigned *seeds = P(l, 2, const unsigned *);
+	int kind = P(l, 3, int);
+	unsigned long long first = c * ZFILL_CHUNK_WORDS;
+
+	if (c > SIZE_MAX / 4 / ZFILL_CHUNK_WORDS - 1 ||
+	    !sim_device_ok(p + first, ZFILL_CHUNK_WORDS * 4, 1) ||
+	    !sim_device_ok(seeds + c, 4, 0)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = first; i < first + ZFILL_CHUNK_WORDS; i++)
+		p[i] = zfill_word(i, seeds[c], kind);
+}
+
 /* zdtm_fill.cu: check_chunks(const unsigned *p, ull nwords, const unsigned *seeds, int kind,
  * ull *bad): *bad += the words that differ from their chunk's pattern */
 static void zcheck_chunks(const struct sim_launch *l)
@@ -1052,6 +1071,7 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z11zd_fill_u32Pjyj", zd_fill_u32);
 	sim_register_kernel("_Z11fill_chunksPjyPKjiyy", zfill_chunks);
 	sim_register_kernel("_Z12check_chunksPKjyS0_iPy", zcheck_chunks);
+	sim_register_kernel("_Z13fill_chunk_atPjyPKji", zfill_chunk_at);
 	sim_register_kernel("_Z11zd_step_u32Pjyj", zd_step_u32);
 	sim_register_kernel("_Z14zd_combine_u32PjPKjS1_y", zd_combine_u32);
 	sim_register_kernel("_Z7zd_spiny", spin_ns); /* the same computation: sleep ns */

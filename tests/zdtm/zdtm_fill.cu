@@ -7,8 +7,10 @@
 //                   (4 KiB blocks of one repeated word: zstd takes them to almost nothing)
 //   ZDTM_FILL_SEED  the first seed (default 1)
 //   ZDTM_FILL_BUSY  MiB/s: instead of sleeping after READY, keep working until SIGUSR1: check
-//                   every chunk, give a tenth of them new seeds and fill them, at most this many
-//                   MiB rewritten per second (0: as fast as it goes; unset: sleep, as zdtm does)
+//                   every chunk, give chunks new seeds and fill them, this many MiB rewritten per
+//                   second, evenly (every 10 ms, the next chunks of the tenth it rewrites; all of
+//                   it checked every 200 ms). 0: as fast as it goes, a whole tenth each step and
+//                   a check each step. Unset: sleep, as zdtm does.
 //   ZDTM_FILL_HOT   with ZDTM_FILL_BUSY, =1: the busy steps rewrite always the same tenth (a hot
 //                   set, as a training run rewrites its weights), not a different one each step
 //   ZDTM_ROUNDS     rounds, as every zdtm program (README.md)
@@ -20,7 +22,7 @@
 // finds exactly that 10% changed. The last line is zdtm's OK line, or FAIL with the count.
 #include "zdtm.h"
 
-#define CHUNK_WORDS (2ull << 20) / 4 // 2 MiB chunks, as the checkpoint store cuts memory
+#define CHUNK_WORDS ((2ull << 20) / 4) // 2 MiB chunks, as the checkpoint store cuts memory
 
 __host__ __device__ static inline unsigned fill_word(unsigned long long i, unsigned seed, int kind)
 {
@@ -40,6 +42,16 @@ __global__ void fill_chunks(unsigned *p, unsigned long long nwords, const unsign
 	}
 }
 
+// Chunk c of p alone takes the pattern of seeds[c] (a busy step's few chunks).
+__global__ void fill_chunk_at(unsigned *p, unsigned long long c, const unsigned *seeds, int kind)
+{
+	ZD_GRID_STRIDE(j, CHUNK_WORDS)
+	{
+		unsigned long long i = c * CHUNK_WORDS + j;
+		p[i] = fill_word(i, seeds[c], kind);
+	}
+}
+
 // Count the words of p that differ from their chunk's pattern.
 __global__ void check_chunks(const unsigned *p, unsigned long long nwords, const unsigned *seeds,
 			     int kind, unsigned long long *bad)
@@ -51,8 +63,9 @@ __global__ void check_chunks(const unsigned *p, unsigned long long nwords, const
 	}
 }
 
-// While busy (ZDTM_FILL_BUSY): READY, then until SIGUSR1 check everything and rewrite a tenth,
-// at most rate MiB/s. Every check counts; a difference fails the round.
+// While busy (ZDTM_FILL_BUSY): READY, then until SIGUSR1 check everything and rewrite a tenth
+// (rate 0), or rewrite rate MiB/s evenly, a few chunks every 10 ms, and check everything every
+// 200 ms. Every check counts; a difference fails the round.
 static void busy_wait(unsigned *p, unsigned long long nwords, unsigned *seeds, unsigned *hseeds,
 		      unsigned long long nchunks, int kind, unsigned long long *bad, double rate,
 		      unsigned long long *iters)
@@ -67,25 +80,51 @@ static void busy_wait(unsigned *p, unsigned long long nwords, unsigned *seeds, u
 	printf("READY\n");
 	fflush(stdout);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	// evenly (rate > 0): the chunks to rewrite each 10 ms, taken in turn from the hot tenth
+	// (chunks 0, 10, 20...) or from all chunks
+	unsigned long long per = rate > 0 ? (unsigned long long)(rate * 0.01 / 2.0 + 0.5) : 0,
+			   ncand = hot ? (nchunks + 9) / 10 : nchunks, pos = 0;
+	double last_check = -1;
+	if (rate > 0 && per < 1)
+		per = 1;
 	while (!zd_signalled) {
-		ZK(cudaMemset(bad, 0, sizeof(*bad)));
-		check_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, bad);
-		ZK_LAUNCH();
-		ZK(cudaMemcpy(&nbad, bad, sizeof(nbad), cudaMemcpyDeviceToHost));
-		zd_expect(nbad == 0, "busy step %llu: %llu of %llu words differ from their chunk's pattern",
-			  k, nbad, nwords);
-		zd_bytes += nwords * 4;
-		unsigned long long first = hot ? 0 : k % 10, n = 0;
-		for (unsigned long long c = first; c < nchunks; c += 10, n++)
-			hseeds[c] += 7u;
-		ZK(cudaMemcpy(seeds, hseeds, nchunks * sizeof(unsigned), cudaMemcpyHostToDevice));
-		fill_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, first, 10);
-		ZK_LAUNCH();
-		ZK(cudaDeviceSynchronize());
-		rewritten += n * 2.0;
-		k++;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		double el = (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+		if (rate <= 0 || el - last_check >= 0.2) {
+			ZK(cudaMemset(bad, 0, sizeof(*bad)));
+			check_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, bad);
+			ZK_LAUNCH();
+			ZK(cudaMemcpy(&nbad, bad, sizeof(nbad), cudaMemcpyDeviceToHost));
+			zd_expect(nbad == 0,
+				  "busy step %llu: %llu of %llu words differ from their chunk's pattern",
+				  k, nbad, nwords);
+			zd_bytes += nwords * 4;
+			last_check = el;
+		}
+		if (rate <= 0) {
+			unsigned long long first = hot ? 0 : k % 10, n = 0;
+			for (unsigned long long c = first; c < nchunks; c += 10, n++)
+				hseeds[c] += 7u;
+			ZK(cudaMemcpy(seeds, hseeds, nchunks * sizeof(unsigned),
+				      cudaMemcpyHostToDevice));
+			fill_chunks<<<zd_blocks(nwords), 256>>>(p, nwords, seeds, kind, first, 10);
+			ZK_LAUNCH();
+			rewritten += n * 2.0;
+		} else {
+			for (unsigned long long j = 0; j < per; j++, pos = (pos + 1) % ncand) {
+				unsigned long long c = hot ? pos * 10 : pos;
+				hseeds[c] += 7u;
+				ZK(cudaMemcpy(seeds + c, hseeds + c, sizeof(unsigned),
+					      cudaMemcpyHostToDevice));
+				fill_chunk_at<<<zd_blocks(CHUNK_WORDS), 256>>>(p, c, seeds, kind);
+				ZK_LAUNCH();
+			}
+			rewritten += per * 2.0;
+		}
+		ZK(cudaDeviceSynchronize());
+		k++;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		el = (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
 		// busy through many migrations (e2e.live_1g: minutes on a loaded machine): the
 		// test's own timeout bounds it, this only ends a forgotten one
 		if (el > 6.0 * ZD_WAIT_SECONDS) {
