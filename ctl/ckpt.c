@@ -537,13 +537,12 @@ int ctl_cmd_migrate(int argc, char **argv)
 			       (unsigned long long)rep->chunks_sent, sent, pause, dur);
 		else
 			printf("job %.12s moved live from %s to %s (client address %s): %s in all, "
-			       "%u round(s), %s sent (%s while held), paused %s%s; checkpoint %llu\n",
+			       "%u round(s), %s sent (%s while held), paused %s%s\n",
 			       job, o.server[s], o.to, rep->client_address, dur, rep->rounds, sent,
 			       fin, pause,
 			       rep->restaged ? " (its state changed at the switchover: restored "
 					       "whole)"
-					     : "",
-			       (unsigned long long)rep->checkpoint);
+					     : "");
 		ret = CTL_OK;
 	}
 	rgpu__migrate_reply__free_unpacked(rep, NULL);

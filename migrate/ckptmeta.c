@@ -56,18 +56,27 @@ int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta 
 		snprintf(why, whylen, "its metadata names no job");
 		goto bad;
 	}
+	if (m->device_hashes.len % RGPU_HASH_LEN) {
+		snprintf(why, whylen, "its device chunk hashes are %zu bytes, not a whole number",
+			 m->device_hashes.len);
+		goto bad;
+	}
 	for (size_t i = 0; i < m->n_blobs; i++) {
 		const Rgpu__CkptBlob *b = m->blobs[i];
 		if (!blob_kind_name(b->kind)) {
 			snprintf(why, whylen, "blob %zu is of unknown kind %d", i, (int)b->kind);
 			goto bad;
 		}
-		if (b->count != rgpu_ckpt_nchunks(b->size) || b->first > n ||
-		    b->count > n - b->first) {
+		/* a live round's device blobs index device_hashes; every other blob the list */
+		size_t of = b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && m->device_hashes.len
+				    ? m->device_hashes.len / RGPU_HASH_LEN
+				    : n;
+		if (b->count != rgpu_ckpt_nchunks(b->size) || b->first > of ||
+		    b->count > of - b->first) {
 			snprintf(why, whylen,
 				 "blob %zu (%s, %llu bytes) names chunks %llu+%llu of a list of %zu",
 				 i, blob_kind_name(b->kind), (unsigned long long)b->size,
-				 (unsigned long long)b->first, (unsigned long long)b->count, n);
+				 (unsigned long long)b->first, (unsigned long long)b->count, of);
 			goto bad;
 		}
 		if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE &&
@@ -221,6 +230,8 @@ const char *rgpu_ckpt_blob_of(const Rgpu__CkptMeta *m, size_t i, char *out, size
 {
 	for (size_t b = 0; b < m->n_blobs; b++) {
 		const Rgpu__CkptBlob *bl = m->blobs[b];
+		if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && m->device_hashes.len)
+			continue; /* not in the list */
 		if (i >= bl->first && i - bl->first < bl->count) {
 			if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE)
 				snprintf(out, len, "device memory at %#llx",

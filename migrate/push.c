@@ -53,6 +53,15 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 		snprintf(err, errlen, "%s", why);
 		return ret;
 	}
+	if (m->device_hashes.len && !(opts && opts->want)) {
+		snprintf(err, errlen,
+			 "checkpoint %llu is a live migration's round: its device memory went to "
+			 "the target, it is not in this store",
+			 (unsigned long long)id);
+		rgpu__ckpt_meta__free_unpacked(m, NULL);
+		ret = RGPU_EUNSUPPORTED;
+		goto out;
+	}
 	rgpu__ckpt_meta__free_unpacked(m, NULL);
 	/* the metadata as stored, byte for byte: the target checks and keeps it */
 	ret = rgpu_store_manifest(s, id, &meta, &ml, NULL, NULL);
@@ -148,8 +157,9 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 	}
 	done.chunks = nsent;
 	ret = rgpu_admin_call(a, RGPU_ADMIN_MSG_PUSH_DONE, &done.base, NULL, 0,
-			      &rgpu__push_reply__descriptor, (ProtobufCMessage **)rep, NULL, NULL,
-			      progress, parg, RGPU_ADMIN_LONG_TIMEOUT_MS, err, errlen);
+			      &rgpu__push_reply__descriptor, (ProtobufCMessage **)rep,
+			      opts ? opts->want : NULL, opts ? opts->want_len : NULL, progress, parg,
+			      RGPU_ADMIN_LONG_TIMEOUT_MS, err, errlen);
 	if (!ret && (*rep)->result) {
 		snprintf(err, errlen, "%s: %s", rgpu_admin_server(a),
 			 (*rep)->error && *(*rep)->error ? (*rep)->error
@@ -342,6 +352,8 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 	ret = rgpu_ckpt_meta_decode(req->meta.data, req->meta.len, n, &m, w, sizeof(w));
 	if (!ret)
 		ret = rgpu_ckpt_begin(s, &ck);
+	if (!ret && m->device_hashes.len)
+		rgpu_ckpt_transient(ck); /* a live round's: gone once the job is served */
 	if (!ret)
 		ret = rgpu_ckpt_set_list(ck, hashes, n);
 	if (!ret)

@@ -96,6 +96,7 @@ struct rgpu_ckpt {
 	uint64_t added, added_bytes, added_stored;
 	int lock_fd; /* gc.lock, held shared */
 	int failed;  /* a write failed: only abort is left */
+	int transient; /* rgpu_ckpt_transient(): committed without waiting for the disk */
 };
 
 struct rgpu_chunk_enc {
@@ -888,6 +889,11 @@ int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], cons
 	return ret ? ret : name_chunk(c, hash);
 }
 
+void rgpu_ckpt_transient(struct rgpu_ckpt *c)
+{
+	c->transient = 1;
+}
+
 int rgpu_ckpt_set_list(struct rgpu_ckpt *c, const uint8_t *hashes, size_t n)
 {
 	uint8_t *h = malloc(n ? n * RGPU_HASH_LEN : 1);
@@ -1081,7 +1087,7 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 		goto out;
 	/* the chunks on disk before the manifest that names them */
 	uint64_t ts = rgpu_now_ns();
-	if ((rc = mdb_env_sync(s->env, 1))) {
+	if (!c->transient && (rc = mdb_env_sync(s->env, 1))) {
 		ret = mdb_err("writing chunks to disk", rc);
 		goto out;
 	}
@@ -1114,7 +1120,7 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 		       "the store",
 		       cm.absent, name);
 	}
-	if (!ret && (rc = mdb_env_sync(s->env, 1)))
+	if (!ret && !c->transient && (rc = mdb_env_sync(s->env, 1)))
 		ret = mdb_err("writing the manifest to disk", rc);
 	if (!ret)
 		*id = cm.id;

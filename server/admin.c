@@ -11,6 +11,7 @@
  * is sent there and this worker ends. Never both running, never neither.
  */
 #define LOG_PREFIX "worker: "
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,7 @@ static void do_checkpoint(struct admin_req *a)
 	int ret = srv_worker_store(w, why, sizeof(why));
 
 	if (!ret)
-		ret = srv_ckpt_take(w, w->store, 0, a->c, &res, why, sizeof(why));
+		ret = srv_ckpt_take(w, w->store, 0, a->c, &res, NULL, why, sizeof(why));
 	srv_ckpt_release(w);
 	rep.result = ret;
 	rep.error = why;
@@ -178,18 +179,111 @@ struct mig {
 	struct rgpu_push_opts opts;
 	Rgpu__PushReply *pr;     /* the last round's answer */
 	uint64_t sent, sent_bytes, last_bytes;
+	uint8_t *have;           /* live: the device hashes the target was sent last, or NULL */
+	size_t nhave;
 	char why[600];
 };
+
+/* DEVICE_CHUNK frames on the migration's connection, from the drain threads */
+struct device_send {
+	struct rgpu_admin *peer;
+	pthread_mutex_t lock;
+};
+
+static int send_device_chunk(void *arg, uint64_t index, const void *bytes, size_t len,
+			     int exact)
+{
+	struct device_send *ds = arg;
+	Rgpu__DeviceChunk dc = RGPU__DEVICE_CHUNK__INIT;
+	int ret;
+
+	dc.index = index;
+	dc.zero = !bytes;
+	dc.exact = exact;
+	pthread_mutex_lock(&ds->lock);
+	ret = rgpu_admin_post(ds->peer, RGPU_ADMIN_MSG_DEVICE_CHUNK, &dc.base, bytes,
+			      bytes ? len : 0);
+	pthread_mutex_unlock(&ds->lock);
+	return ret;
+}
+
+static size_t bits_set(const uint8_t *bm, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += bm[i / 8] >> (i % 8) & 1;
+	return k;
+}
+
+/*
+ * A live round's device memory, after its push: the chunks the target asked for (its PUSH_DONE
+ * reply: want, a bitmap), straight from the GPU, then DEVICE_END, whose reply is the round's.
+ */
+static int push_device(struct mig *m, struct srv_ckpt_direct *dx, const uint8_t *want,
+		       uint64_t wlen)
+{
+	struct srv_worker *w = m->a->w;
+	struct device_send ds = {.peer = m->peer, .lock = PTHREAD_MUTEX_INITIALIZER};
+	Rgpu__DeviceEnd de = RGPU__DEVICE_END__INIT;
+	uint64_t nwant = m->pr->want, bytes = 0;
+	char err[500];
+	int ret;
+
+	if (wlen != (dx->n + 7) / 8 || bits_set(want, dx->n) != nwant) {
+		snprintf(m->why, sizeof(m->why),
+			 "the target asked for %llu device chunks by a bitmap of %llu bytes; the job "
+			 "has %zu",
+			 (unsigned long long)nwant, (unsigned long long)wlen, dx->n);
+		return RGPU_EPROTO;
+	}
+	ret = srv_ckpt_direct_send(w, dx, want, send_device_chunk, &ds, m->a->c, &bytes, err,
+				   sizeof(err));
+	m->sent += nwant;
+	m->sent_bytes += bytes;
+	m->last_bytes += bytes;
+	if (ret) {
+		/* the target may have said why it stopped taking them */
+		int code = rgpu_admin_take_error(m->peer, 2000, m->why, sizeof(m->why));
+		if (!code)
+			snprintf(m->why, sizeof(m->why), "%s: %s", rgpu_admin_server(m->peer), err);
+		return code ? code : ret;
+	}
+	de.chunks = nwant;
+	rgpu__push_reply__free_unpacked(m->pr, NULL);
+	m->pr = NULL;
+	ret = rgpu_admin_call(m->peer, RGPU_ADMIN_MSG_DEVICE_END, &de.base, NULL, 0,
+			      &rgpu__push_reply__descriptor, (ProtobufCMessage **)&m->pr, NULL, NULL,
+			      forward_progress, m->a->c, RGPU_ADMIN_LONG_TIMEOUT_MS, err,
+			      sizeof(err));
+	if (ret) {
+		snprintf(m->why, sizeof(m->why), "%s", err);
+		return ret;
+	}
+	if (m->pr->result) {
+		snprintf(m->why, sizeof(m->why), "%s: %s", rgpu_admin_server(m->peer),
+			 m->pr->error && *m->pr->error ? m->pr->error
+						       : rgpu_strerror(m->pr->result));
+		return m->pr->result;
+	}
+	/* what the target holds now, as far as this side knows: the next round's base */
+	free(m->have);
+	m->have = malloc(dx->n * RGPU_HASH_LEN + 1);
+	m->nhave = m->have ? dx->n : 0;
+	if (m->have)
+		memcpy(m->have, dx->hash, dx->n * RGPU_HASH_LEN);
+	return 0;
+}
 
 /*
  * One push of checkpoint id to the target (a connection opened if there is none), staged
  * (live, before the switchover) or restored and served there. 0, or an error in m->why
  * (RGPU_ESTALE: the staged job's structure changed; the target has let it go).
  */
-static int push(struct mig *m, uint64_t id, int stage)
+static int push(struct mig *m, uint64_t id, int stage, struct srv_ckpt_direct *dx)
 {
 	char err[500];
-	uint64_t n = 0, bytes = 0;
+	uint64_t n = 0, bytes = 0, wlen = 0;
+	void *want = NULL;
 	int ret;
 
 	if (m->pr)
@@ -202,16 +296,25 @@ static int push(struct mig *m, uint64_t id, int stage)
 	}
 	m->opts.restore = 1;
 	m->opts.stage = stage;
+	m->opts.want = dx ? &want : NULL;
+	m->opts.want_len = dx ? &wlen : NULL;
 	ret = rgpu_push_send(m->peer, m->a->w->store, id, &m->opts, forward_progress, m->a->c,
 			     &m->pr, &n, &bytes, err, sizeof(err));
 	m->sent += n;
 	m->sent_bytes += bytes;
 	m->last_bytes = bytes;
-	if (ret) {
+	if (ret)
 		snprintf(m->why, sizeof(m->why), "%s", err);
+	else if (dx)
+		ret = push_device(m, dx, want, wlen);
+	free(want);
+	if (ret) {
 		/* the target ends its side on any failure: a later push starts afresh */
 		rgpu_admin_close(m->peer);
 		m->peer = NULL;
+		free(m->have);
+		m->have = NULL;
+		m->nhave = 0;
 	}
 	return ret;
 }
@@ -233,11 +336,13 @@ static int precopy(struct mig *m, unsigned *rounds)
 	int ret = 0;
 
 	for (unsigned round = 1; round <= max; round++) {
+		struct srv_ckpt_direct dx = {.have = m->have, .nhave = m->nhave};
 		rgpu_admin_progress(m->a->c, "round", round, max, "rounds");
-		ret = srv_ckpt_take(w, w->store, 0, m->a->c, &res, m->why, sizeof(m->why));
+		ret = srv_ckpt_take(w, w->store, 0, m->a->c, &res, &dx, m->why, sizeof(m->why));
 		if (ret)
 			break;
-		ret = push(m, res.id, 1);
+		ret = push(m, res.id, 1, &dx);
+		srv_ckpt_direct_free(w, &dx);
 		/* only the last checkpoint stays here; a round's is done with once pushed */
 		if (prev_id)
 			rgpu_store_remove(w->store, prev_id);
@@ -274,6 +379,7 @@ static void do_migrate(struct admin_req *a)
 	Rgpu__MigrateReply rep = RGPU__MIGRATE_REPLY__INIT;
 	struct mig m = {.a = a, .req = req};
 	struct srv_ckpt_result res = {0};
+	struct srv_ckpt_direct dx = {0};
 	char *why = m.why, addr[300] = "";
 	uint64_t t0 = rgpu_now_ns(), t_held = 0;
 	unsigned rounds = 0;
@@ -299,21 +405,31 @@ static void do_migrate(struct admin_req *a)
 	if (!ret && !req->cold)
 		ret = precopy(&m, &rounds);
 	/* the switchover: the job held from here until it is redirected or released */
+	/* live: the device memory goes straight to the target's GPU, as in the rounds */
+	struct srv_ckpt_direct *live = req && !req->cold ? &dx : NULL;
+	dx.have = m.have;
+	dx.nhave = m.nhave;
 	if (!ret) {
-		ret = srv_ckpt_take(w, w->store, 1, a->c, &res, why, sizeof(m.why));
+		ret = srv_ckpt_take(w, w->store, 1, a->c, &res, live, why, sizeof(m.why));
 		held = !ret;
 		t_held = rgpu_now_ns();
 	}
 	if (!ret) {
-		ret = push(&m, res.id, 0);
+		ret = push(&m, res.id, 0, live);
 		if (ret == RGPU_ESTALE) {
 			/* changed since it was staged: restored whole on the target, still held */
 			pr_info("job %s: live migration switchover: %s; restoring it whole there",
 				w->job_hex, why);
 			restaged = 1;
-			ret = push(&m, res.id, 0);
+			ret = push(&m, res.id, 0, live);
 		}
 	}
+	srv_ckpt_direct_free(w, &dx);
+	free(m.have);
+	m.have = NULL;
+	/* a live switchover's checkpoint holds no device memory here: nothing to keep */
+	if (live && res.id)
+		rgpu_store_remove(w->store, res.id);
 	uint64_t final_bytes = m.last_bytes;
 	rgpu_admin_close(m.peer);
 	m.peer = NULL;
@@ -334,9 +450,10 @@ static void do_migrate(struct admin_req *a)
 	rep.rounds = rounds;
 	rep.final_bytes = final_bytes;
 	rep.restaged = restaged;
-	pr_info("job %s migrated %s to %s (client address %s): checkpoint %llu, %u round(s), "
+	pr_info("job %s migrated %s to %s (client address %s): %s%llu, %u round(s), "
 		"%llu chunks sent (%.1f MiB; %.1f MiB while held), held %.3f s, %.3f s in all",
 		w->job_hex, req->cold ? "cold" : "live", req->target, addr,
+		live ? "device memory GPU to GPU, checkpoint removed " : "checkpoint ",
 		(unsigned long long)res.id, rounds, (unsigned long long)m.sent,
 		m.sent_bytes / 1048576.0, final_bytes / 1048576.0, rep.pause_ns / 1e9,
 		(rgpu_now_ns() - t0) / 1e9);
@@ -346,7 +463,7 @@ reply:
 	rep.job_id.data = w->job_id;
 	rep.job_id.len = SRV_JOB_ID_LEN;
 	rep.client_address = addr;
-	rep.checkpoint = res.id;
+	rep.checkpoint = live ? 0 : res.id; /* a live one's is gone */
 	rep.chunks_sent = m.sent;
 	rep.bytes_sent = m.sent_bytes;
 	rep.duration_ns = rgpu_now_ns() - t0;
@@ -361,7 +478,7 @@ reply:
 		rgpu__migrate_request__free_unpacked(req, NULL);
 	srv_ckpt_release(w);
 	/* the chunks only the rounds' checkpoints named */
-	if (rounds && w->store)
+	if ((rounds || live) && w->store)
 		rgpu_store_gc(w->store, &(uint64_t){0});
 	if (!ret) {
 		/* the job lives on the target now: everything here goes with the process */

@@ -106,6 +106,7 @@ struct take {
 	struct srv_worker *w;
 	struct rgpu_ckpt *ck;
 	int keep_held;
+	struct srv_ckpt_direct *dx; /* a live round: device memory goes to the target, not here */
 	struct srv_gpuhash *gh;
 	CUstream stream;
 	struct rgpu_conn *progress;
@@ -477,8 +478,16 @@ static int at_barrier(struct srv_worker *w, void *arg)
 		fail(tk, RGPU_ENOMEM, "out of memory");
 		return SRV_HOLD_RELEASE;
 	}
-	if (rgpu_ckpt_set_list(tk->ck, tk->dhash, tk->ndchunks) ||
-	    rgpu_ckpt_missing(tk->ck, tk->dirty, &nmissing)) {
+	if (tk->dx) {
+		/* a live round: the chunks that differ from what the target was sent last */
+		const struct srv_ckpt_direct *dx = tk->dx;
+		for (size_t i = 0; i < tk->ndchunks; i++)
+			if (!dx->have || i >= dx->nhave ||
+			    memcmp(dx->have + i * RGPU_HASH_LEN, tk->dhash + i * RGPU_HASH_LEN,
+				   RGPU_HASH_LEN))
+				tk->dirty[i / 8] |= (uint8_t)(1u << (i % 8));
+	} else if (rgpu_ckpt_set_list(tk->ck, tk->dhash, tk->ndchunks) ||
+		   rgpu_ckpt_missing(tk->ck, tk->dirty, &nmissing)) {
 		fail(tk, RGPU_EIO, "the checkpoint store cannot be read");
 		return SRV_HOLD_RELEASE;
 	}
@@ -494,7 +503,11 @@ static int at_barrier(struct srv_worker *w, void *arg)
 	if (!tk->keep_held) /* a migration's job stays held: nothing to snapshot */
 		snapshot(tk, dirty_bytes);
 	tk->t_snap = rgpu_now_ns();
-	if ((tk->snapshot || !dirty_bytes) && !tk->keep_held) {
+	/*
+	 * A live round's job runs on even without a snapshot: what it rewrites while its bytes are
+	 * read, the target finds in its own hashes and asks for again.
+	 */
+	if ((tk->snapshot || !dirty_bytes || tk->dx) && !tk->keep_held) {
 		tk->t_release = rgpu_now_ns();
 		tk->released = 1;
 		return SRV_HOLD_RELEASE;
@@ -512,10 +525,13 @@ struct item {
 	uint64_t src;     /* device: where the bytes are now (the snapshot or the job's memory) */
 	const uint8_t *host;
 	uint64_t len;     /* bytes of the last chunk (host); device chunks are CH each */
+	int exact;        /* a live round's: the bytes are the cut's (snapshot, zero, or held) */
 };
 
 struct drain {
 	struct take *tk;
+	srv_direct_send_fn send; /* a live round's sink: device chunks go there, not to the store */
+	void *send_arg;
 	const uint8_t *hashes;
 	struct item *items;
 	size_t nitems;
@@ -579,6 +595,22 @@ static void drain_thread(void *arg, unsigned tid)
 				break;
 			}
 			src = pinned;
+		}
+		if (d->send) {
+			for (uint32_t c = 0; c < it->n; c++) {
+				int ret = d->send(d->send_arg, it->index + c,
+						  it->zero ? NULL : src + (uint64_t)c * CH, CH,
+						  it->exact);
+				if (ret) {
+					char why[160];
+					snprintf(why, sizeof(why), "sending device memory: %s",
+						 rgpu_strerror(ret));
+					drain_fail(d, why);
+					return;
+				}
+			}
+			atomic_fetch_add(&d->bytes, (uint64_t)it->n * CH);
+			continue;
 		}
 		for (uint32_t c = 0; c < it->n && !it->zero; c++) {
 			uint64_t clen = it->host ? it->len : CH;
@@ -854,7 +886,7 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 	char *names[16];
 	char names_buf[16][256];
 	char host[256] = "";
-	uint64_t first = 0;
+	uint64_t first = 0, dfirst = 0;
 	size_t nb = 0;
 
 	if (!blobs || !bp) {
@@ -869,9 +901,9 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 		blobs[nb].addr = tk->dev[i].addr;
 		blobs[nb].size = tk->dev[i].size;
 		blobs[nb].device = tk->dev[i].device;
-		blobs[nb].first = first;
 		blobs[nb].count = tk->dev[i].size / CH;
-		first += blobs[nb].count;
+		blobs[nb].first = tk->dx ? dfirst : first;
+		*(tk->dx ? &dfirst : &first) += blobs[nb].count;
 		bp[nb] = &blobs[nb];
 	}
 	for (size_t i = 0; i < tk->nhb; i++, nb++) {
@@ -936,6 +968,10 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 	m.records = tk->records;
 	m.n_recorded_events = tk->nevents;
 	m.recorded_events = tk->events;
+	if (tk->dx) {
+		m.device_hashes.data = tk->dhash;
+		m.device_hashes.len = tk->ndchunks * RGPU_HASH_LEN;
+	}
 	(void)nchunks;
 	*len = rgpu__ckpt_meta__get_packed_size(&m);
 	*out = malloc(*len ? *len : 1);
@@ -1013,10 +1049,10 @@ void srv_worker_modcache(struct srv_worker *w, const char *without)
 }
 
 int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
-		  struct rgpu_conn *progress, struct srv_ckpt_result *res, char *why,
-		  size_t whylen)
+		  struct rgpu_conn *progress, struct srv_ckpt_result *res,
+		  struct srv_ckpt_direct *dx, char *why, size_t whylen)
 {
-	struct take tk = {.w = w, .keep_held = keep_held, .progress = progress};
+	struct take tk = {.w = w, .keep_held = keep_held, .progress = progress, .dx = dx};
 	struct drain d = {.tk = &tk};
 	uint8_t *all = NULL, *missing = NULL, *meta = NULL;
 	size_t nall = 0, nmissing = 0, mlen = 0, ndev_items = 0;
@@ -1040,6 +1076,8 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 			 rgpu_strerror(ret));
 		return ret;
 	}
+	if (dx)
+		rgpu_ckpt_transient(tk.ck);
 	if (srv_gpuhash_open(&w->drv, &tk.gh))
 		tk.gh = NULL; /* said once at warn; the CPU hashes */
 	if (w->drv.cuStreamCreateWithPriority(&tk.stream, CU_STREAM_NON_BLOCKING, 0) !=
@@ -1079,6 +1117,19 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 	}
 	d.hashes = tk.dhash;
 	uint64_t soff = 0;
+	if (dx && !(dx->addr = calloc(tk.ndchunks + 1, sizeof(*dx->addr)),
+		    dx->src = calloc(tk.ndchunks + 1, sizeof(*dx->src)))) {
+		ret = RGPU_ENOMEM;
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0, r = 0, off = 0; dx && i < tk.ndchunks; i++, off += CH) {
+		while (off >= tk.dev[r].size) {
+			r++;
+			off = 0;
+		}
+		dx->addr[i] = tk.dev[r].addr + off;
+	}
 	for (size_t i = 0; i < tk.ndchunks; i++) {
 		struct item *last = d.nitems ? &d.items[d.nitems - 1] : NULL;
 		if (!bit(tk.dirty, i))
@@ -1090,6 +1141,11 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		}
 		uint64_t src = tk.snapshot ? tk.snap + soff : chunk_addr(&tk, i);
 		soff += CH;
+		if (dx) {
+			/* sent later, once the target said what it wants */
+			dx->src[i] = tk.snapshot ? src : 0;
+			continue;
+		}
 		if (last && !last->zero && last->n < BATCH_CHUNKS && last->index + last->n == i &&
 		    last->src + (uint64_t)last->n * CH == src)
 			last->n++;
@@ -1117,7 +1173,9 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		snprintf(why, whylen, "%s", tk.why);
 		goto out;
 	}
-	nall = tk.ndchunks;
+	/* a live round's list is the host-side parts' alone */
+	size_t ndlist = dx ? 0 : tk.ndchunks;
+	nall = ndlist;
 	for (size_t i = 0; i < tk.nhb; i++)
 		nall += rgpu_ckpt_nchunks(tk.hb[i].size);
 	all = malloc(nall ? nall * RGPU_HASH_LEN : 1);
@@ -1127,8 +1185,8 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
-	memcpy(all, tk.dhash, tk.ndchunks * RGPU_HASH_LEN);
-	size_t k = tk.ndchunks;
+	memcpy(all, tk.dhash, ndlist * RGPU_HASH_LEN);
+	size_t k = ndlist;
 	for (size_t i = 0; i < tk.nhb; i++) {
 		uint64_t n = rgpu_ckpt_nchunks(tk.hb[i].size);
 		memcpy(all + k * RGPU_HASH_LEN, tk.hb[i].chunks, n * RGPU_HASH_LEN);
@@ -1146,7 +1204,7 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 	atomic_store(&d.next, 0);
 	atomic_store(&d.bytes, 0);
 	d.hashes = all;
-	k = tk.ndchunks;
+	k = ndlist;
 	for (size_t i = 0; i < tk.nhb; i++) {
 		uint64_t n = rgpu_ckpt_nchunks(tk.hb[i].size);
 		for (uint64_t c = 0; c < n; c++)
@@ -1165,7 +1223,7 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		goto out;
 	}
 	rgpu_ckpt_added(tk.ck, &added, &added_bytes, &stored);
-	if (tk.snap) {
+	if (tk.snap && !dx) {
 		w->drv.cuMemFree(tk.snap);
 		tk.snap = 0;
 	}
@@ -1198,6 +1256,15 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 	uint64_t t_done = rgpu_now_ns();
 	res->duration_ns = t_done - tk.t_req;
 	res->snapshot = tk.snapshot;
+	if (dx) {
+		/* the send's: the hashes and the snapshot */
+		dx->hash = tk.dhash;
+		dx->n = tk.ndchunks;
+		dx->snap = tk.snap;
+		dx->held = keep_held;
+		tk.dhash = NULL;
+		tk.snap = 0;
+	}
 	pr_info("job %s: checkpoint %llu: %llu chunks (%llu new, %.1f MiB stored), paused "
 		"%.3f ms%s (to the barrier %.3f ms; sync %.3f, state %.3f, hash %.3f, look-up %.3f, "
 		"snapshot %.3f; then copy %.3f, images and host parts %.3f, commit %.3f), %.3f s in "
@@ -1216,6 +1283,8 @@ out:
 		release_job(&tk);
 	if (tk.ck)
 		rgpu_ckpt_abort(tk.ck);
+	if (ret && dx)
+		srv_ckpt_direct_free(w, dx);
 	if (tk.snap)
 		w->drv.cuMemFree(tk.snap);
 	if (tk.stream)
@@ -1231,4 +1300,65 @@ out:
 	if (ret)
 		pr_warn("job %s: checkpoint failed: %s", w->job_hex, why);
 	return ret;
+}
+
+int srv_ckpt_direct_send(struct srv_worker *w, const struct srv_ckpt_direct *dx,
+			 const uint8_t *want, srv_direct_send_fn send, void *arg,
+			 struct rgpu_conn *progress, uint64_t *bytes, char *why, size_t whylen)
+{
+	struct take tk = {.w = w, .progress = progress};
+	struct drain d = {.tk = &tk, .send = send, .send_arg = arg};
+	uint64_t total = 0;
+	int ret;
+
+	*bytes = 0;
+	if (cache_init(w)) {
+		snprintf(why, whylen, "out of memory");
+		return RGPU_ENOMEM;
+	}
+	d.items = calloc(dx->n + 1, sizeof(*d.items));
+	if (!d.items) {
+		snprintf(why, whylen, "out of memory");
+		return RGPU_ENOMEM;
+	}
+	pthread_mutex_init(&d.lock, NULL);
+	for (size_t i = 0; i < dx->n; i++) {
+		struct item *last = d.nitems ? &d.items[d.nitems - 1] : NULL;
+		if (!bit(want, i))
+			continue;
+		total += CH;
+		if (!memcmp(dx->hash + i * RGPU_HASH_LEN, w->ckpt_cache->zero, RGPU_HASH_LEN)) {
+			/* zeros on the target are the cut's bytes, whatever the job wrote since */
+			d.items[d.nitems++] = (struct item){.index = i, .n = 1, .zero = 1, .exact = 1};
+			continue;
+		}
+		uint64_t src = dx->src[i] ? dx->src[i] : dx->addr[i];
+		int exact = dx->held || dx->src[i];
+		if (last && !last->zero && last->n < BATCH_CHUNKS && last->index + last->n == i &&
+		    last->src + (uint64_t)last->n * CH == src && last->exact == exact)
+			last->n++;
+		else
+			d.items[d.nitems++] =
+			    (struct item){.index = i, .n = 1, .src = src, .exact = exact};
+	}
+	ret = drain_items(&d, "send", total);
+	*bytes = atomic_load(&d.bytes);
+	if (ret)
+		snprintf(why, whylen, "%s", d.why);
+	free(d.items);
+	pthread_mutex_destroy(&d.lock);
+	return ret;
+}
+
+void srv_ckpt_direct_free(struct srv_worker *w, struct srv_ckpt_direct *dx)
+{
+	if (dx->snap)
+		w->drv.cuMemFree(dx->snap);
+	free(dx->hash);
+	free(dx->addr);
+	free(dx->src);
+	dx->snap = 0;
+	dx->hash = NULL;
+	dx->addr = dx->src = NULL;
+	dx->n = 0;
 }

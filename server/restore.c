@@ -50,11 +50,23 @@ struct restore {
 	uint64_t t0, t_setup, t_replay, t_fill, t_verify; /* where a restore's time went */
 	/* a staged job (live migration): the device chunks' hashes as written, in device order */
 	uint8_t *dev_have;
+	size_t ndev_have;
 	uint64_t changed; /* device chunks the last fill wrote */
+	/* a live round's chunks on their way from the socket to the GPU (made at the first) */
+	void *ring[8];
+	CUevent ring_ev[8];
+	CUstream ring_s;
 	uint64_t t_round; /* when the last round's checkpoint was stored */
 };
 
 static struct restore *the_restore; /* the image lookup's (one restore per process) */
+/* the request a done_seq answers: PUSH_DONE, or a live round's DEVICE_END */
+static uint16_t done_type = RGPU_ADMIN_MSG_PUSH_DONE;
+
+static int bit(const uint8_t *bm, size_t i)
+{
+	return bm[i / 8] >> (i % 8) & 1;
+}
 
 static int fail(struct restore *rs, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -247,6 +259,28 @@ static void fill_tick(void *p)
 	rgpu_admin_progress(f->rs->admin, "restore", atomic_load(&f->bytes), f->total, "bytes");
 }
 
+/* The chunk hashes of [addr, addr + size) on the GPU (by the CPU when the kernels are missing). */
+static int hash_range(struct srv_worker *w, struct srv_gpuhash *gh, CUstream s, uint64_t addr,
+		      uint64_t size, uint8_t *out)
+{
+	uint8_t *buf;
+	CUresult cr;
+
+	if (gh)
+		return srv_gpuhash_run(&w->drv, gh, addr, size, CH, s, out);
+	buf = malloc(CH);
+	cr = buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint64_t off = 0; cr == CUDA_SUCCESS && off < size; off += CH) {
+		cr = w->drv.cuMemcpyDtoHAsync(buf, addr + off, CH, s);
+		if (cr == CUDA_SUCCESS)
+			cr = w->drv.cuStreamSynchronize(s);
+		if (cr == CUDA_SUCCESS)
+			rgpu_chunk_hash(buf, CH, out + off / CH * RGPU_HASH_LEN);
+	}
+	free(buf);
+	return cr == CUDA_SUCCESS ? 0 : RGPU_EIO;
+}
+
 /*
  * Every device chunk checked for presence and a sane header first (a truncated or missing
  * chunk stops the restore before any device memory is written), then written at its address,
@@ -264,6 +298,11 @@ static int fill_device(struct restore *rs)
 	uint64_t total = 0;
 	int ret = 0;
 
+	if (rs->m->device_hashes.len)
+		return fail(rs, RGPU_EUNSUPPORTED,
+			    "checkpoint %llu is a live migration's round: its device memory is not "
+			    "in the store",
+			    (unsigned long long)rs->id);
 	pthread_mutex_init(&f.lock, NULL);
 	f.dev = calloc(rs->m->n_blobs + 1, sizeof(*f.dev));
 	if (!f.dev)
@@ -354,21 +393,7 @@ static int fill_device(struct restore *rs)
 			ret = fail(rs, RGPU_ENOMEM, "out of memory");
 			break;
 		}
-		if (gh) {
-			ret = srv_gpuhash_run(&w->drv, gh, bl->addr, bl->size, CH, s, got);
-		} else {
-			uint8_t *buf = malloc(CH);
-			CUresult cr = buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-			for (uint64_t c = 0; cr == CUDA_SUCCESS && c < bl->count; c++) {
-				cr = w->drv.cuMemcpyDtoHAsync(buf, bl->addr + c * CH, CH, s);
-				if (cr == CUDA_SUCCESS)
-					cr = w->drv.cuStreamSynchronize(s);
-				if (cr == CUDA_SUCCESS)
-					rgpu_chunk_hash(buf, CH, got + c * RGPU_HASH_LEN);
-			}
-			free(buf);
-			ret = cr == CUDA_SUCCESS ? 0 : RGPU_EIO;
-		}
+		ret = hash_range(w, gh, s, bl->addr, bl->size, got);
 		if (ret) {
 			ret = fail(rs, ret, "hashing restored memory at %#llx failed",
 				   (unsigned long long)bl->addr);
@@ -392,6 +417,7 @@ static int fill_device(struct restore *rs)
 		/* what the device holds now: the next round of a live migration writes the rest */
 		free(rs->dev_have);
 		rs->dev_have = want;
+		rs->ndev_have = f.nchunks;
 		want = NULL;
 	}
 out:
@@ -404,6 +430,266 @@ out:
 	free(f.dev);
 	free(f.todo);
 	pthread_mutex_destroy(&f.lock);
+	return ret;
+}
+
+/* ---- a live round's device memory, straight from the source's GPU -------------------------- */
+
+#define RING 8 /* chunks between the socket and the GPU */
+
+/* The answer to a live round's PUSH_DONE: the device chunks wanted, and their bitmap. */
+static int send_want(struct rgpu_conn *c, uint64_t seq, uint64_t nwant, const uint8_t *want,
+		     size_t bmlen)
+{
+	Rgpu__PushReply rep = RGPU__PUSH_REPLY__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_PUSH_DONE, .flags = RGPU_FRAME_REPLY,
+				   .ref = seq, .payload_len = bmlen};
+
+	rep.error = "";
+	rep.client_address = "";
+	rep.want = nwant;
+	return rgpu_frame_send_hdr(c, &h, &rep.base, want);
+}
+
+static int ring_open(struct restore *rs)
+{
+	struct srv_worker *w = rs->w;
+
+	if (rs->ring_s)
+		return 0;
+	w->drv.cuCtxSetCurrent(w->base_ctx);
+	if (w->drv.cuStreamCreateWithPriority(&rs->ring_s, CU_STREAM_NON_BLOCKING, 0) !=
+	    CUDA_SUCCESS) {
+		rs->ring_s = NULL;
+		return RGPU_ECUDA;
+	}
+	for (int i = 0; i < RING; i++)
+		if (w->drv.cuMemHostAlloc(&rs->ring[i], CH, 0) != CUDA_SUCCESS ||
+		    w->drv.cuEventCreate(&rs->ring_ev[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+			return RGPU_ENOMEM;
+	return 0;
+}
+
+static void ring_close(struct restore *rs)
+{
+	struct srv_worker *w = rs->w;
+
+	for (int i = 0; i < RING; i++) {
+		if (rs->ring[i])
+			w->drv.cuMemFreeHost(rs->ring[i]);
+		if (rs->ring_ev[i])
+			w->drv.cuEventDestroy(rs->ring_ev[i]);
+		rs->ring[i] = NULL;
+		rs->ring_ev[i] = NULL;
+	}
+	if (rs->ring_s)
+		w->drv.cuStreamDestroy(rs->ring_s);
+	rs->ring_s = NULL;
+}
+
+/* Where each device chunk goes: the device blobs, mapped in the rebuilt job, cover it once. */
+static int chunk_addrs(struct restore *rs, size_t n, uint64_t *addr)
+{
+	const Rgpu__CkptMeta *m = rs->m;
+
+	for (size_t i = 0; i < m->n_blobs; i++) {
+		const Rgpu__CkptBlob *b = m->blobs[i];
+		if (b->kind != RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE)
+			continue;
+		if (!srv_mapped(rs->w, b->addr, b->size))
+			return fail(rs, RGPU_ECORRUPT,
+				    "device memory [%#llx, +%llu) is no mapping of the rebuilt job",
+				    (unsigned long long)b->addr, (unsigned long long)b->size);
+		for (uint64_t c = 0; c < b->count; c++) {
+			if (addr[b->first + c])
+				return fail(rs, RGPU_ECORRUPT, "device chunk %llu is named twice",
+					    (unsigned long long)(b->first + c));
+			addr[b->first + c] = b->addr + c * CH;
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		if (!addr[k])
+			return fail(rs, RGPU_ECORRUPT, "device chunk %zu belongs to no mapping", k);
+	return 0;
+}
+
+/*
+ * A live round's device memory (its metadata has device_hashes): answer the PUSH_DONE at
+ * *done_seq with the chunks that differ from what this GPU holds, write each DEVICE_CHUNK at its
+ * address as it arrives, then hash what was written on the GPU. A chunk sent exact (the cut's
+ * bytes) must hash to its name; one read from the running job is kept as it hashes, and asked
+ * for again next round. At the switchover (final) every chunk must then be the source's. On
+ * return *done_seq is DEVICE_END's, whose reply is the caller's (0 when the source was told by
+ * an ERROR frame).
+ */
+static int take_device(struct restore *rs, struct rgpu_conn *c, uint64_t *done_seq, int final)
+{
+	struct srv_worker *w = rs->w;
+	const uint8_t *dh = rs->m->device_hashes.data;
+	size_t n = rs->m->device_hashes.len / RGPU_HASH_LEN, nwant = 0, got = 0, first = SIZE_MAX;
+	uint64_t *addr = calloc(n + 1, sizeof(*addr));
+	uint8_t *want = calloc(1, n / 8 + 1), *wrote = calloc(1, n / 8 + 1);
+	uint8_t *exact = calloc(1, n / 8 + 1), *now = malloc(n * RGPU_HASH_LEN + 1), *have = NULL;
+	struct srv_gpuhash *gh = NULL;
+	int ret = 0, streaming = 0;
+
+	if (!addr || !want || !wrote || !exact || !now) {
+		ret = fail(rs, RGPU_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((ret = chunk_addrs(rs, n, addr)))
+		goto out;
+	if ((ret = ring_open(rs))) {
+		ret = fail(rs, ret, "no pinned memory or stream for the device chunks");
+		goto out;
+	}
+	/* what this GPU holds, as hashed when written; a first round holds nothing yet */
+	have = rs->ndev_have == n ? rs->dev_have : NULL;
+	for (size_t k = 0; k < n; k++)
+		if (!have || memcmp(have + k * RGPU_HASH_LEN, dh + k * RGPU_HASH_LEN, RGPU_HASH_LEN)) {
+			want[k / 8] |= (uint8_t)(1u << (k % 8));
+			nwant++;
+		}
+	if ((ret = send_want(c, *done_seq, nwant, want, (n + 7) / 8))) {
+		ret = fail(rs, ret, "the source left: %s", rgpu_strerror(ret));
+		goto out;
+	}
+	*done_seq = 0;
+	streaming = 1;
+	for (;;) {
+		struct rgpu_frame_hdr fh;
+		uint8_t *body = NULL;
+		CUresult cr;
+		ret = rgpu_frame_recv_within(c, RGPU_PEER_SERVER, &fh, &body,
+					     RGPU_ADMIN_LONG_TIMEOUT_MS);
+		if (ret) {
+			ret = fail(rs, ret, "the device memory broke off after %zu of %zu chunks: %s",
+				   got, nwant, rgpu_strerror(ret));
+			goto out;
+		}
+		if (fh.type == RGPU_ADMIN_MSG_DEVICE_END) {
+			free(body);
+			rgpu_conn_discard(c, fh.payload_len);
+			*done_seq = fh.seq;
+			done_type = RGPU_ADMIN_MSG_DEVICE_END;
+			streaming = 0;
+			break;
+		}
+		Rgpu__DeviceChunk *dc = fh.type == RGPU_ADMIN_MSG_DEVICE_CHUNK
+						? RGPU_PB_UNPACK(rgpu__device_chunk, fh.body_len, body)
+						: NULL;
+		free(body);
+		size_t k = dc ? (size_t)dc->index : n;
+		int zero = dc && dc->zero;
+		if (!dc || k >= n || !bit(want, k) || bit(wrote, k) ||
+		    fh.payload_len != (zero ? 0 : CH)) {
+			ret = fail(rs, RGPU_EPROTO, "%s after %zu of the %zu chunks asked for",
+				   !dc ? "another message" : "a device chunk not asked for", got,
+				   nwant);
+			if (dc)
+				rgpu__device_chunk__free_unpacked(dc, NULL);
+			goto out;
+		}
+		if (dc->exact)
+			exact[k / 8] |= (uint8_t)(1u << (k % 8));
+		rgpu__device_chunk__free_unpacked(dc, NULL);
+		if (zero) {
+			cr = w->drv.cuMemsetD8Async(addr[k], 0, CH, rs->ring_s);
+		} else {
+			/* a buffer is reused once the GPU has read what it held */
+			unsigned slot = got % RING;
+			cr = w->drv.cuEventSynchronize(rs->ring_ev[slot]);
+			if (cr == CUDA_SUCCESS && (ret = rgpu_conn_recv_payload(c, rs->ring[slot], CH))) {
+				ret = fail(rs, ret, "device chunk %zu broke off: %s", k,
+					   rgpu_strerror(ret));
+				goto out;
+			}
+			if (cr == CUDA_SUCCESS)
+				cr = w->drv.cuMemcpyHtoDAsync(addr[k], rs->ring[slot], CH, rs->ring_s);
+			if (cr == CUDA_SUCCESS)
+				cr = w->drv.cuEventRecord(rs->ring_ev[slot], rs->ring_s);
+		}
+		if (cr != CUDA_SUCCESS) {
+			ret = fail(rs, RGPU_ECUDA, "writing device memory at %#llx: %s",
+				   (unsigned long long)addr[k], srv_cu_name(&w->drv, cr));
+			goto out;
+		}
+		wrote[k / 8] |= (uint8_t)(1u << (k % 8));
+		first = MIN(first, k);
+		got++;
+	}
+	if (got != nwant) {
+		ret = fail(rs, RGPU_EPROTO, "the round ended after %zu of the %zu chunks asked for",
+			   got, nwant);
+		goto out;
+	}
+	if (w->drv.cuStreamSynchronize(rs->ring_s) != CUDA_SUCCESS) {
+		ret = fail(rs, RGPU_ECUDA, "writing the round's device memory failed");
+		goto out;
+	}
+	rs->t_fill = rgpu_now_ns();
+	if (got && rgpu_fault("live_delta")) {
+		/* as if a chunk had reached the device damaged: the check below must find it */
+		w->drv.cuMemsetD8Async(addr[first] + 7, 0x5a, 1, rs->ring_s);
+		w->drv.cuStreamSynchronize(rs->ring_s);
+	}
+	/* what the GPU holds where it was written: runs of adjacent chunks hashed at once */
+	if (got && srv_gpuhash_open(&w->drv, &gh))
+		gh = NULL;
+	for (size_t k = 0; k < n && !ret;) {
+		size_t e = k;
+		if (!bit(wrote, k)) {
+			k++;
+			continue;
+		}
+		while (e + 1 < n && bit(wrote, e + 1) && addr[e + 1] == addr[e] + CH)
+			e++;
+		if ((ret = hash_range(w, gh, rs->ring_s, addr[k], (e - k + 1) * CH,
+				      now + k * RGPU_HASH_LEN)))
+			ret = fail(rs, ret, "hashing the round's device memory at %#llx failed",
+				   (unsigned long long)addr[k]);
+		k = e + 1;
+	}
+	if (ret)
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		const uint8_t *h = bit(wrote, k) ? now + k * RGPU_HASH_LEN : have + k * RGPU_HASH_LEN;
+		char hex[13];
+		if ((final || bit(exact, k)) && memcmp(h, dh + k * RGPU_HASH_LEN, RGPU_HASH_LEN)) {
+			ret = fail(rs, RGPU_ECORRUPT,
+				   "device chunk %zu (%s..., memory at %#llx) %s", k,
+				   rgpu_hex(dh + k * RGPU_HASH_LEN, 6, hex),
+				   (unsigned long long)addr[k],
+				   bit(wrote, k) ? "arrived damaged: it does not hash to its name"
+						 : "was not sent at the switchover");
+			goto out;
+		}
+		if (!bit(wrote, k))
+			memcpy(now + k * RGPU_HASH_LEN, h, RGPU_HASH_LEN);
+	}
+	rs->t_verify = rgpu_now_ns();
+	/* what this GPU holds now: the next round asks for what differs */
+	free(rs->dev_have);
+	rs->dev_have = now;
+	rs->ndev_have = n;
+	now = NULL;
+	rs->changed = got;
+out:
+	if (ret && streaming) {
+		/* the source is still sending chunks: tell it why this side stops */
+		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+		struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
+		pe.code = ret;
+		pe.message = rs->why;
+		rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+	}
+	if (gh)
+		srv_gpuhash_close(&w->drv, gh);
+	free(addr);
+	free(want);
+	free(wrote);
+	free(exact);
+	free(now);
 	return ret;
 }
 
@@ -559,7 +845,9 @@ static int contents(struct restore *rs)
 	uint8_t *buf = NULL;
 	int ret;
 
-	if ((ret = fill_device(rs)) || (ret = fill_globals(rs)) || (ret = record_events(rs)))
+	/* a live round's device memory came on the connection (take_device) */
+	if ((!rs->m->device_hashes.len && (ret = fill_device(rs))) || (ret = fill_globals(rs)) ||
+	    (ret = record_events(rs)))
 		return ret;
 	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA))) {
 		if ((ret = read_blob(rs, b, &buf)))
@@ -629,9 +917,10 @@ static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why
 		  uint64_t changed)
 {
 	Rgpu__PushReply rep = RGPU__PUSH_REPLY__INIT;
-	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_PUSH_DONE, .flags = RGPU_FRAME_REPLY,
-				   .ref = seq};
+	struct rgpu_frame_hdr h = {.type = done_type, .flags = RGPU_FRAME_REPLY, .ref = seq};
 
+	if (!seq) /* nothing to answer: the source was told otherwise */
+		return;
 	rep.result = result;
 	rep.error = (char *)(why ? why : "");
 	rep.id = id;
@@ -741,6 +1030,7 @@ static int next_round(struct restore *rs, struct rgpu_conn *c, Rgpu__PushRequest
 	rgpu__push_request__free_unpacked(*reqp, NULL);
 	*reqp = req;
 	*done_seq = 0;
+	done_type = RGPU_ADMIN_MSG_PUSH_DONE;
 	ret = rgpu_push_receive(c, &fh, req, NULL, rs->store, &rs->id, done_seq, why, sizeof(why));
 	if (ret) {
 		if (*done_seq)
@@ -768,7 +1058,9 @@ static int next_round(struct restore *rs, struct rgpu_conn *c, Rgpu__PushRequest
 	/* the rounds before are done with: only the last one stays a checkpoint here */
 	if (old != rs->id)
 		rgpu_store_remove(rs->store, old);
-	ret = contents(rs);
+	ret = rs->m->device_hashes.len ? take_device(rs, c, done_seq, !req->stage) : 0;
+	if (!ret)
+		ret = contents(rs);
 	if (ret)
 		reply(c, *done_seq, ret, rs->why, rs->id, NULL, NULL, 0, 0);
 	return ret;
@@ -832,6 +1124,8 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	}
 	if (!ret)
 		ret = rebuild(&rs);
+	if (!ret && rs.m->device_hashes.len)
+		ret = take_device(&rs, c, &done_seq, !req->stage);
 	if (!ret)
 		ret = contents(&rs);
 	/* a live migration's rounds: the job stays staged, unserved, until the switchover */
@@ -859,14 +1153,22 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	/* the supervisor knows the job before its client can: the redirect follows the reply */
 	atomic_store(&w->state, SRV_JOB_DISCONNECTED);
 	srv_worker_report(w);
-	pr_info("job %s restored from checkpoint %llu in %.3f s (%s; set-up %.3f s, replay %.3f s, "
-		"fill %.3f s, hash check %.3f s); waiting %d s for its client at %s",
-		w->job_hex, (unsigned long long)rs.id, (rgpu_now_ns() - t0) / 1e9, rs.m->client_program,
-		(rs.t_setup - t0) / 1e9, (rs.t_replay - rs.t_setup) / 1e9,
-		(rs.t_fill - rs.t_replay) / 1e9, (rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s,
-		addr);
+	if (rs.t_round) /* staged: the last round was the switchover */
+		pr_info("job %s switched over from its live migration in %.3f s (%s; %llu device "
+			"chunks written in %.3f s, hash check %.3f s); waiting %d s for its client at %s",
+			w->job_hex, (rgpu_now_ns() - t0) / 1e9, rs.m->client_program,
+			(unsigned long long)rs.changed, (rs.t_fill - t0) / 1e9,
+			(rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s, addr);
+	else
+		pr_info("job %s restored from checkpoint %llu in %.3f s (%s; set-up %.3f s, replay "
+			"%.3f s, fill %.3f s, hash check %.3f s); waiting %d s for its client at %s",
+			w->job_hex, (unsigned long long)rs.id, (rgpu_now_ns() - t0) / 1e9,
+			rs.m->client_program, (rs.t_setup - t0) / 1e9,
+			(rs.t_replay - rs.t_setup) / 1e9, (rs.t_fill - rs.t_replay) / 1e9,
+			(rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s, addr);
 	reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed);
 	rgpu_conn_close(c);
+	ring_close(&rs);
 	rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
 	free(rs.hashes);
 	free(rs.dev_have);

@@ -673,6 +673,7 @@ int srv_hold_wanted(struct srv_worker *w);
 
 struct rgpu_conn;
 struct rgpu_store;
+struct srv_ckpt_direct;
 /* What a checkpoint did, for its reply. */
 struct srv_ckpt_result {
 	uint64_t id;              /* in this server's store */
@@ -689,8 +690,41 @@ struct srv_ckpt_result {
  * an RGPU_E* code with why filled; nothing is committed on failure and the job carries on.
  */
 int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
-		  struct rgpu_conn *progress, struct srv_ckpt_result *res, char *why,
-		  size_t whylen);
+		  struct rgpu_conn *progress, struct srv_ckpt_result *res,
+		  struct srv_ckpt_direct *dx, char *why, size_t whylen);
+/*
+ * A live migration round's device memory (design.md §8): not written to the store but sent from
+ * the GPU to the target. Given to srv_ckpt_take(), which commits the host-side parts and a
+ * manifest whose device hashes are in its metadata (CkptMeta.device_hashes), and keeps here what
+ * the send needs: the hashes at the cut, and a snapshot on the GPU of the chunks that differ
+ * from `have` when there was room (then the job runs on; else a round's bytes are read from the
+ * running job, and the target keeps what it got and says so next round). A switchover's job
+ * (keep_held) stays held and its bytes are read as they are.
+ */
+struct srv_ckpt_direct {
+	const uint8_t *have;  /* in: the device hashes last sent to the target, or NULL */
+	size_t nhave;
+	uint8_t *hash;        /* the device chunks' hashes at the cut, in device order */
+	uint64_t *addr;       /* each chunk's address in the job */
+	uint64_t *src;        /* where its bytes are now: in the snapshot, or 0 (the job) */
+	size_t n;
+	CUdeviceptr snap;
+	int held;             /* the job stays held (a switchover): every byte read is the cut's */
+};
+/*
+ * srv_ckpt_direct_send() - send the device chunks the target wants (bitmap want, n bits) with
+ * send(arg, index, bytes, CH, exact), or bytes NULL for an all-zero chunk, from the snapshot or
+ * the job (exact: the bytes are the cut's), on the drain threads (send is called from several at
+ * once). progress: PROGRESS frames, or
+ * NULL. 0, or an RGPU_E* code (why filled).
+ */
+typedef int (*srv_direct_send_fn)(void *arg, uint64_t index, const void *bytes, size_t len,
+				  int exact);
+int srv_ckpt_direct_send(struct srv_worker *w, const struct srv_ckpt_direct *dx,
+			 const uint8_t *want, srv_direct_send_fn send, void *arg,
+			 struct rgpu_conn *progress, uint64_t *bytes, char *why, size_t whylen);
+/* srv_ckpt_direct_free() - the snapshot and the lists freed (the hold is the caller's) */
+void srv_ckpt_direct_free(struct srv_worker *w, struct srv_ckpt_direct *dx);
 /*
  * srv_ckpt_keep_image() - keep a module image the driver loaded for the job, for its checkpoints:
  * in a file of the worker's own, so that a checkpoint has the bytes even when the module cache

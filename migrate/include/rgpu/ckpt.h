@@ -74,6 +74,13 @@ struct rgpu_push_opts {
 	const uint8_t *token;        /* the job's current resume token (32 bytes), or NULL */
 	const uint8_t *token_prev;   /* and the one before, or NULL */
 	const char *client_address;  /* where its client will find the target, or NULL */
+	/*
+	 * a live round's checkpoint (its device memory is not in the store): where the PUSH_DONE
+	 * reply's bitmap of the device chunks the target wants goes (malloc'd). NULL: such a
+	 * checkpoint is refused.
+	 */
+	void **want;
+	uint64_t *want_len;
 };
 
 /*

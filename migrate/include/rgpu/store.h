@@ -141,6 +141,12 @@ int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], cons
  * list), and *nmissing to their count: the chunks to rgpu_ckpt_put(). 0, RGPU_ENOMEM, RGPU_EIO.
  */
 int rgpu_ckpt_set_list(struct rgpu_ckpt *c, const uint8_t *hashes, size_t n);
+/*
+ * rgpu_ckpt_transient() - commit c without waiting for the disk (a live migration's round,
+ * removed once sent: a crash may lose it, and nothing needs it after one). Still whole or not at
+ * all: LMDB's transaction is.
+ */
+void rgpu_ckpt_transient(struct rgpu_ckpt *c);
 int rgpu_ckpt_missing(struct rgpu_ckpt *c, uint8_t *bitmap, size_t *nmissing);
 
 /*
