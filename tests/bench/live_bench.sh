@@ -4,8 +4,8 @@
 # Two rgpud on this machine (on a GPU host: the same GPU; RGPU_E2E_DRIVER=system), A and B. For
 # each size, a job holding that much device memory (tests/zdtm/zdtm_fill, random data) is
 # migrated live A -> B while it sleeps (idle) and while it checks all of its memory and rewrites
-# RGPU_LIVE_RATE MiB/s (default 1024) of its hottest tenth (busy: ZDTM_FILL_HOT, the same chunks
-# each time), then the program checks every byte. Then, when
+# R MiB/s of its hottest tenth for each R of RGPU_LIVE_RATES (default 1024; busy@R:
+# ZDTM_FILL_HOT, the same chunks each time), then the program checks every byte. Then, when
 # PyTorch is there, a training run (tests/gpu/torch_train.py, 200 steps) is migrated in its
 # middle, and its loss curve is compared with a run that was not. Prints one table: total time,
 # pre-copy rounds, bytes sent (and while held), the pause the job saw. The stores live in
@@ -15,7 +15,7 @@ set -u
 build=$1
 shift
 sizes=${*:-"1024 8192 16384"}
-rate=${RGPU_LIVE_RATE:-1024}
+rates=${RGPU_LIVE_RATES:-${RGPU_LIVE_RATE:-1024}}
 tmp=$(mktemp -d)
 . "$(dirname "$0")/../e2e/servers.sh"
 data=${RGPU_BENCH_DATA:-}
@@ -31,9 +31,9 @@ srv_start B -- --resume-grace 60 --data "$data/B"
 A=$(srv_admin A)
 B=$(srv_admin B)
 echo "stores in $data"
-printf '%-8s %-7s %9s %7s %11s %11s %10s\n' GiB job "total s" rounds "sent GiB" "held MiB" "pause ms" >"$tmp/table"
+printf '%-8s %-10s %9s %7s %11s %11s %10s\n' GiB job "total s" rounds "sent GiB" "held MiB" "pause ms" >"$tmp/table"
 row() {
-	printf '%-8s %-7s %9s %7s %11s %11s %10s\n' "$1" "$2" \
+	printf '%-8s %-10s %9s %7s %11s %11s %10s\n' "$1" "$2" \
 		"$(json "$tmp/m.json" '"%.2f" % (j["duration_ns"] / 1e9)')" "$(json "$tmp/m.json" 'j["rounds"]')" \
 		"$(json "$tmp/m.json" '"%.2f" % (j["bytes_sent"] / 2**30)')" \
 		"$(json "$tmp/m.json" '"%.1f" % (j["final_bytes"] / 2**20)')" \
@@ -49,16 +49,16 @@ empty() {
 	done
 }
 for mib in $sizes; do
-	for kind in idle busy; do
+	for kind in idle $(for r in $rates; do echo "busy@$r"; done); do
 		p="fill $mib $kind"
-		if [ $kind = busy ]; then
-			ZDTM_FILL_MIB=$mib ZDTM_FILL_BUSY=$rate ZDTM_FILL_HOT=1 zdtm_start A zdtm_fill 1
+		if [ $kind != idle ]; then
+			ZDTM_FILL_MIB=$mib ZDTM_FILL_BUSY=${kind#busy@} ZDTM_FILL_HOT=1 zdtm_start A zdtm_fill 1
 		else
 			ZDTM_FILL_MIB=$mib zdtm_start A zdtm_fill 1
 		fi
 		zdtm_wait_ready 1
 		job=$(job_of A)
-		[ $kind = busy ] && sleep 2
+		[ $kind != idle ] && sleep 2
 		"$ctl" migrate "$job" --server "$A" --to "$B" --json >"$tmp/m.json" 2>"$tmp/m.err" ||
 			fail "$p: $(cat "$tmp/m.json" "$tmp/m.err")"
 		[ "$(job_of B)" = "$job" ] || fail "$p: not on B"

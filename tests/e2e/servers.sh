@@ -13,11 +13,15 @@
 #                                                        lines, and exit 1
 #   json FILE EXPR                                       a Python expression over FILE's JSON (j)
 # The caller sets build and tmp; on exit the servers are stopped, the program killed, tmp and
-# SRV_RM (more paths) removed. RGPU_APP_LAUNCHER prefixes programs (the sanitizer build's ASan
+# SRV_RM (more paths) removed (SRV_KEEP=1: tmp kept and named, for its logs). RGPU_APP_LAUNCHER prefixes programs (the sanitizer build's ASan
 # runtime).
 srv_cleanup() {
 	for s in A B C; do srv_stop $s; done
 	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
+	if [ "${SRV_KEEP:-0}" = 1 ]; then
+		echo "kept: $tmp"
+		return
+	fi
 	# shellcheck disable=SC2086 # a list of paths
 	rm -rf "$tmp" ${SRV_RM:-}
 }

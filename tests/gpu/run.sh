@@ -2,7 +2,7 @@
 # Everything rgpu checks on a real GPU, in one go (testing.md tier 4; gpu-host.md):
 #   tests/gpu/run.sh [OUT_DIR]
 # Environment: RGPU_GPU_CUTS=0 leaves out the connection-cut runs; RGPU_GPU_PART picks a part
-# (the whole run passes the device tool's 10 minutes): main (the programs, frameworks, state logs,
+# or several, space-separated (the whole run passes the device tool's 10 minutes): main (the programs, frameworks, state logs,
 # cuts), bench (the benchmarks, TLS, the chunk hash), ckpt (checkpoints, cold migration and their
 # benchmark; RGPU_CKPT_BENCH_MIB sizes) or live (live migration and its benchmark;
 # RGPU_LIVE_BENCH_MIB sizes, RGPU_LIVE_RUNS); all (default) runs them all; RGPU_BENCH_ROUNDS (default 2)
@@ -73,7 +73,7 @@ run_pair() {
 
 row "test" "native" "rgpu" "native s" "rgpu s" "ratio"
 PART=${RGPU_GPU_PART:-all}
-want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
+want() { [ "$PART" = all ] || case " $PART " in *" $1 "*) true ;; *) false ;; esac; }
 P="$B/tests/progs"
 if want main; then
 for p in vecadd streams globals globals_unload bigcopy callbacks params vmm; do
@@ -296,7 +296,7 @@ if want live; then
 	timeout 300 tests/e2e/live.sh "$B" "${RGPU_LIVE_RUNS:-10}" 1024 >"$OUT/live.log" 2>&1; rc=$?
 	row live - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
 	echo "-- live: $rc"
-	timeout 400 tests/bench/live_bench.sh "$B" ${RGPU_LIVE_BENCH_MIB:-1024 8192 16384} \
+	timeout "${RGPU_LIVE_BENCH_TIMEOUT:-400}" tests/bench/live_bench.sh "$B" ${RGPU_LIVE_BENCH_MIB:-1024 8192 16384} \
 		>"$OUT/live_bench.txt" 2>&1; rc=$?
 	row live_bench - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
 	unset RGPU_E2E_DRIVER
