@@ -445,8 +445,8 @@ out:
  * MIGRATE job (full id or prefix) from server to target, showing progress. 0 with *rep (its
  * result may be an error), or an admin error with err filled.
  */
-static int migrate_call(const struct ctl_opts *o, const char *server, const char *job,
-			const char *target, Rgpu__MigrateReply **rep, char *err, size_t errlen)
+int ctl_migrate_call(const struct ctl_opts *o, const char *server, const char *job,
+		     const char *target, Rgpu__MigrateReply **rep, char *err, size_t errlen)
 {
 	Rgpu__MigrateRequest req = RGPU__MIGRATE_REQUEST__INIT;
 	struct ctl_progress pg;
@@ -502,7 +502,7 @@ int ctl_cmd_migrate(int argc, char **argv)
 		ret = -s;
 		goto out;
 	}
-	ret = migrate_call(&o, o.server[s], o.args[0], o.to, &rep, err, sizeof(err));
+	ret = ctl_migrate_call(&o, o.server[s], o.args[0], o.to, &rep, err, sizeof(err));
 	if (ret) {
 		ret = fail_json(&o, "migrate", o.server[s], err, ctl_status_of(ret));
 		goto out;
@@ -685,7 +685,7 @@ int ctl_cmd_drain(int argc, char **argv, int drain)
 		target = pick_target(cands, ncand, j->device_memory, why, sizeof(why));
 		if (!target) {
 			snprintf(err, sizeof(err), "no target can take it (%s)", why);
-		} else if ((ret = migrate_call(&o, server, job, target, &rep, err, sizeof(err))) ==
+		} else if ((ret = ctl_migrate_call(&o, server, job, target, &rep, err, sizeof(err))) ==
 			   0 && rep->result) {
 			snprintf(err, sizeof(err), "%s (it runs on there)",
 				 rep->error && *rep->error ? rep->error : rgpu_strerror(rep->result));

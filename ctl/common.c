@@ -48,11 +48,35 @@ static int read_cluster(struct ctl_opts *o, const char *path)
 	}
 	while (!ret && fgets(line, sizeof(line), f)) {
 		char *p = line, *e;
-		char *hash = strchr(p, '#');
+		char *hash = strchr(p, '#'), *eq;
 		if (hash)
 			*hash = '\0';
 		while (*p == ' ' || *p == '\t')
 			p++;
+		/* a setting: power-off = CMD, power-on = CMD (run by sh, $RGPU_HOST set) */
+		if ((eq = strchr(p, '='))) {
+			char *k = p, *v = eq + 1, **dst = NULL;
+			for (e = eq; e > k && (e[-1] == ' ' || e[-1] == '\t'); e--)
+				;
+			*e = '\0';
+			while (*v == ' ' || *v == '\t')
+				v++;
+			v[strcspn(v, "\r\n")] = '\0';
+			if (!strcmp(k, "power-off"))
+				dst = &o->power_off_cmd;
+			else if (!strcmp(k, "power-on"))
+				dst = &o->power_on_cmd;
+			if (!dst || !*v) {
+				fprintf(stderr, "rgpuctl: the cluster file %s: '%s' is no setting (power-off = "
+						"CMD, power-on = CMD)\n",
+					path, k);
+				ret = CTL_USAGE;
+				break;
+			}
+			free(*dst);
+			*dst = strdup(v);
+			continue;
+		}
 		for (e = p; *e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r'; e++)
 			;
 		*e = '\0';
@@ -83,6 +107,12 @@ int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int m
 		{"client-address", required_argument, NULL, 'a'},
 		{"cold", no_argument, NULL, 'c'},
 		{"rounds", required_argument, NULL, 'r'},
+		{"dry-run", no_argument, NULL, 'n'},
+		{"power-off", no_argument, NULL, 'P'},
+		{"headroom", required_argument, NULL, 'H'},
+		{"keep", required_argument, NULL, 'K'},
+		{"lock", required_argument, NULL, 'L'},
+		{"state", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -91,9 +121,11 @@ int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int m
 	int c, ret, tls = tls_env && !strcmp(tls_env, "1");
 
 	memset(o, 0, sizeof(*o));
+	o->headroom = 0.10;
+	o->keep = 1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
-		if (strchr("tacr", c) && !strchr(allowed, c)) {
+		if (strchr("tacrnPHKLS", c) && !strchr(allowed, c)) {
 			fprintf(stderr, "rgpuctl %s: option %s does not apply here\n", cmd,
 				argv[optind - 1]);
 			return CTL_USAGE;
@@ -123,6 +155,26 @@ int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int m
 				return CTL_USAGE;
 			}
 			o->rounds = (unsigned)v;
+			break;
+		}
+		case 'n': o->dry_run = 1; break;
+		case 'P': o->power_off = 1; break;
+		case 'L': o->lock_path = optarg; break;
+		case 'S': o->state_path = optarg; break;
+		case 'H':
+		case 'K': {
+			char *end;
+			double v = strtod(optarg, &end);
+			if (!*optarg || *end || v < 0 || (c == 'H' ? v >= 100 : v > 256)) {
+				fprintf(stderr, "rgpuctl %s: --%s takes %s, not '%s'\n", cmd,
+					c == 'H' ? "headroom" : "keep",
+					c == 'H' ? "a percentage below 100" : "0 to 256 servers", optarg);
+				return CTL_USAGE;
+			}
+			if (c == 'H')
+				o->headroom = v / 100.0;
+			else
+				o->keep = (unsigned)v;
 			break;
 		}
 		case 'h': return -1; /* the caller prints the usage */
@@ -167,6 +219,9 @@ int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int m
 
 void ctl_opts_free(struct ctl_opts *o)
 {
+	free(o->power_off_cmd);
+	free(o->power_on_cmd);
+	o->power_off_cmd = o->power_on_cmd = NULL;
 	for (int i = 0; i < o->nserver; i++)
 		free(o->server[i]);
 	o->nserver = 0;

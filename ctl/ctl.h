@@ -24,6 +24,7 @@
 #define CTL_UNREACHABLE 3 /* a server could not be reached, or did not prove the operator key */
 #define CTL_NOTFOUND 4    /* no such job or checkpoint */
 #define CTL_DAMAGED 5     /* a checkpoint is damaged (verify or restore said where) */
+#define CTL_BUSY 6        /* another rgpuctl consolidate holds the lock */
 
 #define CTL_MAX_SERVERS 256
 
@@ -38,6 +39,13 @@ struct ctl_opts {
 	const char *client_address;    /* --client-address HOST:PORT */
 	int cold;                      /* --cold */
 	unsigned rounds;               /* --rounds N (0: the server's default) */
+	/* consolidate: --dry-run, --power-off, --headroom PCT, --keep N, --lock FILE, --state FILE */
+	int dry_run, power_off;
+	double headroom;               /* a fraction (default 0.10) */
+	unsigned keep;                 /* servers kept on at least (default 1) */
+	const char *lock_path, *state_path;
+	/* the cluster file's settings (power-off = CMD, power-on = CMD), or NULL */
+	char *power_off_cmd, *power_on_cmd;
 	char *args[8];                 /* positional arguments */
 	int nargs;
 };
@@ -87,5 +95,12 @@ int ctl_cmd_restore(int argc, char **argv);
 int ctl_cmd_migrate(int argc, char **argv);
 /* rgpuctl drain SERVER --to T[,T...] (drain set) / undrain SERVER (ctl/ckpt.c) */
 int ctl_cmd_drain(int argc, char **argv, int drain);
+int ctl_cmd_consolidate(int argc, char **argv);
+int ctl_cmd_wake(int argc, char **argv);
+/* one live (o->cold: cold) migration of job on server to target, with a progress bar */
+struct Rgpu__MigrateReply;
+int ctl_migrate_call(const struct ctl_opts *o, const char *server, const char *job,
+		     const char *target, struct Rgpu__MigrateReply **rep, char *err,
+		     size_t errlen);
 
 #endif

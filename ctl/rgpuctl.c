@@ -83,11 +83,26 @@ static void usage(FILE *f)
 		"      job any more; a job that could not move runs on there (exit 1).\n"
 		"  undrain SERVER [--json]\n"
 		"      SERVER takes new sessions and jobs again.\n"
+		"  consolidate [--dry-run] [--power-off] [--headroom PCT] [--keep N] [--lock FILE]\n"
+		"              [--state FILE] [--json]\n"
+		"      Pack the cluster's running jobs onto the fewest servers (each kept PCT%%\n"
+		"      below its GPU memory, default 10; never onto a drained or powered-off\n"
+		"      server; at least N servers stay on, default 1) by live migration, and with\n"
+		"      --power-off run the cluster file's power-off command for each server left\n"
+		"      without a job, recording it in the state file (default\n"
+		"      /var/lib/rgpu/consolidate.json). One run at a time (exit 6 while another\n"
+		"      holds the lock, default /run/lock/rgpu-consolidate.lock). --json: a JSON\n"
+		"      line per action. For cron.\n"
+		"  wake SERVER [--lock FILE] [--state FILE] [--json]\n"
+		"      Run the cluster file's power-on command for SERVER; consolidate plans onto\n"
+		"      it again.\n"
 		"  help\n"
 		"\n"
 		"ADDR is an rgpud admin address (rgpud --admin, default %s). Without\n"
 		"--server or --cluster, $RGPU_ADMIN or the default is asked. A cluster file lists one\n"
-		"admin address per line ('#' starts a comment); $RGPU_CLUSTER names one too.\n"
+		"admin address per line ('#' starts a comment), and the settings 'power-off = CMD'\n"
+		"and 'power-on = CMD' (run by /bin/sh with $RGPU_SERVER and $RGPU_HOST set);\n"
+		"$RGPU_CLUSTER names one too.\n"
 		"--admin-key FILE (also before the command, or $RGPU_ADMIN_KEY_FILE) is the operator\n"
 		"key of servers started with rgpud --admin-key; a server that does not prove it\n"
 		"holds the same key is not believed. --tls-ca FILE, --tls and --tls-name NAME (also\n"
@@ -98,7 +113,8 @@ static void usage(FILE *f)
 		"Exit status: 0 done; 1 the operation failed (the server said why, on stderr or\n"
 		"in the JSON's \"error\"; a job is left as it was); 2 usage; 3 a server could not\n"
 		"be reached or did not prove the operator key (status and jobs still show the\n"
-		"others); 4 no such job or checkpoint; 5 a checkpoint is damaged.\n",
+		"others); 4 no such job or checkpoint; 5 a checkpoint is damaged; 6 another\n"
+		"consolidate holds the lock.\n",
 		RGPU_DEFAULT_SERVER, RGPU_DEFAULT_ADMIN);
 }
 
@@ -390,6 +406,10 @@ int main(int argc, char **argv)
 		return ctl_cmd_drain(argc - 1, argv + 1, 1);
 	if (!strcmp(argv[1], "undrain"))
 		return ctl_cmd_drain(argc - 1, argv + 1, 0);
+	if (!strcmp(argv[1], "consolidate"))
+		return ctl_cmd_consolidate(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "wake"))
+		return ctl_cmd_wake(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return 0;

@@ -1,0 +1,436 @@
+/*
+ * rgpuctl consolidate and wake (issue 11; docs/operator-guide.md, "Consolidation"): the cron
+ * job that packs running jobs onto the fewest servers by live migration and powers the emptied
+ * ones off, and the command that powers one back on.
+ *
+ * consolidate asks every server of the cluster for its GPU and jobs, plans with ctl/plan.c
+ * (never onto a drained, unreachable or powered-off server; jobs move only off servers the plan
+ * empties), prints the plan, and unless --dry-run migrates each job live. A server is powered
+ * off (--power-off: the cluster file's power-off command) only once it serves no job, asked
+ * again after the moves; it is then recorded in the state file, which the next run reads, so
+ * that it is neither asked nor planned onto until rgpuctl wake. One run at a time: a lock file,
+ * taken without waiting. A failed move leaves that job where it was (the migration's failure
+ * rule) and its server on. --json prints one JSON object per action, a line each.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.pb-c.h"
+#include "ctl.h"
+#include "plan.h"
+#include "rgpu/adminclient.h"
+#include "rgpu/err.h"
+#include "rgpu_admin_msgs.h"
+
+#define DEFAULT_LOCK "/run/lock/rgpu-consolidate.lock"
+#define DEFAULT_STATE "/var/lib/rgpu/consolidate.json"
+
+/* One action, as a JSON line (--json) or a sentence. */
+static void action(const struct ctl_opts *o, json_t *j, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void action(const struct ctl_opts *o, json_t *j, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (o->json) {
+		char *s = json_dumps(j, JSON_COMPACT);
+		if (s)
+			printf("%s\n", s);
+		free(s);
+	} else {
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+		putchar('\n');
+	}
+	fflush(stdout);
+	json_decref(j);
+}
+
+/* The servers powered off by an earlier run (the state file), as a JSON array. */
+static json_t *state_load(const char *path)
+{
+	json_error_t e;
+	json_t *root = json_load_file(path, 0, &e), *off;
+
+	if (!root)
+		return json_array();
+	off = json_incref(json_object_get(root, "off"));
+	json_decref(root);
+	return json_is_array(off) ? off : (json_decref(off), json_array());
+}
+
+/* Written whole or not at all: a temporary file renamed over the old one. */
+static int state_save(const char *path, json_t *off)
+{
+	char tmp[4200];
+	json_t *root = json_pack("{s:O}", "off", off);
+	int ret;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	ret = json_dump_file(root, tmp, JSON_INDENT(2)) || rename(tmp, path) ? -1 : 0;
+	json_decref(root);
+	return ret;
+}
+
+static int state_has(json_t *off, const char *server)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(off, i, v)
+	{
+		if (json_is_string(v) && !strcmp(json_string_value(v), server))
+			return (int)i + 1;
+	}
+	return 0;
+}
+
+/*
+ * Run the cluster file's command for server (power-off or power-on) with /bin/sh, RGPU_SERVER
+ * (its admin address) and RGPU_HOST (its host) in the environment. Its exit status, or -1.
+ */
+static int run_hook(const char *cmd, const char *server)
+{
+	char host[256];
+	const char *colon = strrchr(server, ':');
+	size_t hl = colon ? (size_t)(colon - server) : strlen(server);
+	int st;
+	pid_t pid;
+
+	snprintf(host, sizeof(host), "%.*s", (int)hl, server);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		setenv("RGPU_SERVER", server, 1);
+		setenv("RGPU_HOST", host, 1);
+		dup2(STDERR_FILENO, STDOUT_FILENO); /* its words are not ours: stdout stays JSON */
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* What one server said: its GPU and its jobs (NULL replies when unreachable or off). */
+struct view {
+	Rgpu__StatusReply *st;
+	Rgpu__JobsReply *jr;
+	struct ctl_plan_job *jobs;
+	size_t njobs;
+	const char *why; /* why it takes no part, or NULL */
+};
+
+static void ask(const char *server, struct view *v)
+{
+	Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
+	char err[400];
+
+	if (rgpu_admin_once(&ctl_peer, server, RGPU_ADMIN_MSG_STATUS, &req.base,
+			    &rgpu__status_reply__descriptor, (ProtobufCMessage **)&v->st, NULL, NULL,
+			    RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err)) ||
+	    rgpu_admin_once(&ctl_peer, server, RGPU_ADMIN_MSG_JOBS, &req.base,
+			    &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&v->jr, NULL, NULL,
+			    RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err))) {
+		v->why = "unreachable";
+		return;
+	}
+	if (!v->st->n_gpus) {
+		v->why = "no GPU";
+		return;
+	}
+	v->jobs = calloc(v->jr->n_jobs + 1, sizeof(*v->jobs));
+	if (!v->jobs) {
+		v->why = "out of memory";
+		return;
+	}
+	for (size_t i = 0; i < v->jr->n_jobs; i++) {
+		const Rgpu__JobInfo *j = v->jr->jobs[i];
+		/* a job whose client is away, or that ends, cannot follow a migration now */
+		if (strcmp(j->state, "running"))
+			v->why = "a job not running (its client away, or ending)";
+		ctl_hex(&j->job_id, v->jobs[i].id, sizeof(v->jobs[i].id));
+		v->jobs[i].mem = j->device_memory;
+	}
+	v->njobs = v->jr->n_jobs;
+}
+
+/* The lock file, held: at once, or waiting up to wait_s. Its descriptor, or -errno. */
+static int take_lock(const char *path, int wait_s)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	for (int i = 0;; i++) {
+		if (!flock(fd, LOCK_EX | LOCK_NB))
+			return fd;
+		if (errno != EWOULDBLOCK || i >= wait_s * 10) {
+			int e = errno;
+			close(fd);
+			return e == EWOULDBLOCK ? -EBUSY : -e;
+		}
+		nanosleep(&(struct timespec){0, 100000000}, NULL);
+	}
+}
+
+int ctl_cmd_consolidate(int argc, char **argv)
+{
+	struct ctl_opts o;
+	struct view *v = NULL;
+	struct ctl_plan_server *ps = NULL;
+	struct ctl_plan plan = {0};
+	json_t *off = NULL;
+	const char *lock, *state;
+	int ret = ctl_parse(argc, argv, "consolidate", "nPHKLS", 0, &o), lockfd = -1, failed = 0;
+
+	if (ret) {
+		if (ret < 0)
+			fprintf(stderr, "usage: rgpuctl consolidate [--cluster FILE | --server S...] "
+					"[--dry-run] [--power-off] [--headroom PCT] [--keep N] "
+					"[--lock FILE] [--state FILE] [--json]\n");
+		return ret < 0 ? CTL_OK : ret;
+	}
+	lock = o.lock_path ? o.lock_path : DEFAULT_LOCK;
+	state = o.state_path ? o.state_path : DEFAULT_STATE;
+	if (o.power_off && !o.power_off_cmd) {
+		fprintf(stderr, "rgpuctl consolidate: --power-off needs a 'power-off = CMD' line in "
+				"the cluster file\n");
+		ret = CTL_USAGE;
+		goto out;
+	}
+	lockfd = take_lock(lock, 0);
+	if (lockfd < 0) {
+		fprintf(stderr, "rgpuctl consolidate: %s %s: %s\n",
+			lockfd == -EBUSY ? "another run holds the lock" : "cannot take the lock",
+			lock, lockfd == -EBUSY ? "this run does nothing" : strerror(-lockfd));
+		ret = lockfd == -EBUSY ? CTL_BUSY : CTL_FAILED;
+		goto out;
+	}
+	off = state_load(state);
+	v = calloc((size_t)o.nserver, sizeof(*v));
+	ps = calloc((size_t)o.nserver, sizeof(*ps));
+	if (!v || !ps) {
+		ret = CTL_FAILED;
+		goto out;
+	}
+	for (int i = 0; i < o.nserver; i++) {
+		ps[i].name = o.server[i];
+		if (state_has(off, o.server[i])) {
+			ps[i].off = 1;
+			continue;
+		}
+		ask(o.server[i], &v[i]);
+		if (v[i].st && v[i].st->n_gpus) {
+			const Rgpu__GpuInfo *g = v[i].st->gpus[0];
+			uint64_t jobs_mem = 0;
+			for (size_t k = 0; k < v[i].njobs; k++)
+				jobs_mem += v[i].jobs[k].mem;
+			ps[i].mem_total = g->memory_total;
+			ps[i].mem_other = g->memory_used > jobs_mem ? g->memory_used - jobs_mem : 0;
+			ps[i].drained = v[i].st->drained;
+		}
+		/* what cannot take part is left as it is: neither loses nor takes a job */
+		if (v[i].why)
+			ps[i].drained = 1;
+		ps[i].jobs = v[i].jobs;
+		ps[i].njobs = v[i].njobs;
+		if (v[i].why)
+			action(&o,
+			       json_pack("{s:s,s:s,s:s}", "action", "skip", "server", o.server[i],
+					 "why", v[i].why),
+			       "%s takes no part: %s", o.server[i], v[i].why);
+	}
+	ret = ctl_plan_make(ps, (size_t)o.nserver, o.headroom, o.keep, &plan);
+	if (ret) {
+		fprintf(stderr, "rgpuctl consolidate: no plan: %s\n", rgpu_strerror(ret));
+		ret = CTL_FAILED;
+		goto out;
+	}
+	for (size_t m = 0; m < plan.nmoves; m++) {
+		const struct ctl_plan_move *mv = &plan.moves[m];
+		const struct ctl_plan_job *j = &ps[mv->from].jobs[mv->job];
+		char sz[32];
+		ctl_fmt_bytes(j->mem, sz, sizeof(sz));
+		action(&o,
+		       json_pack("{s:s,s:s,s:s,s:s,s:I}", "action", "plan-move", "job", j->id, "from",
+				 ps[mv->from].name, "to", ps[mv->to].name, "bytes",
+				 (json_int_t)j->mem),
+		       "plan: job %.12s (%s) %s -> %s", j->id, sz, ps[mv->from].name,
+		       ps[mv->to].name);
+	}
+	for (int i = 0; i < o.nserver; i++)
+		if (plan.empty[i])
+			action(&o,
+			       json_pack("{s:s,s:s,s:I}", "action", "plan-empty", "server",
+					 o.server[i], "jobs", (json_int_t)ps[i].njobs),
+			       "plan: %s emptied (%zu job(s) move off)", o.server[i], ps[i].njobs);
+	if (!plan.nmoves && !plan.nempty)
+		action(&o, json_pack("{s:s}", "action", "plan-nothing"),
+		       "plan: nothing to do (every server that runs is needed)");
+	if (o.dry_run)
+		goto out;
+	for (size_t m = 0; m < plan.nmoves; m++) {
+		const struct ctl_plan_move *mv = &plan.moves[m];
+		const struct ctl_plan_job *j = &ps[mv->from].jobs[mv->job];
+		Rgpu__MigrateReply *rep = NULL;
+		char err[800] = "";
+		int r = ctl_migrate_call(&o, ps[mv->from].name, j->id, ps[mv->to].name, &rep, err,
+					 sizeof(err));
+		if (!r && rep->result) {
+			snprintf(err, sizeof(err), "%s",
+				 rep->error && *rep->error ? rep->error : rgpu_strerror(rep->result));
+			r = rep->result;
+		}
+		if (r) {
+			/* the job runs on where it was: its server stays on */
+			failed = 1;
+			plan.empty[mv->from] = 0;
+			action(&o,
+			       json_pack("{s:s,s:s,s:s,s:s,s:i,s:s}", "action", "move", "job", j->id,
+					 "from", ps[mv->from].name, "to", ps[mv->to].name, "result",
+					 r, "error", err),
+			       "job %.12s stays on %s: %s", j->id, ps[mv->from].name, err);
+		} else {
+			action(&o,
+			       json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I}", "action", "move", "job",
+					 j->id, "from", ps[mv->from].name, "to", ps[mv->to].name,
+					 "result", 0, "pause_ns", (json_int_t)rep->pause_ns,
+					 "duration_ns", (json_int_t)rep->duration_ns),
+			       "job %.12s moved %s -> %s (held %.1f ms, %.2f s in all)", j->id,
+			       ps[mv->from].name, ps[mv->to].name, rep->pause_ns / 1e6,
+			       rep->duration_ns / 1e9);
+		}
+		if (rep)
+			rgpu__migrate_reply__free_unpacked(rep, NULL);
+	}
+	for (int i = 0; o.power_off && i < o.nserver; i++) {
+		struct view again = {0};
+		int r;
+		if (!plan.empty[i])
+			continue;
+		/* only a server that serves no job now: a job may have landed since the plan */
+		ask(o.server[i], &again);
+		if (!again.st || again.njobs) {
+			failed = 1;
+			action(&o,
+			       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
+					 o.server[i], "result", -1, "error",
+					 again.st ? "it serves jobs again" : "it did not answer"),
+			       "%s stays on: %s", o.server[i],
+			       again.st ? "it serves jobs again" : "it did not answer");
+		} else if ((r = run_hook(o.power_off_cmd, o.server[i])) != 0) {
+			failed = 1;
+			action(&o,
+			       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
+					 o.server[i], "result", r, "error",
+					 "the power-off command failed"),
+			       "%s: the power-off command failed (exit %d); it is not recorded as off",
+			       o.server[i], r);
+		} else {
+			json_array_append_new(off, json_string(o.server[i]));
+			if (state_save(state, off)) {
+				failed = 1;
+				fprintf(stderr, "rgpuctl consolidate: cannot write %s: %s\n", state,
+					strerror(errno));
+			}
+			action(&o,
+			       json_pack("{s:s,s:s,s:i}", "action", "power-off", "server",
+					 o.server[i], "result", 0),
+			       "%s powered off (recorded in %s; rgpuctl wake %s brings it back)",
+			       o.server[i], state, o.server[i]);
+		}
+		if (again.st)
+			rgpu__status_reply__free_unpacked(again.st, NULL);
+		if (again.jr)
+			rgpu__jobs_reply__free_unpacked(again.jr, NULL);
+		free(again.jobs);
+	}
+	ret = failed ? CTL_FAILED : CTL_OK;
+out:
+	ctl_plan_free(&plan);
+	for (int i = 0; v && i < o.nserver; i++) {
+		if (v[i].st)
+			rgpu__status_reply__free_unpacked(v[i].st, NULL);
+		if (v[i].jr)
+			rgpu__jobs_reply__free_unpacked(v[i].jr, NULL);
+		free(v[i].jobs);
+	}
+	free(v);
+	free(ps);
+	json_decref(off);
+	if (lockfd >= 0)
+		close(lockfd);
+	ctl_opts_free(&o);
+	return ret;
+}
+
+int ctl_cmd_wake(int argc, char **argv)
+{
+	struct ctl_opts o;
+	json_t *off = NULL;
+	const char *state, *server, *lock;
+	int ret = ctl_parse(argc, argv, "wake", "LS", 1, &o), r, idx, lockfd = -1;
+
+	if (ret || o.nargs != 1) {
+		fprintf(stderr, "usage: rgpuctl wake SERVER [--cluster FILE] [--lock FILE] "
+				"[--state FILE] [--json]\n");
+		return ret < 0 ? CTL_OK : CTL_USAGE;
+	}
+	server = o.args[0];
+	state = o.state_path ? o.state_path : DEFAULT_STATE;
+	lock = o.lock_path ? o.lock_path : DEFAULT_LOCK;
+	if (!o.power_on_cmd) {
+		fprintf(stderr, "rgpuctl wake: the cluster file has no 'power-on = CMD' line\n");
+		ret = CTL_USAGE;
+		goto out;
+	}
+	/* the state file is consolidate's too: a run in progress finishes first */
+	lockfd = take_lock(lock, 120);
+	if (lockfd < 0) {
+		fprintf(stderr, "rgpuctl wake: %s %s\n",
+			lockfd == -EBUSY ? "a consolidate run held the lock for 2 minutes:"
+					 : "cannot take the lock",
+			lock);
+		ret = lockfd == -EBUSY ? CTL_BUSY : CTL_FAILED;
+		goto out;
+	}
+	off = state_load(state);
+	r = run_hook(o.power_on_cmd, server);
+	if (r) {
+		action(&o,
+		       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-on", "server", server, "result",
+				 r, "error", "the power-on command failed"),
+		       "%s: the power-on command failed (exit %d)", server, r);
+		ret = CTL_FAILED;
+		goto out;
+	}
+	if ((idx = state_has(off, server))) {
+		json_array_remove(off, (size_t)idx - 1);
+		if (state_save(state, off)) {
+			fprintf(stderr, "rgpuctl wake: cannot write %s: %s\n", state, strerror(errno));
+			ret = CTL_FAILED;
+			goto out;
+		}
+	}
+	action(&o, json_pack("{s:s,s:s,s:i}", "action", "power-on", "server", server, "result", 0),
+	       "%s powered on; consolidate plans onto it again", server);
+out:
+	json_decref(off);
+	if (lockfd >= 0)
+		close(lockfd);
+	ctl_opts_free(&o);
+	return ret;
+}

@@ -1,0 +1,123 @@
+#!/bin/sh
+# rgpuctl consolidate and wake (issue 11), on simgpu:
+#   consolidate.sh BUILD
+# Three servers A, B and C with five busy jobs (tests/zdtm/zdtm_fill: each checks all of its
+# memory every 200 ms while it rewrites 16 MiB/s): 96 MiB on A (64 + 32), 80 MiB on B (64 + 16),
+# 32 MiB on C.
+# 1. --dry-run plans B's and C's three jobs onto A (the fewest bytes moved for the most servers
+#    emptied) and moves nothing.
+# 2. A run while another holds the lock does nothing and exits 6.
+# 3. --power-off moves them live, runs the cluster file's power-off command for B and C (a test
+#    command that records its calls), records them in the state file; every program's checks
+#    pass after.
+# 4. A second run plans nothing and asks neither B nor C; wake B runs the power-on command and
+#    takes B out of the state file; a bad cluster setting is a usage error.
+set -u
+build=$1
+tmp=$(mktemp -d)
+. "$(dirname "$0")/servers.sh"
+export RGPU_RESUME_TIMEOUT_S=30
+for s in A B C; do srv_start $s -- --resume-grace 30; done
+A=$(srv_admin A)
+B=$(srv_admin B)
+C=$(srv_admin C)
+cat >"$tmp/cluster" <<EOF
+# three servers
+$A
+$B
+$C
+power-off = echo "off \$RGPU_SERVER \$RGPU_HOST" >>$tmp/hooks.log
+power-on = echo "on \$RGPU_SERVER" >>$tmp/hooks.log
+EOF
+opts="--cluster $tmp/cluster --lock $tmp/lock --state $tmp/state.json"
+
+# five busy programs; pids and outputs in p1..p5, o1..o5
+n=0
+start() {
+	n=$((n + 1))
+	eval "o$n=\$tmp/job$n.out"
+	eval "out=\$o$n"
+	: >"$out"
+	# shellcheck disable=SC2086 # the launcher is a command prefix
+	ZDTM_FILL_MIB=$2 ZDTM_FILL_BUSY=16 ZDTM_ROUNDS=1 "$ctl" run --server "127.0.0.1:$(srv_port "$1")" -- \
+		${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_fill" >"$out" 2>"$out.err" &
+	eval "p$n=$!"
+	i=0
+	until grep -q '^READY$' "$out"; do
+		[ $i -ge 1200 ] && fail "job $n: no READY within 60 s: $(cat "$out" "$out.err")"
+		sleep 0.05
+		i=$((i + 1))
+	done
+}
+start A 64
+start A 32
+start B 64
+start B 16
+start C 32
+jobs_on() { "$ctl" jobs --server "$1" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))'; }
+[ "$(jobs_on "$A")$(jobs_on "$B")$(jobs_on "$C")" = 221 ] || fail "the jobs did not start where asked"
+
+# 1. the plan alone
+# shellcheck disable=SC2086 # opts is a list
+"$ctl" consolidate $opts --dry-run --json >"$tmp/plan.json" || fail "dry run: $(cat "$tmp/plan.json")"
+python3 - "$tmp/plan.json" "$A" "$B" "$C" <<'PY' || fail "the plan: $(cat "$tmp/plan.json")"
+import json, sys
+acts = [json.loads(l) for l in open(sys.argv[1])]
+a, b, c = sys.argv[2:5]
+moves = sorted((x["from"], x["to"], x["bytes"]) for x in acts if x["action"] == "plan-move")
+empty = sorted(x["server"] for x in acts if x["action"] == "plan-empty")
+M = 1 << 20
+# each job maps its fill and 2 MiB more (its seeds and counter: one 2 MiB granule)
+want = sorted([(b, a, 66 * M), (b, a, 18 * M), (c, a, 34 * M)])
+assert moves == want, (moves, want)
+assert empty == sorted([b, c]), empty
+PY
+[ "$(jobs_on "$A")$(jobs_on "$B")$(jobs_on "$C")" = 221 ] || fail "a dry run moved jobs"
+echo "ok: the dry run plans B's and C's 3 jobs (112 MiB) onto A, emptying B and C, and moves nothing"
+
+# 2. the lock
+(flock "$tmp/lock" sleep 3) &
+lpid=$!
+sleep 0.5
+# shellcheck disable=SC2086
+"$ctl" consolidate $opts --dry-run >"$tmp/locked.out" 2>&1
+rc=$?
+wait $lpid
+[ $rc -eq 6 ] || fail "a run while another holds the lock: exit $rc, want 6: $(cat "$tmp/locked.out")"
+grep -q "another run holds the lock" "$tmp/locked.out" || fail "no word on the lock: $(cat "$tmp/locked.out")"
+echo "ok: a run while another holds the lock does nothing (exit 6)"
+
+# 3. consolidate, powering the emptied servers off
+# shellcheck disable=SC2086
+"$ctl" consolidate $opts --power-off --json >"$tmp/run.json" 2>"$tmp/run.err" ||
+	fail "consolidate: $(cat "$tmp/run.json" "$tmp/run.err")"
+[ "$(jobs_on "$A")$(jobs_on "$B")$(jobs_on "$C")" = 500 ] || fail "not every job is on A: $(cat "$tmp/run.json")"
+[ "$(grep -c '"action":"move".*"result":0' "$tmp/run.json")" = 3 ] || fail "not 3 moves: $(cat "$tmp/run.json")"
+[ "$(sort "$tmp/hooks.log")" = "$(printf 'off %s 127.0.0.1\noff %s 127.0.0.1\n' "$B" "$C" | sort)" ] ||
+	fail "the power-off command ran otherwise: $(cat "$tmp/hooks.log")"
+[ "$(json "$tmp/state.json" 'sorted(j["off"]) == sorted(["'"$B"'", "'"$C"'"])')" = True ] ||
+	fail "the state file: $(cat "$tmp/state.json")"
+for k in 1 2 3 4 5; do
+	eval "pid=\$p$k out=\$o$k"
+	kill -USR1 "$pid"
+	wait "$pid" || fail "job $k failed after the consolidation: $(cat "$out" "$out.err")"
+	grep -q "^zdtm fill: OK rounds=1 " "$out" || fail "job $k: $(cat "$out")"
+done
+echo "ok: consolidate moved 3 jobs live onto A, powered B and C off (the command ran, recorded); all 5 programs' checks passed"
+
+# 4. again: nothing to do, the powered-off servers are not asked; wake
+srv_stop B
+# shellcheck disable=SC2086
+"$ctl" consolidate $opts --json >"$tmp/again.json" 2>&1 || fail "second run: $(cat "$tmp/again.json")"
+grep -q '"plan-move"\|"move"' "$tmp/again.json" && fail "the second run moved: $(cat "$tmp/again.json")"
+grep -q '"skip"' "$tmp/again.json" && fail "the second run asked a powered-off server: $(cat "$tmp/again.json")"
+# shellcheck disable=SC2086
+"$ctl" wake "$B" $opts --json >"$tmp/wake.json" || fail "wake: $(cat "$tmp/wake.json")"
+grep -q "^on $B\$" "$tmp/hooks.log" || fail "the power-on command did not run: $(cat "$tmp/hooks.log")"
+[ "$(json "$tmp/state.json" 'j["off"] == ["'"$C"'"]')" = True ] || fail "B still recorded off: $(cat "$tmp/state.json")"
+echo "bogus = 1" >>"$tmp/cluster"
+# shellcheck disable=SC2086
+"$ctl" consolidate $opts --dry-run >"$tmp/bad.out" 2>&1
+[ $? -eq 2 ] || fail "a bad cluster setting: $(cat "$tmp/bad.out")"
+echo "ok: a second run plans nothing and leaves the powered-off servers alone; wake B powers it on"
+echo "consolidate: all passed"
