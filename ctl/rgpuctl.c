@@ -261,12 +261,28 @@ static int cmd_status(int argc, char **argv)
 			for (size_t k = 0; k < st->n_gpus; k++) {
 				char uuid[40];
 				ctl_hex(&st->gpus[k]->uuid, uuid, sizeof(uuid));
-				json_array_append_new(
-					g, json_pack("{s:i,s:s,s:s,s:I,s:I}", "index",
-						     (int)st->gpus[k]->index, "name", st->gpus[k]->name,
-						     "uuid", uuid, "memory_used",
-						     (json_int_t)st->gpus[k]->memory_used, "memory_total",
-						     (json_int_t)st->gpus[k]->memory_total));
+				const Rgpu__GpuInfo *x = st->gpus[k];
+				json_t *gj = json_pack("{s:i,s:s,s:s,s:I,s:I}", "index", (int)x->index,
+						       "name", x->name, "uuid", uuid, "memory_used",
+						       (json_int_t)x->memory_used, "memory_total",
+						       (json_int_t)x->memory_total);
+				json_t *tj = NULL;
+				if (x->telemetry && *x->telemetry)
+					tj = json_pack("{s:s,s:f,s:f,s:i,s:i,s:I,s:i,s:i,s:i}",
+							  "telemetry", x->telemetry, "power_w",
+							  x->power_w, "power_limit_w", x->power_limit_w,
+							  "utilization", (int)x->utilization,
+							  "memory_utilization",
+							  (int)x->memory_utilization, "device_memory_used",
+							  (json_int_t)x->device_memory_used, "sm_clock_mhz",
+							  (int)x->sm_clock_mhz, "memory_clock_mhz",
+							  (int)x->memory_clock_mhz, "temperature_c",
+							  (int)x->temperature_c);
+				if (tj) {
+					json_object_update(gj, tj);
+					json_decref(tj);
+				}
+				json_array_append_new(g, gj);
 			}
 			json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:o,s:i,s:I,s:i,s:b}", "server",
 					      t.server[i], "host", st->server_host, "version",
@@ -290,8 +306,15 @@ static int cmd_status(int argc, char **argv)
 				char used[32], total[32];
 				ctl_fmt_bytes(st->gpus[k]->memory_used, used, sizeof(used));
 				ctl_fmt_bytes(st->gpus[k]->memory_total, total, sizeof(total));
-				printf("  GPU %u  %-28s %10s / %-10s used by rgpu jobs\n",
-				       st->gpus[k]->index, st->gpus[k]->name, used, total);
+				const Rgpu__GpuInfo *x = st->gpus[k];
+				printf("  GPU %u  %-28s %10s / %-10s used by rgpu jobs\n", x->index,
+				       x->name, used, total);
+				if (x->telemetry && *x->telemetry)
+					printf("         %.1f W of %.0f W, %u%% busy, SM %u MHz, memory %u "
+					       "MHz, %u C (%s)\n",
+					       x->power_w, x->power_limit_w, x->utilization,
+					       x->sm_clock_mhz, x->memory_clock_mhz, x->temperature_c,
+					       !strcmp(x->telemetry, "nvml") ? "NVML" : "modelled");
 			}
 		}
 		rgpu__status_reply__free_unpacked(st, NULL);

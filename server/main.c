@@ -60,6 +60,9 @@ static void usage(FILE *f)
 		"      --admin HOST:PORT   admin protocol address for rgpuctl (default " RGPU_DEFAULT_ADMIN ";\n"
 		"                          'none' turns it off)\n"
 		"      --admin-port-file PATH  write the admin port to PATH\n"
+		"      --metrics HOST:PORT  serve Prometheus metrics (GPU power, utilisation, memory,\n"
+		"                          clocks; jobs) at http://HOST:PORT/metrics (default: off)\n"
+		"      --metrics-port-file PATH  write the metrics port to PATH\n"
 		"      --resume-grace SECONDS  keep a job this long after its client's link breaks,\n"
 		"                          waiting for it to resume (default 60; 0: free at once)\n"
 		"      --hello-timeout SECONDS  a new connection's handshake must arrive whole within\n"
@@ -194,6 +197,8 @@ static int rgpud(int argc, char **argv)
 		{"port-file", required_argument, NULL, 'P'},
 		{"admin", required_argument, NULL, 'A'},
 		{"admin-port-file", required_argument, NULL, 'a'},
+		{"metrics", required_argument, NULL, 'm'},
+		{"metrics-port-file", required_argument, NULL, 'p'},
 		{"resume-grace", required_argument, NULL, 'g'},
 		{"hello-timeout", required_argument, NULL, 'H'},
 		{"frame-timeout", required_argument, NULL, 'F'},
@@ -260,6 +265,8 @@ static int rgpud(int argc, char **argv)
 		case 'P': cfg.port_file = optarg; break;
 		case 'A': cfg.admin = strcmp(optarg, "none") ? optarg : NULL; break;
 		case 'a': cfg.admin_port_file = optarg; break;
+		case 'm': cfg.metrics = optarg; break;
+		case 'p': cfg.metrics_port_file = optarg; break;
 		case 'g':
 			if (parse_int("resume-grace", optarg, 0, 86400, "seconds", &cfg.resume_grace_s))
 				return 2;

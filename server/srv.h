@@ -63,6 +63,8 @@ struct srv_config {
 	const char *port_file;  /* write the bound port here (tests listen on port 0) */
 	const char *admin;      /* "HOST:PORT" of the admin protocol; NULL: none */
 	const char *admin_port_file;
+	const char *metrics;    /* "HOST:PORT" of GET /metrics (Prometheus); NULL: off */
+	const char *metrics_port_file;
 	int resume_grace_s;     /* how long a job outlives a broken link */
 	int hello_timeout_s;    /* a connection's MSG_HELLO must be whole this long after accept */
 	int frame_timeout_s;    /* every later frame, this long after its first byte */
@@ -744,6 +746,24 @@ int srv_store_open(const struct srv_config *cfg, struct rgpu_store **out, char *
  * encoders) freed: after an operator's checkpoint, after a migration that failed.
  */
 void srv_ckpt_release(struct srv_worker *w);
+/*
+ * srv_telemetry_fill() - g's telemetry fields (power, utilisation, memory, clocks,
+ * temperature) read through NVML now, or modelled (simulated set, or no NVML) from its jobs'
+ * activity, jobs_in_bps bytes a second from their clients (telemetry.c).
+ */
+struct Rgpu__GpuInfo;
+void srv_telemetry_fill(struct Rgpu__GpuInfo *g, double jobs_in_bps, int simulated);
+/*
+ * The /metrics endpoint (metrics.c): srv_metrics_start() listens on cfg->metrics (nothing
+ * when NULL) and gives the descriptor the supervisor polls (*fd, -1 when off), on which
+ * srv_metrics_run() serves what is ready; srv_metrics_timeout_ms() bounds the poll (-1: no
+ * bound). fn builds the page (malloc'd text, its length), or NULL. Returns 0 or an exit status.
+ */
+typedef char *(*srv_metrics_fn)(size_t *len);
+int srv_metrics_start(const struct srv_config *cfg, srv_metrics_fn fn, int *fd);
+int srv_metrics_timeout_ms(void);
+void srv_metrics_run(void);
+void srv_metrics_stop(void);
 /* the server is drained (rgpuctl drain): set in the supervisor, inherited by its workers */
 extern int srv_server_drained;
 

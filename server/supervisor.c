@@ -65,6 +65,7 @@ struct worker {
 	int slot;              /* its slot in the tenant accounting table (quota.c); -1: none */
 	int moved;             /* its job moved to another server: it is ending, no job here */
 	Rgpu__JobInfo *info;   /* its latest report (NULL before the first) */
+	uint64_t info_ns;      /* when it came */
 };
 
 static struct worker *workers;
@@ -204,9 +205,17 @@ static void on_ctl(const struct srv_config *cfg, int i)
 	switch (m->kind) {
 	case RGPU__CTL_KIND__CTL_INFO:
 		if (m->info && !workers[i].moved) {
+			uint64_t now = rgpu_now_ns();
+			/* its activity: what its client sent since the last report */
+			if (workers[i].info && now > workers[i].info_ns &&
+			    m->info->bytes_in >= workers[i].info->bytes_in)
+				m->info->in_bytes_per_s =
+				    (double)(m->info->bytes_in - workers[i].info->bytes_in) * 1e9 /
+				    (double)(now - workers[i].info_ns);
 			if (workers[i].info)
 				rgpu__job_info__free_unpacked(workers[i].info, NULL);
 			workers[i].info = m->info;
+			workers[i].info_ns = now;
 			m->info = NULL; /* kept */
 		}
 		break;
@@ -281,6 +290,116 @@ static void admin_reply(struct rgpu_conn *c, const struct rgpu_frame_hdr *req,
 	rgpu_frame_send_hdr(c, &h, rep, NULL);
 }
 
+/* The probe's GPUs with what rgpu's jobs use of each, and their telemetry now. */
+static void gpu_view(Rgpu__GpuInfo *gi, Rgpu__GpuInfo **gip, size_t n)
+{
+	for (size_t g = 0; g < n; g++) {
+		double in_bps = 0;
+		gi[g] = *gpus->gpus[g];
+		gi[g].memory_used = 0;
+		for (int i = 0; i < nworkers; i++)
+			if (workers[i].info && g < workers[i].info->n_gpu_memory) {
+				gi[g].memory_used += workers[i].info->gpu_memory[g];
+				if (workers[i].info->gpu_memory[g])
+					in_bps += workers[i].info->in_bytes_per_s;
+			}
+		srv_telemetry_fill(&gi[g], in_bps, gi[g].name && strstr(gi[g].name, "simgpu"));
+		gip[g] = &gi[g];
+	}
+}
+
+/*
+ * GET /metrics: this server, its GPUs and its jobs in Prometheus's text exposition format
+ * (metric names in base units: bytes, watts, hertz, seconds; ratios 0-1).
+ */
+static char *metrics_page(size_t *len)
+{
+	Rgpu__GpuInfo gi[16], *gip[16];
+	size_t n = gpus ? MIN(gpus->n_gpus, (size_t)16) : 0;
+	char *buf = NULL, uuid[40];
+	FILE *f = open_memstream(&buf, len);
+
+	if (!f)
+		return NULL;
+	gpu_view(gi, gip, n);
+#define GAUGE(name, help) fprintf(f, "# HELP " name " " help "\n# TYPE " name " gauge\n")
+#define COUNTER(name, help) fprintf(f, "# HELP " name " " help "\n# TYPE " name " counter\n")
+	GAUGE("rgpu_up", "1: this rgpud answers");
+	fprintf(f, "rgpu_up 1\n");
+	GAUGE("rgpu_server_drained", "1: the server takes no new sessions (rgpuctl drain)");
+	fprintf(f, "rgpu_server_drained %d\n", srv_server_drained);
+	GAUGE("rgpu_jobs", "jobs this server serves");
+	fprintf(f, "rgpu_jobs %d\n", njobs());
+	GAUGE("rgpu_uptime_seconds", "seconds since rgpud started");
+	fprintf(f, "rgpu_uptime_seconds %.3f\n", (rgpu_now_ns() - started_ns) / 1e9);
+	static const struct {
+		const char *name, *help;
+	} gm[] = {
+	    {"rgpu_gpu_power_watts", "the GPU board's power draw"},
+	    {"rgpu_gpu_power_limit_watts", "its enforced power limit"},
+	    {"rgpu_gpu_utilization_ratio", "share of the last sample period a kernel ran"},
+	    {"rgpu_gpu_memory_utilization_ratio", "share of it device memory was read or written"},
+	    {"rgpu_gpu_memory_total_bytes", "the GPU's memory"},
+	    {"rgpu_gpu_memory_used_bytes", "its memory used by every process"},
+	    {"rgpu_gpu_jobs_memory_bytes", "its memory mapped for rgpu's jobs"},
+	    {"rgpu_gpu_sm_clock_hertz", "the SM clock"},
+	    {"rgpu_gpu_memory_clock_hertz", "the memory clock"},
+	    {"rgpu_gpu_temperature_celsius", "the GPU's temperature"},
+	};
+	for (size_t k = 0; k < sizeof(gm) / sizeof(gm[0]); k++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", gm[k].name, gm[k].help, gm[k].name);
+		for (size_t g = 0; g < n; g++) {
+			const Rgpu__GpuInfo *x = &gi[g];
+			double v[] = {x->power_w,
+				      x->power_limit_w,
+				      x->utilization / 100.0,
+				      x->memory_utilization / 100.0,
+				      (double)x->memory_total,
+				      (double)x->device_memory_used,
+				      (double)x->memory_used,
+				      x->sm_clock_mhz * 1e6,
+				      x->memory_clock_mhz * 1e6,
+				      (double)x->temperature_c};
+			rgpu_hex(x->uuid.data, MIN(x->uuid.len, (size_t)16), uuid);
+			fprintf(f, "%s{gpu=\"%u\",uuid=\"%s\",source=\"%s\"} %.17g\n", gm[k].name,
+				x->index, uuid, x->telemetry && *x->telemetry ? x->telemetry : "none",
+				v[k]);
+		}
+	}
+	GAUGE("rgpu_job_device_memory_bytes", "device memory mapped for the job");
+	for (int i = 0; i < nworkers; i++)
+		if (workers[i].info && workers[i].info->job_id.len == 16) {
+			char job[33];
+			rgpu_hex(workers[i].info->job_id.data, 16, job);
+			fprintf(f, "rgpu_job_device_memory_bytes{job=\"%s\",state=\"%s\"} %llu\n", job,
+				workers[i].info->state,
+				(unsigned long long)workers[i].info->device_memory);
+		}
+	GAUGE("rgpu_job_receive_bytes_per_second", "what the job's client sends (its activity)");
+	for (int i = 0; i < nworkers; i++)
+		if (workers[i].info && workers[i].info->job_id.len == 16) {
+			char job[33];
+			rgpu_hex(workers[i].info->job_id.data, 16, job);
+			fprintf(f, "rgpu_job_receive_bytes_per_second{job=\"%s\"} %.17g\n", job,
+				workers[i].info->in_bytes_per_s);
+		}
+	COUNTER("rgpu_job_received_bytes_total", "frame bytes received from the job's client");
+	for (int i = 0; i < nworkers; i++)
+		if (workers[i].info && workers[i].info->job_id.len == 16) {
+			char job[33];
+			rgpu_hex(workers[i].info->job_id.data, 16, job);
+			fprintf(f, "rgpu_job_received_bytes_total{job=\"%s\"} %llu\n", job,
+				(unsigned long long)workers[i].info->bytes_in);
+		}
+#undef GAUGE
+#undef COUNTER
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
 int admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
 		 const struct rgpu_frame_hdr *req)
 {
@@ -297,14 +416,7 @@ int admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
 	rep.driver_version = gpus ? gpus->driver_version : 0;
 	rep.error = (char *)(gpus ? (gpus->error ? gpus->error : "")
 				  : "the GPU probe has not reported yet");
-	for (size_t g = 0; g < n; g++) {
-		gi[g] = *gpus->gpus[g];
-		gi[g].memory_used = 0;
-		for (int i = 0; i < nworkers; i++)
-			if (workers[i].info && g < workers[i].info->n_gpu_memory)
-				gi[g].memory_used += workers[i].info->gpu_memory[g];
-		gip[g] = &gi[g];
-	}
+	gpu_view(gi, gip, n);
 	rep.n_gpus = n;
 	rep.gpus = gip;
 	rep.jobs = (uint32_t)njobs();
@@ -1195,7 +1307,7 @@ static void start_worker(const struct srv_config *cfg, int lfd, int afd)
 int srv_supervise(const struct srv_config *cfg)
 {
 	struct sigaction sa = {0};
-	int lfd, afd = -1, bound = 0, abound = 0, ret;
+	int lfd, afd = -1, mfd = -1, bound = 0, abound = 0, ret;
 	struct pollfd *pfd = NULL;
 	int cap_pfd = 0;
 
@@ -1218,6 +1330,8 @@ int srv_supervise(const struct srv_config *cfg)
 	}
 	sup_lfd = lfd;
 	sup_afd = afd;
+	if ((ret = srv_metrics_start(cfg, metrics_page, &mfd)))
+		return ret;
 	pr_info("driver %s, resume grace %d s, at most %d sessions (0: no limit), idle timeout "
 		"%d s (0: none)",
 		cfg->driver ? cfg->driver : "libcuda.so.1", cfg->resume_grace_s,
@@ -1253,7 +1367,7 @@ int srv_supervise(const struct srv_config *cfg)
 	start_gc(cfg, lfd, afd);
 
 	while (!stop_requested) {
-		int n = 3 + nworkers, k = 3;
+		int n = 4 + nworkers, k = 4;
 		if (n > cap_pfd) {
 			struct pollfd *np = realloc(pfd, (size_t)(n + 16) * sizeof(*np));
 			if (!np) {
@@ -1266,15 +1380,19 @@ int srv_supervise(const struct srv_config *cfg)
 		pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
 		pfd[2] = (struct pollfd){.fd = afd, .events = POLLIN};
+		pfd[3] = (struct pollfd){.fd = mfd, .events = POLLIN}; /* -1 (off): ignored */
 		for (int i = 0; i < nworkers; i++)
 			pfd[k++] = (struct pollfd){.fd = workers[i].ctl, .events = POLLIN};
-		if (poll(pfd, (nfds_t)n, -1) < 0 && errno != EINTR)
+		if (poll(pfd, (nfds_t)n, mfd >= 0 ? srv_metrics_timeout_ms() : -1) < 0 &&
+		    errno != EINTR)
 			break;
 		/* control messages first: a reap may reorder the table */
 		for (int i = nworkers - 1; i >= 0; i--)
-			if (3 + i < n && pfd[3 + i].fd == workers[i].ctl && workers[i].ctl >= 0 &&
-			    pfd[3 + i].revents)
+			if (4 + i < n && pfd[4 + i].fd == workers[i].ctl && workers[i].ctl >= 0 &&
+			    pfd[4 + i].revents)
 				on_ctl(cfg, i);
+		if (mfd >= 0)
+			srv_metrics_run(); /* what is ready, and MHD's own timeouts */
 		if (pfd[1].revents) {
 			char buf[64];
 			while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
@@ -1290,6 +1408,7 @@ int srv_supervise(const struct srv_config *cfg)
 	}
 	free(pfd);
 
+	srv_metrics_stop();
 	pr_info("stopping: %d job(s) to finish", njobs());
 	close(lfd);
 	if (afd >= 0)

@@ -56,6 +56,13 @@ start B 16
 start C 32
 jobs_on() { "$ctl" jobs --server "$1" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))'; }
 [ "$(jobs_on "$A")$(jobs_on "$B")$(jobs_on "$C")" = 221 ] || fail "the jobs did not start where asked"
+# each worker reports its job's memory within half a second of a change: wait for all five
+i=0
+until [ "$("$ctl" jobs --cluster "$tmp/cluster" --json | python3 -c 'import json,sys; print(sum(1 for j in json.load(sys.stdin)["jobs"] if j["device_memory"] > 0))')" = 5 ]; do
+	[ $i -ge 100 ] && fail "the jobs' memory was not reported"
+	sleep 0.1
+	i=$((i + 1))
+done
 
 # 1. the plan alone
 # shellcheck disable=SC2086 # opts is a list
@@ -87,10 +94,20 @@ wait $lpid
 grep -q "another run holds the lock" "$tmp/locked.out" || fail "no word on the lock: $(cat "$tmp/locked.out")"
 echo "ok: a run while another holds the lock does nothing (exit 6)"
 
-# 3. consolidate, powering the emptied servers off
+# 3. consolidate, powering the emptied servers off; every server's GPU telemetry before and after
+power() {
+	"$ctl" status --cluster "$tmp/cluster" --json >"$1" || fail "status: $(cat "$1")"
+	json "$1" '", ".join("%s %.1f W %s%% (%s)" % (s["server"], s["gpus"][0].get("power_w", 0), s["gpus"][0].get("utilization", 0), s["gpus"][0].get("telemetry", "none")) for s in j["servers"] if "gpus" in s)'
+}
+before=$(power "$tmp/st_before.json")
 # shellcheck disable=SC2086
 "$ctl" consolidate $opts --power-off --json >"$tmp/run.json" 2>"$tmp/run.err" ||
 	fail "consolidate: $(cat "$tmp/run.json" "$tmp/run.err")"
+sleep 1.5 # a report from each worker since
+after=$(power "$tmp/st_after.json")
+echo "GPU telemetry before: $before"
+echo "GPU telemetry after:  $after"
+[ -n "${OUT_JSON:-}" ] && cat "$tmp/st_before.json" "$tmp/st_after.json" >"$OUT_JSON"
 [ "$(jobs_on "$A")$(jobs_on "$B")$(jobs_on "$C")" = 500 ] || fail "not every job is on A: $(cat "$tmp/run.json")"
 [ "$(grep -c '"action":"move".*"result":0' "$tmp/run.json")" = 3 ] || fail "not 3 moves: $(cat "$tmp/run.json")"
 [ "$(sort "$tmp/hooks.log")" = "$(printf 'off %s 127.0.0.1\noff %s 127.0.0.1\n' "$B" "$C" | sort)" ] ||

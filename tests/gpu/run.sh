@@ -302,6 +302,17 @@ if want live; then
 	unset RGPU_E2E_DRIVER
 fi
 
+# ---- consolidation and telemetry (issue 11): NVML's figures in status and /metrics, idle and
+# busy; three rgpud on the one GPU, five jobs consolidated, the power-off command run
+if want consolidate; then
+	export RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system}
+	OUT_JSON="$OUT/telemetry.json" timeout 120 tests/e2e/metrics.sh "$B" >"$OUT/metrics.log" 2>&1; rc=$?
+	row metrics - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	OUT_JSON="$OUT/consolidate_status.json" timeout 300 tests/e2e/consolidate.sh "$B" >"$OUT/consolidate.log" 2>&1; rc=$?
+	row consolidate - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	unset RGPU_E2E_DRIVER
+fi
+
 if want bench; then
 # ---- benchmarks -------------------------------------------------------------------------
 # With gpubundle/before (the previous build's rgpud and interposer, scripts/gpu-bundle.sh
