@@ -37,10 +37,12 @@ fi
 [ "${RGPU_DRY_RUN:-0}" = 1 ] || nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv >>"$OUT/gpu.txt" 2>&1
 echo "== $(head -1 "$OUT/gpu.txt")"
 
-# libssl/libcrypto (TLS): the system's, or the build's copies where the host has none
-if ! ldconfig -p 2>/dev/null | grep -q 'libssl\.so\.3 '; then
+# libssl/libcrypto (TLS) and libnettle: the system's, or the build's copies where the host has
+# none (the host's GnuTLS, under libmicrohttpd, needs the host's own libnettle)
+if ! ldconfig -p 2>/dev/null | grep -q 'libssl\.so\.3 ' ||
+	! ldconfig -p 2>/dev/null | grep -q 'libnettle\.so\.8 '; then
 	export LD_LIBRARY_PATH=$(realpath "$B/lib/fallback")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-	echo "== no libssl.so.3 on this host: using $B/lib/fallback"
+	echo "== no libssl.so.3 or libnettle.so.8 on this host: using $B/lib/fallback"
 fi
 
 # ---- the server ------------------------------------------------------------------------
