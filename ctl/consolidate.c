@@ -28,6 +28,7 @@
 #include "plan.h"
 #include "rgpu/adminclient.h"
 #include "rgpu/err.h"
+#include "rgpu/util.h"
 #include "rgpu_admin_msgs.h"
 
 #define DEFAULT_LOCK "/run/lock/rgpu-consolidate.lock"
@@ -271,12 +272,26 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		       "plan: job %.12s (%s) %s -> %s", j->id, sz, ps[mv->from].name,
 		       ps[mv->to].name);
 	}
+	double saved_w = 0;
 	for (int i = 0; i < o.nserver; i++)
-		if (plan.empty[i])
+		if (plan.empty[i]) {
+			/* what its GPU draws now (NVML, or modelled): what powering it off saves */
+			double w = v[i].st && v[i].st->n_gpus ? v[i].st->gpus[0]->power_w : 0;
+			saved_w += w;
 			action(&o,
-			       json_pack("{s:s,s:s,s:I}", "action", "plan-empty", "server",
-					 o.server[i], "jobs", (json_int_t)ps[i].njobs),
-			       "plan: %s emptied (%zu job(s) move off)", o.server[i], ps[i].njobs);
+			       json_pack("{s:s,s:s,s:I,s:f}", "action", "plan-empty", "server",
+					 o.server[i], "jobs", (json_int_t)ps[i].njobs, "gpu_watts", w),
+			       "plan: %s emptied (%zu job(s) move off; its GPU draws %.0f W now)",
+			       o.server[i], ps[i].njobs, w);
+		}
+	if (plan.nempty)
+		action(&o,
+		       json_pack("{s:s,s:I,s:I,s:f}", "action", "plan-summary", "servers_emptied",
+				 (json_int_t)plan.nempty, "bytes_moved", (json_int_t)plan.moved_bytes,
+				 "gpu_watts_saved", saved_w),
+		       "plan: %zu server(s) emptied, %.1f MiB moved; powered off, their GPUs' %.0f W "
+		       "(the hosts' own draw is not known to rgpu)",
+		       plan.nempty, plan.moved_bytes / 1048576.0, saved_w);
 	if (!plan.nmoves && !plan.nempty)
 		action(&o, json_pack("{s:s}", "action", "plan-nothing"),
 		       "plan: nothing to do (every server that runs is needed)");
@@ -433,4 +448,106 @@ out:
 		close(lockfd);
 	ctl_opts_free(&o);
 	return ret;
+}
+
+/* Where a client reaches server's jobs: its listen address, a wildcard host made the admin's. */
+static void client_addr(const char *admin, const char *listen, char *out, size_t len)
+{
+	char host[256], ahost[256];
+	int port, aport;
+
+	snprintf(out, len, "%s", listen ? listen : "");
+	if (rgpu_parse_hostport(listen, "0.0.0.0", host, sizeof(host), &port) ||
+	    rgpu_parse_hostport(admin, "127.0.0.1", ahost, sizeof(ahost), &aport))
+		return;
+	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host)
+		snprintf(out, len, strchr(ahost, ':') ? "[%s]:%d" : "%s:%d", ahost, port);
+}
+
+int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *out, size_t len)
+{
+	char *argv[] = {"run", "--cluster", (char *)cluster, NULL};
+	struct ctl_opts o;
+	const char *state = state_path ? state_path : DEFAULT_STATE;
+	uint64_t best_free = 0;
+	json_t *off = NULL;
+	int ret = ctl_parse(3, argv, "run", "", 0, &o), found = 0;
+
+	if (ret)
+		return ret < 0 ? CTL_USAGE : ret;
+	off = state_load(state);
+	/* a server that runs, is not drained, and has the room: the one with the most */
+	for (int i = 0; i < o.nserver; i++) {
+		struct view v = {0};
+		if (state_has(off, o.server[i]))
+			continue;
+		ask(o.server[i], &v);
+		if (v.st && v.st->n_gpus && !v.st->drained) {
+			const Rgpu__GpuInfo *g = v.st->gpus[0];
+			uint64_t fr = g->memory_total > g->memory_used ? g->memory_total - g->memory_used
+								       : 0;
+			if (fr >= need && (!found || fr > best_free)) {
+				client_addr(o.server[i], v.st->listen, out, len);
+				best_free = fr;
+				found = 1;
+			}
+		}
+		if (v.st)
+			rgpu__status_reply__free_unpacked(v.st, NULL);
+		if (v.jr)
+			rgpu__jobs_reply__free_unpacked(v.jr, NULL);
+		free(v.jobs);
+	}
+	/* no room anywhere: the first server consolidate powered off is woken, and waited for */
+	for (size_t k = 0; !found && k < json_array_size(off); k++) {
+		const char *s = json_string_value(json_array_get(off, k));
+		int lockfd;
+		if (!s)
+			continue;
+		if (!o.power_on_cmd) {
+			fprintf(stderr, "rgpuctl run: no server has room and the cluster file has no "
+					"'power-on = CMD' to wake %s\n",
+				s);
+			break;
+		}
+		fprintf(stderr, "rgpuctl run: no server has room; waking %s\n", s);
+		if (run_hook(o.power_on_cmd, s)) {
+			fprintf(stderr, "rgpuctl run: the power-on command for %s failed\n", s);
+			continue;
+		}
+		/* consolidate's state file, under its lock: the server is on again */
+		lockfd = take_lock(o.lock_path ? o.lock_path : DEFAULT_LOCK, 120);
+		json_t *now = state_load(state);
+		int idx = state_has(now, s);
+		if (idx) {
+			json_array_remove(now, (size_t)idx - 1);
+			state_save(state, now);
+		}
+		json_decref(now);
+		if (lockfd >= 0)
+			close(lockfd);
+		for (int t = 0; t < 1200 && !found; t++) {
+			struct view v = {0};
+			ask(s, &v);
+			if (v.st && !v.st->drained) {
+				client_addr(s, v.st->listen, out, len);
+				found = 1;
+			} else {
+				nanosleep(&(struct timespec){0, 100000000}, NULL);
+			}
+			if (v.st)
+				rgpu__status_reply__free_unpacked(v.st, NULL);
+			if (v.jr)
+				rgpu__jobs_reply__free_unpacked(v.jr, NULL);
+			free(v.jobs);
+		}
+		if (!found)
+			fprintf(stderr, "rgpuctl run: %s did not answer within 120 s of its power-on\n",
+				s);
+	}
+	if (!found)
+		fprintf(stderr, "rgpuctl run: no server of %s can take the job\n", cluster);
+	json_decref(off);
+	ctl_opts_free(&o);
+	return found ? CTL_OK : CTL_UNREACHABLE;
 }

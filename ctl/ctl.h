@@ -97,6 +97,13 @@ int ctl_cmd_migrate(int argc, char **argv);
 int ctl_cmd_drain(int argc, char **argv, int drain);
 int ctl_cmd_consolidate(int argc, char **argv);
 int ctl_cmd_wake(int argc, char **argv);
+/*
+ * ctl_place() - rgpuctl run --cluster: the client address of the cluster's server with the most
+ * free GPU memory (at least need bytes) that runs and is not drained; when none has room, the
+ * first server consolidate powered off (state file) is powered on and waited for (120 s).
+ * Returns CTL_OK with out filled, or an exit status (said on stderr).
+ */
+int ctl_place(const char *cluster, const char *state, uint64_t need, char *out, size_t len);
 /* one live (o->cold: cold) migration of job on server to target, with a progress bar */
 struct Rgpu__MigrateReply;
 int ctl_migrate_call(const struct ctl_opts *o, const char *server, const char *job,

@@ -30,7 +30,7 @@ static void usage(FILE *f)
 		"Usage: rgpuctl COMMAND [OPTIONS]\n"
 		"\n"
 		"Commands:\n"
-		"  run [--server HOST:PORT] [--key FILE] [--tenant NAME] [--log LEVEL]\n"
+		"  run [--server HOST:PORT | --cluster FILE] [--key FILE] [--tenant NAME] [--log LEVEL]\n"
 		"      [--tls] [--tls-ca FILE] [--tls-name NAME] -- CMD [ARGS...]\n"
 		"      Run CMD with its CUDA calls served by the rgpud at HOST:PORT (default\n"
 		"      $RGPU_SERVER, else %s). The program is not modified: rgpu's\n"
@@ -42,6 +42,10 @@ static void usage(FILE *f)
 		"      certificate if it chains to a CA in FILE (sets RGPU_TLS_CA); --tls alone\n"
 		"      trusts the system's CAs (RGPU_TLS=1); --tls-name NAME is the name the\n"
 		"      certificate must carry, if not the server's host (RGPU_TLS_NAME).\n"
+		"      --cluster FILE [--need MIB] [--state FILE]: in place of --server, the\n"
+		"      cluster's server with the most free GPU memory (at least MIB, default\n"
+		"      1024) that is not drained; when none has room, one that consolidate\n"
+		"      powered off is woken (the cluster file's power-on) and used.\n"
 		"  status [--server ADDR]... [--cluster FILE] [--json]\n"
 		"      Each server's host, driver, GPUs (memory used by rgpu jobs / total), jobs,\n"
 		"      uptime and resume grace period.\n"
@@ -154,10 +158,16 @@ static int cmd_run(int argc, char **argv)
 		{"tls", no_argument, NULL, 'T'},
 		{"tls-ca", required_argument, NULL, 'C'},
 		{"tls-name", required_argument, NULL, 'N'},
+		{"cluster", required_argument, NULL, 'c'},
+		{"state", required_argument, NULL, 'S'},
+		{"need", required_argument, NULL, 'n'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	const char *server = getenv("RGPU_SERVER"), *log = NULL, *key = NULL, *tenant = NULL;
+	const char *cluster = NULL, *state = NULL;
+	unsigned long long need = 1ull << 30;
+	char placed[300];
 	const char *tls_ca = NULL, *tls_name = NULL;
 	int tls = 0;
 	char dir[PATH_MAX], host[256], *ldpath;
@@ -174,6 +184,9 @@ static int cmd_run(int argc, char **argv)
 		case 'T': tls = 1; break;
 		case 'C': tls_ca = optarg; break;
 		case 'N': tls_name = optarg; break;
+		case 'c': cluster = optarg; break;
+		case 'S': state = optarg; break;
+		case 'n': need = strtoull(optarg, NULL, 10) << 20; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -181,6 +194,15 @@ static int cmd_run(int argc, char **argv)
 	if (optind >= argc) {
 		fprintf(stderr, "rgpuctl run: no command given (rgpuctl run -- CMD [ARGS...])\n");
 		return 2;
+	}
+	if (cluster) {
+		/* the server with room, a powered-off one woken when none has (consolidate.c) */
+		int cmd = optind; /* ctl_place parses options of its own */
+		int r = ctl_place(cluster, state, need, placed, sizeof(placed));
+		optind = cmd;
+		if (r)
+			return r;
+		server = placed;
 	}
 	if (!server || !*server)
 		server = RGPU_DEFAULT_SERVER;

@@ -10,8 +10,9 @@
 # 3. --power-off moves them live, runs the cluster file's power-off command for B and C (a test
 #    command that records its calls), records them in the state file; every program's checks
 #    pass after.
-# 4. A second run plans nothing and asks neither B nor C; wake B runs the power-on command and
-#    takes B out of the state file; a bad cluster setting is a usage error.
+# 4. A second run plans nothing and asks neither B nor C; a new session (rgpuctl run --cluster)
+#    that finds no room wakes B (the power-on command) and runs there; wake C; a bad cluster
+#    setting is a usage error.
 set -u
 build=$1
 tmp=$(mktemp -d)
@@ -122,19 +123,28 @@ for k in 1 2 3 4 5; do
 done
 echo "ok: consolidate moved 3 jobs live onto A, powered B and C off (the command ran, recorded); all 5 programs' checks passed"
 
-# 4. again: nothing to do, the powered-off servers are not asked; wake
-srv_stop B
+# 4. again: nothing to do, the powered-off servers are not asked (B and C still run here: the
+# test's power-off command only records its call)
 # shellcheck disable=SC2086
 "$ctl" consolidate $opts --json >"$tmp/again.json" 2>&1 || fail "second run: $(cat "$tmp/again.json")"
 grep -q '"plan-move"\|"move"' "$tmp/again.json" && fail "the second run moved: $(cat "$tmp/again.json")"
 grep -q '"skip"' "$tmp/again.json" && fail "the second run asked a powered-off server: $(cat "$tmp/again.json")"
-# shellcheck disable=SC2086
-"$ctl" wake "$B" $opts --json >"$tmp/wake.json" || fail "wake: $(cat "$tmp/wake.json")"
+# a new session that finds no room (it asks for more than A has): B, powered off first, is woken
+# ZDTM_NO_WAIT: the program runs its rounds without waiting for a signal
+ZDTM_NO_WAIT=1 "$ctl" run --cluster "$tmp/cluster" --state "$tmp/state.json" --need 100000000 -- \
+	${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_memory" >"$tmp/woken.out" 2>&1 ||
+	fail "a session that woke a server: $(cat "$tmp/woken.out")"
+grep -q "waking $B" "$tmp/woken.out" || fail "no server woken: $(cat "$tmp/woken.out")"
 grep -q "^on $B\$" "$tmp/hooks.log" || fail "the power-on command did not run: $(cat "$tmp/hooks.log")"
+grep -q "worker: job .*program .*zdtm_memory" "$tmp/B/log" || fail "the session did not land on B"
 [ "$(json "$tmp/state.json" 'j["off"] == ["'"$C"'"]')" = True ] || fail "B still recorded off: $(cat "$tmp/state.json")"
+# shellcheck disable=SC2086
+"$ctl" wake "$C" $opts --json >"$tmp/wake.json" || fail "wake: $(cat "$tmp/wake.json")"
+grep -q "^on $C\$" "$tmp/hooks.log" || fail "wake C did not run the power-on command: $(cat "$tmp/hooks.log")"
+[ "$(json "$tmp/state.json" 'j["off"] == []')" = True ] || fail "C still recorded off: $(cat "$tmp/state.json")"
 echo "bogus = 1" >>"$tmp/cluster"
 # shellcheck disable=SC2086
 "$ctl" consolidate $opts --dry-run >"$tmp/bad.out" 2>&1
 [ $? -eq 2 ] || fail "a bad cluster setting: $(cat "$tmp/bad.out")"
-echo "ok: a second run plans nothing and leaves the powered-off servers alone; wake B powers it on"
+echo "ok: a second run plans nothing and leaves the powered-off servers alone; a session with no room woke B and ran there; wake C"
 echo "consolidate: all passed"
