@@ -390,7 +390,7 @@ static int cmd_jobs(int argc, char **argv)
 			ctl_hex(&j->job_id, id, sizeof(id));
 			if (t.json) {
 				json_array_append_new(
-					arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:I,s:I,s:i,s:s}",
+					arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:I,s:I,s:i,s:s,s:f}",
 						       "server", t.server[i], "job", id, "state", j->state,
 						       "client_host", j->client_host, "client_pid",
 						       j->client_pid, "program", j->client_program,
@@ -401,7 +401,8 @@ static int cmd_jobs(int argc, char **argv)
 						       (json_int_t)j->bytes_out, "started_unix_ms",
 						       (json_int_t)j->started_unix_ms, "age_s",
 						       (json_int_t)age, "resumes", (int)j->resumes,
-						       "tenant", j->tenant ? j->tenant : ""));
+						       "tenant", j->tenant ? j->tenant : "",
+						       "in_bytes_per_s", j->in_bytes_per_s));
 				continue;
 			}
 			ctl_fmt_bytes(j->device_memory, mem, sizeof(mem));
