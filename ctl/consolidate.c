@@ -450,20 +450,6 @@ out:
 	return ret;
 }
 
-/* Where a client reaches server's jobs: its listen address, a wildcard host made the admin's. */
-static void client_addr(const char *admin, const char *listen, char *out, size_t len)
-{
-	char host[256], ahost[256];
-	int port, aport;
-
-	snprintf(out, len, "%s", listen ? listen : "");
-	if (rgpu_parse_hostport(listen, "0.0.0.0", host, sizeof(host), &port) ||
-	    rgpu_parse_hostport(admin, "127.0.0.1", ahost, sizeof(ahost), &aport))
-		return;
-	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host)
-		snprintf(out, len, strchr(ahost, ':') ? "[%s]:%d" : "%s:%d", ahost, port);
-}
-
 int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *out, size_t len)
 {
 	char *argv[] = {"run", "--cluster", (char *)cluster, NULL};
@@ -487,7 +473,7 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 			uint64_t fr = g->memory_total > g->memory_used ? g->memory_total - g->memory_used
 								       : 0;
 			if (fr >= need && (!found || fr > best_free)) {
-				client_addr(o.server[i], v.st->listen, out, len);
+				rgpu_reach_addr(v.st->listen, o.server[i], out, len);
 				best_free = fr;
 				found = 1;
 			}
@@ -530,7 +516,7 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 			struct view v = {0};
 			ask(s, &v);
 			if (v.st && !v.st->drained) {
-				client_addr(s, v.st->listen, out, len);
+				rgpu_reach_addr(v.st->listen, s, out, len);
 				found = 1;
 			} else {
 				nanosleep(&(struct timespec){0, 100000000}, NULL);

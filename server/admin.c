@@ -107,19 +107,10 @@ static void forward_progress(const Rgpu__Progress *pr, void *arg)
 static void client_address(const char *asked, const char *told, const char *target, char *out,
 			   size_t len)
 {
-	char host[256], thost[256];
-	int port, tport;
-
-	if (asked && *asked) {
+	if (asked && *asked)
 		snprintf(out, len, "%s", asked);
-		return;
-	}
-	snprintf(out, len, "%s", told ? told : "");
-	if (rgpu_parse_hostport(told, "0.0.0.0", host, sizeof(host), &port) ||
-	    rgpu_parse_hostport(target, "127.0.0.1", thost, sizeof(thost), &tport))
-		return;
-	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host)
-		snprintf(out, len, strchr(thost, ':') ? "[%s]:%d" : "%s:%d", thost, port);
+	else
+		rgpu_reach_addr(told, target, out, len);
 }
 
 /* A client connection to another server's admin address, as this server's operator. */

@@ -323,7 +323,6 @@ static char *metrics_page(size_t *len)
 		return NULL;
 	gpu_view(gi, gip, n);
 #define GAUGE(name, help) fprintf(f, "# HELP " name " " help "\n# TYPE " name " gauge\n")
-#define COUNTER(name, help) fprintf(f, "# HELP " name " " help "\n# TYPE " name " counter\n")
 	GAUGE("rgpu_up", "1: this rgpud answers");
 	fprintf(f, "rgpu_up 1\n");
 	GAUGE("rgpu_server_drained", "1: the server takes no new sessions (rgpuctl drain)");
@@ -366,33 +365,32 @@ static char *metrics_page(size_t *len)
 				v[k]);
 		}
 	}
-	GAUGE("rgpu_job_device_memory_bytes", "device memory mapped for the job");
-	for (int i = 0; i < nworkers; i++)
-		if (workers[i].info && workers[i].info->job_id.len == 16) {
+	/* per job: a family at a time (Prometheus wants a family's samples together) */
+	static const struct {
+		const char *name, *type, *help;
+	} jm[] = {
+	    {"rgpu_job_device_memory_bytes", "gauge", "device memory mapped for the job"},
+	    {"rgpu_job_receive_bytes_per_second", "gauge",
+	     "what the job's client sends (its activity)"},
+	    {"rgpu_job_received_bytes_total", "counter",
+	     "frame bytes received from the job's client"},
+	};
+	for (size_t k = 0; k < sizeof(jm) / sizeof(jm[0]); k++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", jm[k].name, jm[k].help, jm[k].name,
+			jm[k].type);
+		for (int i = 0; i < nworkers; i++) {
+			const Rgpu__JobInfo *ji = workers[i].info;
 			char job[33];
-			rgpu_hex(workers[i].info->job_id.data, 16, job);
-			fprintf(f, "rgpu_job_device_memory_bytes{job=\"%s\",state=\"%s\"} %llu\n", job,
-				workers[i].info->state,
-				(unsigned long long)workers[i].info->device_memory);
+			if (!ji || ji->job_id.len != 16)
+				continue;
+			rgpu_hex(ji->job_id.data, 16, job);
+			double v[] = {(double)ji->device_memory, ji->in_bytes_per_s,
+				      (double)ji->bytes_in};
+			fprintf(f, "%s{job=\"%s\",state=\"%s\"} %.17g\n", jm[k].name, job,
+				ji->state, v[k]);
 		}
-	GAUGE("rgpu_job_receive_bytes_per_second", "what the job's client sends (its activity)");
-	for (int i = 0; i < nworkers; i++)
-		if (workers[i].info && workers[i].info->job_id.len == 16) {
-			char job[33];
-			rgpu_hex(workers[i].info->job_id.data, 16, job);
-			fprintf(f, "rgpu_job_receive_bytes_per_second{job=\"%s\"} %.17g\n", job,
-				workers[i].info->in_bytes_per_s);
-		}
-	COUNTER("rgpu_job_received_bytes_total", "frame bytes received from the job's client");
-	for (int i = 0; i < nworkers; i++)
-		if (workers[i].info && workers[i].info->job_id.len == 16) {
-			char job[33];
-			rgpu_hex(workers[i].info->job_id.data, 16, job);
-			fprintf(f, "rgpu_job_received_bytes_total{job=\"%s\"} %llu\n", job,
-				(unsigned long long)workers[i].info->bytes_in);
-		}
+	}
 #undef GAUGE
-#undef COUNTER
 	if (fclose(f)) {
 		free(buf);
 		return NULL;

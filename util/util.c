@@ -136,6 +136,19 @@ int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t 
 	return 0;
 }
 
+void rgpu_reach_addr(const char *listen, const char *via, char *out, size_t len)
+{
+	char host[256], vhost[256];
+	int port, vport;
+
+	snprintf(out, len, "%s", listen ? listen : "");
+	if (!listen || !via || rgpu_parse_hostport(listen, "0.0.0.0", host, sizeof(host), &port) ||
+	    rgpu_parse_hostport(via, "127.0.0.1", vhost, sizeof(vhost), &vport))
+		return;
+	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host)
+		snprintf(out, len, strchr(vhost, ':') ? "[%s]:%d" : "%s:%d", vhost, port);
+}
+
 int rgpu_parse_size(const char *s, uint64_t *out)
 {
 	char *end;

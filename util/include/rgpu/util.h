@@ -121,6 +121,12 @@ char *rgpu_hex(const void *data, size_t n, char *out);
  */
 int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t hostlen,
 			int *port);
+/*
+ * rgpu_reach_addr() - where another host reaches a server that listens on `listen`: listen
+ * itself, or with a wildcard host (0.0.0.0, ::, none) the host of `via`, an address that
+ * reached that server (its admin address, say). Written into out.
+ */
+void rgpu_reach_addr(const char *listen, const char *via, char *out, size_t len);
 
 /* rgpu_parse_size() - "64", "4K", "2M", "1G", "1T" (powers of 1024) into *out. */
 int rgpu_parse_size(const char *s, uint64_t *out);
