@@ -56,6 +56,7 @@ struct restore {
 	void *ring[8];
 	CUevent ring_ev[8];
 	CUstream ring_s;
+	CUdeviceptr gather; /* GATHER chunks: scattered written chunks copied together to hash */
 	uint64_t t_round; /* when the last round's checkpoint was stored */
 };
 
@@ -436,6 +437,8 @@ out:
 /* ---- a live round's device memory, straight from the source's GPU -------------------------- */
 
 #define RING 8 /* chunks between the socket and the GPU */
+#define GATHER 128 /* scattered chunks hashed in one launch (256 MiB of device memory) */
+#define RUN_IN_PLACE 16 /* a run of this many adjacent chunks is hashed where it is */
 
 /* The answer to a live round's PUSH_DONE: the device chunks wanted, and their bitmap. */
 static int send_want(struct rgpu_conn *c, uint64_t seq, uint64_t nwant, const uint8_t *want,
@@ -485,6 +488,65 @@ static void ring_close(struct restore *rs)
 	if (rs->ring_s)
 		w->drv.cuStreamDestroy(rs->ring_s);
 	rs->ring_s = NULL;
+	if (rs->gather)
+		w->drv.cuMemFree(rs->gather);
+	rs->gather = 0;
+}
+
+/*
+ * The hashes of the chunks a round wrote (bit k of wrote, at addr[k]) into now, on the GPU:
+ * runs of RUN_IN_PLACE adjacent chunks or more where they are, the others copied together
+ * into a gather buffer first, GATHER at a time. A hot set scattered over the job (every tenth
+ * chunk, say) then costs a few launches, not one launch and one wait per chunk.
+ */
+static int hash_written(struct restore *rs, struct srv_gpuhash *gh, size_t n,
+			const uint64_t *addr, const uint8_t *wrote, uint8_t *now)
+{
+	struct srv_worker *w = rs->w;
+	uint8_t tmp[GATHER * RGPU_HASH_LEN];
+	size_t idx[GATHER], ng = 0;
+	int ret = 0;
+
+	if (gh && !rs->gather &&
+	    w->drv.cuMemAlloc(&rs->gather, (size_t)GATHER * CH) != CUDA_SUCCESS)
+		rs->gather = 0; /* then every run is hashed where it is */
+	for (size_t k = 0; k < n && !ret;) {
+		size_t e = k;
+		if (!bit(wrote, k)) {
+			k++;
+			continue;
+		}
+		while (e + 1 < n && bit(wrote, e + 1) && addr[e + 1] == addr[e] + CH)
+			e++;
+		if (!gh || !rs->gather || e - k + 1 >= RUN_IN_PLACE) {
+			ret = hash_range(w, gh, rs->ring_s, addr[k], (e - k + 1) * CH,
+					 now + k * RGPU_HASH_LEN);
+			k = e + 1;
+			continue;
+		}
+		for (; k <= e && !ret; k++) {
+			if (w->drv.cuMemcpyDtoDAsync(rs->gather + (CUdeviceptr)ng * CH, addr[k], CH,
+						     rs->ring_s) != CUDA_SUCCESS) {
+				ret = RGPU_EIO;
+				break;
+			}
+			idx[ng++] = k;
+			if (ng == GATHER) {
+				/* the stream orders the copies before the hash */
+				ret = hash_range(w, gh, rs->ring_s, rs->gather, ng * CH, tmp);
+				for (size_t j = 0; !ret && j < ng; j++)
+					memcpy(now + idx[j] * RGPU_HASH_LEN, tmp + j * RGPU_HASH_LEN,
+					       RGPU_HASH_LEN);
+				ng = 0;
+			}
+		}
+	}
+	if (!ret && ng) {
+		ret = hash_range(w, gh, rs->ring_s, rs->gather, ng * CH, tmp);
+		for (size_t j = 0; !ret && j < ng; j++)
+			memcpy(now + idx[j] * RGPU_HASH_LEN, tmp + j * RGPU_HASH_LEN, RGPU_HASH_LEN);
+	}
+	return ret;
 }
 
 /* Where each device chunk goes: the device blobs, mapped in the rebuilt job, cover it once. */
@@ -633,25 +695,13 @@ static int take_device(struct restore *rs, struct rgpu_conn *c, uint64_t *done_s
 		w->drv.cuMemsetD8Async(addr[first] + 7, 0x5a, 1, rs->ring_s);
 		w->drv.cuStreamSynchronize(rs->ring_s);
 	}
-	/* what the GPU holds where it was written: runs of adjacent chunks hashed at once */
+	/* what the GPU holds where it was written */
 	if (got && srv_gpuhash_open(&w->drv, &gh))
 		gh = NULL;
-	for (size_t k = 0; k < n && !ret;) {
-		size_t e = k;
-		if (!bit(wrote, k)) {
-			k++;
-			continue;
-		}
-		while (e + 1 < n && bit(wrote, e + 1) && addr[e + 1] == addr[e] + CH)
-			e++;
-		if ((ret = hash_range(w, gh, rs->ring_s, addr[k], (e - k + 1) * CH,
-				      now + k * RGPU_HASH_LEN)))
-			ret = fail(rs, ret, "hashing the round's device memory at %#llx failed",
-				   (unsigned long long)addr[k]);
-		k = e + 1;
-	}
-	if (ret)
+	if (got && (ret = hash_written(rs, gh, n, addr, wrote, now))) {
+		ret = fail(rs, ret, "hashing the round's device memory failed");
 		goto out;
+	}
 	for (size_t k = 0; k < n; k++) {
 		const uint8_t *h = bit(wrote, k) ? now + k * RGPU_HASH_LEN : have + k * RGPU_HASH_LEN;
 		char hex[13];
