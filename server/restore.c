@@ -948,7 +948,19 @@ static int link_state(struct restore *rs, const Rgpu__PushRequest *req)
 	snprintf(w->client_host, sizeof(w->client_host), "%s", m->client_host);
 	snprintf(w->client_program, sizeof(w->client_program), "%s", m->client_program);
 	w->client_pid = m->client_pid;
-	/* the images stay at hand for the job's later loads by hash, as if shipped here */
+	return 0;
+}
+
+/*
+ * The job's module images into this server's module cache, for its later loads by hash, as if
+ * its client had shipped them here. Once, after the rebuild: a live migration's rounds keep the
+ * same images (same_job), so this stays out of the switchover's hold.
+ */
+static void keep_images(struct restore *rs)
+{
+	struct srv_worker *w = rs->w;
+	const Rgpu__CkptMeta *m = rs->m;
+
 	for (size_t i = 0; w->modcache && i < m->n_blobs; i++) {
 		void *img;
 		size_t len;
@@ -959,7 +971,6 @@ static int link_state(struct restore *rs, const Rgpu__PushRequest *req)
 			free(img);
 		}
 	}
-	return 0;
 }
 
 static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why, uint64_t id,
@@ -1174,6 +1185,8 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	}
 	if (!ret)
 		ret = rebuild(&rs);
+	if (!ret)
+		keep_images(&rs);
 	if (!ret && rs.m->device_hashes.len)
 		ret = take_device(&rs, c, &done_seq, !req->stage);
 	if (!ret)
