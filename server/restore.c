@@ -1232,6 +1232,9 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed);
 	rgpu_conn_close(c);
 	ring_close(&rs);
+	/* a live round's checkpoint holds no device memory: nothing to restore it from later */
+	if (rs.m->device_hashes.len)
+		rgpu_store_remove(rs.store, rs.id);
 	rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
 	free(rs.hashes);
 	free(rs.dev_have);
@@ -1239,6 +1242,9 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	/* a job like any other now, whose link is down: its client resumes it here */
 	srv_worker_serve(w);
 out:
+	/* a failed live migration's round: nothing to restore it from either */
+	if (rs.m && rs.m->device_hashes.len && rs.id)
+		rgpu_store_remove(rs.store, rs.id);
 	if (rs.m)
 		rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
 	free(rs.hashes);

@@ -695,6 +695,35 @@ static void store_layout(const struct srv_config *cfg)
  * At start, a helper collects the chunks no checkpoint names: what checkpoints left behind
  * when this server died while writing them (the store waits for writers: gc.lock).
  */
+/*
+ * A live migration's round checkpoints (their device memory went GPU to GPU, not into the
+ * store) are removed by the migration that made them; one left by a server that died in the
+ * middle can never be restored: removed here, and said.
+ */
+static void live_leftovers(struct rgpu_store *s)
+{
+	uint64_t *ids = NULL;
+	size_t n = 0;
+
+	if (rgpu_store_list(s, &ids, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		Rgpu__CkptMeta *m = NULL;
+		uint8_t *hashes = NULL;
+		size_t nh = 0;
+		char why[300];
+		if (rgpu_ckpt_load(s, ids[i], &m, &hashes, &nh, why, sizeof(why)))
+			continue;
+		if (m->device_hashes.len && rgpu_store_remove(s, ids[i]) == 0)
+			pr_info("removed checkpoint %llu, a live migration's round left behind (its "
+				"device memory was never in this store)",
+				(unsigned long long)ids[i]);
+		rgpu__ckpt_meta__free_unpacked(m, NULL);
+		free(hashes);
+	}
+	free(ids);
+}
+
 static void start_gc(const struct srv_config *cfg, int lfd, int afd)
 {
 	char dir[4200];
@@ -713,11 +742,14 @@ static void start_gc(const struct srv_config *cfg, int lfd, int afd)
 		char why[600];
 		child_close(lfd, afd);
 		rgpu_log_set_tag("rgpud-gc");
-		if (srv_store_open(cfg, &s, why, sizeof(why)))
+		if (srv_store_open(cfg, &s, why, sizeof(why))) {
 			pr_warn("%s", why);
-		else if (rgpu_store_gc_bytes(s, &freed, &bytes) == 0 && freed)
-			pr_info("collected %llu chunks (%llu bytes) no checkpoint names",
-				(unsigned long long)freed, (unsigned long long)bytes);
+		} else {
+			live_leftovers(s);
+			if (rgpu_store_gc_bytes(s, &freed, &bytes) == 0 && freed)
+				pr_info("collected %llu chunks (%llu bytes) no checkpoint names",
+					(unsigned long long)freed, (unsigned long long)bytes);
+		}
 		rgpu_store_close(s);
 		_exit(0);
 	}
