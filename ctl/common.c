@@ -91,8 +91,21 @@ static int read_cluster(struct ctl_opts *o, const char *path)
 	return ret;
 }
 
+static int parse(int argc, char **argv, const char *cmd, const char *allowed, int max_args,
+		 struct ctl_opts *o);
+
 int ctl_parse(int argc, char **argv, const char *cmd, const char *allowed, int max_args,
 	      struct ctl_opts *o)
+{
+	int ret = parse(argc, argv, cmd, allowed, max_args, o);
+
+	if (ret) /* a usage error or --help: nothing the caller would free is left */
+		ctl_opts_free(o);
+	return ret;
+}
+
+static int parse(int argc, char **argv, const char *cmd, const char *allowed, int max_args,
+		 struct ctl_opts *o)
 {
 	static const struct option opts[] = {
 		{"server", required_argument, NULL, 's'},

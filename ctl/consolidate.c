@@ -202,6 +202,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 			fprintf(stderr, "usage: rgpuctl consolidate [--cluster FILE | --server S...] "
 					"[--dry-run] [--power-off] [--headroom PCT] [--keep N] "
 					"[--lock FILE] [--state FILE] [--json]\n");
+		ctl_opts_free(&o); /* what it read before the error */
 		return ret < 0 ? CTL_OK : ret;
 	}
 	lock = o.lock_path ? o.lock_path : DEFAULT_LOCK;
@@ -402,6 +403,7 @@ int ctl_cmd_wake(int argc, char **argv)
 	if (ret || o.nargs != 1) {
 		fprintf(stderr, "usage: rgpuctl wake SERVER [--cluster FILE] [--lock FILE] "
 				"[--state FILE] [--json]\n");
+		ctl_opts_free(&o);
 		return ret < 0 ? CTL_OK : CTL_USAGE;
 	}
 	server = o.args[0];
@@ -459,8 +461,10 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 	json_t *off = NULL;
 	int ret = ctl_parse(3, argv, "run", "", 0, &o), found = 0;
 
-	if (ret)
+	if (ret) {
+		ctl_opts_free(&o);
 		return ret < 0 ? CTL_USAGE : ret;
+	}
 	off = state_load(state);
 	/* a server that runs, is not drained, and has the room: the one with the most */
 	for (int i = 0; i < o.nserver; i++) {
