@@ -57,6 +57,35 @@ static int parse_id(const char *s, uint64_t *id)
  * server named, that one (it says if it has no such job); with several, the one whose jobs
  * hold it. Returns the index, or -(exit status) with the reason said.
  */
+/*
+ * 1: server answers and serves no job prefix names (asked for up to 2 s: a worker that just
+ * ended is listed until the supervisor reaps it); 0: it does, or it cannot be asked.
+ */
+static int job_gone(const char *server, const char *prefix)
+{
+	for (int t = 0; t < 10; t++) {
+		Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
+		Rgpu__JobsReply *jr = NULL;
+		char err[512];
+		int gone = 1;
+		if (rgpu_admin_once(&ctl_peer, server, RGPU_ADMIN_MSG_JOBS, &req.base,
+				    &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, NULL,
+				    NULL, RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err)))
+			return 0;
+		for (size_t k = 0; k < jr->n_jobs; k++) {
+			char hex[40];
+			ctl_hex(&jr->jobs[k]->job_id, hex, sizeof(hex));
+			if (!strncasecmp(hex, prefix, strlen(prefix)))
+				gone = 0;
+		}
+		rgpu__jobs_reply__free_unpacked(jr, NULL);
+		if (gone)
+			return 1;
+		nanosleep(&(struct timespec){0, 200000000}, NULL);
+	}
+	return 0;
+}
+
 static int find_job(struct ctl_opts *o, const char *cmd, const char *prefix)
 {
 	int found = -1, n = 0;
@@ -503,6 +532,15 @@ int ctl_cmd_migrate(int argc, char **argv)
 		goto out;
 	}
 	ret = ctl_migrate_call(&o, o.server[s], o.args[0], o.to, &rep, err, sizeof(err));
+	if (ret == RGPU_ECLOSED && job_gone(o.server[s], o.args[0])) {
+		/* its worker went with it: nobody was left to answer */
+		snprintf(err, sizeof(err),
+			 "%s: job %s ended during the migration (its program finished, or its "
+			 "client went away for good); nothing moved",
+			 o.server[s], o.args[0]);
+		ret = fail_json(&o, "migrate", o.server[s], err, CTL_FAILED);
+		goto out;
+	}
 	if (ret) {
 		ret = fail_json(&o, "migrate", o.server[s], err, ctl_status_of(ret));
 		goto out;

@@ -135,6 +135,28 @@ srv_start B SIMGPU_GLOBALS_SKEW=65536 -- --resume-grace 30
 B=$(srv_admin B)
 echo "ok: a client sent to a target it cannot reach fails its calls with one clear log line, no hang"
 
+# a job whose program ends while it is being moved: rgpuctl says so (exit 1, not "unreachable"),
+# and neither server keeps anything (on simgpu, where hashing 512 MiB on the CPU makes the
+# migration outlast the program's last check by seconds)
+if [ "${RGPU_E2E_DRIVER:-}" != system ]; then
+	p=ended
+	ZDTM_FILL_MIB=512 zdtm_start A zdtm_fill 1
+	zdtm_wait_ready 1
+	job=$(job_of A)
+	"$ctl" migrate "$job" --server "$A" --to "$B" >"$tmp/m.out" 2>&1 &
+	mpid=$!
+	sleep 0.3
+	zdtm_go
+	wait $mpid
+	mrc=$? # (zdtm_finish sets rc)
+	zdtm_finish 1
+	[ $mrc -eq 1 ] && grep -q "ended during the migration" "$tmp/m.out" ||
+		fail "a job that ended during its migration: exit $mrc: $(cat "$tmp/m.out")"
+	sleep 0.6
+	[ "$(job_of A)$(job_of B)" = "" ] || fail "a job stayed after its program ended mid-migration"
+	echo "ok: a job whose program ended during its migration: $(cut -c1-60 "$tmp/m.out")... (exit 1)"
+fi
+
 # failures: the job runs on on the source, the target keeps nothing
 p=memory
 nowhere() {
