@@ -1098,6 +1098,12 @@ static int next_round(struct restore *rs, struct rgpu_conn *c, Rgpu__PushRequest
 			reply(c, *done_seq, ret, why, 0, NULL, NULL, 0, 0);
 		return fail(rs, ret, "round %u: %s", round + 1, why);
 	}
+	/*
+	 * The round before is done with whatever follows: only the last one stays a checkpoint
+	 * here (and goes too when this process ends, restore_run's exit).
+	 */
+	if (old != rs->id)
+		rgpu_store_remove(rs->store, old);
 	ret = rgpu_ckpt_load(rs->store, rs->id, &m, &hashes, &n, why, sizeof(why));
 	if (ret) {
 		reply(c, *done_seq, ret, why, rs->id, NULL, NULL, 0, 0);
@@ -1116,9 +1122,6 @@ static int next_round(struct restore *rs, struct rgpu_conn *c, Rgpu__PushRequest
 	rs->m = m;
 	rs->hashes = hashes;
 	rs->n = n;
-	/* the rounds before are done with: only the last one stays a checkpoint here */
-	if (old != rs->id)
-		rgpu_store_remove(rs->store, old);
 	ret = rs->m->device_hashes.len ? take_device(rs, c, done_seq, !req->stage) : 0;
 	if (!ret)
 		ret = contents(rs);
