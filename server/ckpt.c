@@ -542,6 +542,21 @@ struct drain {
 	pthread_mutex_t lock;
 };
 
+/*
+ * Device chunk i, from src, as the next item: joined to the item before when the two are
+ * adjacent in the list and at their source, alike, and it is not full (one copy moves both).
+ */
+static void add_device_item(struct drain *d, size_t i, uint64_t src, int exact)
+{
+	struct item *last = d->nitems ? &d->items[d->nitems - 1] : NULL;
+
+	if (last && !last->zero && last->n < BATCH_CHUNKS && last->index + last->n == i &&
+	    last->src + (uint64_t)last->n * CH == src && last->exact == exact)
+		last->n++;
+	else
+		d->items[d->nitems++] = (struct item){.index = i, .n = 1, .src = src, .exact = exact};
+}
+
 static void drain_fail(struct drain *d, const char *why)
 {
 	pthread_mutex_lock(&d->lock);
@@ -1131,26 +1146,23 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		dx->addr[i] = tk.dev[r].addr + off;
 	}
 	for (size_t i = 0; i < tk.ndchunks; i++) {
-		struct item *last = d.nitems ? &d.items[d.nitems - 1] : NULL;
 		if (!bit(tk.dirty, i))
 			continue;
+		if (dx) {
+			/* sent later, once the target said what it wants (a zero chunk as such) */
+			if (!bit(tk.zero, i)) {
+				dx->src[i] = tk.snapshot ? tk.snap + soff : 0;
+				soff += CH;
+			}
+			continue;
+		}
 		dev_total += CH;
 		if (bit(tk.zero, i)) {
 			d.items[d.nitems++] = (struct item){.index = i, .n = 1, .zero = 1};
 			continue;
 		}
-		uint64_t src = tk.snapshot ? tk.snap + soff : chunk_addr(&tk, i);
+		add_device_item(&d, i, tk.snapshot ? tk.snap + soff : chunk_addr(&tk, i), 0);
 		soff += CH;
-		if (dx) {
-			/* sent later, once the target said what it wants */
-			dx->src[i] = tk.snapshot ? src : 0;
-			continue;
-		}
-		if (last && !last->zero && last->n < BATCH_CHUNKS && last->index + last->n == i &&
-		    last->src + (uint64_t)last->n * CH == src)
-			last->n++;
-		else
-			d.items[d.nitems++] = (struct item){.index = i, .n = 1, .src = src};
 	}
 	ndev_items = d.nitems;
 	uint64_t t_drain0 = rgpu_now_ns(), t_copied;
@@ -1323,7 +1335,6 @@ int srv_ckpt_direct_send(struct srv_worker *w, const struct srv_ckpt_direct *dx,
 	}
 	pthread_mutex_init(&d.lock, NULL);
 	for (size_t i = 0; i < dx->n; i++) {
-		struct item *last = d.nitems ? &d.items[d.nitems - 1] : NULL;
 		if (!bit(want, i))
 			continue;
 		total += CH;
@@ -1332,14 +1343,8 @@ int srv_ckpt_direct_send(struct srv_worker *w, const struct srv_ckpt_direct *dx,
 			d.items[d.nitems++] = (struct item){.index = i, .n = 1, .zero = 1, .exact = 1};
 			continue;
 		}
-		uint64_t src = dx->src[i] ? dx->src[i] : dx->addr[i];
-		int exact = dx->held || dx->src[i];
-		if (last && !last->zero && last->n < BATCH_CHUNKS && last->index + last->n == i &&
-		    last->src + (uint64_t)last->n * CH == src && last->exact == exact)
-			last->n++;
-		else
-			d.items[d.nitems++] =
-			    (struct item){.index = i, .n = 1, .src = src, .exact = exact};
+		add_device_item(&d, i, dx->src[i] ? dx->src[i] : dx->addr[i],
+				dx->held || dx->src[i]);
 	}
 	ret = drain_items(&d, "send", total);
 	*bytes = atomic_load(&d.bytes);

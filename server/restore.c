@@ -153,7 +153,6 @@ struct fill {
 	atomic_size_t next;
 	atomic_uint_fast64_t bytes;
 	atomic_int failed;
-	size_t *todo, ntodo; /* the device chunks to write (k, over all device blobs) */
 	uint64_t total; /* bytes to fill, for the progress reports */
 	char why[300];
 	pthread_mutex_t lock;
@@ -204,7 +203,7 @@ static void fill_thread(void *arg, unsigned tid)
 		fill_fail(f, "out of memory for the fill");
 		goto out;
 	}
-	while (!atomic_load(&f->failed) && (k = atomic_fetch_add(&f->next, 1)) < f->ntodo) {
+	while (!atomic_load(&f->failed) && (k = atomic_fetch_add(&f->next, 1)) < f->nchunks) {
 		uint64_t addr = 0;
 		size_t index = 0, len = 0, vlen;
 		const void *val;
@@ -212,7 +211,6 @@ static void fill_thread(void *arg, unsigned tid)
 		CUresult cr;
 		char hex[13];
 
-		k = f->todo[k];
 		dev_chunk(f, k, &addr, &index);
 		const uint8_t *h = f->rs->hashes + index * RGPU_HASH_LEN;
 		int ret = rgpu_store_reader_get(r, h, &val, &vlen);
@@ -285,8 +283,8 @@ static int hash_range(struct srv_worker *w, struct srv_gpuhash *gh, CUstream s, 
 /*
  * Every device chunk checked for presence and a sane header first (a truncated or missing
  * chunk stops the restore before any device memory is written), then written at its address,
- * then every mapping hashed on the GPU and compared with the manifest. A staged job's next
- * round (rs->dev_have set) writes only the chunks whose hash changed, and checks them all.
+ * then every mapping hashed on the GPU and compared with the manifest. (A live migration's
+ * rounds bring their device memory on the connection instead: take_device.)
  */
 static int fill_device(struct restore *rs)
 {
@@ -295,7 +293,7 @@ static int fill_device(struct restore *rs)
 	struct rgpu_store_reader *r = NULL;
 	struct srv_gpuhash *gh = NULL;
 	CUstream s = NULL;
-	uint8_t *got = NULL, *want = NULL;
+	uint8_t *got = NULL;
 	uint64_t total = 0;
 	int ret = 0;
 
@@ -321,33 +319,17 @@ static int fill_device(struct restore *rs)
 			f.dev[f.ndev++] = b;
 			f.nchunks += b->count;
 		}
-	/* the device chunks' hashes in device order; those that differ from what it holds are written */
-	f.todo = malloc((f.nchunks + 1) * sizeof(*f.todo));
-	want = malloc((f.nchunks + 1) * RGPU_HASH_LEN);
-	if (!f.todo || !want) {
-		ret = fail(rs, RGPU_ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t k = 0; k < f.nchunks; k++) {
-		uint64_t addr = 0;
-		size_t index = 0;
-		dev_chunk(&f, k, &addr, &index);
-		memcpy(want + k * RGPU_HASH_LEN, rs->hashes + index * RGPU_HASH_LEN, RGPU_HASH_LEN);
-		if (!rs->dev_have || memcmp(rs->dev_have + k * RGPU_HASH_LEN,
-					    want + k * RGPU_HASH_LEN, RGPU_HASH_LEN))
-			f.todo[f.ntodo++] = k;
-	}
-	rs->changed = f.ntodo;
-	total = (uint64_t)f.ntodo * CH;
+	rs->changed = f.nchunks;
+	total = (uint64_t)f.nchunks * CH;
 	/* structure first: nothing is written while a chunk is missing or cut short */
 	ret = rgpu_store_reader_begin(rs->store, &r);
-	for (size_t t = 0; !ret && t < f.ntodo; t++) {
+	for (size_t t = 0; !ret && t < f.nchunks; t++) {
 		uint64_t addr = 0;
 		size_t index = 0, vlen, len;
 		const void *val;
 		const char *why;
 		char hex[13];
-		dev_chunk(&f, f.todo[t], &addr, &index);
+		dev_chunk(&f, t, &addr, &index);
 		const uint8_t *h = rs->hashes + index * RGPU_HASH_LEN;
 		ret = rgpu_store_reader_get(r, h, &val, &vlen);
 		if (ret)
@@ -364,15 +346,15 @@ static int fill_device(struct restore *rs)
 	if (ret)
 		goto out;
 	f.total = total;
-	/* a round with nothing changed starts no threads (each would pin a buffer) */
-	if (f.ntodo)
-		rgpu_parallel_watch(MIN(rgpu_parallel_width(), (unsigned)MIN(f.ntodo, 32)),
+	/* a job without device memory starts no threads (each would pin a buffer) */
+	if (f.nchunks)
+		rgpu_parallel_watch(MIN(rgpu_parallel_width(), (unsigned)MIN(f.nchunks, 32)),
 				    fill_thread, &f, fill_tick, &f, 200);
 	if (atomic_load(&f.failed)) {
 		ret = fail(rs, RGPU_ECORRUPT, "%s", f.why);
 		goto out;
 	}
-	if (rgpu_fault(rs->dev_have ? "live_delta" : "restore_fill") && f.nchunks) {
+	if (rgpu_fault("restore_fill") && f.nchunks) {
 		/* as if a chunk had reached the device damaged: the check below must find it */
 		w->drv.cuMemsetD8Async(f.dev[0]->addr, 0x5a, 1, NULL);
 		w->drv.cuCtxSynchronize();
@@ -414,22 +396,13 @@ static int fill_device(struct restore *rs)
 			}
 	}
 	rs->t_verify = rgpu_now_ns();
-	if (!ret) {
-		/* what the device holds now: the next round of a live migration writes the rest */
-		free(rs->dev_have);
-		rs->dev_have = want;
-		rs->ndev_have = f.nchunks;
-		want = NULL;
-	}
 out:
 	if (gh)
 		srv_gpuhash_close(&w->drv, gh);
 	if (s)
 		w->drv.cuStreamDestroy(s);
 	free(got);
-	free(want);
 	free(f.dev);
-	free(f.todo);
 	pthread_mutex_destroy(&f.lock);
 	return ret;
 }
