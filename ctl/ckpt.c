@@ -602,12 +602,8 @@ static int drain_call(const char *server, int drain, Rgpu__DrainReply **rep, cha
 			       RGPU_ADMIN_TIMEOUT_MS, err, errlen);
 }
 
-/*
- * The target for a job of `need` bytes of device memory: of the candidates, reachable, not
- * drained, the one with the most free memory on its first GPU that holds it. NULL if none;
- * why then says what each candidate lacked.
- */
-static const char *pick_target(char **cands, int n, uint64_t need, char *why, size_t whylen)
+const char *ctl_pick_target(char **cands, int n, uint64_t need, char *client, size_t clen,
+			    char *why, size_t whylen)
 {
 	const char *best = NULL;
 	uint64_t best_free = 0;
@@ -640,6 +636,8 @@ static const char *pick_target(char **cands, int n, uint64_t need, char *why, si
 		else if (!best || free_b > best_free) {
 			best = cands[i];
 			best_free = free_b;
+			if (client)
+				rgpu_reach_addr(st->listen, cands[i], client, clen);
 		}
 		if (st)
 			rgpu__status_reply__free_unpacked(st, NULL);
@@ -720,7 +718,7 @@ int ctl_cmd_drain(int argc, char **argv, int drain)
 		char job[40], why[800] = "";
 		const char *target;
 		ctl_hex(&j->job_id, job, sizeof(job));
-		target = pick_target(cands, ncand, j->device_memory, why, sizeof(why));
+		target = ctl_pick_target(cands, ncand, j->device_memory, NULL, 0, why, sizeof(why));
 		if (!target) {
 			snprintf(err, sizeof(err), "no target can take it (%s)", why);
 		} else if ((ret = ctl_migrate_call(&o, server, job, target, &rep, err, sizeof(err))) ==

@@ -134,6 +134,16 @@ struct view {
 	const char *why; /* why it takes no part, or NULL */
 };
 
+static void view_free(struct view *v)
+{
+	if (v->st)
+		rgpu__status_reply__free_unpacked(v->st, NULL);
+	if (v->jr)
+		rgpu__jobs_reply__free_unpacked(v->jr, NULL);
+	free(v->jobs);
+	*v = (struct view){0};
+}
+
 static void ask(const char *server, struct view *v)
 {
 	Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
@@ -368,22 +378,13 @@ int ctl_cmd_consolidate(int argc, char **argv)
 			       "%s powered off (recorded in %s; rgpuctl wake %s brings it back)",
 			       o.server[i], state, o.server[i]);
 		}
-		if (again.st)
-			rgpu__status_reply__free_unpacked(again.st, NULL);
-		if (again.jr)
-			rgpu__jobs_reply__free_unpacked(again.jr, NULL);
-		free(again.jobs);
+		view_free(&again);
 	}
 	ret = failed ? CTL_FAILED : CTL_OK;
 out:
 	ctl_plan_free(&plan);
-	for (int i = 0; v && i < o.nserver; i++) {
-		if (v[i].st)
-			rgpu__status_reply__free_unpacked(v[i].st, NULL);
-		if (v[i].jr)
-			rgpu__jobs_reply__free_unpacked(v[i].jr, NULL);
-		free(v[i].jobs);
-	}
+	for (int i = 0; v && i < o.nserver; i++)
+		view_free(&v[i]);
 	free(v);
 	free(ps);
 	json_decref(off);
@@ -457,7 +458,6 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 	char *argv[] = {"run", "--cluster", (char *)cluster, NULL};
 	struct ctl_opts o;
 	const char *state = state_path ? state_path : DEFAULT_STATE;
-	uint64_t best_free = 0;
 	json_t *off = NULL;
 	int ret = ctl_parse(3, argv, "run", "", 0, &o), found = 0;
 
@@ -467,27 +467,12 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 	}
 	off = state_load(state);
 	/* a server that runs, is not drained, and has the room: the one with the most */
-	for (int i = 0; i < o.nserver; i++) {
-		struct view v = {0};
-		if (state_has(off, o.server[i]))
-			continue;
-		ask(o.server[i], &v);
-		if (v.st && v.st->n_gpus && !v.st->drained) {
-			const Rgpu__GpuInfo *g = v.st->gpus[0];
-			uint64_t fr = g->memory_total > g->memory_used ? g->memory_total - g->memory_used
-								       : 0;
-			if (fr >= need && (!found || fr > best_free)) {
-				rgpu_reach_addr(v.st->listen, o.server[i], out, len);
-				best_free = fr;
-				found = 1;
-			}
-		}
-		if (v.st)
-			rgpu__status_reply__free_unpacked(v.st, NULL);
-		if (v.jr)
-			rgpu__jobs_reply__free_unpacked(v.jr, NULL);
-		free(v.jobs);
-	}
+	char *cands[CTL_MAX_SERVERS], why[2000];
+	int ncand = 0;
+	for (int i = 0; i < o.nserver; i++)
+		if (!state_has(off, o.server[i]))
+			cands[ncand++] = o.server[i];
+	found = ctl_pick_target(cands, ncand, need, out, len, why, sizeof(why)) != NULL;
 	/* no room anywhere: the first server consolidate powered off is woken, and waited for */
 	for (size_t k = 0; !found && k < json_array_size(off); k++) {
 		const char *s = json_string_value(json_array_get(off, k));
@@ -525,18 +510,15 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 			} else {
 				nanosleep(&(struct timespec){0, 100000000}, NULL);
 			}
-			if (v.st)
-				rgpu__status_reply__free_unpacked(v.st, NULL);
-			if (v.jr)
-				rgpu__jobs_reply__free_unpacked(v.jr, NULL);
-			free(v.jobs);
+			view_free(&v);
 		}
 		if (!found)
 			fprintf(stderr, "rgpuctl run: %s did not answer within 120 s of its power-on\n",
 				s);
 	}
 	if (!found)
-		fprintf(stderr, "rgpuctl run: no server of %s can take the job\n", cluster);
+		fprintf(stderr, "rgpuctl run: no server of %s can take the job (%s)\n", cluster,
+			*why ? why : "every one is powered off");
 	json_decref(off);
 	ctl_opts_free(&o);
 	return found ? CTL_OK : CTL_UNREACHABLE;

@@ -104,6 +104,14 @@ int ctl_cmd_wake(int argc, char **argv);
  * Returns CTL_OK with out filled, or an exit status (said on stderr).
  */
 int ctl_place(const char *cluster, const char *state, uint64_t need, char *out, size_t len);
+/*
+ * ctl_pick_target() - where a job of `need` bytes of device memory can go: of the candidates,
+ * reachable, not drained, the one with the most free memory on its first GPU that holds it,
+ * and (client not NULL) where a client reaches its jobs. NULL if none; why then says what each
+ * candidate lacked.
+ */
+const char *ctl_pick_target(char **cands, int n, uint64_t need, char *client, size_t clen,
+			    char *why, size_t whylen);
 /* one live (o->cold: cold) migration of job on server to target, with a progress bar */
 struct Rgpu__MigrateReply;
 int ctl_migrate_call(const struct ctl_opts *o, const char *server, const char *job,
