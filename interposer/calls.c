@@ -92,9 +92,9 @@ static void waiter_wait(struct waiter *w)
 	pthread_mutex_unlock(&w->m);
 }
 
-CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen,
-		 void *dst, uint64_t dst_size, const ProtobufCMessageDescriptor *desc,
-		 ProtobufCMessage **reply)
+static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			  uint64_t plen, void *dst, uint64_t dst_size, const struct ip_rows *rows,
+			  const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply)
 {
 	struct waiter w = {0};
 	CUresult r = CUDA_SUCCESS;
@@ -107,6 +107,8 @@ CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload
 		return S.dead_err;
 	w.dst = dst;
 	w.dst_size = dst_size;
+	if (rows)
+		w.rows = *rows;
 	w.type = type;
 	pthread_mutex_init(&w.m, NULL);
 	pthread_cond_init(&w.c, NULL);
@@ -140,6 +142,13 @@ out:
 	pthread_mutex_destroy(&w.m);
 	pthread_cond_destroy(&w.c);
 	return r;
+}
+
+CUresult ip_call(uint16_t type, const ProtobufCMessage *req, const void *payload, uint64_t plen,
+		 void *dst, uint64_t dst_size, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **reply)
+{
+	return call_rows(type, req, payload, plen, dst, dst_size, NULL, desc, reply);
 }
 
 static int32_t field_i32(const ProtobufCMessage *m, unsigned tag)
@@ -181,16 +190,17 @@ static void keep_async(CUresult fresh)
 	pthread_mutex_unlock(&S.async_lock);
 }
 
-CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *payload,
-			uint64_t plen, void *dst, uint64_t dst_size,
-			const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply)
+static CUresult call_status_rows(uint16_t type, const ProtobufCMessage *req, const void *payload,
+				 uint64_t plen, void *dst, uint64_t dst_size,
+				 const struct ip_rows *rows, const ProtobufCMessageDescriptor *desc,
+				 ProtobufCMessage **reply)
 {
 	ProtobufCMessage *rep = NULL;
 	CUresult r, own, async;
 
 	if (!desc)
 		desc = &rgpu__status__descriptor;
-	r = ip_call(type, req, payload, plen, dst, dst_size, desc, &rep);
+	r = call_rows(type, req, payload, plen, dst, dst_size, rows, desc, &rep);
 	if (r != CUDA_SUCCESS)
 		return r;
 	own = (CUresult)field_i32(rep, 1);
@@ -218,7 +228,21 @@ CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *
 	return r;
 }
 
-CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
+CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			uint64_t plen, void *dst, uint64_t dst_size,
+			const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply)
+{
+	return call_status_rows(type, req, payload, plen, dst, dst_size, NULL, desc, reply);
+}
+
+CUresult ip_dtoh_rows(const ProtobufCMessage *req, void *dst, uint64_t size,
+		      const struct ip_rows *rows)
+{
+	return call_status_rows(RGPU_MSG_MEMCPY_DTOH, req, NULL, 0, dst, size, rows, NULL, NULL);
+}
+
+CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size,
+		      const struct ip_rows *rows)
 {
 	struct waiter *w;
 	int ret;
@@ -234,6 +258,8 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	w->dst = dst;
 	w->dst_size = size;
+	if (rows)
+		w->rows = *rows;
 	w->async = 1;
 	ret = ip_link_enqueue(RGPU_MSG_MEMCPY_DTOH, req, NULL, 0, 0, w, NULL);
 	if (ret) {
@@ -244,6 +270,34 @@ CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size)
 }
 
 /* ---- what the receiver hands over --------------------------------------------------------- */
+
+/*
+ * A pitched copy's packed bytes [off, off + len) into the rows of w->dst (struct ip_rows): read
+ * whole, then placed row piece by row piece. 0, or the transport's error.
+ */
+static int recv_rows(const struct waiter *w, uint64_t off, uint64_t len)
+{
+	const struct ip_rows *r = &w->rows;
+	uint8_t *buf = malloc(len ? len : 1), *p = buf;
+	int ret;
+
+	if (!buf) {
+		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "out of memory receiving a copy");
+		return rgpu_conn_discard(S.conn, len);
+	}
+	ret = rgpu_conn_recv(S.conn, buf, len);
+	while (!ret && len) {
+		uint64_t row = off / r->width, col = off % r->width, n = MIN(r->width - col, len);
+		memcpy((uint8_t *)w->dst + row / r->height * r->slice + row % r->height * r->pitch +
+			       col,
+		       p, n);
+		p += n;
+		off += n;
+		len -= n;
+	}
+	free(buf);
+	return ret;
+}
 
 /* Returns 0, or the transport error that broke the link in the middle of the payload. */
 int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
@@ -264,7 +318,8 @@ int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
 		pr_warn("unexpected data for request %llu", (unsigned long long)h->ref);
 		ret = rgpu_conn_discard(S.conn, h->payload_len);
 	} else {
-		ret = rgpu_conn_recv(S.conn, (uint8_t *)w->dst + dc->offset, h->payload_len);
+		ret = w->rows.width ? recv_rows(w, dc->offset, h->payload_len)
+				    : rgpu_conn_recv(S.conn, (uint8_t *)w->dst + dc->offset, h->payload_len);
 		if (!ret)
 			w->received += h->payload_len;
 		if (!ret && w->async && w->received == w->dst_size) {

@@ -279,10 +279,23 @@ CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *
 void ip_async_forget(void);
 
 /*
- * ip_post_dtoh() - a fire-and-forget device-to-host copy: the data lands in dst when the
- * server's stream reaches it, before any later reply that depends on that stream.
+ * Where a pitched device-to-host copy's packed bytes go in the destination: rows of width
+ * bytes, pitch apart, height rows a slice, slices slice bytes apart. width 0: contiguous.
  */
-CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size);
+struct ip_rows {
+	uint64_t width, height, pitch, slice;
+};
+
+/*
+ * ip_post_dtoh() - a fire-and-forget device-to-host copy: the data lands in dst when the
+ * server's stream reaches it, before any later reply that depends on that stream. rows: NULL,
+ * or where each packed byte of size goes (struct ip_rows).
+ */
+CUresult ip_post_dtoh(const ProtobufCMessage *req, void *dst, uint64_t size,
+		      const struct ip_rows *rows);
+/* ip_dtoh_rows() - a synchronous MSG_MEMCPY_DTOH whose size packed bytes land in rows of dst */
+CUresult ip_dtoh_rows(const ProtobufCMessage *req, void *dst, uint64_t size,
+		      const struct ip_rows *rows);
 
 /*
  * ip_msg_class_ok() - may a message of `type` be sent the way `want` (RGPU_CLASS_POST for
@@ -343,6 +356,8 @@ typedef void (*ip_freed_fn)(uint64_t addr);
 void ip_mem_on_free(ip_freed_fn fn);
 /* ip_devptr_ok() - [p, p+n) is device memory the application may name (window or global). */
 int ip_devptr_ok(uint64_t p, uint64_t n);
+/* ip_host_range() - [p, p+n) lies in one pinned host allocation of this process. */
+int ip_host_range(uint64_t p, uint64_t n);
 /* ip_is_devptr() - p points into device memory (pointer classification for cuMemcpy). */
 int ip_is_devptr(uint64_t p);
 /*

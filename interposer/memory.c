@@ -391,6 +391,11 @@ static int host_range(uint64_t p, uint64_t n)
 	return h && n <= h->addr + h->size - p;
 }
 
+int ip_host_range(uint64_t p, uint64_t n)
+{
+	return host_range(p, n);
+}
+
 /* A copy whose device side is pinned host memory: both sides are the client's. */
 static CUresult host_copy(void *dst, const void *src, size_t n, CUstream s, int ptds, int async)
 {
@@ -484,7 +489,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 		}
 		m.flags = RGPU__COPY_FLAG__COPY_ASYNC;
-		return ip_post_dtoh(&m.base, dst, n);
+		return ip_post_dtoh(&m.base, dst, n, NULL);
 	}
 	return ip_call_status(RGPU_MSG_MEMCPY_DTOH, &m.base, NULL, 0, dst, n, NULL, NULL);
 }

@@ -48,6 +48,7 @@ struct waiter {
 	uint64_t seq;
 	void *dst;
 	uint64_t dst_size, received;
+	struct ip_rows rows;         /* width 0: dst is contiguous, else the rows MSG_DATA fills */
 	int async;
 	atomic_int done;
 	uint8_t *body;

@@ -69,6 +69,110 @@ static int memset_ok(struct srv_worker *w, Rgpu__Memset *m)
 	return dev_range(w, "memset", &m->dst, span);
 }
 
+/*
+ * A pitched copy (Memcpy.width != 0): depth slices of height rows of width bytes. Its bytes
+ * cross the wire packed, row after row; on the device each row is pitch bytes after the last
+ * and each slice slice bytes after the last.
+ */
+struct pitched {
+	uint64_t base, pitch, slice, width, height, depth;
+};
+
+static struct pitched pitched_of(const Rgpu__Memcpy *m, int src)
+{
+	struct pitched p = {.base = src ? m->src : m->dst, .pitch = src ? m->src_pitch : m->dst_pitch,
+			    .slice = src ? m->src_slice : m->dst_slice, .width = m->width,
+			    .height = m->height, .depth = m->depth};
+	return p;
+}
+
+/*
+ * May the client name this device side? *packed: its packed size (width * height * depth), the
+ * span checked against the window is [base, base + (depth-1)*slice + (height-1)*pitch + width),
+ * computed without wrapping. p->base becomes the driver's address.
+ */
+static int pitched_ok(struct srv_worker *w, const char *what, struct pitched *p, uint64_t *packed)
+{
+	uint64_t a, span;
+
+	if (!p->width || !p->height || !p->depth || (p->height > 1 && p->pitch < p->width) ||
+	    rgpu_range_end(0, p->height, p->width, &a) || rgpu_range_end(0, p->depth, a, packed) ||
+	    rgpu_range_end(p->width, p->height - 1, p->pitch, &a) ||
+	    rgpu_range_end(a, p->depth - 1, p->slice, &span)) {
+		pr_warn_once("%s refused: %llu x %llu x %llu bytes, pitch %llu, slice %llu: empty, "
+			     "rows wider than their pitch, or more than 2^64 bytes",
+			     what, (unsigned long long)p->width, (unsigned long long)p->height,
+			     (unsigned long long)p->depth, (unsigned long long)p->pitch,
+			     (unsigned long long)p->slice);
+		return 0;
+	}
+	return dev_range(w, what, &p->base, span);
+}
+
+/*
+ * Copy the packed bytes [off, off + len) between host (packed) and the device side p: a run of
+ * whole rows of one slice in one 2D copy, a part of a row (a chunk that starts or ends inside
+ * one) in a 1D copy.
+ */
+static CUresult pitched_copy(struct srv_worker *w, const struct pitched *p, uint64_t off,
+			     uint64_t len, uint8_t *host, int to_dev, CUstream s)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	while (r == CUDA_SUCCESS && len) {
+		uint64_t row = off / p->width, col = off % p->width;
+		uint64_t y = row % p->height, rows = 1, n;
+		CUdeviceptr dev = p->base + row / p->height * p->slice + y * p->pitch + col;
+
+		if (col || len < p->width) {
+			n = MIN(p->width - col, len);
+			r = to_dev ? w->drv.cuMemcpyHtoDAsync(dev, host, n, s)
+				   : w->drv.cuMemcpyDtoHAsync(host, dev, n, s);
+		} else {
+			CUDA_MEMCPY2D c = {.WidthInBytes = p->width};
+			rows = MIN(len / p->width, p->height - y);
+			c.Height = rows;
+			n = rows * p->width;
+			if (to_dev) {
+				c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = host;
+				c.srcPitch = p->width;
+				c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = dev;
+				c.dstPitch = p->pitch;
+			} else {
+				c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = dev;
+				c.srcPitch = p->pitch;
+				c.dstMemoryType = CU_MEMORYTYPE_HOST, c.dstHost = host;
+				c.dstPitch = p->width;
+			}
+			r = rows == 1 ? (to_dev ? w->drv.cuMemcpyHtoDAsync(dev, host, n, s)
+						: w->drv.cuMemcpyDtoHAsync(host, dev, n, s))
+				      : w->drv.cuMemcpy2DAsync(&c, s);
+		}
+		host += n;
+		off += n;
+		len -= n;
+	}
+	return r;
+}
+
+/* A device-to-host copy's bytes [off, off + len) into a staging buffer, in stream order. */
+static CUresult stage_out(struct srv_worker *w, const Rgpu__Memcpy *m, const struct pitched *p,
+			  uint64_t off, uint64_t len, void *buf, CUstream s)
+{
+	if (m->width)
+		return pitched_copy(w, p, off, len, buf, 0, s);
+	return w->drv.cuMemcpyDtoHAsync(buf, m->src + off, len, s);
+}
+
+/* A host-to-device frame's payload (or a captured copy's own copy of it) onto the device. */
+static CUresult land(struct srv_worker *w, const Rgpu__Memcpy *m, const struct pitched *p,
+		     void *bytes, uint64_t len, CUstream s)
+{
+	if (m->width)
+		return pitched_copy(w, p, m->offset, len, bytes, 1, s);
+	return w->drv.cuMemcpyHtoDAsync(m->dst, bytes, len, s);
+}
+
 int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, MemAlloc, mem_alloc, w, f);
@@ -125,13 +229,21 @@ static void CUDA_CB release_staging_cb(void *arg)
 int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Memcpy, memcpy, w, f);
+	struct pitched dev = pitched_of(m, 0);
+	uint64_t packed = 0;
 	CUstream s = NULL;
 	CUresult r = srv_use_ctx(w, m->ctx);
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !dev_range(w, "host-to-device copy", &m->dst, f->hdr.payload_len))
+	if (r == CUDA_SUCCESS && m->width) {
+		if (!pitched_ok(w, "host-to-device copy", &dev, &packed) ||
+		    !rgpu_range_in(m->offset, f->hdr.payload_len, 1, packed))
+			r = CUDA_ERROR_INVALID_VALUE;
+	} else if (r == CUDA_SUCCESS &&
+		   !dev_range(w, "host-to-device copy", &m->dst, f->hdr.payload_len)) {
 		r = CUDA_ERROR_INVALID_VALUE;
+	}
 	if (r == CUDA_SUCCESS && f->hdr.payload_len && srv_capturing(w, s)) {
 		/*
 		 * A captured copy reads its source at every replay: give the graph its own pinned
@@ -141,14 +253,14 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 		r = w->drv.cuMemHostAlloc(&keep, f->hdr.payload_len, CU_MEMHOSTALLOC_PORTABLE);
 		if (r == CUDA_SUCCESS) {
 			memcpy(keep, f->payload, f->hdr.payload_len);
-			r = w->drv.cuMemcpyHtoDAsync(m->dst, keep, f->hdr.payload_len, s);
+			r = land(w, m, &dev, keep, f->hdr.payload_len, s);
 		}
 		srv_async_error(w, r, "captured host-to-device copy");
 		rgpu__memcpy__free_unpacked(m, NULL);
 		return 0;
 	}
 	if (r == CUDA_SUCCESS && f->hdr.payload_len)
-		r = w->drv.cuMemcpyHtoDAsync(m->dst, f->payload, f->hdr.payload_len, s);
+		r = land(w, m, &dev, f->payload, f->hdr.payload_len, s);
 	if (r == CUDA_SUCCESS && !(m->flags & RGPU__COPY_FLAG__COPY_ASYNC)) {
 		/*
 		 * The last chunk of a synchronous copy: as with the driver, the copy is complete
@@ -210,7 +322,8 @@ static void CUDA_CB send_chunk_cb(void *arg)
  * always reaches the client before any later reply that depends on the stream (a synchronize,
  * an event), and the caller returns at once.
  */
-static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t seq, CUstream s)
+static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, const struct pitched *p,
+			   uint64_t seq, CUstream s)
 {
 	CUresult r = CUDA_SUCCESS;
 	for (uint64_t off = 0; r == CUDA_SUCCESS && off < m->size; off += RGPU_COPY_CHUNK) {
@@ -222,7 +335,7 @@ static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t
 		c->offset = off;
 		c->len = (size_t)MIN(RGPU_COPY_CHUNK, m->size - off);
 		c->buf = srv_staging_get(w->staging);
-		r = w->drv.cuMemcpyDtoHAsync(c->buf, m->src + off, c->len, s);
+		r = stage_out(w, m, p, off, c->len, c->buf, s);
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuLaunchHostFunc(s, send_chunk_cb, c);
 		if (r != CUDA_SUCCESS) {
@@ -238,14 +351,15 @@ static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t
  * itself while the copy of the next chunk runs, so the copy engine and the network overlap and
  * no host function sits on the path of a small copy's round trip.
  */
-static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t seq, CUstream s)
+static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, const struct pitched *p,
+			  uint64_t seq, CUstream s)
 {
 	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
 	void *cur = srv_staging_get(w->staging), *next_buf = NULL;
 	uint64_t off = 0, len = MIN(RGPU_COPY_CHUNK, m->size);
 	CUresult r;
 
-	r = w->drv.cuMemcpyDtoHAsync(cur, m->src, len, s);
+	r = stage_out(w, m, p, 0, len, cur, s);
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuStreamSynchronize(s);
 	while (r == CUDA_SUCCESS && off < m->size) {
@@ -253,7 +367,7 @@ static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t 
 		next_buf = NULL;
 		if (next < m->size) {
 			next_buf = srv_staging_get(w->staging);
-			r = w->drv.cuMemcpyDtoHAsync(next_buf, m->src + next, nlen, s);
+			r = stage_out(w, m, p, next, nlen, next_buf, s);
 		}
 		dc.offset = off;
 		/* the chunk keeps its staging buffer until the client has it (link.c) */
@@ -277,25 +391,56 @@ static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t 
 int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Memcpy, memcpy, w, f);
+	struct pitched p = pitched_of(m, 1);
+	uint64_t packed = 0;
 	CUstream s = NULL;
 	CUresult r = srv_use_ctx(w, m->ctx);
 	int ret = 0;
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && !dev_range(w, "device-to-host copy", &m->src, m->size))
+	if (r == CUDA_SUCCESS && m->width) {
+		if (!pitched_ok(w, "device-to-host copy", &p, &packed) || packed != m->size)
+			r = CUDA_ERROR_INVALID_VALUE;
+	} else if (r == CUDA_SUCCESS && !dev_range(w, "device-to-host copy", &m->src, m->size)) {
 		r = CUDA_ERROR_INVALID_VALUE;
+	}
 	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
 		if (r == CUDA_SUCCESS && m->size)
-			r = dtoh_async(w, m, f->hdr.seq, s);
+			r = dtoh_async(w, m, &p, f->hdr.seq, s);
 		srv_async_error(w, r, "device-to-host copy");
 	} else {
 		if (r == CUDA_SUCCESS && m->size)
-			r = dtoh_sync(w, m, f->hdr.seq, s);
+			r = dtoh_sync(w, m, &p, f->hdr.seq, s);
 		ret = srv_reply_status(w, f, r);
 	}
 	rgpu__memcpy__free_unpacked(m, NULL);
 	return ret;
+}
+
+/* A pitched device-to-device copy: a 2D copy per slice (one for all when the slices are rows). */
+static CUresult dtod_pitched(struct srv_worker *w, const Rgpu__Memcpy *m, CUstream s)
+{
+	struct pitched d = pitched_of(m, 0), src = pitched_of(m, 1);
+	uint64_t packed, slices = m->depth, rows = m->height;
+	CUresult r = CUDA_SUCCESS;
+
+	if (!pitched_ok(w, "device-to-device copy", &d, &packed) ||
+	    !pitched_ok(w, "device-to-device copy", &src, &packed))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (d.slice == d.pitch * rows && src.slice == src.pitch * rows && rows * slices > rows) {
+		rows *= slices;
+		slices = 1;
+	}
+	for (uint64_t z = 0; r == CUDA_SUCCESS && z < slices; z++) {
+		CUDA_MEMCPY2D c = {.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+				   .srcDevice = src.base + z * src.slice, .srcPitch = src.pitch,
+				   .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+				   .dstDevice = d.base + z * d.slice, .dstPitch = d.pitch,
+				   .WidthInBytes = m->width, .Height = rows};
+		r = w->drv.cuMemcpy2DAsync(&c, s);
+	}
+	return r;
 }
 
 int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
@@ -305,12 +450,15 @@ int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && m->size &&
-	    (!dev_range(w, "device-to-device copy", &m->dst, m->size) ||
-	     !dev_range(w, "device-to-device copy", &m->src, m->size)))
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS && m->size)
-		r = w->drv.cuMemcpyDtoDAsync(m->dst, m->src, m->size, s);
+	if (r == CUDA_SUCCESS && m->width) {
+		r = dtod_pitched(w, m, s);
+	} else if (r == CUDA_SUCCESS && m->size) {
+		if (!dev_range(w, "device-to-device copy", &m->dst, m->size) ||
+		    !dev_range(w, "device-to-device copy", &m->src, m->size))
+			r = CUDA_ERROR_INVALID_VALUE;
+		else
+			r = w->drv.cuMemcpyDtoDAsync(m->dst, m->src, m->size, s);
+	}
 	srv_async_error(w, r, "device-to-device copy");
 	rgpu__memcpy__free_unpacked(m, NULL);
 	return 0;

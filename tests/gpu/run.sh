@@ -148,6 +148,11 @@ run_compare() {
 
 # ---- driver queries (tensor maps, three private export tables): every line equal
 [ -x "$P/queries" ] && run_compare queries "" 0 "$P/queries"
+# ---- 2D and 3D copies and sets (issue 12): every line equal, the error codes included
+[ -x "$P/pitched" ] && run_compare pitched "" 0 "$P/pitched"
+for v in static shared; do
+	[ -x "$B/tests/cuda/rt_pitched_$v" ] && run_compare "rt_pitched_$v" "" 0 "$B/tests/cuda/rt_pitched_$v"
+done
 
 # ---- frameworks: a bf16 transformer (SDPA) eagerly and under torch.compile, JAX jit, CuPy ----
 # losses and values within 1e-3 relative of native (the issue's bound); a framework missing

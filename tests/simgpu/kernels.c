@@ -879,6 +879,29 @@ static void zd_fill_pitch(const struct sim_launch *l)
 			p[y * pitch + x] = (unsigned char)(zd_hash(y * width + x, seed) >> 24);
 }
 
+/* rt_pitched.cu: out[y] = the sum of row y's w bytes, rows pitch apart */
+static void pitch_row_sums(const struct sim_launch *l)
+{
+	const unsigned char *p = P(l, 0, const unsigned char *);
+	unsigned long long pitch = P(l, 1, unsigned long long);
+	unsigned w = P(l, 2, unsigned), h = P(l, 3, unsigned);
+	unsigned *out = P(l, 4, unsigned *);
+
+	if (!h)
+		return;
+	if ((w && !sim_device_ok(p, (h - 1) * pitch + w, 0)) ||
+	    !sim_device_ok(out, h * sizeof(unsigned), 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long y = 0; y < h; y++) {
+		unsigned sum = 0;
+		for (unsigned x = 0; x < w; x++)
+			sum += p[y * pitch + x];
+		out[y] = sum;
+	}
+}
+
 /* zdtm_globals.cu: its globals g_arr (4096 x u32), c_tab (__constant__, 256 x u32), g_count */
 struct zd_globals {
 	unsigned *arr;
@@ -1076,6 +1099,7 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z14zd_combine_u32PjPKjS1_y", zd_combine_u32);
 	sim_register_kernel("_Z7zd_spiny", spin_ns); /* the same computation: sleep ns */
 	sim_register_kernel("_Z13zd_fill_pitchPhyjjjj", zd_fill_pitch);
+	sim_register_kernel("_Z14pitch_row_sumsPKhmjjPj", pitch_row_sums);
 	sim_register_kernel("_Z9glob_stepj", zd_glob_step);
 	sim_register_kernel("_Z9glob_copyPj", zd_glob_copy);
 	sim_register_kernel("_Z10mixed_foldPKjyj", zd_mixed_fold);

@@ -926,6 +926,51 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCoun
 	return unified(dst, src, ByteCount, hs, ASYNC);
 }
 
+/* One side of a 2D copy: its first byte, and whether it is device memory (-1: refused). */
+static int side_2d(CUmemorytype t, const void *host, CUdeviceptr dev, size_t x, size_t y,
+		   size_t pitch, size_t w, size_t h, uintptr_t *at)
+{
+	size_t span = (h ? h - 1 : 0) * pitch + x + w;
+
+	switch (t) {
+	case CU_MEMORYTYPE_HOST:
+		*at = (uintptr_t)host + y * pitch + x;
+		return 0;
+	case CU_MEMORYTYPE_DEVICE:
+		*at = dev + y * pitch + x;
+		return 1;
+	case CU_MEMORYTYPE_UNIFIED:
+		*at = dev + y * pitch + x;
+		return classify(dev + y * pitch, span, SIM_PROT_READ);
+	default:
+		return -1; /* arrays: simgpu has none */
+	}
+}
+
+/* cuMemcpy2DAsync: a copy per row, in stream order. */
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream hs)
+{
+	uintptr_t src, dst;
+	int sd, dd;
+	CUresult r = CUDA_SUCCESS;
+
+	SIM_ENTER();
+	if (!c)
+		return CUDA_ERROR_INVALID_VALUE;
+	sd = side_2d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
+		     c->srcPitch, c->WidthInBytes, c->Height, &src);
+	dd = side_2d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
+		     c->dstPitch, c->WidthInBytes, c->Height, &dst);
+	if (sd < 0 || dd < 0 ||
+	    (c->Height > 1 && (c->srcPitch < c->WidthInBytes + c->srcXInBytes ||
+			       c->dstPitch < c->WidthInBytes + c->dstXInBytes)))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t y = 0; r == CUDA_SUCCESS && y < c->Height; y++)
+		r = copy(dst + y * c->dstPitch, dd, src + y * c->srcPitch, sd, c->WidthInBytes, hs,
+			 ASYNC);
+	return r;
+}
+
 static CUresult set(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esize, size_t width,
 		    size_t height, CUstream hs, enum copy_mode mode)
 {

@@ -130,8 +130,9 @@ static void test_numbers_and_names(void **state)
 
 /*
  * The handshake's bits: the same five as before the table (31), the application's virtual
- * memory (64), the queries (128) and the host area (256) for what the client sends, and the
- * server's besides MSG_OUTPUT (32) and MSG_REDIRECT (512), which only it sends.
+ * memory (64), the queries (128), the host area (256) and pitched copies (2048) for what the
+ * client sends, and the server's besides MSG_OUTPUT (32) and MSG_REDIRECT (512), which only it
+ * sends.
  */
 static void test_capabilities(void **state)
 {
@@ -146,8 +147,11 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_QUERIES, 128);
 	assert_int_equal(RGPU_CAP_HOST_MIRROR, 256);
 	assert_int_equal(RGPU_CAP_MIGRATE, 512);
-	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256);
-	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256 | 512);
+	assert_int_equal(RGPU_CAP_PITCHED, 2048);
+	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256 | 2048);
+	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256 | 512 | 2048);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_MEMCPY_HTOD)->cap, RGPU_CAP_PITCHED);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_MEMCPY_DTOH)->cap, RGPU_CAP_PITCHED);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_REDIRECT)->call_class, RGPU_CLASS_PUSH);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_REDIRECT)->cap, RGPU_CAP_MIGRATE);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_HOST_UPDATE)->call_class, RGPU_CLASS_PUSH);
