@@ -148,6 +148,10 @@ run_compare() {
 
 # ---- driver queries (tensor maps, three private export tables): every line equal
 [ -x "$P/queries" ] && run_compare queries "" 0 "$P/queries"
+# ---- stream and context attributes, JIT linking of two PTX files: every line equal
+for p in attrs linkjit; do
+	[ -x "$P/$p" ] && run_compare "$p" "" 0 "$P/$p"
+done
 
 # ---- frameworks: a bf16 transformer (SDPA) eagerly and under torch.compile, JAX jit, CuPy ----
 # losses and values within 1e-3 relative of native (the bound); a framework missing

@@ -25,6 +25,7 @@ struct sim_link_state {
 	void *image;	/* a lone cubin or fatbin input */
 	size_t image_len;
 	char *out;	/* what cuLinkComplete gave */
+	size_t cap[2];	/* the log buffers' sizes as given (the slots then say what was filled) */
 };
 
 /* write text into the log of kind buf_opt (CU_JIT_INFO/ERROR_LOG_BUFFER) */
@@ -41,9 +42,9 @@ static void put_log(struct sim_link_state *l, CUjit_option buf_opt, const char *
 		if (l->opt[i] == size_opt)
 			si = (int)i;
 	}
-	if (!buf || si < 0 || !(uintptr_t)l->val[si])
+	size_t cap = l->cap[buf_opt == CU_JIT_ERROR_LOG_BUFFER], n = strlen(text);
+	if (!buf || si < 0 || !cap)
 		return;
-	size_t cap = (uintptr_t)l->val[si], n = strlen(text);
 	if (n >= cap)
 		n = cap - 1;
 	memcpy(buf, text, n);
@@ -79,6 +80,10 @@ CUresult CUDAAPI cuLinkCreate_v2(unsigned int n, CUjit_option *opt, void **val, 
 	l->nopt = n;
 	l->opt = opt;
 	l->val = val;
+	for (unsigned i = 0; i < n; i++)
+		if (opt[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES ||
+		    opt[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+			l->cap[opt[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES] = (unsigned)(uintptr_t)val[i];
 	for (unsigned i = 0; i < n; i++)
 		if (opt[i] == CU_JIT_INFO_LOG_BUFFER || opt[i] == CU_JIT_ERROR_LOG_BUFFER)
 			put_log(l, opt[i], "");
