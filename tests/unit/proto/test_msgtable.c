@@ -146,8 +146,9 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_QUERIES, 128);
 	assert_int_equal(RGPU_CAP_HOST_MIRROR, 256);
 	assert_int_equal(RGPU_CAP_MIGRATE, 512);
-	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256);
-	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256 | 512);
+	assert_int_equal(RGPU_CAP_ATTRS_LINK, 1024);
+	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256 | 1024);
+	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256 | 512 | 1024);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_REDIRECT)->call_class, RGPU_CLASS_PUSH);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_REDIRECT)->cap, RGPU_CAP_MIGRATE);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_HOST_UPDATE)->call_class, RGPU_CLASS_PUSH);
