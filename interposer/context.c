@@ -347,39 +347,105 @@ IP_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext h)
 	return ctx_sync(c);
 }
 
-IP_API CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
+/*
+ * Cache and shared-memory configuration (of the context, or with func of a function): set on
+ * the server's driver and recorded, so that a replay sets it again.
+ */
+CUresult ip_config_set(struct ip_ctx *c, uint64_t func, int kind, int value)
 {
+	Rgpu__CtxConfig m = RGPU__CTX_CONFIG__INIT;
+	m.ctx = c->o.id;
+	m.func = func;
+	m.kind = (Rgpu__ConfigKind)kind;
+	m.value = value;
+	return ip_call_status(RGPU_MSG_CTX_SET_CONFIG, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+/* what the current context's driver answers: a configuration, or the priority range */
+static CUresult config_get(int kind, int *value, int *greatest)
+{
+	Rgpu__CtxConfig m = RGPU__CTX_CONFIG__INIT;
+	Rgpu__CtxConfigReply *rep = NULL;
 	struct ip_ctx *c;
-	CUresult r;
-	if (!config)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require(&c);
-	if (r == CUDA_SUCCESS)
-		*config = c->cache_config;
+	CUresult r = ip_ctx_require(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.ctx = c->o.id;
+	m.kind = (Rgpu__ConfigKind)kind;
+	r = ip_call_status(RGPU_MSG_CTX_GET_CONFIG, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__ctx_config_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (rep) {
+		if (r == CUDA_SUCCESS) {
+			*value = rep->value;
+			if (greatest)
+				*greatest = rep->greatest;
+		}
+		rgpu__ctx_config_reply__free_unpacked(rep, NULL);
+	}
 	return r;
 }
 
-/* A preference only (Hopper decides the carve-out itself); kept so it reads back. */
+IP_API CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
+{
+	int v = 0;
+	CUresult r;
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = config_get(RGPU__CONFIG_KIND__CONFIG_CACHE, &v, NULL);
+	if (r == CUDA_SUCCESS)
+		*config = (CUfunc_cache)v;
+	return r;
+}
+
 IP_API CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
 {
 	struct ip_ctx *c;
 	CUresult r = ip_ctx_require(&c);
+	return r == CUDA_SUCCESS ? ip_config_set(c, 0, RGPU__CONFIG_KIND__CONFIG_CACHE, (int)config)
+				 : r;
+}
+
+IP_API CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *config)
+{
+	int v = 0;
+	CUresult r;
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = config_get(RGPU__CONFIG_KIND__CONFIG_SHARED_MEM, &v, NULL);
 	if (r == CUDA_SUCCESS)
-		c->cache_config = config;
+		*config = (CUsharedconfig)v;
 	return r;
 }
 
+IP_API CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+	return r == CUDA_SUCCESS
+		   ? ip_config_set(c, 0, RGPU__CONFIG_KIND__CONFIG_SHARED_MEM, (int)config)
+		   : r;
+}
+
+/* The server's driver answers once per context (the range may differ between GPUs). */
 IP_API CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greatest)
 {
 	struct ip_ctx *c;
 	CUresult r = ip_ctx_require(&c);
 	if (r != CUDA_SUCCESS)
 		return r;
-	/* the range of every GPU since Volta, the H200's included */
+	if (!c->prio_known) {
+		int l = 0, g = 0;
+		r = config_get(RGPU__CONFIG_KIND__CONFIG_PRIORITY_RANGE, &l, &g);
+		if (r != CUDA_SUCCESS)
+			return r;
+		c->prio_least = l;
+		c->prio_greatest = g;
+		c->prio_known = 1;
+	}
 	if (least)
-		*least = 0;
+		*least = c->prio_least;
 	if (greatest)
-		*greatest = -5;
+		*greatest = c->prio_greatest;
 	return CUDA_SUCCESS;
 }
 

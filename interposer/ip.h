@@ -50,7 +50,7 @@ struct ip_ctx {
 	int refcount;             /* primary: retains; others: 1 */
 	int active;               /* exists on the server */
 	unsigned long long uid;   /* cuCtxGetId */
-	CUfunc_cache cache_config;
+	int prio_known, prio_least, prio_greatest; /* cuCtxGetStreamPriorityRange, once asked */
 	_Atomic CUresult sticky;  /* a sticky fault the server reported (ctxcur.c) */
 };
 
@@ -186,6 +186,11 @@ CUresult ip_check_init(void);
 
 /* ---- the current context (ctxcur.c) -------------------------------------------------------- */
 
+/*
+ * ip_config_set() - set a cache (kind 1) or shared-memory (kind 2) configuration of context c,
+ * or of the function with id func when it is not 0 (context.c).
+ */
+CUresult ip_config_set(struct ip_ctx *c, uint64_t func, int kind, int value);
 /* ip_ctx_require() - the current context (*out), or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult ip_ctx_require(struct ip_ctx **out);
 /*

@@ -814,12 +814,28 @@ IP_API CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute a, int v, CUke
 	return attr_set(f, a, dev, v);
 }
 
-/* Cache and shared-memory preferences are hints on Hopper; accepted and not forwarded. */
-IP_API CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction h, CUfunc_cache config)
+/* Forwarded and recorded (a replay sets them again); the function's context does it. */
+static CUresult func_config(CUfunction h, int kind, int value)
 {
+	struct ip_func *f = func_any(h);
+	struct ip_ctx *c;
 	CUresult r = ip_check_init();
-	(void)config;
 	if (r != CUDA_SUCCESS)
 		return r;
-	return func_any(h) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	c = f->ctx ? f->ctx : f->mod ? f->mod->ctx : NULL;
+	if (!c && (r = ip_ctx_require(&c)) != CUDA_SUCCESS)
+		return r;
+	return ip_config_set(c, f->o.id, kind, value);
+}
+
+IP_API CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction h, CUfunc_cache config)
+{
+	return func_config(h, RGPU__CONFIG_KIND__CONFIG_CACHE, (int)config);
+}
+
+IP_API CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction h, CUsharedconfig config)
+{
+	return func_config(h, RGPU__CONFIG_KIND__CONFIG_SHARED_MEM, (int)config);
 }

@@ -6,11 +6,14 @@
  */
 #define LOG_PREFIX "rgpu: "
 #include <stdlib.h>
+#include <string.h>
 
 #include "ip.h"
 #include "ip_entries.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/log.h"
+#include "rgpu/record.h"
+#include "rgpu/util.h"
 
 #define PTDS_SLOTS 8
 
@@ -286,6 +289,72 @@ IP_API CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *pctx, CUgr
 	if (green)
 		*green = NULL;
 	return cuStreamGetCtx_ptsz(h, pctx);
+}
+
+/*
+ * Stream attributes: set on the server's driver (they change how the stream's work runs) and
+ * recorded; read from it, since it may adjust what was set (a priority is clamped).
+ */
+static CUresult stream_attr(CUstream h, CUstreamAttrID attr, CUstreamAttrValue *v, int set,
+			    int ptds)
+{
+	Rgpu__StreamAttr m = RGPU__STREAM_ATTR__INIT;
+	Rgpu__StreamAttrReply *rep = NULL;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r;
+
+	if (!v)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_resolve(h, ptds, &c, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.stream = sid;
+	m.ctx = c->o.id;
+	m.attr = (int32_t)attr;
+	if (set) {
+		m.value.data = (uint8_t *)v;
+		m.value.len = RGPU_STREAM_ATTR_BYTES;
+		r = ip_call_status(RGPU_MSG_STREAM_SET_ATTR, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+		if (r == CUDA_SUCCESS && attr == CU_STREAM_ATTRIBUTE_PRIORITY) {
+			/* cuStreamGetPriority answers here: take what the driver made of it */
+			CUstreamAttrValue now;
+			struct ip_stream *s;
+			if (stream_attr(h, attr, &now, 0, ptds) == CUDA_SUCCESS &&
+			    ip_stream_get(h, ptds, &c, &s) == CUDA_SUCCESS && s)
+				s->priority = now.priority;
+		}
+		return r;
+	}
+	r = ip_call_status(RGPU_MSG_STREAM_GET_ATTR, &m.base, NULL, 0, NULL, 0,
+			   &rgpu__stream_attr_reply__descriptor, (ProtobufCMessage **)&rep);
+	if (rep) {
+		if (r == CUDA_SUCCESS)
+			memcpy(v, rep->value.data, MIN(rep->value.len, (size_t)RGPU_STREAM_ATTR_BYTES));
+		rgpu__stream_attr_reply__free_unpacked(rep, NULL);
+	}
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuStreamSetAttribute(CUstream h, CUstreamAttrID attr,
+					     const CUstreamAttrValue *v)
+{
+	return stream_attr(h, attr, (CUstreamAttrValue *)v, 1, 0);
+}
+IP_API CUresult CUDAAPI cuStreamSetAttribute_ptsz(CUstream h, CUstreamAttrID attr,
+						  const CUstreamAttrValue *v)
+{
+	return stream_attr(h, attr, (CUstreamAttrValue *)v, 1, 1);
+}
+IP_API CUresult CUDAAPI cuStreamGetAttribute(CUstream h, CUstreamAttrID attr,
+					     CUstreamAttrValue *v)
+{
+	return stream_attr(h, attr, v, 0, 0);
+}
+IP_API CUresult CUDAAPI cuStreamGetAttribute_ptsz(CUstream h, CUstreamAttrID attr,
+						  CUstreamAttrValue *v)
+{
+	return stream_attr(h, attr, v, 0, 1);
 }
 
 /* ---- events ------------------------------------------------------------------------------ */

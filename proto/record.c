@@ -74,6 +74,22 @@ int rgpu_rec_ctx_set_limit(const Rgpu__CtxLimit *req, const Rgpu__Status *rep,
 	return 0;
 }
 
+int rgpu_rec_ctx_set_config(const Rgpu__CtxConfig *req, const Rgpu__Status *rep,
+			    struct rgpu_rec_ops *ops)
+{
+	uint64_t key = RGPU_ATTR_KEY(RGPU_ATTR_CONFIG, 0, (uint32_t)req->kind);
+	uint64_t parent = req->func ? req->func : req->ctx;
+	struct st_rec *r;
+
+	if (!OK(rep))
+		return 0;
+	r = op(ops, RGPU_REC_SET, ST_KIND_ATTR, RGPU_REC_ATTR_ID(parent, key));
+	r->parent = parent;
+	r->f[0] = key;
+	r->f[1] = (uint64_t)(int64_t)req->value;
+	return 0;
+}
+
 /* ---- memory ------------------------------------------------------------------------------- */
 
 int rgpu_rec_mem_alloc(const Rgpu__MemAlloc *req, const Rgpu__Status *rep,
@@ -255,6 +271,23 @@ int rgpu_rec_stream_create(const Rgpu__StreamCreate *req, struct rgpu_rec_ops *o
 int rgpu_rec_stream_destroy(const Rgpu__StreamOp *req, struct rgpu_rec_ops *ops)
 {
 	op(ops, RGPU_REC_REMOVE, ST_KIND_STREAM, req->stream);
+	return 0;
+}
+
+int rgpu_rec_stream_set_attr(const Rgpu__StreamAttr *req, const Rgpu__Status *rep,
+			     struct rgpu_rec_ops *ops)
+{
+	uint64_t key = RGPU_ATTR_KEY(RGPU_ATTR_STREAM, 0, (uint32_t)req->attr);
+	uint64_t parent = req->stream ? req->stream : req->ctx; /* the NULL stream: its context's */
+	struct st_rec *r;
+
+	if (!OK(rep) || !req->attr)
+		return 0;
+	r = op(ops, RGPU_REC_SET, ST_KIND_ATTR, RGPU_REC_ATTR_ID(parent, key));
+	r->parent = parent;
+	r->f[0] = key;
+	for (size_t i = 0; i < req->value.len && i < RGPU_STREAM_ATTR_BYTES; i++)
+		r->f[1 + i / 8] |= (uint64_t)req->value.data[i] << (8 * (i % 8));
 	return 0;
 }
 

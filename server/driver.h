@@ -43,7 +43,11 @@
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                                \
 	X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxActiveClusters)            \
 	X(cuOccupancyMaxPotentialClusterSize) X(cuGetExportTable) X(cuTensorMapEncodeTiled)         \
-	X(cuTensorMapEncodeIm2col) X(cuTensorMapEncodeIm2colWide) X(cuTensorMapReplaceAddress)
+	X(cuTensorMapEncodeIm2col) X(cuTensorMapEncodeIm2colWide) X(cuTensorMapReplaceAddress)    \
+	X(cuStreamSetAttribute) X(cuStreamGetAttribute) X(cuCtxSetCacheConfig)                 \
+	X(cuCtxGetCacheConfig) X(cuCtxSetSharedMemConfig) X(cuCtxGetSharedMemConfig)           \
+	X(cuFuncSetCacheConfig) X(cuFuncSetSharedMemConfig) X(cuCtxGetStreamPriorityRange)     \
+	X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
 
 struct srv_driver {
 	void *dl;

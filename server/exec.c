@@ -94,6 +94,61 @@ int h_ctx_limit(struct srv_worker *w, struct srv_frame *f)
 	return ret;
 }
 
+/*
+ * Cache and shared-memory configuration of a context or (CtxConfig.func) a function, and the
+ * context's stream priority range.
+ */
+int h_ctx_config(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, CtxConfig, ctx_config, w, f);
+	Rgpu__CtxConfigReply rep = RGPU__CTX_CONFIG_REPLY__INIT;
+	struct srv_obj *o = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	int ret;
+
+	if (r == CUDA_SUCCESS && m->func) {
+		o = srv_obj_find(w, m->func, 0);
+		if (!o || (o->kind != ST_KIND_FUNCTION && o->kind != ST_KIND_KERNEL))
+			r = CUDA_ERROR_INVALID_HANDLE;
+		else if (o->ctx)
+			r = srv_use_ctx(w, o->ctx);
+	}
+	if (f->hdr.type == RGPU_MSG_CTX_SET_CONFIG) {
+		if (r == CUDA_SUCCESS && m->kind == RGPU__CONFIG_KIND__CONFIG_CACHE)
+			r = o ? w->drv.cuFuncSetCacheConfig(o->h, (CUfunc_cache)m->value)
+			      : w->drv.cuCtxSetCacheConfig((CUfunc_cache)m->value);
+		else if (r == CUDA_SUCCESS && m->kind == RGPU__CONFIG_KIND__CONFIG_SHARED_MEM)
+			r = o ? w->drv.cuFuncSetSharedMemConfig(o->h, (CUsharedconfig)m->value)
+			      : w->drv.cuCtxSetSharedMemConfig((CUsharedconfig)m->value);
+		else if (r == CUDA_SUCCESS)
+			r = CUDA_ERROR_INVALID_VALUE;
+		ret = srv_reply_status(w, f, r);
+	} else {
+		CUfunc_cache cc = CU_FUNC_CACHE_PREFER_NONE;
+		CUsharedconfig sc = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;
+		int least = 0, greatest = 0;
+		if (r == CUDA_SUCCESS && o)
+			r = CUDA_ERROR_INVALID_VALUE; /* the driver answers these for contexts only */
+		if (r == CUDA_SUCCESS && m->kind == RGPU__CONFIG_KIND__CONFIG_CACHE) {
+			r = w->drv.cuCtxGetCacheConfig(&cc);
+			rep.value = (int32_t)cc;
+		} else if (r == CUDA_SUCCESS && m->kind == RGPU__CONFIG_KIND__CONFIG_SHARED_MEM) {
+			r = w->drv.cuCtxGetSharedMemConfig(&sc);
+			rep.value = (int32_t)sc;
+		} else if (r == CUDA_SUCCESS && m->kind == RGPU__CONFIG_KIND__CONFIG_PRIORITY_RANGE) {
+			r = w->drv.cuCtxGetStreamPriorityRange(&least, &greatest);
+			rep.value = least;
+			rep.greatest = greatest;
+		} else if (r == CUDA_SUCCESS) {
+			r = CUDA_ERROR_INVALID_VALUE;
+		}
+		rep.result = (int32_t)r;
+		ret = srv_reply(w, f, &rep.base);
+	}
+	rgpu__ctx_config__free_unpacked(m, NULL);
+	return ret;
+}
+
 /* ---- the link itself, and dispatch (srv_handlers[] comes from proto/messages.tbl) ------- */
 
 int h_ping(struct srv_worker *w, struct srv_frame *f)

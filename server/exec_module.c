@@ -15,6 +15,7 @@
 #include "rgpu/err.h"
 #include "rgpu/hash.h"
 #include "rgpu/image.h"
+#include "rgpu/jitopt.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "srv.h"
@@ -371,5 +372,152 @@ int h_occupancy(struct srv_worker *w, struct srv_frame *f)
 	}
 	ret = srv_reply(w, f, &rep.base);
 	rgpu__occupancy__free_unpacked(m, NULL);
+	return ret;
+}
+
+/* ---- JIT linking ------------------------------------------------------------------------ */
+
+/*
+ * A client's options as the driver takes them: numbers in their slots, and for a log buffer
+ * one of ours of the size the client asked (at most RGPU_JIT_MAX_LOG), never its pointer.
+ * Returns CUDA_SUCCESS or CUDA_ERROR_INVALID_VALUE (too many, or one that may not cross).
+ */
+static CUresult link_options(Rgpu__LinkOption **in, size_t n, CUjit_option *opt, void **val,
+			     char *logs[2], size_t log_size[2])
+{
+	if (n > RGPU_JIT_MAX_OPTIONS)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < n; i++) {
+		int kind = rgpu_jit_opt_kind(in[i]->option);
+		opt[i] = (CUjit_option)in[i]->option;
+		val[i] = (void *)(uintptr_t)in[i]->value;
+		if (kind == RGPU_JIT_REFUSED)
+			return CUDA_ERROR_INVALID_VALUE;
+		if (opt[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES ||
+		    opt[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+			int which = opt[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+			log_size[which] = MIN((size_t)(unsigned)in[i]->value, (size_t)RGPU_JIT_MAX_LOG);
+			val[i] = (void *)(uintptr_t)log_size[which];
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (rgpu_jit_opt_kind(opt[i]) != RGPU_JIT_LOG)
+			continue;
+		int which = opt[i] == CU_JIT_ERROR_LOG_BUFFER;
+		if (!logs[which] && log_size[which])
+			logs[which] = calloc(1, log_size[which]);
+		if (log_size[which] && !logs[which])
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		val[i] = logs[which];
+	}
+	return CUDA_SUCCESS;
+}
+
+/*
+ * MSG_LINK: one whole link on this worker's driver, from cuLinkCreate to cuLinkDestroy. The
+ * link state lives on the client (interposer/jitlink.c), so nothing here outlives the call and
+ * nothing is recorded: the program loads the image it gets with cuModuleLoadData.
+ */
+int h_link(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, Link, link, w, f);
+	Rgpu__LinkReply rep = RGPU__LINK_REPLY__INIT;
+	CUjit_option opt[RGPU_JIT_MAX_OPTIONS], iopt[RGPU_JIT_MAX_OPTIONS];
+	void *val[RGPU_JIT_MAX_OPTIONS] = {0}, *ival[RGPU_JIT_MAX_OPTIONS];
+	void *passed[RGPU_JIT_MAX_OPTIONS];
+	uint64_t after[RGPU_JIT_MAX_OPTIONS];
+	char *logs[2] = {NULL, NULL};
+	size_t log_size[2] = {0, 0}, off = 0;
+	CUlinkState st = NULL;
+	void *image = NULL;
+	size_t image_size = 0;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	int ret;
+
+	rep.failed_input = -1;
+	if (r == CUDA_SUCCESS)
+		r = link_options(m->options, m->n_options, opt, val, logs, log_size);
+	if (r == CUDA_SUCCESS && m->n_inputs > RGPU_JIT_MAX_INPUTS)
+		r = CUDA_ERROR_INVALID_VALUE;
+	memcpy(passed, val, sizeof(passed));
+	if (r == CUDA_SUCCESS)
+		r = w->drv.cuLinkCreate((unsigned)m->n_options, opt, val, &st);
+	for (size_t i = 0; r == CUDA_SUCCESS && i < m->n_inputs; i++) {
+		Rgpu__LinkInput *in = m->inputs[i];
+		char *none[2] = {NULL, NULL};
+		size_t nsize[2] = {0, 0};
+		uint8_t *data = (uint8_t *)f->payload + off, *copy = NULL;
+
+		if (in->size == 0 || in->size > f->hdr.payload_len - off) {
+			r = CUDA_ERROR_INVALID_VALUE;
+		} else {
+			r = link_options(in->options, in->n_options, iopt, ival, none, nsize);
+			/* per-input options take no log buffers (cuLinkAddData's documentation) */
+			if (r == CUDA_SUCCESS && (none[0] || none[1]))
+				r = CUDA_ERROR_INVALID_VALUE;
+			free(none[0]);
+			free(none[1]);
+		}
+		if (r == CUDA_SUCCESS && in->type == CU_JIT_INPUT_PTX && data[in->size - 1]) {
+			/* the driver reads PTX up to its NUL: make sure it stops inside the input */
+			if (!(copy = malloc(in->size + 1)))
+				r = CUDA_ERROR_OUT_OF_MEMORY;
+			else {
+				memcpy(copy, data, in->size);
+				copy[in->size] = 0;
+			}
+		}
+		if (r == CUDA_SUCCESS &&
+		    (in->type == CU_JIT_INPUT_CUBIN || in->type == CU_JIT_INPUT_FATBINARY) &&
+		    rgpu_image_check(data, in->size)) {
+			pr_warn("link input refused: its headers do not describe its %llu bytes",
+				(unsigned long long)in->size);
+			r = CUDA_ERROR_INVALID_IMAGE;
+		}
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuLinkAddData(st, (CUjitInputType)in->type, copy ? copy : data,
+						 in->size + (copy ? 1 : 0),
+						 in->name && *in->name ? in->name : NULL,
+						 (unsigned)in->n_options, iopt, ival);
+		free(copy);
+		if (r != CUDA_SUCCESS)
+			rep.failed_input = (int32_t)i;
+		off += in->size;
+	}
+	if (r == CUDA_SUCCESS && m->complete)
+		r = w->drv.cuLinkComplete(st, &image, &image_size);
+	if (r == CUDA_SUCCESS && image_size > RGPU_MAX_BODY / 2) {
+		pr_warn("linked image of %zu bytes refused: the reply's body holds at most %u",
+			image_size, RGPU_MAX_BODY / 2);
+		r = CUDA_ERROR_NOT_SUPPORTED;
+	}
+	rep.result = (int32_t)r;
+	if (r == CUDA_SUCCESS && m->complete) {
+		rep.image.data = image;
+		rep.image.len = image_size;
+	}
+	/* what the driver wrote into the slots; a slot it left alone goes back as the client
+	 * sent it (ours may differ: a log size we bounded) */
+	for (size_t i = 0; i < m->n_options && i < RGPU_JIT_MAX_OPTIONS; i++) {
+		after[i] = m->options[i]->value;
+		if (rgpu_jit_opt_kind(opt[i]) == RGPU_JIT_OUT && val[i] != passed[i])
+			after[i] = (uint64_t)(uintptr_t)val[i];
+	}
+	rep.values = after;
+	rep.n_values = MIN(m->n_options, (size_t)RGPU_JIT_MAX_OPTIONS);
+	if (logs[0]) {
+		rep.info_log.data = (uint8_t *)logs[0];
+		rep.info_log.len = strnlen(logs[0], log_size[0]);
+	}
+	if (logs[1]) {
+		rep.error_log.data = (uint8_t *)logs[1];
+		rep.error_log.len = strnlen(logs[1], log_size[1]);
+	}
+	ret = srv_reply(w, f, &rep.base);
+	if (st)
+		w->drv.cuLinkDestroy(st); /* the image and the logs are sent: free them now */
+	free(logs[0]);
+	free(logs[1]);
+	rgpu__link__free_unpacked(m, NULL);
 	return ret;
 }

@@ -1,12 +1,16 @@
 /*
  * Handlers for streams and events: create, destroy, synchronise, query, wait on an event,
- * record, elapsed time. Synchronise, query and elapsed time reply; the rest are
+ * record, elapsed time, stream attributes. Synchronise, query and elapsed time reply; the rest are
  * fire-and-forget. Every stream and event id is looked up in the object map with its kind
  * before a handle reaches the driver.
  */
+#include <string.h>
+
 #include "exec.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
+#include "rgpu/record.h"
+#include "rgpu/util.h"
 #include "srv.h"
 #include "srv_handlers.h"
 
@@ -62,6 +66,38 @@ int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 	}
 	}
 	rgpu__stream_op__free_unpacked(m, NULL);
+	return ret;
+}
+
+/* cuStreamSetAttribute / cuStreamGetAttribute: the attribute value's first 32 bytes cross */
+int h_stream_attr(struct srv_worker *w, struct srv_frame *f)
+{
+	DECODE(m, StreamAttr, stream_attr, w, f);
+	Rgpu__StreamAttrReply rep = RGPU__STREAM_ATTR_REPLY__INIT;
+	CUstreamAttrValue v;
+	CUstream s = NULL;
+	CUresult r = srv_use_ctx(w, m->ctx);
+	int ret;
+
+	memset(&v, 0, sizeof(v));
+	memcpy(&v, m->value.data, MIN(m->value.len, (size_t)RGPU_STREAM_ATTR_BYTES));
+	if (r == CUDA_SUCCESS)
+		r = srv_stream(w, m->stream, &s);
+	if (f->hdr.type == RGPU_MSG_STREAM_SET_ATTR) {
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuStreamSetAttribute(s, (CUstreamAttrID)m->attr, &v);
+		ret = srv_reply_status(w, f, r);
+	} else {
+		if (r == CUDA_SUCCESS)
+			r = w->drv.cuStreamGetAttribute(s, (CUstreamAttrID)m->attr, &v);
+		rep.result = (int32_t)r;
+		if (r == CUDA_SUCCESS) {
+			rep.value.data = (uint8_t *)&v;
+			rep.value.len = RGPU_STREAM_ATTR_BYTES;
+		}
+		ret = srv_reply(w, f, &rep.base);
+	}
+	rgpu__stream_attr__free_unpacked(m, NULL);
 	return ret;
 }
 

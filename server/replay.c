@@ -294,6 +294,16 @@ static int replay_attr(struct replay *rp, const struct st_rec *rec)
 		m.ctx = p ? p->ctx : 0;
 		return run_msg(rp, rec, RGPU_MSG_FUNC_SET_ATTR, &m.base);
 	}
+	case RGPU_ATTR_CONFIG: {
+		/* cache or shared-memory configuration of a context or a function */
+		Rgpu__CtxConfig m = RGPU__CTX_CONFIG__INIT;
+		int fn = p && p->kind != ST_KIND_CONTEXT;
+		m.ctx = fn ? p->ctx : rec->parent;
+		m.func = fn ? rec->parent : 0;
+		m.kind = (Rgpu__ConfigKind)(key & 0xff);
+		m.value = (int32_t)rec->attr.value;
+		return run_msg(rp, rec, RGPU_MSG_CTX_SET_CONFIG, &m.base);
+	}
 	case RGPU_ATTR_LIMIT: {
 		Rgpu__CtxLimit m = RGPU__CTX_LIMIT__INIT;
 		m.ctx = rec->parent;
@@ -301,10 +311,23 @@ static int replay_attr(struct replay *rp, const struct st_rec *rec)
 		m.value = rec->attr.value;
 		return run_msg(rp, rec, RGPU_MSG_CTX_SET_LIMIT, &m.base);
 	}
-	case RGPU_ATTR_CAPTURE: {
+	case RGPU_ATTR_STREAM: {
+		Rgpu__CaptureOp m = RGPU__CAPTURE_OP__INIT;
+		if (key & 0xff) {
+			/* cuStreamSetAttribute: on the stream, or on its context's NULL stream */
+			Rgpu__StreamAttr a = RGPU__STREAM_ATTR__INIT;
+			uint8_t v[RGPU_STREAM_ATTR_BYTES];
+			for (size_t i = 0; i < sizeof(v); i++)
+				v[i] = (uint8_t)(rec->f[1 + i / 8] >> (8 * (i % 8)));
+			a.attr = (int32_t)(key & 0xff);
+			a.stream = p && p->kind == ST_KIND_STREAM ? rec->parent : 0;
+			a.ctx = p && p->kind == ST_KIND_STREAM ? p->ctx : rec->parent;
+			a.value.data = v;
+			a.value.len = sizeof(v);
+			return run_msg(rp, rec, RGPU_MSG_STREAM_SET_ATTR, &a.base);
+		}
 		/* a capture in progress: its stream enters capture mode again (without the work
 		 * captured so far, which only a finished capture's journal keeps) */
-		Rgpu__CaptureOp m = RGPU__CAPTURE_OP__INIT;
 		m.stream = rec->parent;
 		m.ctx = p ? p->ctx : 0;
 		m.mode = (uint32_t)rec->attr.value;

@@ -153,6 +153,10 @@ run_compare() {
 for v in static shared; do
 	[ -x "$B/tests/cuda/rt_pitched_$v" ] && run_compare "rt_pitched_$v" "" 0 "$B/tests/cuda/rt_pitched_$v"
 done
+# ---- stream and context attributes, JIT linking of two PTX files: every line equal
+for p in attrs linkjit; do
+	[ -x "$P/$p" ] && run_compare "$p" "" 0 "$P/$p"
+done
 
 # ---- frameworks: a bf16 transformer (SDPA) eagerly and under torch.compile, JAX jit, CuPy ----
 # losses and values within 1e-3 relative of native (the bound); a framework missing

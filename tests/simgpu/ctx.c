@@ -477,3 +477,61 @@ CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 	pthread_mutex_unlock(&prim_mutex);
 	return CUDA_SUCCESS;
 }
+
+/* ---- cache and shared-memory configuration: preferences, kept so that they read back ---- */
+
+CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	struct sim_ctx *ctx;
+	CUresult r;
+
+	SIM_ENTER();
+	if ((r = sim_ctx_current(&ctx)))
+		return r;
+	if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	ctx->cache_config = (int)config;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
+{
+	struct sim_ctx *ctx;
+	CUresult r;
+
+	SIM_ENTER();
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = sim_ctx_current(&ctx)))
+		return r;
+	*config = (CUfunc_cache)ctx->cache_config;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+	struct sim_ctx *ctx;
+	CUresult r;
+
+	SIM_ENTER();
+	if ((r = sim_ctx_current(&ctx)))
+		return r;
+	if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+		return CUDA_ERROR_INVALID_VALUE;
+	ctx->shared_config = (int)config;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *config)
+{
+	struct sim_ctx *ctx;
+	CUresult r;
+
+	SIM_ENTER();
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = sim_ctx_current(&ctx)))
+		return r;
+	*config = (CUsharedconfig)ctx->shared_config;
+	return CUDA_SUCCESS;
+}

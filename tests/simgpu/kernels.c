@@ -50,6 +50,24 @@ static void vec_add(const struct sim_launch *l)
 		c[i] = a[i] + b[i];
 }
 
+/* tests/progs/link_a.cu's link_saxpy with link_b.cu's link_scale (3x + 1) linked in */
+static void link_saxpy(const struct sim_launch *l)
+{
+	float *y = P(l, 0, float *);
+	const float *x = P(l, 1, const float *);
+	int n = P(l, 2, int);
+	unsigned long long count = n > 0 ? (unsigned long long)n : 0;
+
+	if (count > threads_x(l))
+		count = threads_x(l);
+	if (!sim_device_ok(x, count * 4, 0) || !sim_device_ok(y, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		y[i] = 3.0f * x[i] + 1.0f + y[i];
+}
+
 static void scale_add(const struct sim_launch *l)
 {
 	float *x = P(l, 0, float *), s = P(l, 1, float), t = P(l, 2, float);
@@ -1043,6 +1061,7 @@ static void zcheck_chunks(const struct sim_launch *l)
 __attribute__((constructor)) static void register_kernels(void)
 {
 	sim_register_kernel("vec_add", vec_add);
+	sim_register_kernel("link_saxpy", link_saxpy);
 	sim_register_kernel("scale_add", scale_add);
 	sim_register_kernel("fill_u32", fill_u32);
 	sim_register_kernel("empty_kernel", empty_kernel);

@@ -934,3 +934,31 @@ CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUke
 		return CUDA_ERROR_INVALID_DEVICE;
 	return attr_set(&k->attr, &k->lib->img->kernels[k->idx], attrib, val);
 }
+
+CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
+{
+	struct sim_func *f;
+	CUresult r;
+
+	SIM_ENTER();
+	if ((r = sim_func_get(hfunc, &f)))
+		return r;
+	if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	f->cache_config = (int)config;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+	struct sim_func *f;
+	CUresult r;
+
+	SIM_ENTER();
+	if ((r = sim_func_get(hfunc, &f)))
+		return r;
+	if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+		return CUDA_ERROR_INVALID_VALUE;
+	f->shared_config = (int)config;
+	return CUDA_SUCCESS;
+}

@@ -141,6 +141,7 @@ struct sim_ctx {
 	int prim_refs; /* primary: retain count */
 	unsigned long long id;
 	size_t limits[CU_LIMIT_MAX];
+	int cache_config, shared_config; /* cuCtxSetCacheConfig, cuCtxSetSharedMemConfig */
 	CUresult sticky; /* a kernel fault poisons the context, as on a GPU (sim_sched) */
 	/* device printf (stdout) and assert messages (stderr) not yet flushed (launch.c) */
 	char *out[2];
@@ -239,6 +240,7 @@ struct sim_op {
 
 struct sim_capture;
 
+#define SIM_STREAM_ATTRS 17
 struct sim_stream {
 	struct sim_link node; /* in ctx->streams */
 	struct sim_link all;  /* in the list of every stream */
@@ -253,6 +255,9 @@ struct sim_stream {
 	uint64_t completed; /* seq of the last op done */
 	struct sim_op *head, *tail;
 	struct sim_capture *capture;
+	/* cuStreamSetAttribute's values by CUstreamAttrID, and which were set (stream.c) */
+	CUstreamAttrValue attr[SIM_STREAM_ATTRS];
+	bool attr_set[SIM_STREAM_ATTRS];
 };
 
 struct sim_event {
@@ -335,6 +340,7 @@ struct sim_func {
 	const struct sim_kernel_info *ki;
 	struct sim_fattr *attr; /* own, or the library kernel's */
 	struct sim_fattr own;
+	int cache_config, shared_config; /* cuFuncSetCacheConfig, cuFuncSetSharedMemConfig */
 };
 
 struct sim_library;

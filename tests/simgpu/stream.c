@@ -943,3 +943,106 @@ bool sim_stream_capturing(struct sim_stream *s)
 	pthread_mutex_unlock(&sim_sched);
 	return c;
 }
+
+/* ---- stream attributes ------------------------------------------------------------------ */
+
+/* what a stream answers for an attribute never set (the driver's defaults) */
+static void attr_default(const struct sim_stream *s, CUstreamAttrID a, CUstreamAttrValue *v)
+{
+	memset(v, 0, sizeof(*v));
+	if (a == CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY)
+		v->syncPolicy = CU_SYNC_POLICY_AUTO;
+	else if (a == CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP)
+		v->memSyncDomainMap.remote = 1;
+	else if (a == CU_STREAM_ATTRIBUTE_PRIORITY)
+		v->priority = s->priority;
+}
+
+/* the attributes valid on streams, with the driver's range checks */
+static CUresult attr_check(CUstreamAttrID a, const CUstreamAttrValue *v)
+{
+	const CUaccessPolicyWindow *w = &v->accessPolicyWindow;
+	switch ((int)a) {
+	case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+		if (!(w->hitRatio >= 0.0f && w->hitRatio <= 1.0f) ||
+		    w->hitProp > CU_ACCESS_PROPERTY_PERSISTING ||
+		    w->missProp > CU_ACCESS_PROPERTY_STREAMING || w->num_bytes > (128u << 20))
+			return CUDA_ERROR_INVALID_VALUE;
+		return CUDA_SUCCESS;
+	case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+		return v->syncPolicy >= CU_SYNC_POLICY_AUTO &&
+				       v->syncPolicy <= CU_SYNC_POLICY_BLOCKING_SYNC
+			   ? CUDA_SUCCESS
+			   : CUDA_ERROR_INVALID_VALUE;
+	case CU_STREAM_ATTRIBUTE_PRIORITY:
+		return CUDA_SUCCESS; /* clamped into the range */
+	case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+		return v->memSyncDomainMap.default_ <= 1 && v->memSyncDomainMap.remote <= 1
+			   ? CUDA_SUCCESS
+			   : CUDA_ERROR_INVALID_VALUE;
+	case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN:
+		return v->memSyncDomain <= CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE ? CUDA_SUCCESS
+									 : CUDA_ERROR_INVALID_VALUE;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+static CUresult stream_attr(CUstream h, CUstreamAttrID a, CUstreamAttrValue *v, bool set)
+{
+	struct sim_stream *s;
+	CUresult r;
+
+	SIM_ENTER();
+	if (!v)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = sim_stream_get(h, &s)))
+		return r;
+	if ((unsigned)a >= SIM_STREAM_ATTRS)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!set) {
+		if (attr_check(a, &(CUstreamAttrValue){.syncPolicy = CU_SYNC_POLICY_AUTO}))
+			return CUDA_ERROR_INVALID_VALUE; /* not a stream attribute */
+		if (s->attr_set[a])
+			*v = s->attr[a];
+		else
+			attr_default(s, a, v);
+		if (a == CU_STREAM_ATTRIBUTE_PRIORITY)
+			v->priority = s->priority;
+		return CUDA_SUCCESS;
+	}
+	if ((r = attr_check(a, v)))
+		return r;
+	s->attr[a] = *v;
+	s->attr_set[a] = true;
+	if (a == CU_STREAM_ATTRIBUTE_PRIORITY)
+		s->priority = v->priority > PRIO_LEAST	  ? PRIO_LEAST
+			      : v->priority < PRIO_GREATEST ? PRIO_GREATEST
+							    : v->priority;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamSetAttribute(CUstream h, CUstreamAttrID a, const CUstreamAttrValue *v)
+{
+	return stream_attr(h, a, (CUstreamAttrValue *)v, true);
+}
+
+CUresult CUDAAPI cuStreamGetAttribute(CUstream h, CUstreamAttrID a, CUstreamAttrValue *v)
+{
+	return stream_attr(h, a, v, false);
+}
+
+CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+	struct sim_ctx *ctx;
+	CUresult r;
+
+	SIM_ENTER();
+	if ((r = sim_ctx_current(&ctx)))
+		return r;
+	if (least)
+		*least = PRIO_LEAST;
+	if (greatest)
+		*greatest = PRIO_GREATEST;
+	return CUDA_SUCCESS;
+}

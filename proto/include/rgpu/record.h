@@ -60,7 +60,19 @@ enum rgpu_attr_space {
 	RGPU_ATTR_FUNC = 1,    /* cuFuncSetAttribute / cuKernelSetAttribute: number, device */
 	RGPU_ATTR_LIMIT = 2,   /* cuCtxSetLimit: number */
 	RGPU_ATTR_CAPTURE = 3, /* the stream is being captured: value = CUstreamCaptureMode */
+	/*
+	 * The same space: number 0 is the capture, any other a CUstreamAttrID set with
+	 * cuStreamSetAttribute (parent = the stream, or the context for its NULL stream); f[1..4]
+	 * hold the CUstreamAttrValue's first 32 bytes (an access policy window: base_ptr,
+	 * num_bytes, then hitRatio and hitProp, then missProp, as cuda.h lays them out)
+	 */
+	RGPU_ATTR_STREAM = 3,
+	/* cache or shared-memory configuration (parent = the context or the function): number
+	 * = the protocol's ConfigKind (1 cache, 2 shared memory), value = CUfunc_cache or
+	 * CUsharedconfig */
+	RGPU_ATTR_CONFIG = 0,
 };
+#define RGPU_STREAM_ATTR_BYTES 32 /* what the log and the protocol keep of a CUstreamAttrValue */
 #define RGPU_ATTR_KEY(space, device, number)                                                   \
 	(((uint64_t)(space) << 32) | ((uint64_t)((device) & 0xffff) << 16) | ((number) & 0xffff))
 /*

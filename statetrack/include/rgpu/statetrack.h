@@ -76,8 +76,11 @@
  *                its capture journal (the calls recorded between begin and end of capture).
  *   attribute    an attribute or limit the application set on a live object: a function
  *                attribute (cuFuncSetAttribute, parent = the function), a context limit
- *                (cuCtxSetLimit, parent = the context). key: which one (the CUDA enum value);
- *                value: what it was set to. Removing the object removes the attribute with it.
+ *                (cuCtxSetLimit, parent = the context), a stream attribute (cuStreamSetAttribute,
+ *                parent = the stream, or the context for its NULL stream; f[1..4] hold the
+ *                value's first 32 bytes), a cache or shared-memory configuration (parent = the
+ *                context or the function). key: which one (rgpu/record.h packs it); value: what
+ *                it was set to. Removing the object removes the attribute with it.
  *
  * A global's addr is the address the app was given (it cannot be placed; it is verified after
  * replay, design.md §3). Unused fields should be 0; they are stored and digested as given.

@@ -118,6 +118,11 @@ static const struct tspec types[] = {
     {110, "MSG_HOST_MIRROR", TO_SRV, 0, 0},
     {111, "MSG_HOST_WRITE", TO_SRV, 0, 64 * 1024},
     {112, "MSG_HOST_UPDATE", TO_CLI, 0, 64 * 1024},
+    {120, "MSG_STREAM_SET_ATTR", TO_SRV, 0, 0},
+    {121, "MSG_STREAM_GET_ATTR", TO_SRV, 0, 0},
+    {122, "MSG_CTX_SET_CONFIG", TO_SRV, 0, 0},
+    {123, "MSG_CTX_GET_CONFIG", TO_SRV, 0, 0},
+    {124, "MSG_LINK", TO_SRV, 0, RGPU_MAX_IMAGE},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
