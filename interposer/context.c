@@ -321,11 +321,14 @@ IP_API CUresult CUDAAPI cuCtxGetApiVersion(CUcontext h, unsigned int *version)
 static CUresult ctx_sync(struct ip_ctx *c)
 {
 	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
+	uint64_t epoch = ip_mm_epoch();
 	CUresult r;
 	m.ctx = c->o.id;
 	r = ip_call_status(RGPU_MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
 		ip_pool_synced(c, 0); /* every stream is idle: stream-ordered frees are real now */
+		ip_mm_synced(epoch);  /* and managed memory holds its final bytes */
+	}
 	return r;
 }
 

@@ -182,7 +182,20 @@ IP_API CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
 		return CUDA_ERROR_INVALID_DEVICE;
 	if ((int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
-	*pi = ip.dev[dev].attr[attrib];
+	switch (attrib) {
+	/* managed memory without hardware coherence (managed.c): the non-concurrent model */
+	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+		*pi = 1;
+		break;
+	case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+	case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+	case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+	case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+		*pi = 0;
+		break;
+	default:
+		*pi = ip.dev[dev].attr[attrib];
+	}
 	return CUDA_SUCCESS;
 }
 

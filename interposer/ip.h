@@ -361,6 +361,23 @@ typedef void (*ip_freed_fn)(uint64_t addr);
 void ip_mem_on_free(ip_freed_fn fn);
 /* ip_devptr_ok() - [p, p+n) is device memory the application may name (window or global). */
 int ip_devptr_ok(uint64_t p, uint64_t n);
+/* ---- managed memory (managed.c) ---------------------------------------------------------- */
+
+/* ip_mm_contains() - [p, p+n) overlaps a managed range (n 0: p lies in one). */
+int ip_mm_contains(uint64_t p, uint64_t n);
+/*
+ * ip_mm_before() - a request of this type is about to be queued (link.c): for work that may read
+ * device memory, send what the CPU changed in managed memory; for work that may write it, make
+ * the CPU's copies it may write invalid.
+ */
+void ip_mm_before(uint16_t type, const ProtobufCMessage *req);
+/* ip_mm_epoch() - a count of the work issued so far that may write device memory */
+uint64_t ip_mm_epoch(void);
+/* ip_mm_synced() - a context synchronisation returned: the work up to epoch is complete */
+void ip_mm_synced(uint64_t epoch);
+/* ip_mm_forget() - the allocation at addr was freed: drop its CPU side if it was managed */
+void ip_mm_forget(uint64_t addr);
+
 /* ip_host_range() - [p, p+n) lies in one pinned host allocation of this process. */
 int ip_host_range(uint64_t p, uint64_t n);
 /* ip_is_devptr() - p points into device memory (pointer classification for cuMemcpy). */
@@ -382,6 +399,7 @@ struct ip_ptrinfo {
 	const void *physmem;      /* device memory the application mapped (cuMemMap): its physical
 				     memory (vmm.c); base and size are then the mapping's */
 	uint32_t access;          /* ...and the mapping's access, 2 bits per device */
+	int managed;              /* a managed allocation (managed.c) */
 };
 /*
  * ip_ptr_classify() - what p points into: a device allocation, a module global, a mapping the

@@ -118,6 +118,8 @@ int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payl
 	/* host writes to mirrored host memory go first (hostmirror.c) */
 	if (type != RGPU_MSG_HOST_WRITE && type != RGPU_MSG_HOST_MIRROR)
 		ip_hm_push();
+	/* and the CPU's changes to managed memory before work that may read it (managed.c) */
+	ip_mm_before(type, req);
 	pthread_mutex_lock(&S.q_lock);
 	while (!urgent && S.kept_bytes && S.kept_bytes + hlen + plen > S.kept_max &&
 	       !atomic_load(&S.dead))

@@ -190,6 +190,7 @@ static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 	ip_vaw_free(&ip.vaw, addr, &ua, &us);
 	if (freed_listener)
 		freed_listener(addr);
+	ip_mm_forget(addr);
 	m.addr = addr;
 	m.unmap_addr = ua;
 	m.unmap_size = us;
@@ -408,6 +409,8 @@ static CUresult host_copy(void *dst, const void *src, size_t n, CUstream s, int 
 /* ---- copies ------------------------------------------------------------------------------- */
 
 
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int ptds);
+
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int ptds)
 {
 	Rgpu__Memcpy m = RGPU__MEMCPY__INIT;
@@ -420,6 +423,9 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	/* managed memory is device memory, whatever the call says (unified addressing) */
+	if (ip_mm_contains((uint64_t)(uintptr_t)src, n))
+		return dtod(dst, (CUdeviceptr)(uintptr_t)src, n, s, ptds);
 	if (host_range(dst, n))
 		return host_copy((void *)(uintptr_t)dst, src, n, s, ptds, async);
 	if (!src || !ip_devptr_ok(dst, n))
@@ -469,6 +475,8 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	if (ip_mm_contains((uint64_t)(uintptr_t)dst, n))
+		return dtod((CUdeviceptr)(uintptr_t)dst, src, n, s, ptds);
 	if (host_range(src, n))
 		return host_copy(dst, (const void *)(uintptr_t)src, n, s, ptds, async);
 	if (!dst || !ip_devptr_ok(src, n))
@@ -897,6 +905,7 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->device = a->device;
 		pi->ctx = a->owner;
 		pi->buffer_id = a->addr;
+		pi->managed = -1; /* asked below, outside the allocator's lock */
 	} else if ((m = ip_vaw_map_find(&ip.vaw, p)) && m->handle) {
 		/*
 		 * The application's mapping: device memory of no context, whose range is the
@@ -913,6 +922,8 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->access = m->access;
 	}
 	pthread_mutex_unlock(&ip.mem_lock);
+	if (pi->managed)
+		pi->managed = ip_mm_contains(p, 0);
 	if (pi->kind)
 		return;
 	if (global_find(p, &g)) {

@@ -86,6 +86,7 @@ static CUresult ptr_attr(const struct ptr_view *v, CUpointer_attribute a, void *
 {
 	const struct ip_ptrinfo *pi = &v->pi;
 	int dev = pi->kind == 1, known = pi->kind != 0;
+	int managed = dev && pi->managed; /* the CPU reaches it at the same address */
 
 	if (!known && !plural)
 		return CUDA_ERROR_INVALID_VALUE; /* the driver writes nothing then */
@@ -104,8 +105,8 @@ static CUresult ptr_attr(const struct ptr_view *v, CUpointer_attribute a, void *
 		break;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
 		/* unknown memory is host memory the process can use as it is */
-		*(void **)data = dev ? NULL : (void *)(uintptr_t)v->p;
-		if (dev && !plural)
+		*(void **)data = dev && !managed ? NULL : (void *)(uintptr_t)v->p;
+		if (dev && !managed && !plural)
 			return CUDA_ERROR_INVALID_VALUE;
 		break;
 	case CU_POINTER_ATTRIBUTE_P2P_TOKENS: {
@@ -131,7 +132,7 @@ static CUresult ptr_attr(const struct ptr_view *v, CUpointer_attribute a, void *
 		*(unsigned long long *)data = pi->buffer_id;
 		break;
 	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-		*(unsigned *)data = 0;
+		*(unsigned *)data = managed;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
 		*(int *)data = known ? pi->device : -2;

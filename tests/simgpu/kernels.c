@@ -920,6 +920,60 @@ static void pitch_row_sums(const struct sim_launch *l)
 	}
 }
 
+/* rt_managed.cu: a[i] = a[i] * s + t (fmaf, as nvcc contracts it) */
+static void mm_scale(const struct sim_launch *l)
+{
+	float *a = P(l, 0, float *), s = P(l, 2, float), t = P(l, 3, float);
+	unsigned n = P(l, 1, unsigned);
+
+	if (n && !sim_device_ok(a, (size_t)n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		a[i] = fmaf(a[i], s, t);
+}
+
+/* rt_managed.cu: a[i] += 1 */
+static void mm_inc(const struct sim_launch *l)
+{
+	unsigned *a = P(l, 0, unsigned *);
+	unsigned long long n = P(l, 1, unsigned long long);
+
+	if (n && !sim_device_ok(a, n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		a[i] += 1;
+}
+
+/* rt_managed.cu: the sum of a list's values and its length */
+struct mm_node {
+	struct mm_node *next;
+	unsigned long long value;
+};
+static void mm_walk(const struct sim_launch *l)
+{
+	const struct mm_node *p = P(l, 0, const struct mm_node *);
+	unsigned long long *out = P(l, 1, unsigned long long *), sum = 0, len = 0;
+
+	if (!sim_device_ok(out, 16, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (; p; p = p->next) {
+		if (!sim_device_ok(p, sizeof(*p), 0)) {
+			sim_kernel_fault();
+			return;
+		}
+		sum += p->value;
+		len++;
+	}
+	out[0] = sum;
+	out[1] = len;
+}
+
 /* zdtm_globals.cu: its globals g_arr (4096 x u32), c_tab (__constant__, 256 x u32), g_count */
 struct zd_globals {
 	unsigned *arr;
@@ -1119,6 +1173,9 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z7zd_spiny", spin_ns); /* the same computation: sleep ns */
 	sim_register_kernel("_Z13zd_fill_pitchPhyjjjj", zd_fill_pitch);
 	sim_register_kernel("_Z14pitch_row_sumsPKhmjjPj", pitch_row_sums);
+	sim_register_kernel("_Z8mm_scalePfjff", mm_scale);
+	sim_register_kernel("_Z6mm_incPjy", mm_inc);
+	sim_register_kernel("_Z7mm_walkPK7mm_nodePy", mm_walk);
 	sim_register_kernel("_Z9glob_stepj", zd_glob_step);
 	sim_register_kernel("_Z9glob_copyPj", zd_glob_copy);
 	sim_register_kernel("_Z10mixed_foldPKjyj", zd_mixed_fold);

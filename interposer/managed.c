@@ -1,0 +1,706 @@
+/*
+ * Managed memory (cuMemAllocManaged, cudaMallocManaged): device memory in the window whose CPU
+ * view this process holds at the same address, kept coherent by the protocol of mmproto.c.
+ *
+ * A managed range is ordinary device memory on the server (checkpointed and migrated like any
+ * other, zeroed when made). Here, a memfd holds the CPU copy, mapped twice: at the range's
+ * address in the window for the application, and elsewhere, always writable, for this file.
+ * A block the application may not see yet is PROT_NONE there; its first touch raises SIGSEGV,
+ * whose handler (installed with the first range, chaining to the one before it) fetches it.
+ *
+ * The requests that may read device memory (launches, graph launches, copies and sets) first
+ * send the blocks the CPU changed (ip_mm_before, from the link's enqueue, before the request
+ * gets its seq), ending with a synchronous copy so the worker holds everything after them
+ * until the bytes have landed; those that may write it then make the blocks they may write
+ * INVALID (a launch: every block). A fault while such work may still run (no context
+ * synchronisation since) synchronises the range's context first, which is how a GPU without
+ * concurrent managed access behaves for a program that does it right, and makes a program
+ * that touches too early get the final bytes rather than a crash.
+ *
+ * The device reports concurrentManagedAccess = 0 and pageableMemoryAccess = 0, as GPUs without
+ * hardware coherence do (init.c), so programs take their documented non-concurrent paths.
+ * Memory advice is kept and read back (cuMemRangeGetAttribute) per allocation; a prefetch to
+ * the CPU fetches the range at once, one to the device sends what the CPU changed.
+ */
+#define LOG_PREFIX "rgpu: "
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ip.h"
+#include "ip_entries.h"
+#include "mmproto.h"
+#include "rgpu.pb-c.h"
+#include "rgpu/frame.h"
+#include "rgpu/log.h"
+#include "rgpu/util.h"
+
+struct mrange {
+	uint64_t addr;
+	struct ip_ctx *ctx;
+	int fd;
+	struct mm_range mm;
+	/* advice (cuMemAdvise), for the whole allocation */
+	int read_mostly;
+	CUmemLocation preferred, last_prefetch;
+	uint32_t accessed_by; /* a bit per device */
+	struct mrange *next;
+};
+
+static pthread_mutex_t mm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mrange *ranges;
+static atomic_int nranges;
+static uint8_t *scratch;           /* MM_BLOCK * MM_READAHEAD_MAX bytes, for mm_flush */
+static __thread int mm_internal;   /* this thread is sending or fetching for the protocol */
+static atomic_uint_fast64_t issued, synced; /* work that may write device memory, and the
+					       latest of it a context synchronisation covered */
+static struct sigaction old_segv;
+static int handler_installed;
+
+/* The last bytes a flush sent: sent again synchronously, the flush's end for the worker. */
+static uint64_t tail_addr;
+static uint8_t tail[8];
+static struct ip_ctx *tail_ctx;
+
+/* ---- I/O for the protocol ------------------------------------------------------------------- */
+
+static int io_fetch(void *arg, uint64_t off, uint64_t len, void *dst)
+{
+	struct mrange *m = arg;
+	Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
+	CUresult r;
+
+	q.src = m->addr + off;
+	q.size = len;
+	q.ctx = m->ctx->o.id;
+	mm_internal = 1;
+	r = ip_call_status(RGPU_MSG_MEMCPY_DTOH, &q.base, NULL, 0, dst, len, NULL, NULL);
+	mm_internal = 0;
+	return r == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int io_send(void *arg, uint64_t off, uint64_t len, const void *src)
+{
+	struct mrange *m = arg;
+	Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
+	CUresult r = CUDA_SUCCESS;
+
+	q.ctx = m->ctx->o.id;
+	q.flags = RGPU__COPY_FLAG__COPY_ASYNC;
+	mm_internal = 1;
+	for (uint64_t o = 0; o < len && r == CUDA_SUCCESS; o += RGPU_COPY_CHUNK) {
+		q.dst = m->addr + off + o;
+		q.size = MIN(RGPU_COPY_CHUNK, len - o);
+		r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, (const uint8_t *)src + o, q.size);
+	}
+	mm_internal = 0;
+	tail_addr = m->addr + off + len - sizeof(tail);
+	memcpy(tail, (const uint8_t *)src + len - sizeof(tail), sizeof(tail));
+	tail_ctx = m->ctx;
+	return r == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int io_protect(void *arg, uint64_t off, uint64_t len, int accessible)
+{
+	struct mrange *m = arg;
+
+	return mprotect((void *)(uintptr_t)(m->addr + off), len,
+			accessible ? PROT_READ | PROT_WRITE : PROT_NONE) ? -errno : 0;
+}
+
+static int io_touched(void *arg, uint64_t off, uint64_t len)
+{
+	struct mrange *m = arg;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (len + page - 1) / page;
+	unsigned char vec[MM_BLOCK / 4096];
+
+	if (n > sizeof(vec) || mincore(m->mm.copy + off, len, vec))
+		return 1; /* cannot tell: hash it */
+	for (size_t i = 0; i < n; i++)
+		if (vec[i] & 1)
+			return 1;
+	return 0;
+}
+
+/* ---- ranges --------------------------------------------------------------------------------- */
+
+static struct mrange *find_locked(uint64_t p)
+{
+	for (struct mrange *m = ranges; m; m = m->next)
+		if (p >= m->addr && p - m->addr < m->mm.size)
+			return m;
+	return NULL;
+}
+
+int ip_mm_contains(uint64_t p, uint64_t n)
+{
+	int found = 0;
+
+	if (!atomic_load(&nranges))
+		return 0;
+	pthread_mutex_lock(&mm_lock);
+	for (struct mrange *m = ranges; m && !found; m = m->next)
+		found = p < m->addr + m->mm.size && (n ? p + n : p + 1) > m->addr;
+	pthread_mutex_unlock(&mm_lock);
+	return found;
+}
+
+/* Send what the CPU changed in every range, the last bytes again synchronously. */
+static int flush_locked(void)
+{
+	uint64_t total = 0, n;
+	int ret = 0;
+
+	for (struct mrange *m = ranges; m && !ret; m = m->next) {
+		ret = mm_flush(&m->mm, scratch, &n);
+		total += n;
+	}
+	if (total && !ret) {
+		Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
+		q.dst = tail_addr;
+		q.size = sizeof(tail);
+		q.ctx = tail_ctx->o.id;
+		mm_internal = 1;
+		ret = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, tail, sizeof(tail)) == CUDA_SUCCESS
+			      ? 0 : -EIO;
+		mm_internal = 0;
+	}
+	return ret;
+}
+
+/* The span of device memory a copy or set request may write: [*dst, *dst + *len). */
+static int written_span(uint16_t type, const ProtobufCMessage *req, uint64_t *dst, uint64_t *len)
+{
+	if (type == RGPU_MSG_MEMSET) {
+		const Rgpu__Memset *s = (const Rgpu__Memset *)req;
+		*dst = s->dst;
+		*len = (s->height > 1 ? s->pitch * (s->height - 1) : 0) + s->width * s->elem_size;
+		return 1;
+	}
+	if (type == RGPU_MSG_MEMCPY_HTOD || type == RGPU_MSG_MEMCPY_DTOD) {
+		const Rgpu__Memcpy *c = (const Rgpu__Memcpy *)req;
+		*dst = c->dst;
+		*len = c->width ? (c->depth - 1) * c->dst_slice + (c->height - 1) * c->dst_pitch +
+					  c->width
+				: c->size;
+		return 1;
+	}
+	return 0; /* a launch: anything */
+}
+
+void ip_mm_before(uint16_t type, const ProtobufCMessage *req)
+{
+	uint64_t dst = 0, len = 0;
+	int span;
+
+	if (!atomic_load(&nranges) || mm_internal)
+		return;
+	switch (type) {
+	case RGPU_MSG_LAUNCH:
+	case RGPU_MSG_GRAPH_LAUNCH:
+	case RGPU_MSG_MEMCPY_HTOD:
+	case RGPU_MSG_MEMCPY_DTOD:
+	case RGPU_MSG_MEMSET:
+	case RGPU_MSG_MEMCPY_DTOH:
+		break;
+	default:
+		return;
+	}
+	pthread_mutex_lock(&mm_lock);
+	if (flush_locked())
+		pr_warn("managed memory: the CPU's changes could not all be sent");
+	if (type != RGPU_MSG_MEMCPY_DTOH) {
+		span = written_span(type, req, &dst, &len);
+		for (struct mrange *m = ranges; m; m = m->next) {
+			if (!span)
+				mm_invalidate(&m->mm, 0, m->mm.size);
+			else if (dst < m->addr + m->mm.size && dst + len > m->addr)
+				mm_invalidate(&m->mm, dst > m->addr ? dst - m->addr : 0,
+					      dst + len - MAX(dst, m->addr));
+		}
+		atomic_fetch_add(&issued, 1);
+	}
+	pthread_mutex_unlock(&mm_lock);
+}
+
+uint64_t ip_mm_epoch(void)
+{
+	return atomic_load(&issued);
+}
+
+void ip_mm_synced(uint64_t epoch)
+{
+	uint64_t s = atomic_load(&synced);
+
+	while (s < epoch && !atomic_compare_exchange_weak(&synced, &s, epoch))
+		;
+}
+
+/* ---- the fault handler ----------------------------------------------------------------------- */
+
+/* 1: the fault was in a managed range, now fetched (the access is retried); 0: not ours. */
+static int on_fault(uint64_t a)
+{
+	struct mrange *m;
+	struct ip_ctx *ctx;
+	int ret;
+
+	if (!atomic_load(&nranges))
+		return 0;
+	pthread_mutex_lock(&mm_lock);
+	m = find_locked(a);
+	if (!m) {
+		pthread_mutex_unlock(&mm_lock);
+		return 0;
+	}
+	if (atomic_load(&issued) > atomic_load(&synced)) {
+		/* work that may write it may still run: wait for it, as the program should have */
+		uint64_t e = atomic_load(&issued);
+		ctx = m->ctx;
+		pthread_mutex_unlock(&mm_lock);
+		if (cuCtxSynchronize_v2((CUcontext)ctx) == CUDA_SUCCESS)
+			ip_mm_synced(e);
+		pthread_mutex_lock(&mm_lock);
+		m = find_locked(a);
+		if (!m) {
+			pthread_mutex_unlock(&mm_lock);
+			return 0;
+		}
+	}
+	ret = mm_fault(&m->mm, (uint32_t)((a - m->addr) / MM_BLOCK));
+	pthread_mutex_unlock(&mm_lock);
+	if (ret) {
+		pr_err("managed memory at %#llx could not be fetched from the GPU server",
+		       (unsigned long long)a);
+		return 0;
+	}
+	return 1;
+}
+
+static void segv_handler(int sig, siginfo_t *si, void *uc)
+{
+	int saved = errno;
+
+	if (on_fault((uint64_t)(uintptr_t)si->si_addr)) {
+		errno = saved;
+		return;
+	}
+	errno = saved;
+	if (old_segv.sa_flags & SA_SIGINFO) {
+		old_segv.sa_sigaction(sig, si, uc);
+	} else if (old_segv.sa_handler != SIG_IGN && old_segv.sa_handler != SIG_DFL) {
+		old_segv.sa_handler(sig);
+	} else {
+		/* the default action: return, fault again, and die of it */
+		signal(SIGSEGV, SIG_DFL);
+	}
+}
+
+static int install_handler_locked(void)
+{
+	struct sigaction sa;
+
+	if (handler_installed)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = segv_handler;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &old_segv))
+		return -errno;
+	handler_installed = 1;
+	return 0;
+}
+
+/* ---- allocation ------------------------------------------------------------------------------- */
+
+/* Zero [addr, addr + size) on the device, complete before any later request runs. */
+static CUresult zero_device(struct ip_ctx *c, uint64_t addr, uint64_t size)
+{
+	Rgpu__Memset s = RGPU__MEMSET__INIT;
+	Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
+	static const uint8_t zeros[8];
+	CUresult r;
+
+	s.dst = addr;
+	s.elem_size = 1;
+	s.width = size;
+	s.height = 1;
+	s.ctx = c->o.id;
+	mm_internal = 1;
+	r = ip_post(RGPU_MSG_MEMSET, &s.base, NULL, 0);
+	/* a synchronous copy of the same zeros: the worker waits for the set there */
+	q.dst = addr;
+	q.size = sizeof(zeros);
+	q.ctx = c->o.id;
+	if (r == CUDA_SUCCESS)
+		r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, zeros, sizeof(zeros));
+	mm_internal = 0;
+	return r;
+}
+
+static void unmap_range(struct mrange *m)
+{
+	/* the window's reservation again where the range was */
+	mmap((void *)(uintptr_t)m->addr, m->mm.size, PROT_NONE,
+	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	if (m->mm.copy)
+		munmap(m->mm.copy, m->mm.size);
+	if (m->fd >= 0)
+		close(m->fd);
+	mm_range_fini(&m->mm);
+	free(m);
+}
+
+/* The CPU side of a new managed range at addr (device memory already allocated there). */
+static CUresult map_range(struct ip_ctx *c, uint64_t addr, uint64_t size)
+{
+	struct mm_io io = {io_fetch, io_send, io_protect, io_touched, NULL};
+	struct mrange *m = calloc(1, sizeof(*m));
+	void *view;
+
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	m->addr = addr;
+	m->ctx = c;
+	m->preferred.type = CU_MEM_LOCATION_TYPE_INVALID;
+	m->last_prefetch.type = CU_MEM_LOCATION_TYPE_INVALID;
+	m->fd = memfd_create("rgpu-managed", MFD_CLOEXEC);
+	if (m->fd < 0 || ftruncate(m->fd, (off_t)size))
+		goto fail;
+	m->mm.copy = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+	if (m->mm.copy == MAP_FAILED) {
+		m->mm.copy = NULL;
+		goto fail;
+	}
+	io.arg = m;
+	if (mm_range_init(&m->mm, size, m->mm.copy, &io))
+		goto fail;
+	view = mmap((void *)(uintptr_t)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		    m->fd, 0);
+	if (view == MAP_FAILED)
+		goto fail;
+	pthread_mutex_lock(&mm_lock);
+	if (!scratch)
+		scratch = malloc((size_t)MM_BLOCK * MM_READAHEAD_MAX);
+	if (!scratch || install_handler_locked()) {
+		pthread_mutex_unlock(&mm_lock);
+		goto fail;
+	}
+	m->next = ranges;
+	ranges = m;
+	atomic_fetch_add(&nranges, 1);
+	pthread_mutex_unlock(&mm_lock);
+	return CUDA_SUCCESS;
+fail:
+	pr_err("managed memory: cannot map %llu bytes at %#llx in this process: %s",
+	       (unsigned long long)size, (unsigned long long)addr, strerror(errno));
+	unmap_range(m);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void ip_mm_forget(uint64_t addr)
+{
+	struct mrange **pp, *m = NULL;
+
+	if (!atomic_load(&nranges))
+		return;
+	pthread_mutex_lock(&mm_lock);
+	for (pp = &ranges; *pp; pp = &(*pp)->next)
+		if ((*pp)->addr == addr) {
+			m = *pp;
+			*pp = m->next;
+			atomic_fetch_sub(&nranges, 1);
+			break;
+		}
+	pthread_mutex_unlock(&mm_lock);
+	if (m)
+		unmap_range(m);
+}
+
+IP_API CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	struct ip_ctx *c;
+	CUdeviceptr d;
+	uint64_t size;
+	CUresult r;
+
+	if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require_live(&c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (bytesize > UINT64_MAX - MM_BLOCK)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	size = (bytesize + MM_BLOCK - 1) / MM_BLOCK * MM_BLOCK;
+	/*
+	 * Its own granule-aligned range of the window (a size past the allocator's small ones),
+	 * so that no other allocation shares its pages in this process.
+	 */
+	r = ip_mem_alloc(c, MAX(size, IP_VAW_SMALL + MM_BLOCK), &d);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = zero_device(c, d, size);
+	if (r == CUDA_SUCCESS)
+		r = map_range(c, d, size);
+	if (r != CUDA_SUCCESS) {
+		cuMemFree_v2(d);
+		return r;
+	}
+	*dptr = d;
+	return CUDA_SUCCESS;
+}
+
+/* ---- prefetch, advice, attachment --------------------------------------------------------------- */
+
+/* The managed range that holds [p, p + n), or NULL (CUDA_ERROR_INVALID_VALUE for the caller). */
+static struct mrange *range_of_locked(uint64_t p, uint64_t n)
+{
+	struct mrange *m = find_locked(p);
+
+	return m && n <= m->mm.size - (p - m->addr) ? m : NULL;
+}
+
+static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned flags, CUstream s,
+			 int ptsz)
+{
+	struct mrange *m;
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = ip_stream_resolve(s, ptsz, &c, &sid);
+	int ret = 0;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (flags || !n)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (loc.type != CU_MEM_LOCATION_TYPE_DEVICE && loc.type != CU_MEM_LOCATION_TYPE_HOST &&
+	    loc.type != CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+	    loc.type != CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && (loc.id < 0 || loc.id >= ip.ndev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&mm_lock);
+	m = range_of_locked(p, n);
+	if (!m) {
+		pthread_mutex_unlock(&mm_lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	m->last_prefetch = loc;
+	if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+		ret = flush_locked(); /* the device gets what the CPU changed */
+	} else {
+		/* to the CPU: after the stream's work (and any other that may write it), fetch */
+		uint64_t first = (p - m->addr) / MM_BLOCK, last = (p + n - 1 - m->addr) / MM_BLOCK;
+		pthread_mutex_unlock(&mm_lock);
+		r = ptsz ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+		if (r == CUDA_SUCCESS && atomic_load(&issued) > atomic_load(&synced)) {
+			uint64_t e = atomic_load(&issued);
+			r = cuCtxSynchronize_v2((CUcontext)c);
+			if (r == CUDA_SUCCESS)
+				ip_mm_synced(e);
+		}
+		if (r != CUDA_SUCCESS)
+			return r;
+		pthread_mutex_lock(&mm_lock);
+		m = range_of_locked(p, n);
+		for (uint64_t b = first; m && b <= last && !ret; b++)
+			ret = mm_fault(&m->mm, (uint32_t)b);
+	}
+	pthread_mutex_unlock(&mm_lock);
+	return ret ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+}
+
+static CUmemLocation device_loc(CUdevice d)
+{
+	CUmemLocation l = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d};
+
+	if (d == CU_DEVICE_CPU)
+		l = (CUmemLocation){.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+	return l;
+}
+
+IP_API CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc,
+					      unsigned int flags, CUstream s)
+{
+	return prefetch(p, n, loc, flags, s, 0);
+}
+IP_API CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr p, size_t n, CUmemLocation loc,
+						   unsigned int flags, CUstream s)
+{
+	return prefetch(p, n, loc, flags, s, 1);
+}
+IP_API CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice d, CUstream s)
+{
+	return prefetch(p, n, device_loc(d), 0, s, 0);
+}
+IP_API CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr p, size_t n, CUdevice d, CUstream s)
+{
+	return prefetch(p, n, device_loc(d), 0, s, 1);
+}
+
+IP_API CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice,
+				       CUmemLocation loc)
+{
+	struct mrange *m;
+	CUresult r = ip_check_init();
+	int dev = loc.type == CU_MEM_LOCATION_TYPE_DEVICE;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!n || advice < CU_MEM_ADVISE_SET_READ_MOSTLY || advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev && (loc.id < 0 || loc.id >= ip.ndev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&mm_lock);
+	m = range_of_locked(p, n);
+	if (m) {
+		switch (advice) {
+		case CU_MEM_ADVISE_SET_READ_MOSTLY: m->read_mostly = 1; break;
+		case CU_MEM_ADVISE_UNSET_READ_MOSTLY: m->read_mostly = 0; break;
+		case CU_MEM_ADVISE_SET_PREFERRED_LOCATION: m->preferred = loc; break;
+		case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+			m->preferred.type = CU_MEM_LOCATION_TYPE_INVALID;
+			break;
+		case CU_MEM_ADVISE_SET_ACCESSED_BY:
+			if (dev)
+				m->accessed_by |= 1u << loc.id;
+			break;
+		default:
+			if (dev)
+				m->accessed_by &= ~(1u << loc.id);
+		}
+	}
+	pthread_mutex_unlock(&mm_lock);
+	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+IP_API CUresult CUDAAPI cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise advice, CUdevice d)
+{
+	return cuMemAdvise_v2(p, n, advice, device_loc(d));
+}
+
+/* A location as the device-ordinal attributes give it: a device, CU_DEVICE_CPU, or -2 none. */
+static int loc_ordinal(CUmemLocation l)
+{
+	if (l.type == CU_MEM_LOCATION_TYPE_DEVICE)
+		return l.id;
+	if (l.type == CU_MEM_LOCATION_TYPE_INVALID)
+		return CU_DEVICE_INVALID;
+	return CU_DEVICE_CPU;
+}
+
+static CUresult range_attr(const struct mrange *m, void *data, size_t size,
+			   CUmem_range_attribute a)
+{
+	int v;
+
+	switch (a) {
+	case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+		v = m->read_mostly;
+		break;
+	case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+		v = loc_ordinal(m->preferred);
+		break;
+	case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+		v = loc_ordinal(m->last_prefetch);
+		break;
+	case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+		v = m->preferred.type;
+		break;
+	case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
+		v = m->preferred.id;
+		break;
+	case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+		v = m->last_prefetch.type;
+		break;
+	case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID:
+		v = m->last_prefetch.id;
+		break;
+	case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
+		/* the devices, then CU_DEVICE_INVALID in the rest of the array */
+		int *out = data;
+		size_t k = 0;
+		if (!size || size % 4)
+			return CUDA_ERROR_INVALID_VALUE;
+		for (int d = 0; d < 32 && k < size / 4; d++)
+			if (m->accessed_by & (1u << d))
+				out[k++] = d;
+		for (; k < size / 4; k++)
+			out[k] = CU_DEVICE_INVALID;
+		return CUDA_SUCCESS;
+	}
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (size != 4)
+		return CUDA_ERROR_INVALID_VALUE;
+	*(int *)data = v;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuMemRangeGetAttribute(void *data, size_t size, CUmem_range_attribute a,
+					       CUdeviceptr p, size_t n)
+{
+	struct mrange *m;
+	CUresult r = ip_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!data || !n)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&mm_lock);
+	m = range_of_locked(p, n);
+	r = m ? range_attr(m, data, size, a) : CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_unlock(&mm_lock);
+	return r;
+}
+
+IP_API CUresult CUDAAPI cuMemRangeGetAttributes(void **data, size_t *sizes,
+						CUmem_range_attribute *attrs, size_t nattrs,
+						CUdeviceptr p, size_t n)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	if (!data || !sizes || !attrs || !nattrs)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < nattrs && r == CUDA_SUCCESS; i++)
+		r = cuMemRangeGetAttribute(data[i], sizes[i], attrs[i], p, n);
+	return r;
+}
+
+/*
+ * Attaching managed memory to a stream narrows what a GPU without concurrent access makes the
+ * CPU wait for. Here every fault after work waits for the whole context, which is never less
+ * safe: the call is checked and kept as the driver would, and changes nothing.
+ */
+static CUresult attach(CUstream s, CUdeviceptr p, size_t n, unsigned flags, int ptsz)
+{
+	struct ip_ctx *c;
+	uint64_t sid;
+	CUresult r = ip_stream_resolve(s, ptsz, &c, &sid);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
+	    flags != CU_MEM_ATTACH_SINGLE)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ip_mm_contains(p, n ? n : 1))
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t n,
+					       unsigned int flags)
+{
+	return attach(s, p, n, flags, 0);
+}
+IP_API CUresult CUDAAPI cuStreamAttachMemAsync_ptsz(CUstream s, CUdeviceptr p, size_t n,
+						    unsigned int flags)
+{
+	return attach(s, p, n, flags, 1);
+}
