@@ -46,6 +46,7 @@ struct ip_link {
 	size_t nin;
 	void *image;
 	size_t image_size;
+	CUresult spoilt; /* an input the driver refused: every later input and the link fail so */
 };
 
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -255,9 +256,12 @@ IP_API CUresult CUDAAPI cuLinkAddData_v2(CUlinkState h, CUjitInputType type, voi
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	memcpy(in->data, data, size);
-	r = link_call(l, l->nin, 1, 0);
+	/* the driver's link state keeps its first failure (measured on the H200) */
+	r = l->spoilt ? l->spoilt : link_call(l, l->nin, 1, 0);
 	if (r != CUDA_SUCCESS) {
 		input_free(in);
+		if (r != CUDA_ERROR_OUT_OF_MEMORY && r != CUDA_ERROR_DEVICE_UNAVAILABLE)
+			l->spoilt = r;
 		return r;
 	}
 	l->nin++;
@@ -304,6 +308,8 @@ IP_API CUresult CUDAAPI cuLinkComplete(CUlinkState h, void **cubin, size_t *size
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!cubin)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (l->spoilt)
+		return l->spoilt;
 	r = link_call(l, 0, l->nin, 1);
 	if (r != CUDA_SUCCESS)
 		return r;

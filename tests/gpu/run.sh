@@ -127,6 +127,8 @@ for name in ("torch_train", "torch_expandable"):
 PY
 fi
 
+fi # want main
+
 # ---- run_compare NAME PREFIXES RTOL CMD...: natively, then through rgpu, outputs compared
 # (tests/gpu/compare_out.py); the rgpu column says ok only when it exits 0 with the same output
 run_compare() {
@@ -146,6 +148,9 @@ run_compare() {
 	echo "-- $name: native $rn, rgpu $rr, $same"
 }
 
+
+# ---- the programs whose every output line must equal native's (RGPU_GPU_PART=compat alone)
+if want main || want compat; then
 # ---- driver queries (tensor maps, three private export tables): every line equal
 [ -x "$P/queries" ] && run_compare queries "" 0 "$P/queries"
 # ---- 2D and 3D copies and sets (issue 12): every line equal, the error codes included
@@ -153,11 +158,30 @@ run_compare() {
 for v in static shared; do
 	[ -x "$B/tests/cuda/rt_pitched_$v" ] && run_compare "rt_pitched_$v" "" 0 "$B/tests/cuda/rt_pitched_$v"
 done
+# ---- managed memory (issue 12): rt_managed's lines equal to native's, and the cost of a
+# CPU-GPU ping-pong of a managed buffer, natively and through rgpu in the same run
+for v in static shared; do
+	[ -x "$B/tests/cuda/rt_managed_$v" ] && run_compare "rt_managed_$v" "" 0 "$B/tests/cuda/rt_managed_$v"
+done
+if [ -x "$B/tests/cuda/rt_managed_static" ]; then
+	mm_sizes=${RGPU_MM_BENCH_MIB:-0.0625 1 16 64}
+	RGPU_MM_BENCH_MIB=$mm_sizes timeout 300 "$B/tests/cuda/rt_managed_static" bench \
+		>"$OUT/mm_bench.native.log" 2>&1
+	RGPU_MM_BENCH_MIB=$mm_sizes RGPU_LOG=warn RGPU_LOG_FILE="$OUT/mm_bench.rgpu.ilog" timeout 300 \
+		"$B/bin/rgpuctl" run -- "$B/tests/cuda/rt_managed_static" bench >"$OUT/mm_bench.rgpu.log" 2>&1
+	join -j 2 <(grep ^pingpong "$OUT/mm_bench.native.log" | awk '{ print $4, $2 }' | sort -k2) \
+		<(grep ^pingpong "$OUT/mm_bench.rgpu.log" | awk '{ print $4, $2 }' | sort -k2) |
+		sort -g | awk '{ printf "   %s MiB: native %s ms, rgpu %s ms per round (%.1fx)\n", $1, $2, $3, ($2 > 0 ? $3 / $2 : 0) }' \
+		>"$OUT/mm_bench.txt"
+fi
 # ---- stream and context attributes, JIT linking of two PTX files: every line equal
 for p in attrs linkjit; do
 	[ -x "$P/$p" ] && run_compare "$p" "" 0 "$P/$p"
 done
 
+fi # want main || want compat
+
+if want main; then
 # ---- frameworks: a bf16 transformer (SDPA) eagerly and under torch.compile, JAX jit, CuPy ----
 # losses and values within 1e-3 relative of native (the issue's bound); a framework missing
 # on the host is a SKIP row, never a pass
@@ -211,15 +235,18 @@ for p in rt_printf_static rt_printf_shared rt_assert_static rt_assert_shared rt_
 	row "${p}_output" "-" "$(cmp -s "$OUT/cuda_$p.native.log" "$OUT/cuda_$p.rgpu.log" && echo same || echo DIFF)" "" "" ""
 done
 
+fi # want main
+
 # ---- the conformance suite (tests/conformance): every program natively and through rgpu, with
-# its result line compared -----------------------------------------------------------------
-if [ -d "$B/tests/conformance/bin" ]; then
+# its result line compared (RGPU_GPU_PART=conformance alone) -------------------------------
+if { want main || want conformance; } && [ -d "$B/tests/conformance/bin" ]; then
 	RGPU_VERIFY_LOG=1 tests/conformance/compare.sh "$B" "$OUT/conformance" >"$OUT/conformance.txt" 2>&1
 	awk '$1 ~ /^conf_/ && NF == 4 { same = ($4 == "yes") ? "ok" : "DIFF";
 		printf "%-22s %-8s %-8s %10s %10s %8s\n", $1, ($2 == "PASS" ? "ok" : $2), ($3 == "PASS" ? "ok" : $3), "", "", same }' \
 		"$OUT/conformance.txt" >>"$TABLE"
 fi
 
+if want main; then
 # ---- rgpu only: hostile input, a client killed mid-copy ---------------------------------
 RGPU_E2E_PORT=$(cat "$OUT/port") RGPU_E2E_LOGFILE="$OUT/rgpud.log" RGPU_TEST_IMAGE="$P/kernels.fatbin" \
 	"$B/tests/e2e/hostile" >"$OUT/hostile.log" 2>&1
@@ -427,6 +454,10 @@ if [ -s "$OUT/ckpt_bench.txt" ]; then
 	echo "== checkpoints (tests/bench/ckpt_bench.sh)"
 	sed 's/^/   /' "$OUT/ckpt_bench.txt" | head -40
 	grep -h "^ok\|FAIL" "$OUT/migrate.log" "$OUT/ckpt_damage.log" "$OUT/ckpt_kill.log" 2>/dev/null | cut -c1-200
+fi
+if [ -s "$OUT/mm_bench.txt" ]; then
+	echo "== managed memory ping-pong (rt_managed bench: the CPU, then a kernel, add 1 to every word)"
+	cat "$OUT/mm_bench.txt"
 fi
 echo "== tests"
 cat "$TABLE"

@@ -121,9 +121,7 @@ int main(void)
 	CHECK(cuStreamSynchronize(s));
 	printf("launch after func config: ok\n");
 
-	/* bad arguments: the driver's codes */
-	show("set with NULL value", cuStreamSetAttribute(s, CU_STREAM_ATTRIBUTE_PRIORITY, NULL));
-	show("get with NULL value", cuStreamGetAttribute(s, CU_STREAM_ATTRIBUTE_PRIORITY, NULL));
+	/* bad arguments: the driver's codes (a NULL value is not asked: the H200's driver crashes) */
 	memset(&v, 0, sizeof(v));
 	show("set attribute 2 (cooperative) on a stream",
 	     cuStreamSetAttribute(s, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));

@@ -62,25 +62,41 @@ int main(void)
 			      CU_JIT_LOG_VERBOSE, CU_JIT_WALL_TIME, CU_JIT_OPTIMIZATION_LEVEL};
 	void *val[] = {info, (void *)(uintptr_t)sizeof(info), err, (void *)(uintptr_t)sizeof(err),
 		       (void *)(uintptr_t)1, NULL, (void *)(uintptr_t)3};
-	info[0] = err[0] = 'X';
-	CHECK(cuLinkCreate(7, opt, val, &st));
+	void *bad_val[7];
+	CUlinkState bad;
+	CUresult r;
 
-	/* an invalid input fails at cuLinkAddData, with the driver's error log */
+	/*
+	 * An invalid input fails at cuLinkAddData, with the driver's error log, and spoils the
+	 * link state that took it: a valid input after it fails too (as the driver does).
+	 */
+	memcpy(bad_val, val, sizeof(val));
+	CHECK(cuLinkCreate(7, opt, bad_val, &bad));
 	const char junk[] = "this is neither PTX nor a cubin";
 	err[0] = 0;
-	CUresult r = cuLinkAddData(st, CU_JIT_INPUT_PTX, (void *)junk, sizeof(junk), "junk.ptx", 0,
-				   NULL, NULL);
+	r = cuLinkAddData(bad, CU_JIT_INPUT_PTX, (void *)junk, sizeof(junk), "junk.ptx", 0, NULL,
+			  NULL);
 	printf("junk input: %s, error log %s\n", cu_name(r), err[0] ? "non-empty" : "EMPTY");
 	EXPECT(r != CUDA_SUCCESS && err[0], "junk input accepted (%s)", cu_name(r));
-	r = cuLinkAddData(st, CU_JIT_INPUT_CUBIN, (void *)junk, sizeof(junk), "junk.cubin", 0, NULL,
-			  NULL);
+	r = cuLinkAddData(bad, CU_JIT_INPUT_CUBIN, (void *)junk, sizeof(junk), "junk.cubin", 0,
+			  NULL, NULL);
 	printf("junk cubin: %s\n", cu_name(r));
 	EXPECT(r != CUDA_SUCCESS, "junk cubin accepted");
+	r = cuLinkAddData(bad, CU_JIT_INPUT_PTX, ptx_a, alen, "link_a.ptx", 0, NULL, NULL);
+	printf("a valid input after them: %s\n", cu_name(r));
+	CHECK(cuLinkDestroy(bad));
 
+	/* a file that is not there, in a link state of its own */
+	memcpy(bad_val, val, sizeof(val));
+	CHECK(cuLinkCreate(7, opt, bad_val, &bad));
+	printf("missing file: %s\n",
+	       cu_name(cuLinkAddFile(bad, CU_JIT_INPUT_PTX, "/nonexistent/x.ptx", 0, NULL, NULL)));
+	CHECK(cuLinkDestroy(bad));
+
+	info[0] = err[0] = 'X';
+	CHECK(cuLinkCreate(7, opt, val, &st));
 	CHECK(cuLinkAddData(st, CU_JIT_INPUT_PTX, ptx_a, alen, "link_a.ptx", 0, NULL, NULL));
 	CHECK(cuLinkAddFile(st, CU_JIT_INPUT_PTX, path_b, 0, NULL, NULL));
-	printf("missing file: %s\n",
-	       cu_name(cuLinkAddFile(st, CU_JIT_INPUT_PTX, "/nonexistent/x.ptx", 0, NULL, NULL)));
 	CHECK(cuLinkComplete(st, &cubin, &size));
 	float wall;
 	memcpy(&wall, &val[5], sizeof(wall));
@@ -93,7 +109,6 @@ int main(void)
 	CHECK(cuModuleLoadData(&m1, cubin));
 	CHECK(cuModuleLoadData(&m2, cubin));
 	CHECK(cuLinkDestroy(st));
-	printf("destroy again: %s\n", cu_name(cuLinkDestroy(st)));
 	CHECK(cuModuleGetFunction(&f1, m1, "link_saxpy"));
 	CHECK(cuModuleGetFunction(&f2, m2, "link_saxpy"));
 	for (int i = 0; i < n; i++) {

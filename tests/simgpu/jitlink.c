@@ -26,6 +26,8 @@ struct sim_link_state {
 	size_t image_len;
 	char *out;	/* what cuLinkComplete gave */
 	size_t cap[2];	/* the log buffers' sizes as given (the slots then say what was filled) */
+	CUresult spoilt; /* the first refused input: later inputs and the link fail so, as the
+			    H200's driver's link state does */
 };
 
 /* write text into the log of kind buf_opt (CU_JIT_INFO/ERROR_LOG_BUFFER) */
@@ -103,6 +105,8 @@ static CUresult refuse(struct sim_link_state *l, CUresult r, const char *name, c
 	snprintf(msg, sizeof(msg), "error   : simgpu: input %s: %s\n", name ? name : "(unnamed)",
 		 why);
 	put_log(l, CU_JIT_ERROR_LOG_BUFFER, msg);
+	if (!l->spoilt)
+		l->spoilt = r;
 	return r;
 }
 
@@ -121,6 +125,8 @@ CUresult CUDAAPI cuLinkAddData_v2(CUlinkState h, CUjitInputType type, void *data
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!data || !size || (n && (!opt || !val)))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (l->spoilt)
+		return l->spoilt;
 	switch (type) {
 	case CU_JIT_INPUT_PTX:
 		if (!(copy = malloc(size + 1)))
@@ -130,7 +136,7 @@ CUresult CUDAAPI cuLinkAddData_v2(CUlinkState h, CUjitInputType type, void *data
 		size = strlen(copy);
 		if (sim_image_load(copy, &img) != CUDA_SUCCESS) {
 			free(copy);
-			return refuse(l, CUDA_ERROR_INVALID_PTX, name, "not PTX (no .version)");
+			return refuse(l, CUDA_ERROR_INVALID_IMAGE, name, "not PTX (no .version)");
 		}
 		sim_image_free(img);
 		char *p = realloc(l->ptx, l->ptx_len + size + 2);
@@ -209,6 +215,8 @@ CUresult CUDAAPI cuLinkComplete(CUlinkState h, void **cubin, size_t *size)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!cubin)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (l->spoilt)
+		return l->spoilt;
 	if (l->ptx && l->image)
 		return refuse(l, CUDA_ERROR_NOT_SUPPORTED, "(link)",
 			      "simgpu cannot link PTX with a cubin");
