@@ -108,7 +108,8 @@ static void put_log(struct ip_link *l, CUjit_option buf_opt, ProtobufCBinaryData
 	if (!buf || !cap)
 		return;
 	size_t n = MIN(text.len, cap - 1);
-	memcpy(buf, text.data, n);
+	if (n)
+		memcpy(buf, text.data, n);
 	buf[n] = 0;
 }
 
@@ -170,7 +171,7 @@ static CUresult link_call(struct ip_link *l, size_t first, size_t count, int com
 		l->image = malloc(rep->image.len ? rep->image.len : 1);
 		if (!l->image)
 			r = CUDA_ERROR_OUT_OF_MEMORY;
-		else
+		else if (rep->image.len)
 			memcpy(l->image, rep->image.data, rep->image.len);
 		l->image_size = rep->image.len;
 	}

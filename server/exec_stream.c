@@ -80,7 +80,8 @@ int h_stream_attr(struct srv_worker *w, struct srv_frame *f)
 	int ret;
 
 	memset(&v, 0, sizeof(v));
-	memcpy(&v, m->value.data, MIN(m->value.len, (size_t)RGPU_STREAM_ATTR_BYTES));
+	if (m->value.len) /* a get sends none: no memcpy from NULL */
+		memcpy(&v, m->value.data, MIN(m->value.len, (size_t)RGPU_STREAM_ATTR_BYTES));
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
 	if (f->hdr.type == RGPU_MSG_STREAM_SET_ATTR) {

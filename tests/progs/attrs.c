@@ -149,6 +149,9 @@ int main(void)
 	CHECK(cuMemFree(b));
 	CHECK(cuMemFree(c));
 	CHECK(cuModuleUnload(mod));
+	free(ha);
+	free(hb);
+	free(hc);
 	printf("attrs: ok\n");
 	return 0;
 }

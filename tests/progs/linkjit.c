@@ -133,6 +133,9 @@ int main(void)
 	CHECK(cuMemFree(x));
 	CHECK(cuMemFree(y));
 	free(ptx_a);
+	free(hx);
+	free(hy);
+	free(out);
 	printf("linkjit: ok\n");
 	return 0;
 }
