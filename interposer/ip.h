@@ -238,6 +238,13 @@ CUresult ip_session_open(void);
 CUresult ip_session_error(void);
 
 /*
+ * ip_link_on_enqueue() - fn is called with every request about to be queued (before its seq,
+ * with no lock held): managed.c sends the CPU's changes ahead of work that may read them.
+ */
+typedef void (*ip_enqueue_fn)(uint16_t type, const ProtobufCMessage *req);
+void ip_link_on_enqueue(ip_enqueue_fn fn);
+
+/*
  * ip_post() - a fire-and-forget request. Small requests are queued and sent in batches by the
  * sender thread; a payload larger than a few KiB is sent before ip_post returns, straight
  * from the caller's memory (host bytes are taken at call time). Returns the session's error
@@ -363,20 +370,18 @@ void ip_mem_on_free(ip_freed_fn fn);
 int ip_devptr_ok(uint64_t p, uint64_t n);
 /* ---- managed memory (managed.c) ---------------------------------------------------------- */
 
-/* ip_mm_contains() - [p, p+n) overlaps a managed range (n 0: p lies in one). */
-int ip_mm_contains(uint64_t p, uint64_t n);
-/*
- * ip_mm_before() - a request of this type is about to be queued (link.c): for work that may read
- * device memory, send what the CPU changed in managed memory; for work that may write it, make
- * the CPU's copies it may write invalid.
- */
-void ip_mm_before(uint16_t type, const ProtobufCMessage *req);
 /* ip_mm_epoch() - a count of the work issued so far that may write device memory */
 uint64_t ip_mm_epoch(void);
 /* ip_mm_synced() - a context synchronisation returned: the work up to epoch is complete */
 void ip_mm_synced(uint64_t epoch);
-/* ip_mm_forget() - the allocation at addr was freed: drop its CPU side if it was managed */
-void ip_mm_forget(uint64_t addr);
+
+/*
+ * ip_mem_alloc_managed() - ip_mem_alloc for managed memory: a range of the window of its own
+ * (no other allocation shares its pages), marked managed.
+ */
+CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, CUdeviceptr *out);
+/* ip_mem_managed() - [p, p+n) starts or ends in a managed allocation */
+int ip_mem_managed(uint64_t p, uint64_t n);
 
 /* ip_host_range() - [p, p+n) lies in one pinned host allocation of this process. */
 int ip_host_range(uint64_t p, uint64_t n);

@@ -29,6 +29,11 @@ struct ip_session S = {
 	.cb_cond = PTHREAD_COND_INITIALIZER,
 };
 
+void ip_link_on_enqueue(ip_enqueue_fn fn)
+{
+	atomic_store(&S.before_enqueue, fn);
+}
+
 CUresult ip_session_error(void)
 {
 	return atomic_load(&S.dead) ? S.dead_err : CUDA_SUCCESS;
@@ -118,8 +123,10 @@ int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payl
 	/* host writes to mirrored host memory go first (hostmirror.c) */
 	if (type != RGPU_MSG_HOST_WRITE && type != RGPU_MSG_HOST_MIRROR)
 		ip_hm_push();
-	/* and the CPU's changes to managed memory before work that may read it (managed.c) */
-	ip_mm_before(type, req);
+	/* and whatever a listener sends first (managed.c: the CPU's changes to managed memory) */
+	ip_enqueue_fn before = atomic_load(&S.before_enqueue);
+	if (before)
+		before(type, req);
 	pthread_mutex_lock(&S.q_lock);
 	while (!urgent && S.kept_bytes && S.kept_bytes + hlen + plen > S.kept_max &&
 	       !atomic_load(&S.dead))

@@ -9,8 +9,8 @@
  * whose handler (installed with the first range, chaining to the one before it) fetches it.
  *
  * The requests that may read device memory (launches, graph launches, copies and sets) first
- * send the blocks the CPU changed (ip_mm_before, from the link's enqueue, before the request
- * gets its seq), ending with a synchronous copy so the worker holds everything after them
+ * send the blocks the CPU changed (mm_before, which the link calls as it queues a request,
+ * before the request gets its seq), ending with a synchronous copy so the worker holds everything after them
  * until the bytes have landed; those that may write it then make the blocks they may write
  * INVALID (a launch: every block). A fault while such work may still run (no context
  * synchronisation since) synchronises the range's context first, which is how a GPU without
@@ -136,19 +136,6 @@ static struct mrange *find_locked(uint64_t p)
 	return NULL;
 }
 
-int ip_mm_contains(uint64_t p, uint64_t n)
-{
-	int found = 0;
-
-	if (!atomic_load(&nranges))
-		return 0;
-	pthread_mutex_lock(&mm_lock);
-	for (struct mrange *m = ranges; m && !found; m = m->next)
-		found = p < m->addr + m->mm.size && (n ? p + n : p + 1) > m->addr;
-	pthread_mutex_unlock(&mm_lock);
-	return found;
-}
-
 /* Send what the CPU changed in every range, the last bytes again synchronously. */
 static int flush_locked(void)
 {
@@ -192,7 +179,7 @@ static int written_span(uint16_t type, const ProtobufCMessage *req, uint64_t *ds
 	return 0; /* a launch: anything */
 }
 
-void ip_mm_before(uint16_t type, const ProtobufCMessage *req)
+static void mm_before(uint16_t type, const ProtobufCMessage *req)
 {
 	uint64_t dst = 0, len = 0;
 	int span;
@@ -356,6 +343,8 @@ static void unmap_range(struct mrange *m)
 	free(m);
 }
 
+static void mm_forget(uint64_t addr);
+
 /* The CPU side of a new managed range at addr (device memory already allocated there). */
 static CUresult map_range(struct ip_ctx *c, uint64_t addr, uint64_t size)
 {
@@ -391,6 +380,8 @@ static CUresult map_range(struct ip_ctx *c, uint64_t addr, uint64_t size)
 		pthread_mutex_unlock(&mm_lock);
 		goto fail;
 	}
+	ip_link_on_enqueue(mm_before);
+	ip_mem_on_free(mm_forget);
 	m->next = ranges;
 	ranges = m;
 	atomic_fetch_add(&nranges, 1);
@@ -403,7 +394,8 @@ fail:
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void ip_mm_forget(uint64_t addr)
+/* An ip_freed_fn: the allocation at addr was freed; drop its CPU side if it was managed. */
+static void mm_forget(uint64_t addr)
 {
 	struct mrange **pp, *m = NULL;
 
@@ -437,11 +429,7 @@ IP_API CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, un
 	if (bytesize > UINT64_MAX - MM_BLOCK)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size = (bytesize + MM_BLOCK - 1) / MM_BLOCK * MM_BLOCK;
-	/*
-	 * Its own granule-aligned range of the window (a size past the allocator's small ones),
-	 * so that no other allocation shares its pages in this process.
-	 */
-	r = ip_mem_alloc(c, MAX(size, IP_VAW_SMALL + MM_BLOCK), &d);
+	r = ip_mem_alloc_managed(c, size, &d);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = zero_device(c, d, size);
@@ -689,7 +677,7 @@ static CUresult attach(CUstream s, CUdeviceptr p, size_t n, unsigned flags, int 
 	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
 	    flags != CU_MEM_ATTACH_SINGLE)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!ip_mm_contains(p, n ? n : 1))
+	if (!ip_mem_managed(p, n ? n : 1))
 		return CUDA_ERROR_INVALID_VALUE;
 	return CUDA_SUCCESS;
 }

@@ -131,11 +131,16 @@ int ip_devptr_ok(uint64_t p, uint64_t n)
 /* ---- allocation --------------------------------------------------------------------------- */
 
 /* who hears of frees (pool.c) */
-static ip_freed_fn freed_listener;
+#define FREED_LISTENERS 4
+static ip_freed_fn freed_listeners[FREED_LISTENERS];
 
 void ip_mem_on_free(ip_freed_fn fn)
 {
-	freed_listener = fn;
+	for (int i = 0; i < FREED_LISTENERS; i++)
+		if (!freed_listeners[i] || freed_listeners[i] == fn) {
+			freed_listeners[i] = fn;
+			return;
+		}
 }
 
 CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
@@ -175,6 +180,40 @@ CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 	return r;
 }
 
+CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
+{
+	/* a size past the allocator's small ones: a range of its own, sharing no page */
+	CUresult r = ip_mem_alloc(c, size > IP_VAW_SMALL ? size : IP_VAW_SMALL + 1, out);
+	struct ip_vaw_alloc *a;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&ip.mem_lock);
+	a = (struct ip_vaw_alloc *)ip_vaw_find(&ip.vaw, *out);
+	if (a)
+		a->managed = 1;
+	pthread_mutex_unlock(&ip.mem_lock);
+	return CUDA_SUCCESS;
+}
+
+int ip_mem_managed(uint64_t p, uint64_t n)
+{
+	const struct ip_vaw_alloc *a;
+	int managed = 0;
+
+	pthread_mutex_lock(&ip.mem_lock);
+	a = ip_vaw_find(&ip.vaw, p);
+	if (a && a->managed)
+		managed = 1;
+	else if (n > 1 && p + n > p) {
+		/* a range that starts before a managed allocation and runs into one */
+		a = ip_vaw_find(&ip.vaw, p + n - 1);
+		managed = a && a->managed;
+	}
+	pthread_mutex_unlock(&ip.mem_lock);
+	return managed;
+}
+
 static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 {
 	Rgpu__MemFree m = RGPU__MEM_FREE__INIT;
@@ -188,9 +227,8 @@ static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	ip_vaw_free(&ip.vaw, addr, &ua, &us);
-	if (freed_listener)
-		freed_listener(addr);
-	ip_mm_forget(addr);
+	for (int i = 0; i < FREED_LISTENERS && freed_listeners[i]; i++)
+		freed_listeners[i](addr);
 	m.addr = addr;
 	m.unmap_addr = ua;
 	m.unmap_size = us;
@@ -424,7 +462,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 	if (n == 0)
 		return CUDA_SUCCESS;
 	/* managed memory is device memory, whatever the call says (unified addressing) */
-	if (ip_mm_contains((uint64_t)(uintptr_t)src, n))
+	if (ip_mem_managed((uint64_t)(uintptr_t)src, n))
 		return dtod(dst, (CUdeviceptr)(uintptr_t)src, n, s, ptds);
 	if (host_range(dst, n))
 		return host_copy((void *)(uintptr_t)dst, src, n, s, ptds, async);
@@ -475,7 +513,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
-	if (ip_mm_contains((uint64_t)(uintptr_t)dst, n))
+	if (ip_mem_managed((uint64_t)(uintptr_t)dst, n))
 		return dtod((CUdeviceptr)(uintptr_t)dst, src, n, s, ptds);
 	if (host_range(src, n))
 		return host_copy(dst, (const void *)(uintptr_t)src, n, s, ptds, async);
@@ -905,7 +943,7 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->device = a->device;
 		pi->ctx = a->owner;
 		pi->buffer_id = a->addr;
-		pi->managed = -1; /* asked below, outside the allocator's lock */
+		pi->managed = a->managed;
 	} else if ((m = ip_vaw_map_find(&ip.vaw, p)) && m->handle) {
 		/*
 		 * The application's mapping: device memory of no context, whose range is the
@@ -922,8 +960,6 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->access = m->access;
 	}
 	pthread_mutex_unlock(&ip.mem_lock);
-	if (pi->managed)
-		pi->managed = ip_mm_contains(p, 0);
 	if (pi->kind)
 		return;
 	if (global_find(p, &g)) {

@@ -43,7 +43,7 @@ static CUresult side_of(const char *fn, CUmemorytype t, const void *host, CUdevi
 	switch (t) {
 	case CU_MEMORYTYPE_HOST:
 		base = (uint64_t)(uintptr_t)host;
-		s->dev = ip_mm_contains(base, 0); /* managed memory is device memory */
+		s->dev = ip_mem_managed(base, 1); /* managed memory is device memory */
 		break;
 	case CU_MEMORYTYPE_DEVICE:
 	case CU_MEMORYTYPE_UNIFIED:

@@ -103,6 +103,7 @@ struct ip_session {
 
 	pthread_mutex_t wait_lock;
 	struct waiter *waiters;
+	_Atomic(ip_enqueue_fn) before_enqueue; /* ip_link_on_enqueue */
 
 	atomic_int dead;
 	CUresult dead_err;

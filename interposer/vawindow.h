@@ -26,6 +26,7 @@ struct ip_vaw_alloc {
 	void *owner;              /* the context it belongs to */
 	struct ip_vaw_slab *slab; /* NULL: a large allocation with its own mapping */
 	uint64_t map_size;        /* large: bytes mapped at addr */
+	int managed;              /* managed memory (managed.c): the client maps it too */
 };
 
 /*

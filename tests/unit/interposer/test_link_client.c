@@ -67,12 +67,6 @@ void ip_hm_push(void)
 {
 }
 
-void ip_mm_before(uint16_t type, const ProtobufCMessage *req)
-{
-	(void)type;
-	(void)req;
-}
-
 /* ---- helpers ------------------------------------------------------------------------------- */
 
 /* byte i of pattern `salt`: never constant, different for every salt */
