@@ -377,9 +377,18 @@ void ip_mm_synced(uint64_t epoch);
 
 /*
  * ip_mem_alloc_managed() - ip_mem_alloc for managed memory: a range of the window of its own
- * (no other allocation shares its pages), marked managed.
+ * (no other allocation shares its pages) of size bytes, marked managed, of which the program
+ * asked for `asked`; with host_flags (cuMemHostAlloc's), marked mapped pinned host memory.
  */
-CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, CUdeviceptr *out);
+CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, uint64_t asked,
+			      unsigned host_flags, CUdeviceptr *out);
+/*
+ * ip_mem_on_mapped_alloc() - fn makes the mapped pinned host allocations too large for the
+ * host area (managed.c sets it when the library is loaded).
+ */
+typedef CUresult (*ip_mapped_alloc_fn)(struct ip_ctx *c, uint64_t size, unsigned flags,
+				       CUdeviceptr *out);
+void ip_mem_on_mapped_alloc(ip_mapped_alloc_fn fn);
 /* ip_mem_managed() - [p, p+n) starts or ends in a managed allocation */
 int ip_mem_managed(uint64_t p, uint64_t n);
 

@@ -414,22 +414,18 @@ static void mm_forget(uint64_t addr)
 		unmap_range(m);
 }
 
-IP_API CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+/* A managed range of bytesize bytes; host_flags: mapped pinned host memory (cuMemHostAlloc) */
+static CUresult mm_alloc(struct ip_ctx *c, uint64_t bytesize, unsigned host_flags,
+			 CUdeviceptr *out)
 {
-	struct ip_ctx *c;
 	CUdeviceptr d;
 	uint64_t size;
 	CUresult r;
 
-	if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
-		return CUDA_ERROR_INVALID_VALUE;
-	r = ip_ctx_require_live(&c);
-	if (r != CUDA_SUCCESS)
-		return r;
 	if (bytesize > UINT64_MAX - MM_BLOCK)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size = (bytesize + MM_BLOCK - 1) / MM_BLOCK * MM_BLOCK;
-	r = ip_mem_alloc_managed(c, size, &d);
+	r = ip_mem_alloc_managed(c, size, bytesize, host_flags, &d);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = zero_device(c, d, size);
@@ -439,8 +435,33 @@ IP_API CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, un
 		cuMemFree_v2(d);
 		return r;
 	}
-	*dptr = d;
+	*out = d;
 	return CUDA_SUCCESS;
+}
+
+IP_API CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	struct ip_ctx *c;
+	CUresult r;
+
+	if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_ctx_require_live(&c);
+	return r == CUDA_SUCCESS ? mm_alloc(c, bytesize, 0, dptr) : r;
+}
+
+/*
+ * Mapped pinned host memory too large for the host area (memory.c asks): a managed range,
+ * which a kernel dereferences at its host address, kept coherent the same way.
+ */
+static CUresult mm_host_alloc(struct ip_ctx *c, uint64_t size, unsigned flags, CUdeviceptr *out)
+{
+	return mm_alloc(c, size, flags, out);
+}
+
+__attribute__((constructor)) static void mm_init(void)
+{
+	ip_mem_on_mapped_alloc(mm_host_alloc);
 }
 
 /* ---- prefetch, advice, attachment --------------------------------------------------------------- */

@@ -180,20 +180,49 @@ CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 	return r;
 }
 
-CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
+CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, uint64_t asked,
+			      unsigned host_flags, CUdeviceptr *out)
 {
 	/* a size past the allocator's small ones: a range of its own, sharing no page */
-	CUresult r = ip_mem_alloc(c, size > IP_VAW_SMALL ? size : IP_VAW_SMALL + 1, out);
+	uint64_t take = size > IP_VAW_SMALL ? size : IP_VAW_SMALL + 1;
+	CUresult r = ip_mem_alloc(c, take, out);
 	struct ip_vaw_alloc *a;
 
 	if (r != CUDA_SUCCESS)
 		return r;
 	pthread_mutex_lock(&ip.mem_lock);
 	a = (struct ip_vaw_alloc *)ip_vaw_find(&ip.vaw, *out);
-	if (a)
-		a->managed = 1;
+	if (a) {
+		a->managed = host_flags ? 2 : 1;
+		a->host_flags = host_flags;
+		a->user_size = take != asked ? asked : 0;
+	}
 	pthread_mutex_unlock(&ip.mem_lock);
 	return CUDA_SUCCESS;
+}
+
+/* Mapped pinned host memory made as a managed range: its record, if p lies in one. */
+static int mapped_host(uint64_t p, uint64_t *base, unsigned *flags)
+{
+	const struct ip_vaw_alloc *a;
+	int found;
+
+	pthread_mutex_lock(&ip.mem_lock);
+	a = ip_vaw_find(&ip.vaw, p);
+	found = a && a->managed == 2 && p - a->addr < (a->user_size ? a->user_size : a->size);
+	if (found) {
+		*base = a->addr;
+		*flags = a->host_flags;
+	}
+	pthread_mutex_unlock(&ip.mem_lock);
+	return found;
+}
+
+static ip_mapped_alloc_fn mapped_alloc;
+
+void ip_mem_on_mapped_alloc(ip_mapped_alloc_fn fn)
+{
+	mapped_alloc = fn;
 }
 
 int ip_mem_managed(uint64_t p, uint64_t n)
@@ -813,6 +842,14 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* small ones in the host area, where kernels can dereference them (hostmirror.c) */
 	p = ip_hm_alloc(size);
+	if (!p && (flags & CU_MEMHOSTALLOC_DEVICEMAP) && mapped_alloc) {
+		/* larger mapped ones as managed ranges, which kernels dereference too (managed.c) */
+		CUdeviceptr d;
+		r = mapped_alloc(c, size, flags, &d);
+		if (r == CUDA_SUCCESS)
+			*pp = (void *)(uintptr_t)d;
+		return r;
+	}
 	if (!p) {
 		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
@@ -841,9 +878,18 @@ IP_API CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t size, unsigned int flag
 IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
 {
 	struct range *h;
+	uint64_t base;
+	unsigned fl;
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (mapped_host((uint64_t)(uintptr_t)p, &base, &fl)) {
+		if (base != (uint64_t)(uintptr_t)p)
+			return CUDA_ERROR_INVALID_VALUE;
+		if (ip_ctx_cur())
+			(void)cuCtxSynchronize(); /* as cudaFreeHost does */
+		return mem_free(base, NULL);
+	}
 	/*
 	 * A region the device may still be writing: wait for it first, as cudaFreeHost does, so
 	 * that no late write lands in the next region made there (the server zeroes it now)
@@ -893,11 +939,14 @@ IP_API CUresult CUDAAPI cuMemHostUnregister(void *p)
 IP_API CUresult CUDAAPI cuMemHostGetFlags(unsigned int *flags, void *p)
 {
 	const struct range *h;
+	uint64_t base;
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (!flags)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (mapped_host((uint64_t)(uintptr_t)p, &base, flags))
+		return CUDA_SUCCESS;
 	h = host_find((uint64_t)(uintptr_t)p);
 	if (!h)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -913,12 +962,14 @@ IP_API CUresult CUDAAPI cuMemHostGetFlags(unsigned int *flags, void *p)
  */
 IP_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags)
 {
+	uint64_t base;
+	unsigned fl;
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (!dptr || flags)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!host_find((uint64_t)(uintptr_t)p))
+	if (!host_find((uint64_t)(uintptr_t)p) && !mapped_host((uint64_t)(uintptr_t)p, &base, &fl))
 		return CUDA_ERROR_INVALID_VALUE;
 	*dptr = (CUdeviceptr)(uintptr_t)p;
 	return CUDA_SUCCESS;
@@ -943,7 +994,11 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->device = a->device;
 		pi->ctx = a->owner;
 		pi->buffer_id = a->addr;
-		pi->managed = a->managed;
+		pi->managed = a->managed == 1;
+		if (a->user_size)
+			pi->size = a->user_size;
+		if (a->managed == 2)
+			pi->kind = 2; /* mapped pinned host memory: host memory to the program */
 	} else if ((m = ip_vaw_map_find(&ip.vaw, p)) && m->handle) {
 		/*
 		 * The application's mapping: device memory of no context, whose range is the

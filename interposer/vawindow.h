@@ -26,7 +26,10 @@ struct ip_vaw_alloc {
 	void *owner;              /* the context it belongs to */
 	struct ip_vaw_slab *slab; /* NULL: a large allocation with its own mapping */
 	uint64_t map_size;        /* large: bytes mapped at addr */
-	int managed;              /* managed memory (managed.c): the client maps it too */
+	int managed;              /* managed memory (managed.c): the client maps it too; 2: mapped
+				     pinned host memory made the same way */
+	unsigned host_flags;      /* ...2: its cuMemHostAlloc flags */
+	uint64_t user_size;       /* ...the size asked for, when the range is larger (else 0) */
 };
 
 /*

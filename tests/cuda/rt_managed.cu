@@ -237,6 +237,46 @@ static void copies_advice_attrs(void)
 	CK(cudaFree(d));
 }
 
+// Mapped pinned host memory larger than rgpu's host area (cudaHostAlloc, cudaHostAllocMapped):
+// a kernel reads the host's inputs and writes its results there (zero copy).
+static void mapped_host(void)
+{
+	const unsigned n = 1u << 20; // 4 MiB of u32
+	unsigned *h, *d = NULL, flags = 0;
+	CK(cudaHostAlloc(&h, n * 4, cudaHostAllocMapped));
+	CK(cudaHostGetDevicePointer((void **)&d, h, 0));
+	CK(cudaHostGetFlags(&flags, h));
+	printf("mapped host memory: device pointer %s, flags %#x\n", d == h ? "same" : "other", flags);
+	for (unsigned i = 0; i < n; i++)
+		h[i] = i * 5u;
+	mm_inc<<<64, 256>>>(d, n);
+	CK(cudaDeviceSynchronize());
+	unsigned bad = 0;
+	for (unsigned i = 0; i < n; i++)
+		bad += h[i] != i * 5u + 1;
+	printf("a kernel on mapped host memory: %u wrong\n", bad);
+	if (bad)
+		rt_fail("mapped host memory: %u wrong", bad);
+	// as the source and the destination of copies
+	unsigned *dev;
+	CK(cudaMalloc(&dev, n * 4));
+	CK(cudaMemcpy(dev, h, n * 4, cudaMemcpyHostToDevice));
+	mm_inc<<<64, 256>>>(dev, n);
+	CK(cudaMemcpy(h, dev, n * 4, cudaMemcpyDeviceToHost));
+	bad = 0;
+	for (unsigned i = 0; i < n; i++)
+		bad += h[i] != i * 5u + 2;
+	printf("copies through mapped host memory: %u wrong\n", bad);
+	if (bad)
+		rt_fail("mapped host copies: %u wrong", bad);
+	cudaPointerAttributes pa;
+	CK(cudaPointerGetAttributes(&pa, h + 7));
+	printf("mapped host attributes: type %d (host %d), host pointer %s\n", (int)pa.type,
+	       (int)cudaMemoryTypeHost, pa.hostPointer == h + 7 ? "same" : "other");
+	CK(cudaFree(dev));
+	CK(cudaFreeHost(h));
+}
+
 static void cpu_only(void)
 {
 	const unsigned n = 1u << 20;
@@ -295,6 +335,7 @@ int main(int argc, char **argv)
 	fresh_and_stream();
 	file_and_list();
 	copies_advice_attrs();
+	mapped_host();
 	cpu_only();
 	if (rt_failures) {
 		printf("rt_managed: %d checks failed\n", rt_failures);
