@@ -101,6 +101,7 @@ struct ip_funcinfo {
 struct ip_global {
 	char *name;
 	uint64_t addr, size;
+	int managed;        /* a __managed__ variable (the client keeps its CPU copy) */
 	struct ip_ctx *ctx; /* where it lives (a library's global: one per context) */
 	struct ip_global *next;
 };
@@ -389,6 +390,12 @@ CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, uint64_t asked,
 typedef CUresult (*ip_mapped_alloc_fn)(struct ip_ctx *c, uint64_t size, unsigned flags,
 				       CUdeviceptr *out);
 void ip_mem_on_mapped_alloc(ip_mapped_alloc_fn fn);
+/*
+ * ip_module_on_managed_global() - fn hears of each __managed__ variable a look-up finds (add 1;
+ * its CPU copy must exist before the look-up returns) and of each one whose module goes (0).
+ */
+typedef CUresult (*ip_managed_global_fn)(struct ip_ctx *c, uint64_t addr, uint64_t size, int add);
+void ip_module_on_managed_global(ip_managed_global_fn fn);
 /* ip_mem_managed() - [p, p+n) starts or ends in a managed allocation */
 int ip_mem_managed(uint64_t p, uint64_t n);
 
@@ -397,10 +404,11 @@ int ip_host_range(uint64_t p, uint64_t n);
 /* ip_is_devptr() - p points into device memory (pointer classification for cuMemcpy). */
 int ip_is_devptr(uint64_t p);
 /*
- * ip_global_add() - the module global [addr, addr+size) is device memory from now on;
+ * ip_global_add() - the module global [addr, addr+size) is device memory from now on (managed:
+ * a __managed__ variable);
  * ip_global_del() - no longer (its module is unloaded): copies to it fail, as natively.
  */
-void ip_global_add(uint64_t addr, uint64_t size);
+void ip_global_add(uint64_t addr, uint64_t size, int managed);
 void ip_global_del(uint64_t addr, uint64_t size);
 
 /* What memory.c knows of an address: the facts behind the pointer attributes (pointer.c). */

@@ -48,6 +48,16 @@ struct mrange {
 	int read_mostly;
 	CUmemLocation preferred, last_prefetch;
 	uint32_t accessed_by; /* a bit per device */
+	/*
+	 * __managed__ variables: the module's variables this range holds, the only bytes of it
+	 * that are device memory (the range is their 64 KiB blocks, at the addresses the
+	 * server's driver gave them, outside the window). nvars 0: the whole range (an allocation).
+	 */
+	struct mvar {
+		uint64_t addr, size;
+	} *vars;
+	size_t nvars;
+	int viewed; /* the application's view is mapped */
 	struct mrange *next;
 };
 
@@ -62,46 +72,78 @@ static struct sigaction old_segv;
 static int handler_installed;
 
 /* The last bytes a flush sent: sent again synchronously, the flush's end for the worker. */
-static uint64_t tail_addr;
+static uint64_t tail_addr, tail_len;
 static uint8_t tail[8];
 static struct ip_ctx *tail_ctx;
 
 /* ---- I/O for the protocol ------------------------------------------------------------------- */
 
-static int io_fetch(void *arg, uint64_t off, uint64_t len, void *dst)
+/* Device bytes [a, a + n) into dst. */
+static int fetch_piece(const struct mrange *m, uint64_t a, uint64_t n, void *dst)
 {
-	struct mrange *m = arg;
 	Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
 	CUresult r;
 
-	q.src = m->addr + off;
-	q.size = len;
-	q.ctx = m->ctx->o.id;
+	q.src = a;
+	q.size = n;
+	q.ctx = m->ctx ? m->ctx->o.id : 0; /* none: a library's variable (device 0's primary) */
 	mm_internal = 1;
-	r = ip_call_status(RGPU_MSG_MEMCPY_DTOH, &q.base, NULL, 0, dst, len, NULL, NULL);
+	r = ip_call_status(RGPU_MSG_MEMCPY_DTOH, &q.base, NULL, 0, dst, n, NULL, NULL);
 	mm_internal = 0;
 	return r == CUDA_SUCCESS ? 0 : -EIO;
 }
 
-static int io_send(void *arg, uint64_t off, uint64_t len, const void *src)
+/* The bytes at src to the device at [a, a + n), in frames of RGPU_COPY_CHUNK. */
+static int send_piece(const struct mrange *m, uint64_t a, uint64_t n, const uint8_t *src)
 {
-	struct mrange *m = arg;
 	Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
 	CUresult r = CUDA_SUCCESS;
 
-	q.ctx = m->ctx->o.id;
+	q.ctx = m->ctx ? m->ctx->o.id : 0;
 	q.flags = RGPU__COPY_FLAG__COPY_ASYNC;
 	mm_internal = 1;
-	for (uint64_t o = 0; o < len && r == CUDA_SUCCESS; o += RGPU_COPY_CHUNK) {
-		q.dst = m->addr + off + o;
-		q.size = MIN(RGPU_COPY_CHUNK, len - o);
-		r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, (const uint8_t *)src + o, q.size);
+	for (uint64_t o = 0; o < n && r == CUDA_SUCCESS; o += RGPU_COPY_CHUNK) {
+		q.dst = a + o;
+		q.size = MIN(RGPU_COPY_CHUNK, n - o);
+		r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, src + o, q.size);
 	}
 	mm_internal = 0;
-	tail_addr = m->addr + off + len - sizeof(tail);
-	memcpy(tail, (const uint8_t *)src + len - sizeof(tail), sizeof(tail));
+	tail_len = MIN(sizeof(tail), n);
+	tail_addr = a + n - tail_len;
+	memcpy(tail, src + n - tail_len, tail_len);
 	tail_ctx = m->ctx;
 	return r == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+/*
+ * Each piece of [off, off + len) of the range that is device memory: all of it, or for
+ * __managed__ variables the parts inside them (the rest of their blocks stays zeros here).
+ */
+static int each_piece(struct mrange *m, uint64_t off, uint64_t len, uint8_t *buf, int to_dev)
+{
+	uint64_t a = m->addr + off;
+	int ret = 0;
+
+	if (!m->nvars)
+		return to_dev ? send_piece(m, a, len, buf) : fetch_piece(m, a, len, buf);
+	for (size_t i = 0; i < m->nvars && !ret; i++) {
+		uint64_t lo = MAX(a, m->vars[i].addr), hi = MIN(a + len, m->vars[i].addr + m->vars[i].size);
+		if (lo >= hi)
+			continue;
+		ret = to_dev ? send_piece(m, lo, hi - lo, buf + (lo - a))
+			     : fetch_piece(m, lo, hi - lo, buf + (lo - a));
+	}
+	return ret;
+}
+
+static int io_fetch(void *arg, uint64_t off, uint64_t len, void *dst)
+{
+	return each_piece(arg, off, len, dst, 0);
+}
+
+static int io_send(void *arg, uint64_t off, uint64_t len, const void *src)
+{
+	return each_piece(arg, off, len, (uint8_t *)src, 1);
 }
 
 static int io_protect(void *arg, uint64_t off, uint64_t len, int accessible)
@@ -149,11 +191,11 @@ static int flush_locked(void)
 	if (total && !ret) {
 		Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
 		q.dst = tail_addr;
-		q.size = sizeof(tail);
-		q.ctx = tail_ctx->o.id;
+		q.size = tail_len;
+		q.ctx = tail_ctx ? tail_ctx->o.id : 0;
 		mm_internal = 1;
-		ret = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, tail, sizeof(tail)) == CUDA_SUCCESS
-			      ? 0 : -EIO;
+		ret = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, tail, tail_len) == CUDA_SUCCESS ? 0
+											     : -EIO;
 		mm_internal = 0;
 	}
 	return ret;
@@ -247,9 +289,9 @@ static int on_fault(uint64_t a)
 	if (atomic_load(&issued) > atomic_load(&synced)) {
 		/* work that may write it may still run: wait for it, as the program should have */
 		uint64_t e = atomic_load(&issued);
-		ctx = m->ctx;
+		ctx = m->ctx ? m->ctx : ip_ctx_cur();
 		pthread_mutex_unlock(&mm_lock);
-		if (cuCtxSynchronize_v2((CUcontext)ctx) == CUDA_SUCCESS)
+		if (ctx && cuCtxSynchronize_v2((CUcontext)ctx) == CUDA_SUCCESS)
 			ip_mm_synced(e);
 		pthread_mutex_lock(&mm_lock);
 		m = find_locked(a);
@@ -332,9 +374,12 @@ static CUresult zero_device(struct ip_ctx *c, uint64_t addr, uint64_t size)
 
 static void unmap_range(struct mrange *m)
 {
-	/* the window's reservation again where the range was */
-	mmap((void *)(uintptr_t)m->addr, m->mm.size, PROT_NONE,
-	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	if (m->viewed && m->nvars)
+		munmap((void *)(uintptr_t)m->addr, m->mm.size); /* outside the window */
+	else if (m->viewed) /* the window's reservation again where the range was */
+		mmap((void *)(uintptr_t)m->addr, m->mm.size, PROT_NONE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	free(m->vars);
 	if (m->mm.copy)
 		munmap(m->mm.copy, m->mm.size);
 	if (m->fd >= 0)
@@ -345,17 +390,26 @@ static void unmap_range(struct mrange *m)
 
 static void mm_forget(uint64_t addr);
 
-/* The CPU side of a new managed range at addr (device memory already allocated there). */
-static CUresult map_range(struct ip_ctx *c, uint64_t addr, uint64_t size)
+/*
+ * A new range's CPU side at [addr, addr + size): with vars (taken), __managed__ variables the
+ * driver placed there, whose bytes the CPU sees only once fetched; without, a new allocation
+ * of the window, zero on both sides. Not yet in the list: the caller links it under mm_lock.
+ */
+static CUresult new_range(struct ip_ctx *c, uint64_t addr, uint64_t size, struct mvar *vars,
+			  size_t nvars, struct mrange **out)
 {
 	struct mm_io io = {io_fetch, io_send, io_protect, io_touched, NULL};
 	struct mrange *m = calloc(1, sizeof(*m));
 	void *view;
 
-	if (!m)
+	if (!m) {
+		free(vars);
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	m->addr = addr;
 	m->ctx = c;
+	m->vars = vars;
+	m->nvars = nvars;
 	m->preferred.type = CU_MEM_LOCATION_TYPE_INVALID;
 	m->last_prefetch.type = CU_MEM_LOCATION_TYPE_INVALID;
 	m->fd = memfd_create("rgpu-managed", MFD_CLOEXEC);
@@ -369,29 +423,55 @@ static CUresult map_range(struct ip_ctx *c, uint64_t addr, uint64_t size)
 	io.arg = m;
 	if (mm_range_init(&m->mm, size, m->mm.copy, &io))
 		goto fail;
-	view = mmap((void *)(uintptr_t)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-		    m->fd, 0);
-	if (view == MAP_FAILED)
-		goto fail;
-	pthread_mutex_lock(&mm_lock);
-	if (!scratch)
-		scratch = malloc((size_t)MM_BLOCK * MM_READAHEAD_MAX);
-	if (!scratch || install_handler_locked()) {
-		pthread_mutex_unlock(&mm_lock);
+	/* variables: where the server's driver put them, which must be free in this process */
+	view = mmap((void *)(uintptr_t)addr, size, nvars ? PROT_NONE : PROT_READ | PROT_WRITE,
+		    MAP_SHARED | (nvars ? MAP_FIXED_NOREPLACE : MAP_FIXED), m->fd, 0);
+	if (view != (void *)(uintptr_t)addr) {
+		if (view != MAP_FAILED)
+			munmap(view, size); /* a kernel that ignores MAP_FIXED_NOREPLACE */
 		goto fail;
 	}
-	ip_link_on_enqueue(mm_before);
-	ip_mem_on_free(mm_forget);
-	m->next = ranges;
-	ranges = m;
-	atomic_fetch_add(&nranges, 1);
-	pthread_mutex_unlock(&mm_lock);
+	m->viewed = 1;
+	if (nvars && mm_invalidate(&m->mm, 0, size))
+		goto fail;
+	*out = m;
 	return CUDA_SUCCESS;
 fail:
 	pr_err("managed memory: cannot map %llu bytes at %#llx in this process: %s",
 	       (unsigned long long)size, (unsigned long long)addr, strerror(errno));
 	unmap_range(m);
 	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Link a new range in; the first one installs the fault handler and the listeners. */
+static CUresult link_range_locked(struct mrange *m)
+{
+	if (!scratch)
+		scratch = malloc((size_t)MM_BLOCK * MM_READAHEAD_MAX);
+	if (!scratch || install_handler_locked())
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ip_link_on_enqueue(mm_before);
+	ip_mem_on_free(mm_forget);
+	m->next = ranges;
+	ranges = m;
+	atomic_fetch_add(&nranges, 1);
+	return CUDA_SUCCESS;
+}
+
+/* The CPU side of a new managed allocation at addr (device memory already allocated there). */
+static CUresult map_range(struct ip_ctx *c, uint64_t addr, uint64_t size)
+{
+	struct mrange *m;
+	CUresult r = new_range(c, addr, size, NULL, 0, &m);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&mm_lock);
+	r = link_range_locked(m);
+	pthread_mutex_unlock(&mm_lock);
+	if (r != CUDA_SUCCESS)
+		unmap_range(m);
+	return r;
 }
 
 /* An ip_freed_fn: the allocation at addr was freed; drop its CPU side if it was managed. */
@@ -450,6 +530,8 @@ IP_API CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, un
 	return r == CUDA_SUCCESS ? mm_alloc(c, bytesize, 0, dptr) : r;
 }
 
+static CUresult mm_global(struct ip_ctx *c, uint64_t addr, uint64_t size, int add);
+
 /*
  * Mapped pinned host memory too large for the host area (memory.c asks): a managed range,
  * which a kernel dereferences at its host address, kept coherent the same way.
@@ -462,6 +544,92 @@ static CUresult mm_host_alloc(struct ip_ctx *c, uint64_t size, unsigned flags, C
 __attribute__((constructor)) static void mm_init(void)
 {
 	ip_mem_on_mapped_alloc(mm_host_alloc);
+	ip_module_on_managed_global(mm_global);
+}
+
+/* ---- __managed__ variables --------------------------------------------------------------------- */
+
+/*
+ * A module's __managed__ variable at [addr, addr + size), where the server's driver put it
+ * (module.c asks when cuModuleGetGlobal finds one, and again when its module goes): the CPU's
+ * copy of its 64 KiB blocks, which the variables sharing a block share. A new variable whose
+ * blocks meet a range's makes one range of both, with the CPU's changes sent first.
+ */
+static CUresult mm_global(struct ip_ctx *c, uint64_t addr, uint64_t size, int add)
+{
+	uint64_t lo = addr / MM_BLOCK * MM_BLOCK, hi;
+	struct mrange **pp, *m, *old = NULL;
+	struct mvar *vars;
+	size_t nvars = 0;
+	CUresult r;
+
+	if (!size || addr + size < addr || addr + size > UINT64_MAX - MM_BLOCK)
+		return CUDA_ERROR_INVALID_VALUE;
+	hi = (addr + size + MM_BLOCK - 1) / MM_BLOCK * MM_BLOCK;
+	pthread_mutex_lock(&mm_lock);
+	if (!add) {
+		for (pp = &ranges; (m = *pp); pp = &m->next) {
+			for (size_t i = 0; i < m->nvars; i++)
+				if (m->vars[i].addr == addr) {
+					m->vars[i] = m->vars[--m->nvars];
+					break;
+				}
+			if (m->vars && !m->nvars) { /* its last variable: the range goes */
+				*pp = m->next;
+				atomic_fetch_sub(&nranges, 1);
+				pthread_mutex_unlock(&mm_lock);
+				unmap_range(m);
+				return CUDA_SUCCESS;
+			}
+		}
+		pthread_mutex_unlock(&mm_lock);
+		return CUDA_SUCCESS;
+	}
+	for (m = ranges; m; m = m->next)
+		for (size_t i = 0; i < m->nvars; i++)
+			if (m->vars[i].addr == addr) { /* asked again (another context's look-up) */
+				pthread_mutex_unlock(&mm_lock);
+				return CUDA_SUCCESS;
+			}
+	/* the variable ranges its blocks meet: taken apart, their changes sent first */
+	flush_locked();
+	vars = malloc(sizeof(*vars));
+	for (pp = &ranges; vars && (m = *pp);) {
+		if (!m->vars || m->addr >= hi || m->addr + m->mm.size <= lo) {
+			pp = &m->next;
+			continue;
+		}
+		struct mvar *more = realloc(vars, (nvars + m->nvars + 1) * sizeof(*vars));
+		if (!more)
+			break;
+		vars = more;
+		memcpy(vars + nvars, m->vars, m->nvars * sizeof(*vars));
+		nvars += m->nvars;
+		lo = MIN(lo, m->addr);
+		hi = MAX(hi, m->addr + m->mm.size);
+		*pp = m->next;
+		atomic_fetch_sub(&nranges, 1);
+		m->next = old;
+		old = m;
+	}
+	while ((m = old)) {
+		old = m->next;
+		unmap_range(m);
+	}
+	if (!vars) {
+		pthread_mutex_unlock(&mm_lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	vars[nvars++] = (struct mvar){addr, size};
+	r = new_range(c, lo, hi - lo, vars, nvars, &m);
+	if (r == CUDA_SUCCESS && (r = link_range_locked(m)) != CUDA_SUCCESS)
+		unmap_range(m);
+	pthread_mutex_unlock(&mm_lock);
+	if (r != CUDA_SUCCESS)
+		ip_refused("a __managed__ variable",
+			   "its address, which the GPU server's driver chose, cannot be mapped in "
+			   "this process");
+	return r;
 }
 
 /* ---- prefetch, advice, attachment --------------------------------------------------------------- */

@@ -52,9 +52,9 @@ static int range_cmp(const void *a, const void *b)
 static void *globals; /* module globals seen, as struct range */
 static pthread_mutex_t globals_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void ip_global_add(uint64_t addr, uint64_t size)
+void ip_global_add(uint64_t addr, uint64_t size, int managed)
 {
-	struct range key = {.addr = addr, .size = size ? size : 1}, *g;
+	struct range key = {.addr = addr, .size = size ? size : 1, .flags = managed != 0}, *g;
 	pthread_mutex_lock(&globals_lock);
 	if (!tfind(&key, &globals, range_cmp) && (g = malloc(sizeof(*g)))) {
 		*g = key;
@@ -1023,6 +1023,7 @@ void ip_ptr_classify(uint64_t p, struct ip_ptrinfo *pi)
 		pi->size = g.size;
 		pi->ctx = ip_ctx_cur();
 		pi->device = pi->ctx ? pi->ctx->device : 0;
+		pi->managed = g.flags & 1;
 		pi->buffer_id = g.addr;
 		return;
 	}

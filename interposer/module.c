@@ -26,6 +26,13 @@
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 
+static ip_managed_global_fn managed_global;
+
+void ip_module_on_managed_global(ip_managed_global_fn fn)
+{
+	managed_global = fn;
+}
+
 static int fi_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct ip_funcinfo *)a)->name, ((const struct ip_funcinfo *)b)->name);
@@ -275,8 +282,11 @@ static CUresult unload(struct ip_module *m, int tell)
 	ip_obj_unregister(&m->o);
 	/* its globals are no device memory any more: copies to them fail, as natively */
 	pthread_mutex_lock(&m->lock);
-	for (struct ip_global *g = m->globals; g; g = g->next)
+	for (struct ip_global *g = m->globals; g; g = g->next) {
 		ip_global_del(g->addr, g->size);
+		if (g->managed && managed_global)
+			managed_global(g->ctx, g->addr, g->size, 0);
+	}
 	pthread_mutex_unlock(&m->lock);
 	if (tell) {
 		req.id = m->o.id;
@@ -317,6 +327,8 @@ static void library_ctx_teardown(struct ip_module *m, struct ip_ctx *c)
 		if (g->ctx == c) {
 			*gp = g->next;
 			ip_global_del(g->addr, g->size); /* copies may no longer name it */
+			if (g->managed && managed_global)
+				managed_global(g->ctx, g->addr, g->size, 0);
 			free(g->name);
 			free(g);
 		} else {
@@ -450,9 +462,17 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 
 	struct ip_ctx *c = m->ctx;
 
-	/* a library's global lives in each context that uses it: the current one's */
-	if (!c && (r = ip_ctx_require(&c)) != CUDA_SUCCESS)
-		return r;
+	/*
+	 * A library's global lives in each context that uses it: the current one's. The runtime
+	 * asks for its __managed__ variables (cuLibraryGetManaged) before any context exists:
+	 * then none (ctx 0), which the worker reads as device 0's primary context, as managed
+	 * memory belongs to no context.
+	 */
+	if (!c && (r = ip_ctx_require(&c)) != CUDA_SUCCESS) {
+		if (!m->library)
+			return r;
+		c = NULL;
+	}
 	pthread_mutex_lock(&m->lock);
 	for (g = m->globals; g && (g->ctx != c || strcmp(g->name, name)); g = g->next)
 		;
@@ -461,7 +481,7 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 		req.module = m->o.id;
 		req.name = (char *)name;
 		req.library = m->library;
-		req.ctx = c->o.id;
+		req.ctx = c ? c->o.id : 0;
 		req.global = ip_new_id();
 		r = ip_call_status(RGPU_MSG_GLOBAL_GET, &req.base, NULL, 0, NULL, 0,
 				   &rgpu__global_reply__descriptor, (ProtobufCMessage **)&rep);
@@ -479,9 +499,17 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 		g->addr = rep->addr;
 		g->size = rep->size;
 		g->ctx = c;
+		g->managed = rep->managed;
 		rgpu__global_reply__free_unpacked(rep, NULL);
+		/* a __managed__ variable: the host reaches it through its address from now on */
+		if (g->managed && (!managed_global ||
+				   (r = managed_global(c, g->addr, g->size, 1)) != CUDA_SUCCESS)) {
+			free(g->name);
+			free(g);
+			return managed_global ? r : CUDA_ERROR_NOT_SUPPORTED;
+		}
 		/* recorded for verification after a move: the driver, not rgpu, placed it */
-		ip_global_add(g->addr, g->size);
+		ip_global_add(g->addr, g->size, g->managed);
 		pthread_mutex_lock(&m->lock);
 		g->next = m->globals;
 		m->globals = g;
@@ -570,6 +598,13 @@ static CUresult global_of(CUdeviceptr *dptr, size_t *bytes, const void *h, const
 
 IP_API CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary h,
 					   const char *name)
+{
+	return global_of(dptr, bytes, h, name, 1);
+}
+
+/* The runtime finds a __managed__ variable with it; the server says it is managed. */
+IP_API CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary h,
+					    const char *name)
 {
 	return global_of(dptr, bytes, h, name, 1);
 }

@@ -20,7 +20,7 @@
 	X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)  \
 	X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuMemGetInfo)       \
 	X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister)         \
-	X(cuMemHostGetDevicePointer) X(cuMemAlloc) X(cuMemFree)                              \
+	X(cuMemHostGetDevicePointer) X(cuMemAlloc) X(cuMemFree) X(cuPointerGetAttribute)      \
 	X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpy2DAsync)        \
 	X(cuMemsetD8Async)                                                                     \
 	X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async) X(cuMemsetD2D16Async)     \
@@ -28,7 +28,7 @@
 	X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)      \
 	X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName)             \
 	X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute)                      \
-	X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel)                          \
+	X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetManaged)   \
 	X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels) X(cuKernelGetName)             \
 	X(cuKernelGetParamInfo) X(cuKernelGetFunction) X(cuLibraryGetGlobal)                   \
 	X(cuKernelGetAttribute) X(cuKernelSetAttribute)                                        \

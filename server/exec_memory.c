@@ -232,7 +232,8 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 	struct pitched dev = pitched_of(m, 0);
 	uint64_t packed = 0;
 	CUstream s = NULL;
-	CUresult r = srv_use_ctx(w, m->ctx);
+	/* ctx 0: a library's __managed__ variable (srv_use_ctx_or_base) */
+	CUresult r = srv_use_ctx_or_base(w, m->ctx);
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
@@ -394,7 +395,8 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 	struct pitched p = pitched_of(m, 1);
 	uint64_t packed = 0;
 	CUstream s = NULL;
-	CUresult r = srv_use_ctx(w, m->ctx);
+	/* ctx 0: a library's __managed__ variable (srv_use_ctx_or_base) */
+	CUresult r = srv_use_ctx_or_base(w, m->ctx);
 	int ret = 0;
 
 	if (r == CUDA_SUCCESS)

@@ -268,13 +268,23 @@ int h_global_get(struct srv_worker *w, struct srv_frame *f)
 	int ret;
 
 	if (o && o->library == m->library) {
-		r = srv_use_ctx(w, m->ctx ? m->ctx : o->ctx);
+		r = srv_use_ctx_or_base(w, m->ctx ? m->ctx : o->ctx);
 		if (r == CUDA_SUCCESS)
 			r = m->library ? w->drv.cuLibraryGetGlobal(&p, &sz, o->h, m->name)
 				       : w->drv.cuModuleGetGlobal(&p, &sz, o->h, m->name);
+		/* a library's __managed__ variable comes from cuLibraryGetManaged (the runtime's) */
+		if (r != CUDA_SUCCESS && m->library &&
+		    w->drv.cuLibraryGetManaged(&p, &sz, o->h, m->name) == CUDA_SUCCESS)
+			r = CUDA_SUCCESS;
 	}
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
+		unsigned managed = 0;
 		srv_remember_global(w, m->module, p, sz);
+		/* a __managed__ variable: the client holds its CPU copy (interposer/managed.c) */
+		if (w->drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) ==
+		    CUDA_SUCCESS)
+			rep.managed = managed != 0;
+	}
 	rep.result = (int32_t)r;
 	rep.addr = p;
 	rep.size = sz;

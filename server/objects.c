@@ -143,6 +143,18 @@ CUresult srv_use_ctx(struct srv_worker *w, uint64_t ctx)
 	return r;
 }
 
+CUresult srv_use_ctx_or_base(struct srv_worker *w, uint64_t ctx)
+{
+	CUresult r;
+
+	if (ctx)
+		return srv_use_ctx(w, ctx);
+	r = w->drv.cuCtxSetCurrent(w->base_ctx);
+	if (r == CUDA_SUCCESS)
+		w->cur_ctx_id = 0;
+	return r;
+}
+
 CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out)
 {
 	struct srv_obj *o;

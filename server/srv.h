@@ -545,6 +545,12 @@ void srv_obj_release(struct srv_worker *w, struct srv_obj *o);
 void srv_obj_del(struct srv_worker *w, uint64_t id);
 /* srv_use_ctx() - make client context id current on the executor; CUDA error if unknown */
 CUresult srv_use_ctx(struct srv_worker *w, uint64_t ctx);
+/*
+ * srv_use_ctx_or_base() - srv_use_ctx, and for ctx 0 device 0's primary context (the worker's
+ * own reference): a library's __managed__ variables, which the runtime looks up before any
+ * context exists, and the copies of their bytes.
+ */
+CUresult srv_use_ctx_or_base(struct srv_worker *w, uint64_t ctx);
 /* srv_stream() - the driver stream for a client stream id (0: the NULL stream) */
 CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out);
 /*

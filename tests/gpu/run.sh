@@ -162,6 +162,8 @@ done
 # CPU-GPU ping-pong of a managed buffer, natively and through rgpu in the same run
 for v in static shared; do
 	[ -x "$B/tests/cuda/rt_managed_$v" ] && run_compare "rt_managed_$v" "" 0 "$B/tests/cuda/rt_managed_$v"
+	[ -x "$B/tests/cuda/rt_managed_var_$v" ] &&
+		run_compare "rt_managed_var_$v" "" 0 "$B/tests/cuda/rt_managed_var_$v"
 done
 if [ -x "$B/tests/cuda/rt_managed_static" ]; then
 	mm_sizes=${RGPU_MM_BENCH_MIB:-0.0625 1 16 64}

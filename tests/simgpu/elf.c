@@ -112,7 +112,7 @@ static int add_param(struct sim_kernel_info *k, unsigned ordinal, uint32_t off, 
 }
 
 static int add_global(struct sim_image *img, const char *name, size_t len, size_t size,
-		      const void *init)
+		      const void *init, int managed)
 {
 	struct sim_global_info *v = realloc(img->globals, (img->nglobals + 1) * sizeof(*v)), *g;
 
@@ -123,6 +123,7 @@ static int add_global(struct sim_image *img, const char *name, size_t len, size_
 	memset(g, 0, sizeof(*g));
 	g->name = strndup(name, len);
 	g->size = size;
+	g->managed = managed;
 	if (!g->name)
 		return -1;
 	if (init && size) {
@@ -335,7 +336,9 @@ static CUresult parse_elf(const uint8_t *p, size_t n, struct sim_image **out)
 				}
 				init = d + s->st_value;
 			}
-			if (add_global(img, name, strlen(name), s->st_size, init))
+			/* nvcc marks a __managed__ variable's symbol with st_other bit 4 */
+			if (add_global(img, name, strlen(name), s->st_size, init,
+				       (s->st_other & 4) != 0))
 				goto oom;
 		}
 	}
@@ -630,7 +633,7 @@ static CUresult parse_ptx(const char *text, size_t n, struct sim_image **out)
 			uint8_t *init;
 			size_t align, nlen, size = decl(&lx, ';', &align, &name, &nlen, &init);
 			int bad_add =
-			    name && !extern_decl && add_global(img, name, nlen, size, init);
+			    name && !extern_decl && add_global(img, name, nlen, size, init, 0);
 			free(init);
 			if (bad_add)
 				goto oom;

@@ -974,6 +974,41 @@ static void mm_walk(const struct sim_launch *l)
 	out[1] = len;
 }
 
+/* zdtm_managed.cu: zm_var_step(unsigned k) on its __managed__ zm_var[8192] */
+static void zm_var_step(const struct sim_launch *l)
+{
+	unsigned k = P(l, 0, unsigned);
+	size_t sz = 0;
+	unsigned *v = sim_global(l->module, "zm_var", &sz);
+
+	if (!v || sz != 8192 * 4) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned i = 0; i < 8192; i++)
+		v[i] = v[i] * 3u + k;
+}
+
+/* rt_managed_var.cu: mv_step(int k) on its __managed__ variables */
+static void mv_step(const struct sim_launch *l)
+{
+	int k = P(l, 0, int);
+	size_t sc = 0, ss = 0, sb = 0;
+	int *counter = sim_global(l->module, "mv_counter", &sc);
+	float *small = sim_global(l->module, "mv_small", &ss);
+	unsigned long long *big = sim_global(l->module, "mv_big", &sb);
+
+	if (!counter || !small || !big || sc != 4 || ss != 4000 || sb != 300000 * 8) {
+		sim_kernel_fault();
+		return;
+	}
+	*counter += k;
+	for (unsigned i = 0; i < 1000; i++)
+		small[i] += (float)k;
+	for (unsigned long long j = 0; j < 300000; j++)
+		big[j] += (unsigned long long)k * j;
+}
+
 /* zdtm_globals.cu: its globals g_arr (4096 x u32), c_tab (__constant__, 256 x u32), g_count */
 struct zd_globals {
 	unsigned *arr;
@@ -1174,6 +1209,8 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z13zd_fill_pitchPhyjjjj", zd_fill_pitch);
 	sim_register_kernel("_Z14pitch_row_sumsPKhmjjPj", pitch_row_sums);
 	sim_register_kernel("_Z8mm_scalePfjff", mm_scale);
+	sim_register_kernel("_Z7mv_stepi", mv_step);
+	sim_register_kernel("_Z11zm_var_stepj", zm_var_step);
 	sim_register_kernel("_Z6mm_incPjy", mm_inc);
 	sim_register_kernel("_Z7mm_walkPK7mm_nodePy", mm_walk);
 	sim_register_kernel("_Z9glob_stepj", zd_glob_step);

@@ -926,6 +926,36 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCoun
 	return unified(dst, src, ByteCount, hs, ASYNC);
 }
 
+/*
+ * cuPointerGetAttribute, for what the worker asks: whether a module global is a __managed__
+ * variable, and a pointer's memory type. Anything else is not simulated.
+ */
+CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+	const struct range *rg;
+	int kind;
+
+	SIM_ENTER();
+	if (!data)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_rwlock_rdlock(&rlock);
+	rg = find(ptr);
+	kind = rg ? rg->kind : 0;
+	pthread_rwlock_unlock(&rlock);
+	if (!kind)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (attribute) {
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		*(unsigned *)data = kind == SIM_RANGE_MANAGED;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned *)data = kind == SIM_RANGE_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
 /* One side of a 2D copy: its first byte, and whether it is device memory (-1: refused). */
 static int side_2d(CUmemorytype t, const void *host, CUdeviceptr dev, size_t x, size_t y,
 		   size_t pitch, size_t w, size_t h, uintptr_t *at)

@@ -203,7 +203,8 @@ static CUresult module_new(struct sim_ctx *ctx, struct sim_image *img, struct si
 	}
 	for (i = 0; i < img->nglobals; i++) {
 		if (img->globals[i].size &&
-		    sim_range_add((uintptr_t)m->gmem[i], img->globals[i].size, SIM_RANGE_GLOBAL,
+		    sim_range_add((uintptr_t)m->gmem[i], img->globals[i].size,
+				  img->globals[i].managed ? SIM_RANGE_MANAGED : SIM_RANGE_GLOBAL,
 				  SIM_PROT_RW, m))
 			goto unregister;
 	}
@@ -849,6 +850,13 @@ CUresult CUDAAPI cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
 		return r;
 	*pMod = (CUmodule)m;
 	return CUDA_SUCCESS;
+}
+
+/* A __managed__ variable of the library: a global like the others here (marked managed). */
+CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+				     const char *name)
+{
+	return cuLibraryGetGlobal(dptr, bytes, library, name);
 }
 
 CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,

@@ -166,6 +166,7 @@ enum sim_range_kind {
 	SIM_RANGE_VMM = 2,    /* cuMemMap into a reservation */
 	SIM_RANGE_GLOBAL = 3, /* a module's __device__ variable */
 	SIM_RANGE_HOST = 4,   /* pinned or registered host memory (a device pointer under UVA) */
+	SIM_RANGE_MANAGED = 5, /* a module's __managed__ variable */
 };
 
 enum { SIM_PROT_NONE = 0, SIM_PROT_READ = 1, SIM_PROT_RW = 3 };
@@ -314,6 +315,7 @@ struct sim_global_info {
 	char *name;
 	size_t size;
 	unsigned char *init; /* NULL: zero-filled */
+	int managed;         /* a __managed__ variable (st_other bit 4 of its ELF symbol) */
 };
 
 struct sim_image {

@@ -8,8 +8,12 @@
 //      fetch it, from whichever server holds the job then)
 //   c  written by the CPU after the last kernel (every 97th word): at READY the device has
 //      not seen those writes yet; the first kernel after the signal must
-// Checks after the signal: the CPU reads a, b and c whole and compares them with the host's
-// model; a kernel steps c and the CPU checks every word (the pre-READY writes included);
+//   v  a __managed__ variable (8192 words) the CPU filled and a kernel stepped: its address is
+//      the server's driver's, which another server's driver may place elsewhere (the worker
+//      then translates it)
+// Checks after the signal: the CPU reads a, b, c and v whole and compares them with the
+// host's model; a kernel steps c and v and the CPU checks every word (the pre-READY writes
+// included);
 // cudaPointerGetAttributes still says managed and the advice reads back. With ZDTM_ROUNDS=N
 // each round leaves the three states again before the next READY.
 #include "zdtm.h"
@@ -19,7 +23,24 @@ enum { N = 1 << 18, STEPS = 8 };
 static unsigned *a, *b, *c, *wa, *wb, *wc;
 static cudaStream_t s;
 static unsigned long long launches;
+__managed__ unsigned zm_var[8192];
+static unsigned wv[8192];
 
+// v[i] = v[i] * 3 + k
+__global__ void zm_var_step(unsigned k)
+{
+	for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < 8192; i += gridDim.x * blockDim.x)
+		zm_var[i] = zm_var[i] * 3u + k;
+}
+
+static void step_var(unsigned k)
+{
+	zm_var_step<<<8, 256, 0, s>>>(k);
+	ZK_LAUNCH();
+	launches++;
+	for (unsigned i = 0; i < 8192; i++)
+		wv[i] = wv[i] * 3u + k;
+}
 static void step(unsigned *d, unsigned *want, unsigned batch, int steps)
 {
 	for (int j = 0; j < steps; j++) {
@@ -38,6 +59,7 @@ static void prepare(unsigned batch)
 	step(a, wa, batch, STEPS);
 	step(b, wb, batch + 100, STEPS);
 	step(c, wc, batch + 200, 2);
+	step_var(batch + 7);
 	ZK(cudaStreamSynchronize(s));
 	zd_compare("a read by the CPU before READY", a, wa, N * 4, 4);
 	for (unsigned i = 0; i < N; i += 97) {
@@ -66,6 +88,8 @@ int main()
 	loc.type = cudaMemLocationTypeDevice;
 	loc.id = dev;
 	ZK(cudaMemAdvise(a, N * 4, cudaMemAdviseSetReadMostly, loc));
+	for (unsigned i = 0; i < 8192; i++)
+		zm_var[i] = wv[i] = zd_hash(i, 0x76617221u);
 	prepare(0);
 
 	for (int round = 0; round < zd_rounds; round++) {
@@ -78,8 +102,13 @@ int main()
 		snprintf(what, sizeof(what), "round %d: c (CPU writes not yet sent at READY)",
 			 round + 1);
 		zd_compare(what, c, wc, N * 4, 4);
+		snprintf(what, sizeof(what), "round %d: the __managed__ variable", round + 1);
+		zd_compare(what, zm_var, wv, sizeof(wv), 4);
 		step(c, wc, 1000 + round, 3);
+		step_var(2000 + round);
 		ZK(cudaStreamSynchronize(s));
+		snprintf(what, sizeof(what), "round %d: the __managed__ variable stepped", round + 1);
+		zd_compare(what, zm_var, wv, sizeof(wv), 4);
 		snprintf(what, sizeof(what), "round %d: c stepped after the signal", round + 1);
 		zd_compare(what, c, wc, N * 4, 4);
 		cudaPointerAttributes pa;
