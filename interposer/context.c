@@ -321,13 +321,13 @@ IP_API CUresult CUDAAPI cuCtxGetApiVersion(CUcontext h, unsigned int *version)
 static CUresult ctx_sync(struct ip_ctx *c)
 {
 	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
-	uint64_t epoch = ip_mm_epoch();
+	uint64_t epoch = ip_ctx_work_epoch();
 	CUresult r;
 	m.ctx = c->o.id;
 	r = ip_call_status(RGPU_MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r == CUDA_SUCCESS) {
 		ip_pool_synced(c, 0); /* every stream is idle: stream-ordered frees are real now */
-		ip_mm_synced(epoch);  /* and managed memory holds its final bytes */
+		ip_ctx_work_synced(epoch); /* and managed memory holds its final bytes */
 	}
 	return r;
 }
@@ -348,20 +348,6 @@ IP_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext h)
 	if (!(c = ctx_get(h)) || !c->active)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	return ctx_sync(c);
-}
-
-/*
- * Cache and shared-memory configuration (of the context, or with func of a function): set on
- * the server's driver and recorded, so that a replay sets it again.
- */
-CUresult ip_config_set(struct ip_ctx *c, uint64_t func, int kind, int value)
-{
-	Rgpu__CtxConfig m = RGPU__CTX_CONFIG__INIT;
-	m.ctx = c->o.id;
-	m.func = func;
-	m.kind = (Rgpu__ConfigKind)kind;
-	m.value = value;
-	return ip_call_status(RGPU_MSG_CTX_SET_CONFIG, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 }
 
 /* what the current context's driver answers: a configuration, or the priority range */

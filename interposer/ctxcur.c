@@ -198,3 +198,47 @@ CUresult ip_ctx_query(uint16_t type, const ProtobufCMessageDescriptor *desc,
 	}
 	return r;
 }
+
+/*
+ * Work that may write device memory, counted as it is issued (managed.c counts it), and the
+ * latest count a context synchronisation covered (context.c says): managed memory's CPU copy
+ * may be fetched without waiting once the second has caught up with the first.
+ */
+static atomic_uint_fast64_t work_issued, work_synced;
+
+uint64_t ip_ctx_work_issued(void)
+{
+	return atomic_fetch_add(&work_issued, 1) + 1;
+}
+
+uint64_t ip_ctx_work_epoch(void)
+{
+	return atomic_load(&work_issued);
+}
+
+void ip_ctx_work_synced(uint64_t epoch)
+{
+	uint64_t s = atomic_load(&work_synced);
+
+	while (s < epoch && !atomic_compare_exchange_weak(&work_synced, &s, epoch))
+		;
+}
+
+int ip_ctx_work_pending(void)
+{
+	return atomic_load(&work_issued) > atomic_load(&work_synced);
+}
+
+/*
+ * Cache and shared-memory configuration (of the context, or with func of a function): set on
+ * the server's driver and recorded, so that a replay sets it again.
+ */
+CUresult ip_config_set(struct ip_ctx *c, uint64_t func, int kind, int value)
+{
+	Rgpu__CtxConfig m = RGPU__CTX_CONFIG__INIT;
+	m.ctx = c->o.id;
+	m.func = func;
+	m.kind = (Rgpu__ConfigKind)kind;
+	m.value = value;
+	return ip_call_status(RGPU_MSG_CTX_SET_CONFIG, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+}

@@ -209,6 +209,16 @@ CUresult ip_ctx_require_live(struct ip_ctx **out);
 void ip_ctx_note_error(CUresult r);
 /* ip_ctx_sticky() - the current context's sticky fault, or CUDA_SUCCESS. */
 CUresult ip_ctx_sticky(void);
+/*
+ * Work that may write device memory (ctxcur.c): ip_ctx_work_issued() counts one more and
+ * returns the count; ip_ctx_work_epoch() the count so far; ip_ctx_work_synced() says a context
+ * synchronisation returned that covered the work up to epoch; ip_ctx_work_pending() whether
+ * work since the last such synchronisation may still run.
+ */
+uint64_t ip_ctx_work_issued(void);
+uint64_t ip_ctx_work_epoch(void);
+void ip_ctx_work_synced(uint64_t epoch);
+int ip_ctx_work_pending(void);
 /* ip_ctx_cur() - the calling thread's current context, or NULL. */
 struct ip_ctx *ip_ctx_cur(void);
 /* ip_ctx_stack_full() - the calling thread's context stack has no room for one more. */
@@ -371,10 +381,6 @@ void ip_mem_on_free(ip_freed_fn fn);
 int ip_devptr_ok(uint64_t p, uint64_t n);
 /* ---- managed memory (managed.c) ---------------------------------------------------------- */
 
-/* ip_mm_epoch() - a count of the work issued so far that may write device memory */
-uint64_t ip_mm_epoch(void);
-/* ip_mm_synced() - a context synchronisation returned: the work up to epoch is complete */
-void ip_mm_synced(uint64_t epoch);
 
 /*
  * ip_mem_alloc_managed() - ip_mem_alloc for managed memory: a range of the window of its own

@@ -66,8 +66,6 @@ static struct mrange *ranges;
 static atomic_int nranges;
 static uint8_t *scratch;           /* MM_BLOCK * MM_READAHEAD_MAX bytes, for mm_flush */
 static __thread int mm_internal;   /* this thread is sending or fetching for the protocol */
-static atomic_uint_fast64_t issued, synced; /* work that may write device memory, and the
-					       latest of it a context synchronisation covered */
 static struct sigaction old_segv;
 static int handler_installed;
 
@@ -251,22 +249,9 @@ static void mm_before(uint16_t type, const ProtobufCMessage *req)
 				mm_invalidate(&m->mm, dst > m->addr ? dst - m->addr : 0,
 					      dst + len - MAX(dst, m->addr));
 		}
-		atomic_fetch_add(&issued, 1);
+		ip_ctx_work_issued();
 	}
 	pthread_mutex_unlock(&mm_lock);
-}
-
-uint64_t ip_mm_epoch(void)
-{
-	return atomic_load(&issued);
-}
-
-void ip_mm_synced(uint64_t epoch)
-{
-	uint64_t s = atomic_load(&synced);
-
-	while (s < epoch && !atomic_compare_exchange_weak(&synced, &s, epoch))
-		;
 }
 
 /* ---- the fault handler ----------------------------------------------------------------------- */
@@ -286,13 +271,13 @@ static int on_fault(uint64_t a)
 		pthread_mutex_unlock(&mm_lock);
 		return 0;
 	}
-	if (atomic_load(&issued) > atomic_load(&synced)) {
+	if (ip_ctx_work_pending()) {
 		/* work that may write it may still run: wait for it, as the program should have */
-		uint64_t e = atomic_load(&issued);
+		uint64_t e = ip_ctx_work_epoch();
 		ctx = m->ctx ? m->ctx : ip_ctx_cur();
 		pthread_mutex_unlock(&mm_lock);
 		if (ctx && cuCtxSynchronize_v2((CUcontext)ctx) == CUDA_SUCCESS)
-			ip_mm_synced(e);
+			ip_ctx_work_synced(e);
 		pthread_mutex_lock(&mm_lock);
 		m = find_locked(a);
 		if (!m) {
@@ -675,11 +660,11 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned fl
 		uint64_t first = (p - m->addr) / MM_BLOCK, last = (p + n - 1 - m->addr) / MM_BLOCK;
 		pthread_mutex_unlock(&mm_lock);
 		r = ptsz ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
-		if (r == CUDA_SUCCESS && atomic_load(&issued) > atomic_load(&synced)) {
-			uint64_t e = atomic_load(&issued);
+		if (r == CUDA_SUCCESS && ip_ctx_work_pending()) {
+			uint64_t e = ip_ctx_work_epoch();
 			r = cuCtxSynchronize_v2((CUcontext)c);
 			if (r == CUDA_SUCCESS)
-				ip_mm_synced(e);
+				ip_ctx_work_synced(e);
 		}
 		if (r != CUDA_SUCCESS)
 			return r;
