@@ -454,8 +454,7 @@ static int at_barrier(struct srv_worker *w, void *arg)
 	 */
 	if (st_foreach(w->log, is_array, NULL) == 1) {
 		fail(tk, RGPU_EUNSUPPORTED,
-		     "the job holds CUDA arrays, whose contents are not checkpointed yet: it runs "
-		     "on here");
+		     "the job holds CUDA arrays, whose contents are not checkpointed yet");
 		return SRV_HOLD_RELEASE;
 	}
 	if (sync_contexts(tk))
