@@ -82,6 +82,7 @@ static CUresult ctx_teardown(struct ip_ctx *c)
 	atomic_store(&c->sticky, CUDA_SUCCESS);
 	ip_cls_teardown((CUcontext)c);
 	ip_stream_ctx_teardown(c);
+	ip_array_ctx_teardown(c);
 	ip_module_ctx_teardown(c);
 	ip_mem_ctx_teardown(c);
 	c->active = 0;

@@ -454,6 +454,16 @@ CUmemoryPool ip_pool_of(uint64_t addr);
 void ip_mem_ctx_teardown(struct ip_ctx *ctx);
 void ip_module_ctx_teardown(struct ip_ctx *ctx);
 void ip_stream_ctx_teardown(struct ip_ctx *ctx);
+/* ip_array_ctx_teardown() - forget ctx's arrays, mipmapped arrays, texture and surface objects */
+void ip_array_ctx_teardown(struct ip_ctx *ctx);
+
+/* ---- arrays (array.c) ------------------------------------------------------------------------ */
+
+/*
+ * ip_array_box() - the id of the live array h and its extent: width in bytes, height and depth
+ * (or layers), each at least 1. Returns CUDA_SUCCESS or CUDA_ERROR_INVALID_HANDLE.
+ */
+CUresult ip_array_box(CUarray h, uint64_t *id, uint64_t ext[3]);
 
 /* ---- launches ------------------------------------------------------------------------------- */
 

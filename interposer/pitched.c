@@ -5,7 +5,10 @@
  * PITCHED): a host source is gathered into frames of RGPU_COPY_CHUNK bytes, a host destination
  * is filled row by row as the server's MSG_DATA arrives, and a device-to-device copy is one
  * request. Pinned host memory named as device memory (unified addressing) is this process's
- * memory, as in memory.c. CUDA arrays are refused (with a log line) until rgpu has them.
+ * memory, as in memory.c. A side may be a CUDA array (array.c): it is then the worker's, named
+ * by its id and its origin (x bytes, y, z), checked here against the array's extent; so are the
+ * 1D array copies (cuMemcpyHtoA, cuMemcpyAtoH, cuMemcpyAtoD, cuMemcpyDtoA, cuMemcpyAtoA), one
+ * row of a 2D copy each.
  */
 #define LOG_PREFIX "rgpu: "
 #include <stdlib.h>
@@ -20,8 +23,11 @@
 
 /* One side of a copy: its first byte, and how its rows and slices are laid out. */
 struct side {
-	int dev; /* 1: the worker's device memory; 0: this process's memory */
+	int dev; /* 1: the worker's device memory or array; 0: this process's memory */
 	uint64_t addr, pitch, slice;
+	uint64_t array;	 /* an array side: its id; addr is then x, in bytes ... */
+	uint64_t y, z;	 /* ... and these its row and slice (or layer) */
+	uint64_t ext[3]; /* the array's width in bytes, height, depth */
 };
 
 /* A copy as cuMemcpy3D describes it (a 2D copy is one slice). */
@@ -32,9 +38,9 @@ struct shape {
 
 /*
  * Where a side of a copy starts: (x, y, z) inside memory of type t, rows pitch apart and
- * slices `rows` rows apart. Refuses arrays with a log line (CUDA_ERROR_NOT_SUPPORTED).
+ * slices `rows` rows apart, or inside an array.
  */
-static CUresult side_of(const char *fn, CUmemorytype t, const void *host, CUdeviceptr dptr,
+static CUresult side_of(CUmemorytype t, const void *host, CUdeviceptr dptr,
 			CUarray array, size_t x, size_t y, size_t z, size_t pitch, size_t rows,
 			struct side *s)
 {
@@ -50,10 +56,16 @@ static CUresult side_of(const char *fn, CUmemorytype t, const void *host, CUdevi
 		base = dptr;
 		s->dev = ip_is_devptr(dptr) && !ip_host_range(dptr, 1);
 		break;
-	case CU_MEMORYTYPE_ARRAY:
-		(void)array;
-		ip_refused(fn, "CUDA arrays are not supported yet (a copy to or from an array)");
-		return CUDA_ERROR_NOT_SUPPORTED;
+	case CU_MEMORYTYPE_ARRAY: {
+		CUresult r = ip_array_box(array, &s->array, s->ext);
+		if (r != CUDA_SUCCESS)
+			return r;
+		s->dev = 1;
+		s->addr = x;
+		s->y = y;
+		s->z = z;
+		return CUDA_SUCCESS;
+	}
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -63,6 +75,13 @@ static CUresult side_of(const char *fn, CUmemorytype t, const void *host, CUdevi
 	s->slice = (uint64_t)pitch * rows;
 	s->addr = base + z * s->slice + y * (uint64_t)pitch + x;
 	return CUDA_SUCCESS;
+}
+
+/* Does the copy's box fit the array of side s? */
+static int box_ok(const struct shape *c, const struct side *s)
+{
+	return s->addr <= s->ext[0] && c->width <= s->ext[0] - s->addr && s->y <= s->ext[1] &&
+	       c->height <= s->ext[1] - s->y && s->z <= s->ext[2] && c->depth <= s->ext[2] - s->z;
 }
 
 /* The bytes a side spans: from its first row's first byte to its last row's last. */
@@ -105,6 +124,12 @@ static void fill_req(Rgpu__Memcpy *m, const struct shape *c, struct ip_ctx *ctx,
 	m->src = c->src.addr;
 	m->src_pitch = c->src.pitch;
 	m->src_slice = c->src.slice;
+	m->dst_array = c->dst.array;
+	m->dst_y = c->dst.y;
+	m->dst_z = c->dst.z;
+	m->src_array = c->src.array;
+	m->src_y = c->src.y;
+	m->src_z = c->src.z;
 	m->stream = sid;
 	m->ctx = ctx->o.id;
 }
@@ -186,15 +211,21 @@ static CUresult copy3d(struct shape *c, size_t src_x, size_t dst_x, CUstream s, 
 		return r;
 	if (!c->width || !c->height || !c->depth)
 		return CUDA_SUCCESS;
+	/* an array side has no pitch: its box must fit the array instead */
 	if ((c->height > 1 || c->depth > 1) &&
-	    (c->src.pitch < c->width + src_x || c->dst.pitch < c->width + dst_x))
+	    ((!c->src.array && c->src.pitch < c->width + src_x) ||
+	     (!c->dst.array && c->dst.pitch < c->width + dst_x)))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (rgpu_range_end(0, c->width, c->height, &total) ||
 	    rgpu_range_end(0, total, c->depth, &total))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (span_of(c, &c->src, &span) || (c->src.dev && !ip_devptr_ok(c->src.addr, span)))
+	if (c->src.array ? !box_ok(c, &c->src)
+			 : span_of(c, &c->src, &span) ||
+			       (c->src.dev && !ip_devptr_ok(c->src.addr, span)))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (span_of(c, &c->dst, &span) || (c->dst.dev && !ip_devptr_ok(c->dst.addr, span)))
+	if (c->dst.array ? !box_ok(c, &c->dst)
+			 : span_of(c, &c->dst, &span) ||
+			       (c->dst.dev && !ip_devptr_ok(c->dst.addr, span)))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!c->src.dev && !c->dst.dev)
 		return host_to_host(c, s, ptds, total);
@@ -212,12 +243,13 @@ static CUresult copy2d(const char *fn, const CUDA_MEMCPY2D *p, CUstream s, int a
 	struct shape c = {0};
 	CUresult r;
 
+	(void)fn; /* every copy is named; only a refusal would say it */
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = side_of(fn, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
+	r = side_of(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
 		    p->srcY, 0, p->srcPitch, 0, &c.src);
 	if (r == CUDA_SUCCESS)
-		r = side_of(fn, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+		r = side_of(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
 			    p->dstXInBytes, p->dstY, 0, p->dstPitch, 0, &c.dst);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -233,17 +265,23 @@ static CUresult copy3d_desc(const char *fn, const CUDA_MEMCPY3D *p, CUstream s, 
 	struct shape c = {0};
 	CUresult r;
 
+	(void)fn;
 	if (!p || p->reserved0 || p->reserved1)
 		return CUDA_ERROR_INVALID_VALUE;
-	/* levels of detail belong to mipmapped arrays; slices need room for Height rows */
+	/*
+	 * Levels of detail are reserved (a mipmapped array's level is an array of its own);
+	 * slices of memory need room for Height rows (an array's slices are its own).
+	 */
 	if (p->srcLOD || p->dstLOD ||
-	    (p->Depth > 1 && (p->srcHeight < p->Height + p->srcY ||
-			      p->dstHeight < p->Height + p->dstY)))
+	    (p->Depth > 1 && ((p->srcMemoryType != CU_MEMORYTYPE_ARRAY &&
+			       p->srcHeight < p->Height + p->srcY) ||
+			      (p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
+			       p->dstHeight < p->Height + p->dstY))))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = side_of(fn, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
+	r = side_of(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
 		    p->srcY, p->srcZ, p->srcPitch, p->srcHeight, &c.src);
 	if (r == CUDA_SUCCESS)
-		r = side_of(fn, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+		r = side_of(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
 			    p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight, &c.dst);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -310,3 +348,94 @@ COPY_SYNC(cuMemcpy3DPeer, copy3d_peer, CUDA_MEMCPY3D_PEER, 0)
 COPY_SYNC(cuMemcpy3DPeer_ptds, copy3d_peer, CUDA_MEMCPY3D_PEER, 1)
 COPY_ASYNC(cuMemcpy3DPeerAsync, copy3d_peer, CUDA_MEMCPY3D_PEER, 0)
 COPY_ASYNC(cuMemcpy3DPeerAsync_ptsz, copy3d_peer, CUDA_MEMCPY3D_PEER, 1)
+
+/*
+ * The 1D array copies: bytes [offset, offset + n) of an array's first row (they are meant for
+ * 1D arrays: a range beyond the row is CUDA_ERROR_INVALID_VALUE), as a one-row 2D copy.
+ */
+static CUresult copy1d(const char *fn, CUmemorytype dt, void *dh, CUdeviceptr dd, CUarray da,
+		       size_t doff, CUmemorytype st, const void *sh, CUdeviceptr sd, CUarray sa,
+		       size_t soff, size_t n, CUstream s, int async, int ptds)
+{
+	CUDA_MEMCPY2D p = {.srcXInBytes = soff, .srcMemoryType = st, .srcHost = sh,
+			   .srcDevice = sd, .srcArray = sa, .srcPitch = n,
+			   .dstXInBytes = doff, .dstMemoryType = dt, .dstHost = dh,
+			   .dstDevice = dd, .dstArray = da, .dstPitch = n,
+			   .WidthInBytes = n, .Height = 1};
+
+	/* a memory side's offset is already in its address */
+	if (st != CU_MEMORYTYPE_ARRAY)
+		p.srcXInBytes = 0;
+	if (dt != CU_MEMORYTYPE_ARRAY)
+		p.dstXInBytes = 0;
+	return copy2d(fn, &p, s, async, ptds);
+}
+
+#define A CU_MEMORYTYPE_ARRAY
+#define H CU_MEMORYTYPE_HOST
+#define D CU_MEMORYTYPE_DEVICE
+
+#define HTOA(name, ...)                                                                       \
+	IP_API CUresult CUDAAPI name(CUarray dst, size_t off, const void *src, size_t n __VA_ARGS__)
+HTOA(cuMemcpyHtoA_v2, )
+{
+	return copy1d(__func__, A, NULL, 0, dst, off, H, src, 0, NULL, 0, n, NULL, 0, 0);
+}
+HTOA(cuMemcpyHtoA_v2_ptds, )
+{
+	return copy1d(__func__, A, NULL, 0, dst, off, H, src, 0, NULL, 0, n, NULL, 0, 1);
+}
+HTOA(cuMemcpyHtoAAsync_v2, , CUstream s)
+{
+	return copy1d(__func__, A, NULL, 0, dst, off, H, src, 0, NULL, 0, n, s, 1, 0);
+}
+HTOA(cuMemcpyHtoAAsync_v2_ptsz, , CUstream s)
+{
+	return copy1d(__func__, A, NULL, 0, dst, off, H, src, 0, NULL, 0, n, s, 1, 1);
+}
+
+#define ATOH(name, ...)                                                                        \
+	IP_API CUresult CUDAAPI name(void *dst, CUarray src, size_t off, size_t n __VA_ARGS__)
+ATOH(cuMemcpyAtoH_v2, )
+{
+	return copy1d(__func__, H, dst, 0, NULL, 0, A, NULL, 0, src, off, n, NULL, 0, 0);
+}
+ATOH(cuMemcpyAtoH_v2_ptds, )
+{
+	return copy1d(__func__, H, dst, 0, NULL, 0, A, NULL, 0, src, off, n, NULL, 0, 1);
+}
+ATOH(cuMemcpyAtoHAsync_v2, , CUstream s)
+{
+	return copy1d(__func__, H, dst, 0, NULL, 0, A, NULL, 0, src, off, n, s, 1, 0);
+}
+ATOH(cuMemcpyAtoHAsync_v2_ptsz, , CUstream s)
+{
+	return copy1d(__func__, H, dst, 0, NULL, 0, A, NULL, 0, src, off, n, s, 1, 1);
+}
+
+IP_API CUresult CUDAAPI cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t off, size_t n)
+{
+	return copy1d(__func__, D, NULL, dst, NULL, 0, A, NULL, 0, src, off, n, NULL, 0, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyAtoD_v2_ptds(CUdeviceptr dst, CUarray src, size_t off, size_t n)
+{
+	return copy1d(__func__, D, NULL, dst, NULL, 0, A, NULL, 0, src, off, n, NULL, 0, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoA_v2(CUarray dst, size_t off, CUdeviceptr src, size_t n)
+{
+	return copy1d(__func__, A, NULL, 0, dst, off, D, NULL, src, NULL, 0, n, NULL, 0, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyDtoA_v2_ptds(CUarray dst, size_t off, CUdeviceptr src, size_t n)
+{
+	return copy1d(__func__, A, NULL, 0, dst, off, D, NULL, src, NULL, 0, n, NULL, 0, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyAtoA_v2(CUarray dst, size_t doff, CUarray src, size_t soff,
+					size_t n)
+{
+	return copy1d(__func__, A, NULL, 0, dst, doff, A, NULL, 0, src, soff, n, NULL, 0, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyAtoA_v2_ptds(CUarray dst, size_t doff, CUarray src, size_t soff,
+					     size_t n)
+{
+	return copy1d(__func__, A, NULL, 0, dst, doff, A, NULL, 0, src, soff, n, NULL, 0, 1);
+}

@@ -381,6 +381,80 @@ int rgpu_rec_graph_destroy(const Rgpu__GraphOp *req, struct rgpu_rec_ops *ops)
 	return 0;
 }
 
+/* ---- arrays, texture and surface objects ------------------------------------------------- */
+
+static int array_rec(const Rgpu__ArrayCreate *req, const Rgpu__Status *rep, uint32_t kind,
+		     struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep))
+		return 0;
+	r = op(ops, RGPU_REC_ADD, kind, req->array);
+	r->ctx = req->ctx;
+	if (req->mipmap) {
+		/* a level: its descriptor is the driver's, its mipmapped array says the rest */
+		r->parent = req->mipmap;
+		r->array.level = req->level;
+		return 0;
+	}
+	r->array.width = req->width;
+	r->array.height = req->height;
+	r->array.depth = req->depth;
+	r->array.format = req->format | (uint64_t)req->channels << 32;
+	r->array.flags = req->flags;
+	r->array.level = req->levels; /* a mipmapped array: how many */
+	return 0;
+}
+
+int rgpu_rec_array_create(const Rgpu__ArrayCreate *req, const Rgpu__Status *rep,
+			  struct rgpu_rec_ops *ops)
+{
+	return array_rec(req, rep, ST_KIND_ARRAY, ops);
+}
+
+int rgpu_rec_mipmap_create(const Rgpu__ArrayCreate *req, const Rgpu__Status *rep,
+			   struct rgpu_rec_ops *ops)
+{
+	return array_rec(req, rep, ST_KIND_MIPMAP, ops);
+}
+
+int rgpu_rec_array_destroy(const Rgpu__ObjRef *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_ARRAY, req->id);
+	return 0;
+}
+
+int rgpu_rec_mipmap_destroy(const Rgpu__ObjRef *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_MIPMAP, req->id);
+	return 0;
+}
+
+/* The value is the driver's: known once the reply came (0 in the provisional record). */
+int rgpu_rec_texobj_create(const Rgpu__TexCreate *req, const Rgpu__ValueReply *rep,
+			   struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep))
+		return 0;
+	r = op(ops, RGPU_REC_ADD, ST_KIND_TEXOBJ, req->obj);
+	r->ctx = req->ctx;
+	r->texobj.resource = req->resource;
+	r->texobj.value = rep ? (uint64_t)rep->value : 0;
+	r->texobj.surface = req->surface;
+	r->texobj.has_view = req->has_view;
+	r->name = req->desc;
+	return 0;
+}
+
+int rgpu_rec_texobj_destroy(const Rgpu__ObjRef *req, struct rgpu_rec_ops *ops)
+{
+	op(ops, RGPU_REC_REMOVE, ST_KIND_TEXOBJ, req->id);
+	return 0;
+}
+
 /* ---- applying and settling ---------------------------------------------------------------- */
 
 /*

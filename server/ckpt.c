@@ -425,6 +425,13 @@ static void snapshot(struct take *tk, uint64_t dirty_bytes)
 	tk->snapshot = 1;
 }
 
+/* st_foreach: 1 at the first CUDA array or mipmapped array. */
+static int is_array(const struct st_rec *rec, void *arg)
+{
+	(void)arg;
+	return rec->kind == ST_KIND_ARRAY || rec->kind == ST_KIND_MIPMAP;
+}
+
 /* The work the executor runs at the barrier (srv_hold). */
 static int at_barrier(struct srv_worker *w, void *arg)
 {
@@ -438,6 +445,16 @@ static int at_barrier(struct srv_worker *w, void *arg)
 	if (w->capturing) {
 		fail(tk, RGPU_EBUSY,
 		     "a stream of the job is capturing a graph: try again once the capture ended");
+		return SRV_HOLD_RELEASE;
+	}
+	/*
+	 * An array's contents live outside the window, where the chunks below do not look: a
+	 * checkpoint without them would restore a job whose arrays hold nothing. Refused, and the
+	 * job runs on (docs/architecture.md, "Arrays, textures and surfaces").
+	 */
+	if (st_foreach(w->log, is_array, NULL) == 1) {
+		fail(tk, RGPU_EUNSUPPORTED,
+		     "the job holds CUDA arrays, whose contents are not checkpointed yet");
 		return SRV_HOLD_RELEASE;
 	}
 	if (sync_contexts(tk))

@@ -47,7 +47,10 @@
 	X(cuStreamSetAttribute) X(cuStreamGetAttribute) X(cuCtxSetCacheConfig)                 \
 	X(cuCtxGetCacheConfig) X(cuCtxSetSharedMemConfig) X(cuCtxGetSharedMemConfig)           \
 	X(cuFuncSetCacheConfig) X(cuFuncSetSharedMemConfig) X(cuCtxGetStreamPriorityRange)     \
-	X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
+	X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)                   \
+	X(cuArray3DCreate) X(cuArrayDestroy) X(cuMipmappedArrayCreate)                         \
+	X(cuMipmappedArrayGetLevel) X(cuMipmappedArrayDestroy) X(cuMemcpy3DAsync)              \
+	X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
 
 struct srv_driver {
 	void *dl;

@@ -76,14 +76,50 @@ static int memset_ok(struct srv_worker *w, Rgpu__Memset *m)
  */
 struct pitched {
 	uint64_t base, pitch, slice, width, height, depth;
+	uint64_t array, y, z; /* a CUDA array side: its id; it starts at (base bytes, y, z) */
+	CUarray arr;	      /* ... and its driver handle, once pitched_ok() found it */
 };
 
 static struct pitched pitched_of(const Rgpu__Memcpy *m, int src)
 {
 	struct pitched p = {.base = src ? m->src : m->dst, .pitch = src ? m->src_pitch : m->dst_pitch,
 			    .slice = src ? m->src_slice : m->dst_slice, .width = m->width,
-			    .height = m->height, .depth = m->depth};
+			    .height = m->height, .depth = m->depth,
+			    .array = src ? m->src_array : m->dst_array, .y = src ? m->src_y : m->dst_y,
+			    .z = src ? m->src_z : m->dst_z};
 	return p;
+}
+
+/*
+ * An array side: the job's array, and the box [x, x+width) x [y, y+height) x [z, z+depth)
+ * inside its extent (the driver checks it too, but simgpu's copies are told the truth here
+ * first, and no wrapped sum reaches either).
+ */
+static int array_ok(struct srv_worker *w, const char *what, struct pitched *p)
+{
+	const struct srv_obj *o = srv_obj_find(w, p->array, ST_KIND_ARRAY);
+	uint64_t end[3];
+
+	if (!o) {
+		pr_warn_once("%s refused: %llu is not an array of this job", what,
+			     (unsigned long long)p->array);
+		return 0;
+	}
+	if (rgpu_range_end(p->base, 1, p->width, &end[0]) ||
+	    rgpu_range_end(p->y, 1, p->height, &end[1]) ||
+	    rgpu_range_end(p->z, 1, p->depth, &end[2]) || end[0] > o->extent[0] ||
+	    end[1] > o->extent[1] || end[2] > o->extent[2]) {
+		pr_warn_once("%s refused: %llu x %llu x %llu bytes at (%llu, %llu, %llu) do not fit "
+			     "array %llu (%llu x %llu x %llu bytes)",
+			     what, (unsigned long long)p->width, (unsigned long long)p->height,
+			     (unsigned long long)p->depth, (unsigned long long)p->base,
+			     (unsigned long long)p->y, (unsigned long long)p->z,
+			     (unsigned long long)p->array, (unsigned long long)o->extent[0],
+			     (unsigned long long)o->extent[1], (unsigned long long)o->extent[2]);
+		return 0;
+	}
+	p->arr = o->h;
+	return 1;
 }
 
 /*
@@ -93,12 +129,14 @@ static struct pitched pitched_of(const Rgpu__Memcpy *m, int src)
  */
 static int pitched_ok(struct srv_worker *w, const char *what, struct pitched *p, uint64_t *packed)
 {
-	uint64_t a, span;
+	uint64_t a, span = 0;
 
-	if (!p->width || !p->height || !p->depth || (p->height > 1 && p->pitch < p->width) ||
+	/* an array side has no pitch: its box is checked against the array's extent */
+	if (!p->width || !p->height || !p->depth ||
+	    (!p->array && p->height > 1 && p->pitch < p->width) ||
 	    rgpu_range_end(0, p->height, p->width, &a) || rgpu_range_end(0, p->depth, a, packed) ||
-	    rgpu_range_end(p->width, p->height - 1, p->pitch, &a) ||
-	    rgpu_range_end(a, p->depth - 1, p->slice, &span)) {
+	    (!p->array && (rgpu_range_end(p->width, p->height - 1, p->pitch, &a) ||
+			   rgpu_range_end(a, p->depth - 1, p->slice, &span)))) {
 		pr_warn_once("%s refused: %llu x %llu x %llu bytes, pitch %llu, slice %llu: empty, "
 			     "rows wider than their pitch, or more than 2^64 bytes",
 			     what, (unsigned long long)p->width, (unsigned long long)p->height,
@@ -106,7 +144,72 @@ static int pitched_ok(struct srv_worker *w, const char *what, struct pitched *p,
 			     (unsigned long long)p->slice);
 		return 0;
 	}
+	if (p->array)
+		return array_ok(w, what, p);
 	return dev_range(w, what, &p->base, span);
+}
+
+/*
+ * One side of a CUDA_MEMCPY3D of one slice: the array at (x, y, z) of its origin's offsets,
+ * or device memory at the side's address of that position.
+ */
+static void side3d(CUDA_MEMCPY3D *c, int src, const struct pitched *p, uint64_t x, uint64_t y,
+		   uint64_t z)
+{
+	if (p->arr && src) {
+		c->srcMemoryType = CU_MEMORYTYPE_ARRAY, c->srcArray = p->arr;
+		c->srcXInBytes = p->base + x, c->srcY = p->y + y, c->srcZ = p->z + z;
+	} else if (p->arr) {
+		c->dstMemoryType = CU_MEMORYTYPE_ARRAY, c->dstArray = p->arr;
+		c->dstXInBytes = p->base + x, c->dstY = p->y + y, c->dstZ = p->z + z;
+	} else if (src) {
+		c->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+		c->srcDevice = p->base + z * p->slice + y * p->pitch + x;
+		c->srcPitch = p->pitch;
+	} else {
+		c->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+		c->dstDevice = p->base + z * p->slice + y * p->pitch + x;
+		c->dstPitch = p->pitch;
+	}
+}
+
+/*
+ * pitched_copy() for an array side: each piece (a part of a row, or whole rows of one slice)
+ * one cuMemcpy3DAsync between the packed host bytes and the array.
+ */
+static CUresult array_copy(struct srv_worker *w, const struct pitched *p, uint64_t off,
+			   uint64_t len, uint8_t *host, int to_dev, CUstream s)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	while (r == CUDA_SUCCESS && len) {
+		uint64_t row = off / p->width, col = off % p->width;
+		uint64_t y = row % p->height, rows = 1, n;
+		CUDA_MEMCPY3D c = {.Depth = 1};
+
+		if (col || len < p->width) {
+			n = MIN(p->width - col, len);
+			c.WidthInBytes = n;
+		} else {
+			rows = MIN(len / p->width, p->height - y);
+			n = rows * p->width;
+			c.WidthInBytes = p->width;
+		}
+		c.Height = rows;
+		side3d(&c, !to_dev, p, col, y, row / p->height);
+		if (to_dev) {
+			c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = host;
+			c.srcPitch = c.WidthInBytes, c.srcHeight = rows;
+		} else {
+			c.dstMemoryType = CU_MEMORYTYPE_HOST, c.dstHost = host;
+			c.dstPitch = c.WidthInBytes, c.dstHeight = rows;
+		}
+		r = w->drv.cuMemcpy3DAsync(&c, s);
+		host += n;
+		off += n;
+		len -= n;
+	}
+	return r;
 }
 
 /*
@@ -119,6 +222,8 @@ static CUresult pitched_copy(struct srv_worker *w, const struct pitched *p, uint
 {
 	CUresult r = CUDA_SUCCESS;
 
+	if (p->arr)
+		return array_copy(w, p, off, len, host, to_dev, s);
 	while (r == CUDA_SUCCESS && len) {
 		uint64_t row = off / p->width, col = off % p->width;
 		uint64_t y = row % p->height, rows = 1, n;
@@ -237,6 +342,8 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && !m->width && (m->dst_array || m->src_array))
+		r = CUDA_ERROR_INVALID_VALUE; /* an array side is always pitched */
 	if (r == CUDA_SUCCESS && m->width) {
 		if (!pitched_ok(w, "host-to-device copy", &dev, &packed) ||
 		    !rgpu_range_in(m->offset, f->hdr.payload_len, 1, packed))
@@ -401,6 +508,8 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && !m->width && (m->dst_array || m->src_array))
+		r = CUDA_ERROR_INVALID_VALUE; /* an array side is always pitched */
 	if (r == CUDA_SUCCESS && m->width) {
 		if (!pitched_ok(w, "device-to-host copy", &p, &packed) || packed != m->size)
 			r = CUDA_ERROR_INVALID_VALUE;
@@ -430,6 +539,16 @@ static CUresult dtod_pitched(struct srv_worker *w, const Rgpu__Memcpy *m, CUstre
 	if (!pitched_ok(w, "device-to-device copy", &d, &packed) ||
 	    !pitched_ok(w, "device-to-device copy", &src, &packed))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (d.arr || src.arr) {
+		/* an array side: one 3D copy of each slice, on the server alone */
+		for (uint64_t z = 0; r == CUDA_SUCCESS && z < slices; z++) {
+			CUDA_MEMCPY3D c = {.WidthInBytes = m->width, .Height = rows, .Depth = 1};
+			side3d(&c, 1, &src, 0, 0, z);
+			side3d(&c, 0, &d, 0, 0, z);
+			r = w->drv.cuMemcpy3DAsync(&c, s);
+		}
+		return r;
+	}
 	if (d.slice == d.pitch * rows && src.slice == src.pitch * rows && rows * slices > rows) {
 		rows *= slices;
 		slices = 1;
@@ -452,6 +571,8 @@ int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
+	if (r == CUDA_SUCCESS && !m->width && (m->dst_array || m->src_array))
+		r = CUDA_ERROR_INVALID_VALUE; /* an array side is always pitched */
 	if (r == CUDA_SUCCESS && m->width) {
 		r = dtod_pitched(w, m, s);
 	} else if (r == CUDA_SUCCESS && m->size) {

@@ -80,6 +80,16 @@ static void release_handle(struct srv_worker *w, const struct srv_obj *o)
 		r = d->cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)o->h);
 		srv_mem_uncharge(w, o->device, o->size);
 		break;
+	case ST_KIND_ARRAY:
+		/* a level of a mipmapped array goes with it */
+		if (!o->parent)
+			r = d->cuArrayDestroy(o->h);
+		break;
+	case ST_KIND_MIPMAP: r = d->cuMipmappedArrayDestroy(o->h); break;
+	case ST_KIND_TEXOBJ:
+		r = o->elem ? d->cuSurfObjectDestroy((CUsurfObject)(uintptr_t)o->h)
+			    : d->cuTexObjectDestroy((CUtexObject)(uintptr_t)o->h);
+		break;
 	default: break; /* functions and kernels go with their module */
 	}
 	srv_async_error(w, r, st_kind_name((uint32_t)o->kind));

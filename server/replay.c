@@ -469,6 +469,45 @@ static int replay_rec(const struct st_rec *rec, void *arg)
 	case ST_KIND_ATTR:
 		ret = replay_attr(rp, rec);
 		break;
+	case ST_KIND_ARRAY:
+	case ST_KIND_MIPMAP: {
+		Rgpu__ArrayCreate m = RGPU__ARRAY_CREATE__INIT;
+		m.array = rec->id;
+		m.ctx = rec->ctx;
+		m.width = rec->array.width;
+		m.height = rec->array.height;
+		m.depth = rec->array.depth;
+		m.format = (uint32_t)rec->array.format;
+		m.channels = (uint32_t)(rec->array.format >> 32);
+		m.flags = (uint32_t)rec->array.flags;
+		m.mipmap = rec->kind == ST_KIND_ARRAY ? rec->parent : 0;
+		m.level = rec->parent ? (uint32_t)rec->array.level : 0;
+		m.levels = rec->kind == ST_KIND_MIPMAP ? (uint32_t)rec->array.level : 0;
+		ret = run_msg(rp, rec,
+			      rec->kind == ST_KIND_MIPMAP ? RGPU_MSG_MIPMAP_CREATE
+							  : RGPU_MSG_ARRAY_CREATE,
+			      &m.base);
+		break;
+	}
+	case ST_KIND_TEXOBJ: {
+		/* the handler refuses a value other than the recorded one, and says both */
+		Rgpu__TexCreate m = RGPU__TEX_CREATE__INIT;
+		m.obj = rec->id;
+		m.ctx = rec->ctx;
+		m.surface = rec->texobj.surface != 0;
+		m.has_view = rec->texobj.has_view != 0;
+		m.resource = rec->texobj.resource;
+		m.desc = (char *)(rec->name ? rec->name : "");
+		m.want = rec->texobj.value;
+		ret = run_msg(rp, rec, RGPU_MSG_TEXOBJ_CREATE, &m.base);
+		if (ret)
+			ret = fail(rp, rec, ret,
+				   "the %s object could not be made again with value %#llx, which "
+				   "the program holds (a texture or surface object cannot be placed)",
+				   m.surface ? "surface" : "texture",
+				   (unsigned long long)rec->texobj.value);
+		break;
+	}
 	case ST_KIND_GRAPH:
 		if (rec->has_hash) {
 			ret = replay_captured(rp, rec);
@@ -606,6 +645,9 @@ static int check_rec(const struct st_rec *rec, void *arg)
 	case ST_KIND_GRAPH:
 	case ST_KIND_GRAPH_EXEC:
 	case ST_KIND_PHYSMEM:
+	case ST_KIND_ARRAY:
+	case ST_KIND_MIPMAP:
+	case ST_KIND_TEXOBJ:
 		if (!srv_obj_find(w, rec->id, (int)rec->kind))
 			return fail(rp, rec, RGPU_ECORRUPT,
 				    "recorded, but the worker holds no %s with this id",
@@ -894,6 +936,9 @@ static void summary(struct st_log *log, char *buf, size_t len)
 	    [ST_KIND_HOST_CALLBACK] = "host callbacks",
 	    [ST_KIND_ATTR] = "attributes",
 	    [ST_KIND_PHYSMEM] = "physical allocations",
+	    [ST_KIND_ARRAY] = "arrays",
+	    [ST_KIND_MIPMAP] = "mipmapped arrays",
+	    [ST_KIND_TEXOBJ] = "texture and surface objects",
 	};
 	size_t n[ST_KIND_MAX + 1] = {0}, off = 0;
 

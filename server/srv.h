@@ -219,6 +219,13 @@ struct srv_obj {
 	uint64_t size;      /* physical memory (ST_KIND_PHYSMEM, h its handle): bytes; functions
 			     * and kernels: the bytes their parameters span (a launch's least) */
 	uint64_t recorded;  /* events: the seq of the frame that last recorded it (0: none did) */
+	uint64_t extent[3]; /* arrays, mipmapped arrays (level 0): width in bytes, height and
+			     * depth or layers, each at least 1; h the CUarray or
+			     * CUmipmappedArray (an array with a parent is a level: not destroyed
+			     * on its own) */
+	uint32_t elem;      /* arrays: bytes per element; texture objects: 1 for a surface
+			     * object (h is then the CUtexObject or CUsurfObject value) */
+	uint32_t aflags;    /* arrays, mipmapped arrays: their CUDA_ARRAY3D_* flags */
 };
 
 /*

@@ -55,6 +55,13 @@ static const struct kind_desc kinds[] = {
 	[ST_KIND_HOST_CALLBACK] = {"host callback", {{"fn", F_HEX}, {"user", F_HEX}}},
 	[ST_KIND_ATTR] = {"attribute", {{"key", F_DEC}, {"value", F_DEC}}},
 	[ST_KIND_PHYSMEM] = {"physical memory", {{"size", F_DEC}, {"device", F_DEC}}},
+	[ST_KIND_ARRAY] = {"array", {{"width", F_DEC}, {"height", F_DEC}, {"depth", F_DEC},
+				     {"format", F_HEX}, {"flags", F_FLAGS}, {"level", F_DEC_SET}}},
+	[ST_KIND_MIPMAP] = {"mipmapped array", {{"width", F_DEC}, {"height", F_DEC},
+						{"depth", F_DEC}, {"format", F_HEX},
+						{"flags", F_FLAGS}, {"levels", F_DEC}}},
+	[ST_KIND_TEXOBJ] = {"texture object", {{"value", F_HEX}, {"surface", F_DEC}, {"view", F_DEC_SET},
+						{"resource", F_ID}}},
 };
 /* clang-format on */
 _Static_assert(ARRAY_SIZE(kinds) == ST_KIND_MAX + 1, "every kind has a row in kinds[]");

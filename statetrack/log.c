@@ -144,6 +144,8 @@ static bool parent_kind_ok(uint32_t kind, uint32_t parent_kind)
 		return parent_kind == ST_KIND_MODULE;
 	case ST_KIND_VMM_MAP: /* an application's mapping: the physical memory it maps */
 		return parent_kind == ST_KIND_PHYSMEM;
+	case ST_KIND_ARRAY: /* a level of a mipmapped array */
+		return parent_kind == ST_KIND_MIPMAP;
 	default:
 		return true;
 	}

@@ -180,6 +180,12 @@ fi
 for p in attrs linkjit; do
 	[ -x "$P/$p" ] && run_compare "$p" "" 0 "$P/$p"
 done
+# ---- CUDA arrays, texture and surface objects (issue 12): every line equal, the driver's
+# error codes for bad descriptors included (arrays), and the kernels' texel reads (rt_arrays)
+[ -x "$P/arrays" ] && run_compare arrays "" 0 "$P/arrays"
+for v in static shared; do
+	[ -x "$B/tests/cuda/rt_arrays_$v" ] && run_compare "rt_arrays_$v" "" 0 "$B/tests/cuda/rt_arrays_$v"
+done
 
 fi # want main || want compat
 

@@ -1147,6 +1147,85 @@ static void zcheck_chunks(const struct sim_launch *l)
 	*bad += k;
 }
 
+/* ---- tests/cuda/rt_arrays.cu: texture and surface objects ---------------------------------- */
+
+/* tex_read2d(tex, w, h, out): the (w+4) x (h+4) texels from (-2, -2), at their centres */
+static void rt_tex_read2d(const struct sim_launch *l)
+{
+	unsigned long long t = P(l, 0, unsigned long long);
+	unsigned w = P(l, 1, unsigned), h = P(l, 2, unsigned);
+	float *out = P(l, 3, float *);
+	unsigned long long n = (unsigned long long)(w + 4) * (h + 4);
+
+	if (!sim_device_ok(out, n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++) {
+		int x = (int)(i % (w + 4)) - 2, y = (int)(i / (w + 4)) - 2;
+		if (sim_tex_fetch(t, (float)x + 0.5f, (float)y + 0.5f, 0, &out[i], 4)) {
+			sim_kernel_fault();
+			return;
+		}
+	}
+}
+
+/* tex_fetch1d(tex, n, out): out[i] = tex1Dfetch<float>(tex, i) */
+static void rt_tex_fetch1d(const struct sim_launch *l)
+{
+	unsigned long long t = P(l, 0, unsigned long long);
+	unsigned n = P(l, 1, unsigned);
+	float *out = P(l, 2, float *);
+
+	if (!sim_device_ok(out, (size_t)n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (sim_tex_fetch(t, (float)i, 0, 0, &out[i], 4)) {
+			sim_kernel_fault();
+			return;
+		}
+}
+
+/* tex_layered(tex, w, h, layers, out): every texel of every layer, at its centre */
+static void rt_tex_layered(const struct sim_launch *l)
+{
+	unsigned long long t = P(l, 0, unsigned long long);
+	unsigned w = P(l, 1, unsigned), h = P(l, 2, unsigned), layers = P(l, 3, unsigned);
+	float *out = P(l, 4, float *);
+	unsigned long long n = (unsigned long long)w * h * layers;
+
+	if (!sim_device_ok(out, n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++) {
+		unsigned x = (unsigned)(i % w), y = (unsigned)(i / w % h),
+			 z = (unsigned)(i / ((unsigned long long)w * h));
+		if (sim_tex_fetch(t, (float)x + 0.5f, (float)y + 0.5f, (float)z, &out[i], 4)) {
+			sim_kernel_fault();
+			return;
+		}
+	}
+}
+
+/* surf_write2d(surf, w, h): element (x, y) = (y * 1000 + x) * 0.5f */
+static void rt_surf_write2d(const struct sim_launch *l)
+{
+	unsigned long long s = P(l, 0, unsigned long long);
+	unsigned w = P(l, 1, unsigned), h = P(l, 2, unsigned);
+
+	for (unsigned y = 0; y < h; y++)
+		for (unsigned x = 0; x < w; x++) {
+			float v = (float)(y * 1000 + x) * 0.5f;
+			if (sim_surf_access(s, (long long)x * 4, y, 0, &v, 4, 1)) {
+				sim_kernel_fault();
+				return;
+			}
+		}
+}
+
 __attribute__((constructor)) static void register_kernels(void)
 {
 	sim_register_kernel("vec_add", vec_add);
@@ -1216,4 +1295,8 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z9glob_stepj", zd_glob_step);
 	sim_register_kernel("_Z9glob_copyPj", zd_glob_copy);
 	sim_register_kernel("_Z10mixed_foldPKjyj", zd_mixed_fold);
+	sim_register_kernel("_Z10tex_read2dyjjPf", rt_tex_read2d);
+	sim_register_kernel("_Z11tex_fetch1dyjPf", rt_tex_fetch1d);
+	sim_register_kernel("_Z11tex_layeredyjjjPf", rt_tex_layered);
+	sim_register_kernel("_Z12surf_write2dyjj", rt_surf_write2d);
 }

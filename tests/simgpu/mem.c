@@ -956,49 +956,95 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 	}
 }
 
-/* One side of a 2D copy: its first byte, and whether it is device memory (-1: refused). */
-static int side_2d(CUmemorytype t, const void *host, CUdeviceptr dev, size_t x, size_t y,
-		   size_t pitch, size_t w, size_t h, uintptr_t *at)
+/*
+ * One side of a 2D or 3D copy of w bytes x h rows x d slices at (x, y, z): its first byte, its
+ * row and slice pitch, and whether it is device memory (-1: refused). An array's blob is device
+ * memory (array.c).
+ */
+static int side_3d(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr, size_t x,
+		   size_t y, size_t z, size_t pitch, size_t height, size_t w, size_t h, size_t d,
+		   uintptr_t *at, size_t *rp, size_t *sp)
 {
-	size_t span = (h ? h - 1 : 0) * pitch + x + w;
+	size_t slice = pitch * height;
+	size_t span = (d ? d - 1 : 0) * slice + (h ? h - 1 : 0) * pitch + w;
 
+	*rp = pitch;
+	*sp = slice;
 	switch (t) {
 	case CU_MEMORYTYPE_HOST:
-		*at = (uintptr_t)host + y * pitch + x;
+		*at = (uintptr_t)host + z * slice + y * pitch + x;
 		return 0;
 	case CU_MEMORYTYPE_DEVICE:
-		*at = dev + y * pitch + x;
+		*at = dev + z * slice + y * pitch + x;
 		return 1;
 	case CU_MEMORYTYPE_UNIFIED:
-		*at = dev + y * pitch + x;
-		return classify(dev + y * pitch, span, SIM_PROT_READ);
+		*at = dev + z * slice + y * pitch + x;
+		return classify(*at, span, SIM_PROT_READ);
+	case CU_MEMORYTYPE_ARRAY:
+		return sim_array_box(arr, x, y, z, w, h, d, at, rp, sp) ? -1 : 1;
 	default:
-		return -1; /* arrays: simgpu has none */
+		return -1;
 	}
+}
+
+/* Rows and slices one copy each, in stream order. */
+static CUresult copy_box(uintptr_t dst, int dd, size_t dp, size_t ds, uintptr_t src, int sd,
+			 size_t sp, size_t ss, size_t w, size_t h, size_t d, CUstream hs)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	for (size_t z = 0; r == CUDA_SUCCESS && z < d; z++)
+		for (size_t y = 0; r == CUDA_SUCCESS && y < h; y++)
+			r = copy(dst + z * ds + y * dp, dd, src + z * ss + y * sp, sd, w, hs, ASYNC);
+	return r;
 }
 
 /* cuMemcpy2DAsync: a copy per row, in stream order. */
 CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream hs)
 {
 	uintptr_t src, dst;
+	size_t sp, dp, ss, ds;
 	int sd, dd;
-	CUresult r = CUDA_SUCCESS;
 
 	SIM_ENTER();
 	if (!c)
 		return CUDA_ERROR_INVALID_VALUE;
-	sd = side_2d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
-		     c->srcPitch, c->WidthInBytes, c->Height, &src);
-	dd = side_2d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
-		     c->dstPitch, c->WidthInBytes, c->Height, &dst);
+	sd = side_3d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
+		     c->srcY, 0, c->srcPitch, 0, c->WidthInBytes, c->Height, 1, &src, &sp, &ss);
+	dd = side_3d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
+		     c->dstY, 0, c->dstPitch, 0, c->WidthInBytes, c->Height, 1, &dst, &dp, &ds);
 	if (sd < 0 || dd < 0 ||
-	    (c->Height > 1 && (c->srcPitch < c->WidthInBytes + c->srcXInBytes ||
-			       c->dstPitch < c->WidthInBytes + c->dstXInBytes)))
+	    (c->Height > 1 && ((c->srcMemoryType != CU_MEMORYTYPE_ARRAY &&
+				c->srcPitch < c->WidthInBytes + c->srcXInBytes) ||
+			       (c->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
+				c->dstPitch < c->WidthInBytes + c->dstXInBytes))))
 		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t y = 0; r == CUDA_SUCCESS && y < c->Height; y++)
-		r = copy(dst + y * c->dstPitch, dd, src + y * c->srcPitch, sd, c->WidthInBytes, hs,
-			 ASYNC);
-	return r;
+	return copy_box(dst, dd, dp, ds, src, sd, sp, ss, c->WidthInBytes, c->Height, 1, hs);
+}
+
+/* cuMemcpy3DAsync: a copy per row of every slice, in stream order; arrays on either side. */
+CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream hs)
+{
+	uintptr_t src, dst;
+	size_t sp, dp, ss, ds;
+	int sd, dd;
+
+	SIM_ENTER();
+	if (!c || c->srcLOD || c->dstLOD)
+		return CUDA_ERROR_INVALID_VALUE;
+	sd = side_3d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
+		     c->srcY, c->srcZ, c->srcPitch, c->srcHeight, c->WidthInBytes, c->Height,
+		     c->Depth, &src, &sp, &ss);
+	dd = side_3d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
+		     c->dstY, c->dstZ, c->dstPitch, c->dstHeight, c->WidthInBytes, c->Height,
+		     c->Depth, &dst, &dp, &ds);
+	if (sd < 0 || dd < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((c->Height > 1 || c->Depth > 1) &&
+	    ((c->srcMemoryType != CU_MEMORYTYPE_ARRAY && sp < c->WidthInBytes + c->srcXInBytes) ||
+	     (c->dstMemoryType != CU_MEMORYTYPE_ARRAY && dp < c->WidthInBytes + c->dstXInBytes)))
+		return CUDA_ERROR_INVALID_VALUE;
+	return copy_box(dst, dd, dp, ds, src, sd, sp, ss, c->WidthInBytes, c->Height, c->Depth, hs);
 }
 
 static CUresult set(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esize, size_t width,

@@ -90,6 +90,8 @@ enum sim_kind {
 	SIM_MEMHANDLE = 8,
 	SIM_GRAPH = 9,
 	SIM_GRAPHEXEC = 10,
+	SIM_ARRAY = 11,
+	SIM_MIPMAP = 12,
 };
 
 int sim_handle_add(const void *h, int kind);
@@ -166,7 +168,8 @@ enum sim_range_kind {
 	SIM_RANGE_VMM = 2,    /* cuMemMap into a reservation */
 	SIM_RANGE_GLOBAL = 3, /* a module's __device__ variable */
 	SIM_RANGE_HOST = 4,   /* pinned or registered host memory (a device pointer under UVA) */
-	SIM_RANGE_MANAGED = 5, /* a module's __managed__ variable */
+	SIM_RANGE_ARRAY = 5,  /* a CUDA array's blob (array.c): reached only through its handle */
+	SIM_RANGE_MANAGED = 6, /* a module's __managed__ variable */
 };
 
 enum { SIM_PROT_NONE = 0, SIM_PROT_READ = 1, SIM_PROT_RW = 3 };
@@ -175,6 +178,16 @@ int sim_range_add(uintptr_t base, size_t size, int kind, int prot, void *owner);
 void sim_range_del(uintptr_t base);
 bool sim_dev_ok(uintptr_t p, size_t n, int prot);
 void sim_free_ctx_allocs(struct sim_ctx *ctx);
+
+/* --- arrays (array.c) ----------------------------------------------------------------------- */
+
+/*
+ * sim_array_box() - where the box (x bytes, y, z) + (w bytes, h rows, d slices) of array a lies
+ * in its blob (device memory to mem.c's copies): its first byte, row and slice pitch. Returns
+ * CUDA_ERROR_INVALID_HANDLE (not an array) or CUDA_ERROR_INVALID_VALUE (the box does not fit).
+ */
+CUresult sim_array_box(CUarray a, size_t x, size_t y, size_t z, size_t w, size_t h, size_t d,
+		       uintptr_t *at, size_t *pitch, size_t *slice);
 
 /* --- streams, events and their operations (stream.c) -------------------------------------- */
 

@@ -69,4 +69,24 @@ void sim_printf(const struct sim_launch *l, const char *fmt, ...)
 void sim_assert_fail(const struct sim_launch *l, const char *expr, const char *file, unsigned line,
 		     const char *func, const unsigned block[3], const unsigned thread[3]);
 
+/*
+ * sim_tex_fetch() - what tex1Dfetch / tex2D / tex3D / tex2DLayered read through texture object
+ * tex at (x, y, z) (z: the layer of a layered array), with point sampling: the element the
+ * coordinate falls in (normalised coordinates scaled by the array's extent first; a linear
+ * resource takes x as an integer index), after the object's address modes (clamp; border
+ * gives zeros). Its bytes, as stored, go to out (size bytes; zeros beyond the element).
+ * Returns 0, or -1 when tex is not a live texture object.
+ */
+int sim_tex_fetch(unsigned long long tex, float x, float y, float z, void *out, size_t size);
+
+/*
+ * sim_surf_access() - surf{1,2,3}D{read,write} and surf2DLayered{read,write} through surface
+ * object surf: the element at byte xbytes of row y of slice or layer z, size bytes, read into
+ * buf or written from it. Returns 0, or -1 (not a surface object, a misaligned or
+ * out-of-bounds access, a size that is not the element's): the twin then faults, as the
+ * device traps (cudaBoundaryModeTrap).
+ */
+int sim_surf_access(unsigned long long surf, long long xbytes, long long y, long long z, void *buf,
+		    size_t size, int write);
+
 #endif

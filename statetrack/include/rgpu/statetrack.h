@@ -38,8 +38,12 @@
  *   13 host callback  any (stream)    opt.  fn        user       -        -      -    -
  *   14 attribute      any (required)  opt.  key       value      -        -      -    -
  *   15 physical mem.  -               opt.  size      device     -        -      -    -
+ *   16 array          -, mipmap       ctx   width     height     depth    fmt    -    -
+ *   17 mipmap array   -               ctx   width     height     depth    fmt    -    -
+ *   18 tex/surf obj.  -               ctx   value     surface    has_view res.   yes  -
  *
- * A VMM mapping also has f[4], access (below): the one field beyond f[3] any kind uses.
+ * A VMM mapping also has f[4], access (below); an array and a mipmapped array also have
+ * f[4], flags, and f[5], level (array) or levels (mipmapped array).
  *
  * In the ctx column, "ctx" is the context the object was created in and "opt." means 0 where
  * CUDA ties the object to no context (libraries, graphs); the log enforces only that a non-zero
@@ -66,6 +70,19 @@
  *                maps (kind 15), offset: where in it the mapping starts, and access: what
  *                cuMemSetAccess granted, 2 bits per device (bits 2d..2d+1 for device d: 0 none,
  *                1 read, 3 read-write, the CUmemAccess_flags values), 0 until it is set.
+ *   array        a CUDA array (cuArray3DCreate): its CUDA_ARRAY3D_DESCRIPTOR, with fmt the
+ *                format in bits 0..31 and the number of channels in bits 32..63. A level of
+ *                a mipmapped array (cuMipmappedArrayGetLevel) has that array as parent and
+ *                level its number; it goes with its mipmapped array.
+ *   mipmap array the descriptor of level 0 as for an array, and levels, its number of levels.
+ *   tex/surf     a texture object (surface 0) or surface object (surface 1); value: the
+ *   object       64-bit handle the driver returned, which the program may have stored
+ *                anywhere, so it cannot be translated: a replay must get the same value
+ *                again (design.md §3). res.: the id of the array or mipmapped array it reads,
+ *                0 for linear memory; not its parent, since a program may free the array
+ *                before the object. has_view: a resource view was given. name: its
+ *                descriptors, as the protocol carries them
+ *                (TexCreate.desc: hexadecimal text), which is what a replay sends again.
  *   physical     memory the application made with cuMemCreate: size bytes on device. Its
  *   memory       mappings name it as parent; it lives until its last handle reference is
  *                released and its last mapping is gone (the client says which message ends
@@ -150,8 +167,11 @@ enum st_kind {
 	ST_KIND_HOST_CALLBACK = 13,
 	ST_KIND_ATTR = 14,
 	ST_KIND_PHYSMEM = 15, /* physical memory made by the application (cuMemCreate) */
+	ST_KIND_ARRAY = 16,   /* a CUDA array, or a level of a mipmapped array */
+	ST_KIND_MIPMAP = 17,  /* a mipmapped array */
+	ST_KIND_TEXOBJ = 18,  /* a texture or surface object */
 };
-#define ST_KIND_MAX ST_KIND_PHYSMEM
+#define ST_KIND_MAX ST_KIND_TEXOBJ
 
 #define ST_NFIELDS 6	   /* kind-specific u64 slots; room for two more per kind */
 #define ST_HASH_LEN 32	   /* SHA-256 */
@@ -186,6 +206,8 @@ struct st_rec {
 		struct { uint64_t fn, user; } host_cb;
 		struct { uint64_t key, value; } attr;
 		struct { uint64_t size, device; } physmem;
+		struct { uint64_t width, height, depth, format, flags, level; } array;
+		struct { uint64_t value, surface, has_view, resource; } texobj;
 	};
 	/* clang-format on */
 	const char *name; /* NUL-terminated, or NULL */

@@ -149,8 +149,11 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_MIGRATE, 512);
 	assert_int_equal(RGPU_CAP_ATTRS_LINK, 1024);
 	assert_int_equal(RGPU_CAP_PITCHED, 2048);
-	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256 | 1024 | 2048);
-	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256 | 512 | 1024 | 2048);
+	assert_int_equal(RGPU_CAP_ARRAYS, 4096);
+	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256 | 1024 | 2048 | 4096);
+	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4096);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_ARRAY_CREATE)->cap, RGPU_CAP_ARRAYS);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_TEXOBJ_CREATE)->cap, RGPU_CAP_ARRAYS);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_MEMCPY_HTOD)->cap, RGPU_CAP_PITCHED);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_MEMCPY_DTOH)->cap, RGPU_CAP_PITCHED);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_REDIRECT)->call_class, RGPU_CLASS_PUSH);

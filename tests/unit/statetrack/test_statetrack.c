@@ -1278,6 +1278,65 @@ static void test_attr_stream(void **state)
 /* A function's parent: a module, or a kernel (cuKernelGetFunction); kernels need a module. */
 /* --- the application's physical memory and its mappings ------------------------------------- */
 
+/* Arrays, mipmapped arrays and their levels, texture objects (kinds 16-18). */
+static void test_arrays(void **state)
+{
+	struct st_rec ctx = {.kind = ST_KIND_CONTEXT, .id = 1};
+	struct st_rec mm = {.kind = ST_KIND_MIPMAP, .id = 2, .ctx = 1,
+			    .array = {64, 32, 0, 0x20 | 4ull << 32, 0x2, 3}};
+	struct st_rec lv = {.kind = ST_KIND_ARRAY, .id = 3, .parent = 2, .ctx = 1,
+			    .array = {.level = 1}};
+	struct st_rec arr = {.kind = ST_KIND_ARRAY, .id = 4, .ctx = 1,
+			     .array = {100, 0, 4, 0x1 | 1ull << 32, 0x1}};
+	struct st_rec tex = {.kind = ST_KIND_TEXOBJ, .id = 5, .ctx = 1,
+			     .texobj = {.value = 7, .surface = 1, .resource = 4},
+			     .name = "00ff"};
+	struct st_rec bad = lv;
+	struct st_log *log = NULL, *back = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	char line[256];
+
+	(void)state;
+	assert_int_equal(ST_KIND_ARRAY, 16);
+	assert_int_equal(ST_KIND_MIPMAP, 17);
+	assert_int_equal(ST_KIND_TEXOBJ, 18);
+	assert_int_equal(ST_KIND_MAX, ST_KIND_TEXOBJ);
+	assert_string_equal(st_kind_name(ST_KIND_ARRAY), "array");
+	assert_string_equal(st_kind_name(ST_KIND_MIPMAP), "mipmapped array");
+	assert_string_equal(st_kind_name(ST_KIND_TEXOBJ), "texture object");
+	assert_int_equal(st_log_new(&log), 0);
+	assert_int_equal(st_add(log, &ctx), 0);
+	assert_int_equal(st_add(log, &mm), 0);
+	assert_int_equal(st_add(log, &lv), 0);
+	assert_int_equal(st_add(log, &arr), 0);
+	assert_int_equal(st_add(log, &tex), 0);
+	/* a level's parent is a mipmapped array, nothing else */
+	bad.id = 9;
+	bad.parent = 4;
+	assert_int_equal(st_add(log, &bad), RGPU_EINVAL);
+	st_rec_describe(&tex, line, sizeof(line));
+	assert_string_equal(line, "texture object id=5 ctx=1 value=0x7 surface=1 resource=4 "
+				  "name=\"00ff\"");
+	st_rec_describe(&lv, line, sizeof(line));
+	assert_string_equal(line, "array id=3 parent=2 ctx=1 width=0 height=0 depth=0 "
+				  "format=0x0 level=1");
+	/* round trip, then the mipmapped array goes with its level; the texture object stays */
+	assert_int_equal(st_serialize(log, &buf, &len), 0);
+	assert_int_equal(st_deserialize(buf, len, &back, NULL), 0);
+	assert_int_equal(st_count(back), 5);
+	assert_int_equal(st_find(back, 5)->texobj.value, 7);
+	assert_string_equal(st_find(back, 5)->name, "00ff");
+	assert_int_equal(st_remove(log, 2), 0);
+	assert_null(st_find(log, 3));
+	assert_non_null(st_find(log, 5));
+	assert_int_equal(st_remove(log, 4), 0);
+	assert_non_null(st_find(log, 5));
+	free(buf);
+	st_log_free(back);
+	st_log_free(log);
+}
+
 static void test_physmem(void **state)
 {
 	struct st_rec r[NKINDS], pm, m1, m2, bad;
@@ -1288,7 +1347,6 @@ static void test_physmem(void **state)
 
 	(void)state;
 	assert_int_equal(ST_KIND_PHYSMEM, 15);
-	assert_int_equal(ST_KIND_MAX, ST_KIND_PHYSMEM);
 	assert_string_equal(st_kind_name(ST_KIND_PHYSMEM), "physical memory");
 	pm = (struct st_rec){.kind = ST_KIND_PHYSMEM, .id = 0xf00, .physmem = {4 << 20, 1}};
 	assert_int_equal(st_add(log, &pm), 0);
@@ -1769,6 +1827,7 @@ int main(void)
 	    cmocka_unit_test(test_attr_stream),
 	    cmocka_unit_test(test_function_parent),
 	    cmocka_unit_test(test_physmem),
+	    cmocka_unit_test(test_arrays),
 	    cmocka_unit_test(test_remove_each),
 	    cmocka_unit_test(test_compare),
 	    cmocka_unit_test(test_describe),

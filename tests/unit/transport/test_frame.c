@@ -123,6 +123,12 @@ static const struct tspec types[] = {
     {122, "MSG_CTX_SET_CONFIG", TO_SRV, 0, 0},
     {123, "MSG_CTX_GET_CONFIG", TO_SRV, 0, 0},
     {124, "MSG_LINK", TO_SRV, 0, RGPU_MAX_IMAGE},
+    {130, "MSG_ARRAY_CREATE", TO_SRV, 0, 0},
+    {131, "MSG_MIPMAP_CREATE", TO_SRV, 0, 0},
+    {132, "MSG_ARRAY_DESTROY", TO_SRV, 0, 0},
+    {133, "MSG_MIPMAP_DESTROY", TO_SRV, 0, 0},
+    {134, "MSG_TEXOBJ_CREATE", TO_SRV, 0, 0},
+    {135, "MSG_TEXOBJ_DESTROY", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -141,6 +147,8 @@ _Static_assert(RGPU_MSG_ACK == 5, "MSG_ACK");
 _Static_assert(RGPU_MSG_AUTH_CHALLENGE == 6, "MSG_AUTH_CHALLENGE");
 _Static_assert(RGPU_MSG_AUTH == 7, "MSG_AUTH");
 _Static_assert(RGPU_MSG_VMM_CREATE == 90, "MSG_VMM_CREATE");
+_Static_assert(RGPU_MSG_ARRAY_CREATE == 130, "MSG_ARRAY_CREATE");
+_Static_assert(RGPU_MSG_TEXOBJ_DESTROY == 135, "MSG_TEXOBJ_DESTROY");
 _Static_assert(RGPU_MSG_OUTPUT == 44, "MSG_OUTPUT");
 _Static_assert(RGPU_MSG_REDIRECT == 8, "MSG_REDIRECT");
 
