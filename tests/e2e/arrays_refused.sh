@@ -55,6 +55,12 @@ f=$(ls "$tmp"/dump/*.stlog 2>/dev/null | head -n 1)
 out=$("$build/bin/rgpud" --replay "$f" ${driver:+--driver "$driver"} --state-dir "$tmp/A/data" 2>&1) ||
 	fail "the replay failed: $out"
 echo "ok: replayed: $out"
+if [ "${RGPU_E2E_DRIVER:-}" = system ]; then
+	# only simgpu can be made to give another value (SIMGPU_TEXOBJ_SKEW); the H200's driver
+	# gave the same value in a fresh process (above)
+	echo "arrays_refused: all checks passed (the other-value replay needs simgpu: not run)"
+	exit 0
+fi
 out=$(SIMGPU_TEXOBJ_SKEW=7 "$build/bin/rgpud" --replay "$f" ${driver:+--driver "$driver"} \
 	--state-dir "$tmp/A/data" 2>&1)
 rc=$?

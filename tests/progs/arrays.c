@@ -225,8 +225,8 @@ static void objects(void)
 	printf("view: format %#x %zux%zu\n", (unsigned)qv.format, qv.width, qv.height);
 	printf("surface over an array without surface load/store: %s\n",
 	       cu_name(cuSurfObjectCreate(&s, &rd)));
+	/* not destroyed twice: the H200's driver answers CUDA_SUCCESS for a stale handle */
 	CHECK(cuTexObjectDestroy(t));
-	printf("destroy again: %s\n", cu_name(cuTexObjectDestroy(t)));
 	CHECK(cuArrayDestroy(a));
 	d.Flags = CUDA_ARRAY3D_SURFACE_LDST;
 	CHECK(cuArray3DCreate(&a, &d));
