@@ -184,6 +184,63 @@ static CUresult resource(struct srv_worker *w, const Rgpu__TexCreate *m, CUDA_RE
 	}
 }
 
+/* A texture or surface object of these descriptors; its value in *value. */
+static CUresult make_obj(struct srv_worker *w, int surface, CUDA_RESOURCE_DESC *rd,
+			 CUDA_TEXTURE_DESC *td, CUDA_RESOURCE_VIEW_DESC *vd, uint64_t *value)
+{
+	CUresult r;
+
+	if (surface) {
+		CUsurfObject so = 0;
+		r = w->drv.cuSurfObjectCreate(&so, rd);
+		*value = so;
+	} else {
+		CUtexObject to = 0;
+		r = w->drv.cuTexObjectCreate(&to, rd, td, vd);
+		*value = to;
+	}
+	return r;
+}
+
+static void drop_obj(struct srv_worker *w, int surface, uint64_t value)
+{
+	if (surface)
+		w->drv.cuSurfObjectDestroy((CUsurfObject)value);
+	else
+		w->drv.cuTexObjectDestroy((CUtexObject)value);
+}
+
+/* at most this many objects made and given back to reach a replayed object's value */
+#define TEXOBJ_BURN_MAX 4096
+
+/*
+ * A replay wants the value the program holds. The driver hands values out from a count (on
+ * the H200, a fresh process's first object is 0x1 whatever the program's was), so objects made
+ * and kept until the count reaches the value place it, as a process id is placed by making
+ * processes; they are given back once it is placed. A value below the count is lost.
+ */
+static CUresult place_obj(struct srv_worker *w, int surface, CUDA_RESOURCE_DESC *rd,
+			  CUDA_TEXTURE_DESC *td, CUDA_RESOURCE_VIEW_DESC *vd, uint64_t want,
+			  uint64_t *value)
+{
+	uint64_t *burnt = malloc(TEXOBJ_BURN_MAX * sizeof(*burnt));
+	size_t n = 0;
+	CUresult r = burnt ? make_obj(w, surface, rd, td, vd, value) : CUDA_ERROR_OUT_OF_MEMORY;
+
+	while (r == CUDA_SUCCESS && *value < want && n < TEXOBJ_BURN_MAX) {
+		burnt[n++] = *value;
+		r = make_obj(w, surface, rd, td, vd, value);
+	}
+	for (size_t i = 0; i < n; i++)
+		drop_obj(w, surface, burnt[i]);
+	free(burnt);
+	if (n)
+		pr_info("%s object: %zu made and given back to reach the value %#llx (now %#llx)",
+			surface ? "surface" : "texture", n, (unsigned long long)want,
+			(unsigned long long)*value);
+	return r;
+}
+
 int h_texobj_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, TexCreate, tex_create, w, f);
@@ -205,17 +262,10 @@ int h_texobj_create(struct srv_worker *w, struct srv_frame *f)
 		memcpy(&vd, raw + sizeof(rd) + sizeof(td), sizeof(vd));
 		r = resource(w, m, &rd);
 	}
-	if (r == CUDA_SUCCESS) {
-		if (m->surface) {
-			CUsurfObject so = 0;
-			r = w->drv.cuSurfObjectCreate(&so, &rd);
-			value = so;
-		} else {
-			CUtexObject to = 0;
-			r = w->drv.cuTexObjectCreate(&to, &rd, &td, m->has_view ? &vd : NULL);
-			value = to;
-		}
-	}
+	if (r == CUDA_SUCCESS)
+		r = m->want ? place_obj(w, m->surface, &rd, &td, m->has_view ? &vd : NULL, m->want,
+					&value)
+			    : make_obj(w, m->surface, &rd, &td, m->has_view ? &vd : NULL, &value);
 	if (r == CUDA_SUCCESS) {
 		o.h = (void *)(uintptr_t)value;
 		if (m->want && value != m->want) {
