@@ -52,7 +52,9 @@ echo "ok: the job ran on and verified its memory and array"
 
 f=$(ls "$tmp"/dump/*.stlog 2>/dev/null | head -n 1)
 [ -n "$f" ] || fail "no state log dumped"
-out=$("$build/bin/rgpud" --replay "$f" ${driver:+--driver "$driver"} --state-dir "$tmp/A/data" 2>&1) ||
+# use_tls=0: LeakSanitizer's tracer and rgpud --replay (with_server.sh says why)
+lsan=${LSAN_OPTIONS:+$LSAN_OPTIONS:}use_tls=0:print_suppressions=0
+out=$(LSAN_OPTIONS=$lsan "$build/bin/rgpud" --replay "$f" ${driver:+--driver "$driver"} --state-dir "$tmp/A/data" 2>&1) ||
 	fail "the replay failed: $out"
 echo "ok: replayed: $out"
 if [ "${RGPU_E2E_DRIVER:-}" = system ]; then
@@ -61,7 +63,7 @@ if [ "${RGPU_E2E_DRIVER:-}" = system ]; then
 	echo "arrays_refused: all checks passed (the other-value replay needs simgpu: not run)"
 	exit 0
 fi
-out=$(SIMGPU_TEXOBJ_SKEW=7 "$build/bin/rgpud" --replay "$f" ${driver:+--driver "$driver"} \
+out=$(LSAN_OPTIONS=$lsan SIMGPU_TEXOBJ_SKEW=7 "$build/bin/rgpud" --replay "$f" ${driver:+--driver "$driver"} \
 	--state-dir "$tmp/A/data" 2>&1)
 rc=$?
 [ $rc -eq 1 ] || fail "a replay whose texture object got another value: exit $rc, want 1: $out"

@@ -160,7 +160,10 @@ def replay(name, data, want_status, want_first=None, want_prefixes=()):
     cmd = [rgpud, "--replay", path, "--state-dir", state]
     if driver != "system":
         cmd += ["--driver", driver]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    # use_tls=0: LeakSanitizer's tracer and rgpud --replay (tests/e2e/with_server.sh says why)
+    lsan = os.environ.get("LSAN_OPTIONS", "")
+    env = dict(os.environ, LSAN_OPTIONS=(lsan + ":" if lsan else "") + "use_tls=0:print_suppressions=0")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     out = (p.stdout + p.stderr).strip()
     lines = out.splitlines()
     allowed = want_status if isinstance(want_status, tuple) else (want_status,)
