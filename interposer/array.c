@@ -27,6 +27,7 @@
 #include "ip.h"
 #include "ip_entries.h"
 #include "rgpu.pb-c.h"
+#include "rgpu/arrayfmt.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 
@@ -68,25 +69,11 @@ static struct ip_texobj *texobjs;
 	(CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP |                 \
 	 CUDA_ARRAY3D_TEXTURE_GATHER)
 
-static unsigned format_bytes(CUarray_format f)
-{
-	switch (f) {
-	case CU_AD_FORMAT_UNSIGNED_INT8:
-	case CU_AD_FORMAT_SIGNED_INT8: return 1;
-	case CU_AD_FORMAT_UNSIGNED_INT16:
-	case CU_AD_FORMAT_SIGNED_INT16:
-	case CU_AD_FORMAT_HALF: return 2;
-	case CU_AD_FORMAT_UNSIGNED_INT32:
-	case CU_AD_FORMAT_SIGNED_INT32:
-	case CU_AD_FORMAT_FLOAT: return 4;
-	default: return 0;
-	}
-}
 
 /* What rgpu carries; the driver on the worker judges the rest of the descriptor. */
 static CUresult desc_ok(const char *fn, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-	if (!format_bytes(d->Format)) {
+	if (!rgpu_array_format_bytes(d->Format)) {
 		ip_refused(fn, "array formats other than 8-, 16- and 32-bit integers, half and "
 			       "float are not supported");
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -133,7 +120,7 @@ static CUresult array_create(const char *fn, CUarray *ph, const CUDA_ARRAY3D_DES
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	a->ctx = c;
 	a->d = *d;
-	a->elem = format_bytes(d->Format) * d->NumChannels;
+	a->elem = rgpu_array_format_bytes(d->Format) * d->NumChannels;
 	fill_create(&m, a->o.id, c, d);
 	r = ip_call_status(RGPU_MSG_ARRAY_CREATE, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r != CUDA_SUCCESS) {
@@ -300,7 +287,7 @@ IP_API CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray *out, CUmipmappedArray 
 		}
 		a->ctx = mm->ctx;
 		a->d = level_desc(&mm->d, level);
-		a->elem = format_bytes(a->d.Format) * a->d.NumChannels;
+		a->elem = rgpu_array_format_bytes(a->d.Format) * a->d.NumChannels;
 		a->mm = mm;
 		m.array = a->o.id;
 		m.ctx = mm->ctx->o.id;

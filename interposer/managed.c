@@ -176,6 +176,45 @@ static struct mrange *find_locked(uint64_t p)
 	return NULL;
 }
 
+/*
+ * A copy of len bytes the device already holds (or is about to), sent synchronously: the
+ * worker holds every later request until the copies and sets before it on the context's NULL
+ * stream have run. ip_post's result.
+ */
+static CUresult post_sync_copy(const struct ip_ctx *c, uint64_t addr, const void *bytes,
+			       uint64_t len)
+{
+	Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
+	CUresult r;
+
+	q.dst = addr;
+	q.size = len;
+	q.ctx = c ? c->o.id : 0;
+	mm_internal = 1;
+	r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, bytes, len);
+	mm_internal = 0;
+	return r;
+}
+
+/*
+ * Wait for the work that may still write device memory, when some may (ctx: the context to
+ * synchronise; none: the calling thread's). CUDA_SUCCESS when none is left.
+ */
+static CUresult settle(struct ip_ctx *ctx)
+{
+	uint64_t e = ip_ctx_work_epoch();
+	CUresult r;
+
+	if (!ip_ctx_work_pending())
+		return CUDA_SUCCESS;
+	if (!ctx && !(ctx = ip_ctx_cur()))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = cuCtxSynchronize_v2((CUcontext)ctx);
+	if (r == CUDA_SUCCESS)
+		ip_ctx_work_synced(e);
+	return r;
+}
+
 /* Send what the CPU changed in every range, the last bytes again synchronously. */
 static int flush_locked(void)
 {
@@ -186,16 +225,8 @@ static int flush_locked(void)
 		ret = mm_flush(&m->mm, scratch, &n);
 		total += n;
 	}
-	if (total && !ret) {
-		Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
-		q.dst = tail_addr;
-		q.size = tail_len;
-		q.ctx = tail_ctx ? tail_ctx->o.id : 0;
-		mm_internal = 1;
-		ret = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, tail, tail_len) == CUDA_SUCCESS ? 0
-											     : -EIO;
-		mm_internal = 0;
-	}
+	if (total && !ret)
+		ret = post_sync_copy(tail_ctx, tail_addr, tail, tail_len) == CUDA_SUCCESS ? 0 : -EIO;
 	return ret;
 }
 
@@ -273,11 +304,9 @@ static int on_fault(uint64_t a)
 	}
 	if (ip_ctx_work_pending()) {
 		/* work that may write it may still run: wait for it, as the program should have */
-		uint64_t e = ip_ctx_work_epoch();
-		ctx = m->ctx ? m->ctx : ip_ctx_cur();
+		ctx = m->ctx;
 		pthread_mutex_unlock(&mm_lock);
-		if (ctx && cuCtxSynchronize_v2((CUcontext)ctx) == CUDA_SUCCESS)
-			ip_ctx_work_synced(e);
+		(void)settle(ctx); /* a failure shows in the fetch, or at the next call */
 		pthread_mutex_lock(&mm_lock);
 		m = find_locked(a);
 		if (!m) {
@@ -336,7 +365,6 @@ static int install_handler_locked(void)
 static CUresult zero_device(struct ip_ctx *c, uint64_t addr, uint64_t size)
 {
 	Rgpu__Memset s = RGPU__MEMSET__INIT;
-	Rgpu__Memcpy q = RGPU__MEMCPY__INIT;
 	static const uint8_t zeros[8];
 	CUresult r;
 
@@ -347,13 +375,10 @@ static CUresult zero_device(struct ip_ctx *c, uint64_t addr, uint64_t size)
 	s.ctx = c->o.id;
 	mm_internal = 1;
 	r = ip_post(RGPU_MSG_MEMSET, &s.base, NULL, 0);
-	/* a synchronous copy of the same zeros: the worker waits for the set there */
-	q.dst = addr;
-	q.size = sizeof(zeros);
-	q.ctx = c->o.id;
-	if (r == CUDA_SUCCESS)
-		r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, zeros, sizeof(zeros));
 	mm_internal = 0;
+	/* a synchronous copy of the same zeros: the worker waits for the set there */
+	if (r == CUDA_SUCCESS)
+		r = post_sync_copy(c, addr, zeros, sizeof(zeros));
 	return r;
 }
 
@@ -518,17 +543,12 @@ IP_API CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, un
 static CUresult mm_global(struct ip_ctx *c, uint64_t addr, uint64_t size, int add);
 
 /*
- * Mapped pinned host memory too large for the host area (memory.c asks): a managed range,
- * which a kernel dereferences at its host address, kept coherent the same way.
+ * Mapped pinned host memory too large for the host area is made by mm_alloc too (memory.c asks):
+ * a managed range, which a kernel dereferences at its host address, kept coherent the same way.
  */
-static CUresult mm_host_alloc(struct ip_ctx *c, uint64_t size, unsigned flags, CUdeviceptr *out)
-{
-	return mm_alloc(c, size, flags, out);
-}
-
 __attribute__((constructor)) static void mm_init(void)
 {
-	ip_mem_on_mapped_alloc(mm_host_alloc);
+	ip_mem_on_mapped_alloc(mm_alloc);
 	ip_module_on_managed_global(mm_global);
 }
 
@@ -660,12 +680,8 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned fl
 		uint64_t first = (p - m->addr) / MM_BLOCK, last = (p + n - 1 - m->addr) / MM_BLOCK;
 		pthread_mutex_unlock(&mm_lock);
 		r = ptsz ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
-		if (r == CUDA_SUCCESS && ip_ctx_work_pending()) {
-			uint64_t e = ip_ctx_work_epoch();
-			r = cuCtxSynchronize_v2((CUcontext)c);
-			if (r == CUDA_SUCCESS)
-				ip_ctx_work_synced(e);
-		}
+		if (r == CUDA_SUCCESS)
+			r = settle(c);
 		if (r != CUDA_SUCCESS)
 			return r;
 		pthread_mutex_lock(&mm_lock);

@@ -180,6 +180,9 @@ CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 	return r;
 }
 
+/* managed allocations alive: copies ask ip_mem_managed() only while there are any */
+static atomic_int nmanaged;
+
 CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, uint64_t asked,
 			      unsigned host_flags, CUdeviceptr *out)
 {
@@ -194,6 +197,7 @@ CUresult ip_mem_alloc_managed(struct ip_ctx *c, uint64_t size, uint64_t asked,
 	a = (struct ip_vaw_alloc *)ip_vaw_find(&ip.vaw, *out);
 	if (a) {
 		a->managed = host_flags ? 2 : 1;
+		atomic_fetch_add(&nmanaged, 1);
 		a->host_flags = host_flags;
 		a->user_size = take != asked ? asked : 0;
 	}
@@ -230,6 +234,8 @@ int ip_mem_managed(uint64_t p, uint64_t n)
 	const struct ip_vaw_alloc *a;
 	int managed = 0;
 
+	if (!atomic_load(&nmanaged))
+		return 0;
 	pthread_mutex_lock(&ip.mem_lock);
 	a = ip_vaw_find(&ip.vaw, p);
 	if (a && a->managed)
@@ -255,6 +261,8 @@ static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 		pthread_mutex_unlock(&ip.mem_lock);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
+	if (a->managed)
+		atomic_fetch_sub(&nmanaged, 1);
 	ip_vaw_free(&ip.vaw, addr, &ua, &us);
 	for (int i = 0; i < FREED_LISTENERS && freed_listeners[i]; i++)
 		freed_listeners[i](addr);

@@ -17,27 +17,13 @@
 
 #include "exec.h"
 #include "rgpu.pb-c.h"
+#include "rgpu/arrayfmt.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "srv.h"
 #include "srv_handlers.h"
 
-/* Bytes of one channel of a format, 0 for a format rgpu does not carry (planar, compressed). */
-static unsigned format_bytes(unsigned f)
-{
-	switch (f) {
-	case CU_AD_FORMAT_UNSIGNED_INT8:
-	case CU_AD_FORMAT_SIGNED_INT8: return 1;
-	case CU_AD_FORMAT_UNSIGNED_INT16:
-	case CU_AD_FORMAT_SIGNED_INT16:
-	case CU_AD_FORMAT_HALF: return 2;
-	case CU_AD_FORMAT_UNSIGNED_INT32:
-	case CU_AD_FORMAT_SIGNED_INT32:
-	case CU_AD_FORMAT_FLOAT: return 4;
-	default: return 0;
-	}
-}
 
 /* The extent of level `level` of mipmapped array mm (each dimension halves, down to 1). */
 static void level_extent(const struct srv_obj *mm, unsigned level, uint64_t out[3])
@@ -81,7 +67,7 @@ int h_array_create(struct srv_worker *w, struct srv_frame *f)
 		CUDA_ARRAY3D_DESCRIPTOR d = {.Width = m->width, .Height = m->height,
 					     .Depth = m->depth, .Format = (CUarray_format)m->format,
 					     .NumChannels = m->channels, .Flags = m->flags};
-		unsigned fb = format_bytes(m->format);
+		unsigned fb = rgpu_array_format_bytes(m->format);
 		if (!fb || !m->channels || m->channels > 4 || m->channels == 3 ||
 		    m->width > UINT64_MAX / 16)
 			r = CUDA_ERROR_INVALID_VALUE;
