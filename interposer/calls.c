@@ -42,6 +42,12 @@ CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void
 	CUresult r;
 	int ret;
 
+	if (ip_node_recording(type)) {
+		/* a graph node's work: it travels inside MSG_GRAPH_NODE (gnode.c) */
+		if (seq)
+			*seq = 0;
+		return ip_node_record(type, req, payload, plen);
+	}
 	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
 		return CUDA_ERROR_UNKNOWN;
 	if (atomic_load(&S.dead))
@@ -61,7 +67,7 @@ CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload
 	uint64_t seq = 0;
 	CUresult r = ip_post_borrowed(type, req, payload, plen, &seq);
 
-	if (r == CUDA_SUCCESS && plen > IP_INLINE_MAX) {
+	if (r == CUDA_SUCCESS && plen > IP_INLINE_MAX && seq) {
 		/* the caller may reuse its memory when this returns: keep a copy unless it ran */
 		pthread_mutex_lock(&S.send_lock);
 		int ret = ip_link_keep_copy(seq, payload, plen);

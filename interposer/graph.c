@@ -5,12 +5,12 @@
  * cuStreamGetCaptureInfo cost no round trip — libraries ask them around every operation.
  * Graphs and executable graphs are client handles like every other object.
  *
- * Not forwarded: building graphs node by node (cuGraphAdd*Node and friends), node handles
- * (cuGraphGetNodes answers the count only), and the dependency lists of
- * cuStreamGetCaptureInfo (reported empty).
+ * Graphs built node by node, node handles, and the dependency lists of cuStreamGetCaptureInfo
+ * are gnode.c's.
  */
 #define LOG_PREFIX "rgpu: "
 #include <stdlib.h>
+#include <string.h>
 
 #include "ip.h"
 #include "rgpu.pb-c.h"
@@ -71,9 +71,12 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
 	cap->id = atomic_fetch_add(&next_capture_id, 1) + 1;
 	cap->origin = s;
 	cap->mode = mode;
+	cap->graph->opaque = 1;
+	cap->graph->capturing = cap;
 	m.stream = s->o.id;
 	m.ctx = c->o.id;
 	m.mode = mode;
+	m.graph = cap->graph->o.id;
 	r = ip_call_status(RGPU_MSG_CAPTURE_BEGIN, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r != CUDA_SUCCESS) {
 		graph_forget(cap->graph);
@@ -128,6 +131,8 @@ static CUresult end_capture(CUstream h, CUgraph *out, int ptds)
 	r = ip_call_status(RGPU_MSG_CAPTURE_END, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	/* ended either way: every stream that took part stops capturing */
 	cap->active = 0;
+	cap->graph->capturing = NULL;
+	cap->graph->synced = 0; /* its nodes are listed again when asked */
 	*out = r == CUDA_SUCCESS ? (CUgraph)cap->graph : NULL;
 	if (r != CUDA_SUCCESS)
 		graph_forget(cap->graph);
@@ -166,11 +171,13 @@ IP_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStat
 	return is_capturing(h, st, 1);
 }
 
-/* The dependency list is reported empty: graph nodes are not mirrored on the client. */
+/* The dependency list costs a round trip (gnode.c); the rest is known here. */
 static CUresult capture_info(CUstream h, int ptds, CUstreamCaptureStatus *st, cuuint64_t *id,
 			     CUgraph *graph, const CUgraphNode **deps,
 			     const CUgraphEdgeData **edges, size_t *ndeps)
 {
+	static __thread CUgraphEdgeData *zero;
+	static __thread size_t nzero;
 	struct ip_capture *cap;
 	struct ip_stream *s;
 	struct ip_ctx *c;
@@ -186,12 +193,28 @@ static CUresult capture_info(CUstream h, int ptds, CUstreamCaptureStatus *st, cu
 		*id = cap->id;
 	if (cap && graph)
 		*graph = (CUgraph)cap->graph;
-	if (cap && deps)
-		*deps = NULL;
-	if (cap && edges)
-		*edges = NULL;
-	if (cap && ndeps)
-		*ndeps = 0;
+	if (cap && (deps || ndeps)) {
+		const CUgraphNode *d = NULL;
+		size_t n = 0;
+		r = ip_capture_deps(s, cap, &d, &n);
+		if (r != CUDA_SUCCESS)
+			return r;
+		if (deps)
+			*deps = d;
+		if (ndeps)
+			*ndeps = n;
+		if (edges && n > nzero) {
+			CUgraphEdgeData *z = realloc(zero, n * sizeof(*z));
+			if (!z)
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			zero = z;
+			nzero = n;
+		}
+		if (edges && n)
+			memset(zero, 0, n * sizeof(*zero));
+		if (edges)
+			*edges = n ? zero : NULL;
+	}
 	return CUDA_SUCCESS;
 }
 
@@ -251,11 +274,6 @@ IP_API CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *m
 
 /* ---- graphs ------------------------------------------------------------------------------ */
 
-struct ip_graph_exec {
-	struct ip_obj o;
-	struct ip_ctx *ctx;
-};
-
 IP_API CUresult CUDAAPI cuGraphCreate(CUgraph *out, unsigned int flags)
 {
 	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
@@ -300,17 +318,58 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flag
 	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	e->ctx = g->ctx;
+	pthread_mutex_init(&e->lock, NULL);
 	m.graph = g->o.id;
 	m.exec = e->o.id;
 	m.ctx = g->ctx->o.id;
 	m.flags = flags;
 	r = ip_call_status(RGPU_MSG_GRAPH_INSTANTIATE, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	if (r == CUDA_SUCCESS)
+		r = ip_exec_snapshot(e, g);
 	if (r != CUDA_SUCCESS) {
 		ip_obj_drop(e);
 		return r;
 	}
 	*out = (CUgraphExec)e;
 	return CUDA_SUCCESS;
+}
+
+static CUresult update_deps(CUstream h, int ptds, CUgraphNode *deps, const CUgraphEdgeData *ed,
+			    size_t n, unsigned flags)
+{
+	struct ip_capture *cap;
+	struct ip_stream *s;
+	struct ip_ctx *c;
+	CUresult r = ip_stream_get(h, ptds, &c, &s);
+	if (r != CUDA_SUCCESS)
+		return r;
+	cap = ip_capture_of(s);
+	if (!cap)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	return ip_capture_update_deps(s, cap, deps, ed, n, flags);
+}
+
+IP_API CUresult CUDAAPI cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode *deps, size_t n,
+							  unsigned int flags)
+{
+	return update_deps(h, 0, deps, NULL, n, flags);
+}
+IP_API CUresult CUDAAPI cuStreamUpdateCaptureDependencies_ptsz(CUstream h, CUgraphNode *deps,
+							       size_t n, unsigned int flags)
+{
+	return update_deps(h, 1, deps, NULL, n, flags);
+}
+IP_API CUresult CUDAAPI cuStreamUpdateCaptureDependencies_v2(CUstream h, CUgraphNode *deps,
+							     const CUgraphEdgeData *ed, size_t n,
+							     unsigned int flags)
+{
+	return update_deps(h, 0, deps, ed, n, flags);
+}
+IP_API CUresult CUDAAPI cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream h, CUgraphNode *deps,
+								  const CUgraphEdgeData *ed,
+								  size_t n, unsigned int flags)
+{
+	return update_deps(h, 1, deps, ed, n, flags);
 }
 
 IP_API CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph g,
@@ -348,7 +407,15 @@ static CUresult graph_stream_op(uint16_t type, CUgraphExec h, CUstream s, int pt
 	m.exec = e->o.id;
 	m.stream = sid;
 	m.ctx = c->o.id;
-	return ip_post(type, &m.base, NULL, 0);
+	if (type != RGPU_MSG_GRAPH_LAUNCH)
+		return ip_post(type, &m.base, NULL, 0);
+	/* memcpy nodes' host sides: to the device before, back after (gnode.c) */
+	r = ip_exec_hcopies(e, s, ptds, 0);
+	if (r == CUDA_SUCCESS)
+		r = ip_post(type, &m.base, NULL, 0);
+	if (r == CUDA_SUCCESS)
+		r = ip_exec_hcopies(e, s, ptds, 1);
+	return r;
 }
 
 IP_API CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g,
@@ -400,6 +467,7 @@ IP_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec h)
 		return CUDA_ERROR_INVALID_VALUE;
 	m.exec = e->o.id;
 	m.ctx = e->ctx->o.id;
+	ip_exec_forget(e);
 	ip_obj_unregister(&e->o);
 	return ip_post(RGPU_MSG_GRAPH_EXEC_DESTROY, &m.base, NULL, 0);
 }
@@ -416,35 +484,7 @@ IP_API CUresult CUDAAPI cuGraphDestroy(CUgraph h)
 		return CUDA_ERROR_INVALID_VALUE;
 	m.graph = g->o.id;
 	m.ctx = g->ctx->o.id;
+	ip_graph_forget_nodes(g);
 	graph_forget(g);
 	return ip_post(RGPU_MSG_GRAPH_DESTROY, &m.base, NULL, 0);
-}
-
-/* The number of nodes; handles to them are not mirrored on the client (see above). */
-IP_API CUresult CUDAAPI cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *num)
-{
-	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
-	Rgpu__ValueReply *rep = NULL;
-	struct ip_graph *g;
-	CUresult r = ip_check_init();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!num)
-		return CUDA_ERROR_INVALID_VALUE;
-	g = ip_obj_get(h, ST_KIND_GRAPH);
-	if (!g)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (nodes && *num) {
-		pr_warn("cuGraphGetNodes: node handles are not supported (only the count)");
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-	m.graph = g->o.id;
-	m.ctx = g->ctx->o.id;
-	r = ip_call_status(RGPU_MSG_GRAPH_NODE_COUNT, &m.base, NULL, 0, NULL, 0,
-			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
-	if (r == CUDA_SUCCESS)
-		*num = (size_t)rep->value;
-	if (rep)
-		rgpu__value_reply__free_unpacked(rep, NULL);
-	return r;
 }

@@ -52,11 +52,52 @@ struct ip_ctx {
 	unsigned long long uid;   /* cuCtxGetId */
 	int prio_known, prio_least, prio_greatest; /* cuCtxGetStreamPriorityRange, once asked */
 	_Atomic CUresult sticky;  /* a sticky fault the server reported (ctxcur.c) */
+	struct ip_stream *node_stream; /* what graph node work is recorded on (gnode.c) */
 };
 
+/*
+ * A graph's nodes as the client knows them (gnode.c): every node it made, in creation order,
+ * with its dependencies and the parameters it was given. A captured graph, or a child graph
+ * node's copy of a graph, is `opaque` until the worker listed its nodes (their parameters then
+ * stay unknown here); one being captured is asked again at every question.
+ */
+struct ip_gnode;
 struct ip_graph {
 	struct ip_obj o;
 	struct ip_ctx *ctx;
+	struct ip_gnode **nodes;
+	size_t nnodes, capnodes;
+	int opaque, synced;
+	struct ip_capture *capturing; /* being captured (its nodes change behind the client) */
+	struct ip_gnode *owner;   /* a child graph node's copy: that node */
+	int instantiated;         /* an exec was made from it (its graph memory stays) */
+};
+
+/* Client-only object kinds (not in the state log): graph nodes. */
+#define IP_KIND_GNODE 100
+
+/* The scratch device buffer that stands in for a memcpy node's host side (gnode.c). */
+struct ip_scratch {
+	CUdeviceptr addr;
+	int refs;
+};
+
+/* A memcpy node with a host side in an executable graph: moved at every launch (gnode.c). */
+struct ip_hcopy {
+	uint64_t node;            /* the node's id */
+	int to_device;            /* host -> scratch before the launch, else scratch -> host after */
+	int enabled;
+	CUDA_MEMCPY3D xfer;       /* between the host side and the scratch */
+	struct ip_scratch *scratch;
+};
+
+struct ip_graph_exec {
+	struct ip_obj o;
+	struct ip_ctx *ctx;
+	struct ip_graph *from;    /* the graph it was made from (may be dead since) */
+	struct ip_hcopy *hcopies;
+	size_t nhcopies;
+	pthread_mutex_t lock;
 };
 
 /*
@@ -71,6 +112,8 @@ struct ip_capture {
 	CUstreamCaptureMode mode;
 	int active;
 	atomic_int refs;           /* streams and events that point at it; freed at 0 */
+	CUgraphNode *deps;         /* cuStreamGetCaptureInfo's last dependency list (gnode.c) */
+	size_t ndeps;
 };
 
 struct ip_stream {
@@ -242,6 +285,16 @@ int ip_hm_free(void *p);
 int ip_hm_contains(const void *p);
 
 /* ---- the session: one connection to rgpud ---------------------------------------------- */
+
+/*
+ * ip_statelog_edit() - a frame that changed a graph node by node succeeded (a call's reply, or a
+ * post once sent): it goes into the graph's or the exec's journal, as on the worker.
+ */
+void ip_statelog_edit(uint16_t type, const ProtobufCMessage *req, const void *payload,
+		      uint64_t plen);
+/* ip_statelog_graph_at() - graph as its journal is now (Rgpu__GraphAt: rgpu.pb-c.h). */
+struct Rgpu__GraphAt;
+void ip_statelog_graph_at(uint64_t graph, struct Rgpu__GraphAt *at);
 
 /* ip_session_open() - connect to RGPU_SERVER, shake hands, fill ip.dev. */
 CUresult ip_session_open(void);
@@ -464,6 +517,28 @@ void ip_array_ctx_teardown(struct ip_ctx *ctx);
  * (or layers), each at least 1. Returns CUDA_SUCCESS or CUDA_ERROR_INVALID_HANDLE.
  */
 CUresult ip_array_box(CUarray h, uint64_t *id, uint64_t ext[3]);
+
+/* ---- graphs built node by node (gnode.c) ------------------------------------------------------ */
+
+/* ip_node_recording() - is a frame of this type a graph node's work, to be kept, not sent? */
+int ip_node_recording(uint16_t type);
+/* ip_node_record() - keep it (calls.c, instead of queueing it). */
+CUresult ip_node_record(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			uint64_t plen);
+/* ip_graph_forget_nodes() - a graph dies: its nodes with it. */
+void ip_graph_forget_nodes(struct ip_graph *g);
+/* ip_exec_snapshot() - e was made from g: what it moves at each launch (and e->lock). */
+CUresult ip_exec_snapshot(struct ip_graph_exec *e, struct ip_graph *g);
+void ip_exec_forget(struct ip_graph_exec *e);
+/* ip_exec_hcopies() - the host sides of e's memcpy nodes, before (after = 0) or after a launch */
+CUresult ip_exec_hcopies(struct ip_graph_exec *e, CUstream s, int ptds, int after);
+/* ip_capture_deps() - cuStreamGetCaptureInfo's dependency list of stream s's capture */
+CUresult ip_capture_deps(struct ip_stream *s, struct ip_capture *cap, const CUgraphNode **deps,
+			 size_t *ndeps);
+/* ip_capture_update_deps() - cuStreamUpdateCaptureDependencies */
+CUresult ip_capture_update_deps(struct ip_stream *s, struct ip_capture *cap,
+				const CUgraphNode *deps, const CUgraphEdgeData *ed, size_t n,
+				unsigned flags);
 
 /* ---- launches ------------------------------------------------------------------------------- */
 

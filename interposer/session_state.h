@@ -119,7 +119,7 @@ struct ip_session {
 
 	/* the state log (statelog.c), under q_lock: recorded in seq order */
 	struct st_log *log;
-	struct rgpu_journal *capturing; /* captures in progress, hashed as they are sent */
+	struct rgpu_journals journals; /* of captures in progress, graphs, execs: hashed only */
 	int verify;                  /* RGPU_VERIFY_LOG */
 	int log_pending;             /* calls whose records their reply has not settled */
 	int log_diverged;            /* no longer compared (an asynchronous error, a mismatch) */

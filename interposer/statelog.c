@@ -31,6 +31,7 @@ void ip_statelog_init(void)
 	const char *v = getenv("RGPU_VERIFY_LOG");
 
 	S.verify = v && *v && strcmp(v, "0") != 0;
+	S.journals.keep = 0;
 	if (st_log_new(&S.log)) {
 		pr_warn("out of memory for the state log: nothing is recorded");
 		S.log = NULL;
@@ -41,7 +42,7 @@ void ip_statelog_init(void)
 static void journal_step(uint16_t type, const ProtobufCMessage *req, const uint8_t *body,
 			 size_t blen, const void *payload, uint64_t plen, struct rgpu_rec_ops *ops)
 {
-	if (rgpu_journals_step(&S.capturing, NULL, type, req, body, blen, payload, plen, ops))
+	if (rgpu_journals_step(&S.journals, type, req, body, blen, payload, plen, ops))
 		pr_warn("out of memory: a capture journal misses a %s", rgpu_msg_name(type));
 }
 
@@ -62,7 +63,8 @@ void ip_statelog_sent(uint16_t type, const ProtobufCMessage *req, const uint8_t 
 	if (!S.log || !mi)
 		return;
 	if (mi->effect == RGPU_EFFECT_NONE) {
-		if (S.capturing) {
+		/* a graph's changes are stepped once they succeeded (ip_statelog_edit) */
+		if (S.journals.capturing && !rgpu_journal_edits(type)) {
 			ops.n = 0;
 			journal_step(type, req, body, blen, payload, plen, &ops);
 		}
@@ -84,6 +86,43 @@ void ip_statelog_sent(uint16_t type, const ProtobufCMessage *req, const uint8_t 
 			S.log_pending++;
 		}
 	}
+}
+
+void ip_statelog_edit(uint16_t type, const ProtobufCMessage *req, const void *payload,
+		      uint64_t plen)
+{
+	struct rgpu_rec_ops ops = {0};
+	size_t blen = protobuf_c_message_get_packed_size(req);
+	uint8_t *body = malloc(blen ? blen : 1);
+
+	if (!body) {
+		pr_warn("out of memory: a graph journal misses a %s", rgpu_msg_name(type));
+		return;
+	}
+	protobuf_c_message_pack(req, body);
+	pthread_mutex_lock(&S.q_lock);
+	if (S.log)
+		journal_step(type, req, body, blen, payload, plen, &ops);
+	pthread_mutex_unlock(&S.q_lock);
+	free(body);
+}
+
+void ip_statelog_graph_at(uint64_t graph, Rgpu__GraphAt *at)
+{
+	const struct rgpu_journal *j;
+	const struct st_rec *r;
+
+	pthread_mutex_lock(&S.q_lock);
+	j = rgpu_journals_kept(&S.journals, graph);
+	r = S.log ? st_find(S.log, graph) : NULL;
+	at->graph = graph;
+	at->len = j ? j->total : 0;
+	if (r && r->kind == ST_KIND_GRAPH) {
+		at->stream = r->graph.stream;
+		at->mode = (uint32_t)r->graph.mode;
+		at->caplen = r->f[3];
+	}
+	pthread_mutex_unlock(&S.q_lock);
 }
 
 void ip_statelog_settle(uint16_t type, const ProtobufCMessage *req, const ProtobufCMessage *rep,

@@ -381,6 +381,20 @@ int rgpu_rec_graph_destroy(const Rgpu__GraphOp *req, struct rgpu_rec_ops *ops)
 	return 0;
 }
 
+int rgpu_rec_graph_clone(const Rgpu__GraphClone *req, const Rgpu__Status *rep,
+			 struct rgpu_rec_ops *ops)
+{
+	struct st_rec *r;
+
+	if (!OK(rep) || !req->clone)
+		return 0;
+	/* f[4]: the graph cloned; hash and f[5]: its journal then (the journals' step) */
+	r = op(ops, RGPU_REC_ADD, ST_KIND_GRAPH, req->clone);
+	r->ctx = req->ctx;
+	r->f[4] = req->graph;
+	return 0;
+}
+
 /* ---- arrays, texture and surface objects ------------------------------------------------- */
 
 static int array_rec(const Rgpu__ArrayCreate *req, const Rgpu__Status *rep, uint32_t kind,
@@ -469,12 +483,22 @@ static void derive(struct st_log *log, struct st_rec *rec)
 	if (rec->kind != ST_KIND_GRAPH_EXEC || !rec->f[1])
 		return;
 	g = st_find(log, rec->f[1]);
-	if (g && g->has_hash) {
-		rec->has_hash = true;
-		memcpy(rec->hash, g->hash, ST_HASH_LEN);
+	if (g && g->graph.stream) {
 		rec->f[2] = g->graph.stream;
 		rec->f[3] = g->graph.mode;
+		rec->f[5] = g->f[3];
 	}
+}
+
+/* The fields the journals' step filled when the request was sent (a reply cannot change them). */
+static void journal_fields(struct st_rec *to, const struct st_rec *from)
+{
+	to->has_hash = true;
+	memcpy(to->hash, from->hash, ST_HASH_LEN);
+	if (to->kind == ST_KIND_GRAPH)
+		to->f[3] = from->f[3], to->f[5] = from->f[5];
+	else if (to->kind == ST_KIND_GRAPH_EXEC)
+		to->f[4] = from->f[4];
 }
 
 static int apply_one(struct st_log *log, int what, struct st_rec *rec,
@@ -540,10 +564,8 @@ int rgpu_rec_settle(struct st_log *log, const struct rgpu_rec_ops *sent, struct 
 			 * exec took its graph's hash then: the reply changes neither.
 			 */
 			derive(log, &final->v[j].rec);
-			if (!final->v[j].rec.has_hash && s->has_hash) {
-				final->v[j].rec.has_hash = true;
-				memcpy(final->v[j].rec.hash, s->hash, ST_HASH_LEN);
-			}
+			if (!final->v[j].rec.has_hash && s->has_hash)
+				journal_fields(&final->v[j].rec, s);
 			ret = st_update(log, &final->v[j].rec);
 		}
 		if (ret && !first)
@@ -605,6 +627,7 @@ int rgpu_journal_add(struct rgpu_journal *j, uint16_t type, const void *body, si
 			memcpy(j->buf + j->len + sizeof(hdr) + blen, payload, plen);
 		j->len += need;
 	}
+	j->total += need;
 	sha256_update(j->hash_ctx, sizeof(hdr), hdr);
 	if (blen)
 		sha256_update(j->hash_ctx, blen, body);
@@ -628,6 +651,14 @@ void rgpu_journal_free(struct rgpu_journal *j)
 	free(j);
 }
 
+static struct rgpu_journal *find_journal(struct rgpu_journal *l, uint64_t key)
+{
+	for (; l; l = l->next)
+		if (l->stream == key)
+			return l;
+	return NULL;
+}
+
 static struct rgpu_journal *take_journal(struct rgpu_journal **list, uint64_t stream)
 {
 	for (struct rgpu_journal **pp = list; *pp; pp = &(*pp)->next)
@@ -640,43 +671,199 @@ static struct rgpu_journal *take_journal(struct rgpu_journal **list, uint64_t st
 	return NULL;
 }
 
-int rgpu_journals_step(struct rgpu_journal **capturing, struct rgpu_journal **kept,
-		       unsigned type, const ProtobufCMessage *req, const void *body, size_t blen,
-		       const void *payload, size_t plen, struct rgpu_rec_ops *ops)
+void rgpu_journals_free(struct rgpu_journals *js)
 {
+	struct rgpu_journal *l[2] = {js->capturing, js->kept};
+
+	for (int i = 0; i < 2; i++)
+		while (l[i]) {
+			struct rgpu_journal *next = l[i]->next;
+			rgpu_journal_free(l[i]);
+			l[i] = next;
+		}
+	js->capturing = js->kept = NULL;
+}
+
+#define ALIAS_HOPS 16 /* child graphs nest: a copy of a copy... */
+
+struct rgpu_journal *rgpu_journals_kept(struct rgpu_journals *js, uint64_t id)
+{
+	struct rgpu_journal *j = find_journal(js->kept, id);
+
+	for (int hops = 0; j && j->alias && hops < ALIAS_HOPS; hops++)
+		j = find_journal(js->kept, j->alias);
+	return j && !j->alias ? j : NULL;
+}
+
+static struct rgpu_journal *push_new(struct rgpu_journal **list, uint64_t key, int keep)
+{
+	struct rgpu_journal *j = rgpu_journal_new(key, keep);
+
+	if (j) {
+		j->next = *list;
+		*list = j;
+	}
+	return j;
+}
+
+/* The journal that takes a change of graph id: the capture building it, else the kept one. */
+static struct rgpu_journal *graph_journal(struct rgpu_journals *js, uint64_t id)
+{
+	struct rgpu_journal *j;
+
+	for (int hops = 0; hops < ALIAS_HOPS; hops++) {
+		for (j = js->capturing; j; j = j->next)
+			if (j->graph == id)
+				return j;
+		j = find_journal(js->kept, id);
+		if (!j)
+			return push_new(&js->kept, id, js->keep);
+		if (!j->alias)
+			return j;
+		id = j->alias;
+	}
+	return NULL;
+}
+
+static struct rgpu_journal *exec_journal(struct rgpu_journals *js, uint64_t exec)
+{
+	struct rgpu_journal *j = find_journal(js->kept, exec);
+	return j ? j : push_new(&js->kept, exec, js->keep);
+}
+
+/* Where a frame that changes a graph or an exec goes. */
+static struct rgpu_journal *edit_journal(struct rgpu_journals *js, unsigned type,
+					 const ProtobufCMessage *req)
+{
+	switch (type) {
+	case RGPU_MSG_GRAPH_NODE: {
+		const Rgpu__GraphNode *m = (const Rgpu__GraphNode *)req;
+		if (m->op == RGPU__GRAPH_NODE_OP__NODE_EXEC_SET ||
+		    m->op == RGPU__GRAPH_NODE_OP__NODE_EXEC_ENABLE)
+			return exec_journal(js, m->exec);
+		return graph_journal(js, m->graph);
+	}
+	case RGPU_MSG_GRAPH_EDIT:
+		return graph_journal(js, ((const Rgpu__GraphEdit *)req)->graph);
+	case RGPU_MSG_GRAPH_BIND: {
+		const Rgpu__GraphBind *m = (const Rgpu__GraphBind *)req;
+		return m->capture ? find_journal(js->capturing, m->stream)
+				  : graph_journal(js, m->graph);
+	}
+	case RGPU_MSG_CAPTURE_DEPS:
+		return find_journal(js->capturing, ((const Rgpu__CaptureDeps *)req)->stream);
+	case RGPU_MSG_GRAPH_EXEC_UPDATE:
+		return exec_journal(js, ((const Rgpu__GraphExecUpdate *)req)->exec);
+	}
+	return NULL;
+}
+
+/* A child graph node's copy of its graph: its changes go where the node's graph's go. */
+static int child_alias(struct rgpu_journals *js, unsigned type, const ProtobufCMessage *req)
+{
+	const Rgpu__GraphNode *m = (const Rgpu__GraphNode *)req;
+	struct rgpu_journal *a;
+
+	if (type != RGPU_MSG_GRAPH_NODE || m->op != RGPU__GRAPH_NODE_OP__NODE_ADD ||
+	    !m->child_copy)
+		return 0;
+	rgpu_journal_free(take_journal(&js->kept, m->child_copy));
+	a = push_new(&js->kept, m->child_copy, 0);
+	if (!a)
+		return RGPU_ENOMEM;
+	a->alias = m->graph;
+	return 0;
+}
+
+static void journal_into(struct rgpu_journal *j, struct st_rec *rec, int len_field)
+{
+	rgpu_journal_digest(j, rec->hash);
+	rec->has_hash = true;
+	rec->f[len_field] = j->total;
+}
+
+int rgpu_journals_step(struct rgpu_journals *js, unsigned type, const ProtobufCMessage *req,
+		       const void *body, size_t blen, const void *payload, size_t plen,
+		       struct rgpu_rec_ops *ops)
+{
+	struct rgpu_journal *j;
 	int ret = 0;
 
-	if (type == RGPU_MSG_CAPTURE_BEGIN && ops->n) {
+	switch (type) {
+	case RGPU_MSG_CAPTURE_BEGIN: {
 		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
-		struct rgpu_journal *j = rgpu_journal_new(c->stream, kept != NULL);
+		if (!ops->n)
+			return 0;
 		/* a capture begun again on the same stream starts a new journal */
-		rgpu_journal_free(take_journal(capturing, c->stream));
+		rgpu_journal_free(take_journal(&js->capturing, c->stream));
+		j = push_new(&js->capturing, c->stream, js->keep);
 		if (!j)
 			return RGPU_ENOMEM;
-		j->next = *capturing;
-		*capturing = j;
-	} else if (type == RGPU_MSG_CAPTURE_END) {
+		j->graph = c->graph;
+		return 0;
+	}
+	case RGPU_MSG_CAPTURE_END: {
 		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
-		struct rgpu_journal *j = take_journal(capturing, c->stream);
+		j = take_journal(&js->capturing, c->stream);
 		for (int i = 0; j && i < ops->n; i++) {
 			if (!ops->v[i].journal)
 				continue;
-			rgpu_journal_digest(j, ops->v[i].rec.hash);
-			ops->v[i].rec.has_hash = true;
-			if (kept) {
-				j->stream = ops->v[i].rec.id;
-				j->next = *kept;
-				*kept = j;
-				j = NULL;
-			}
+			journal_into(j, &ops->v[i].rec, 3);
+			rgpu_journal_free(take_journal(&js->kept, ops->v[i].rec.id));
+			j->stream = ops->v[i].rec.id;
+			j->graph = 0;
+			j->next = js->kept;
+			js->kept = j;
+			j = NULL;
 		}
 		rgpu_journal_free(j);
-	} else if (*capturing && rgpu_journal_wants(type)) {
-		for (struct rgpu_journal *j = *capturing; j; j = j->next)
+		return 0;
+	}
+	case RGPU_MSG_GRAPH_INSTANTIATE:
+	case RGPU_MSG_GRAPH_CLONE: {
+		/* the exec, or the clone, is its graph as the graph's journal is now */
+		uint64_t src = type == RGPU_MSG_GRAPH_CLONE ? ((const Rgpu__GraphClone *)req)->graph
+							     : ((const Rgpu__GraphOp *)req)->graph;
+		j = rgpu_journals_kept(js, src);
+		for (int i = 0; j && i < ops->n; i++)
+			if (ops->v[i].op == RGPU_REC_ADD)
+				journal_into(j, &ops->v[i].rec, type == RGPU_MSG_GRAPH_CLONE ? 5 : 4);
+		if (type == RGPU_MSG_GRAPH_CLONE && ops->n) {
+			/* the clone's own journal opens with the frame that made it */
+			uint64_t id = ((const Rgpu__GraphClone *)req)->clone;
+			rgpu_journal_free(take_journal(&js->kept, id));
+			j = push_new(&js->kept, id, js->keep);
+			if (!j || rgpu_journal_add(j, (uint16_t)type, body, blen, payload, plen))
+				return RGPU_ENOMEM;
+		}
+		return 0;
+	}
+	case RGPU_MSG_GRAPH_EXEC_DESTROY:
+		/* nothing is rebuilt from an exec's changes once it is gone */
+		rgpu_journal_free(take_journal(&js->kept, ((const Rgpu__GraphOp *)req)->exec));
+		return 0;
+	}
+	if (rgpu_journal_edits(type)) {
+		j = edit_journal(js, type, req);
+		if (!j || rgpu_journal_add(j, (uint16_t)type, body, blen, payload, plen))
+			ret = RGPU_ENOMEM;
+		if (child_alias(js, type, req))
+			ret = RGPU_ENOMEM;
+		return ret;
+	}
+	if (js->capturing && rgpu_journal_wants(type)) {
+		for (j = js->capturing; j; j = j->next)
 			if (rgpu_journal_add(j, (uint16_t)type, body, blen, payload, plen))
 				ret = RGPU_ENOMEM;
 	}
 	return ret;
+}
+
+int rgpu_journal_edits(unsigned type)
+{
+	return type == RGPU_MSG_GRAPH_NODE || type == RGPU_MSG_GRAPH_EDIT ||
+	       type == RGPU_MSG_GRAPH_BIND || type == RGPU_MSG_CAPTURE_DEPS ||
+	       type == RGPU_MSG_GRAPH_EXEC_UPDATE;
 }
 
 int rgpu_journal_wants(unsigned type)
@@ -688,7 +875,7 @@ int rgpu_journal_wants(unsigned type)
 	 * memory writes are applied by the worker's reader at once, in no stream either
 	 */
 	if (type == RGPU_MSG_CALLBACK_DONE || type == RGPU_MSG_HOST_MIRROR ||
-	    type == RGPU_MSG_HOST_WRITE)
+	    type == RGPU_MSG_HOST_WRITE || rgpu_journal_edits(type))
 		return 0;
 	return mi && mi->call_class == RGPU_CLASS_POST && mi->effect == RGPU_EFFECT_NONE &&
 	       mi->rule->dir == RGPU_DIR_TO_SERVER;

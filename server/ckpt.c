@@ -233,18 +233,20 @@ static int collect_rec(const struct st_rec *rec, void *arg)
 	return 0;
 }
 
-/* The capture journals as RGPU_STATE_DUMP writes them: graph id, length (u64 LE), journal. */
+/* The graph journals as RGPU_STATE_DUMP writes them: graph id, length (u64 LE), journal. */
 static int journals_blob(struct take *tk)
 {
 	size_t n = 0, off = 0;
 	uint8_t *b;
 
-	for (struct rgpu_journal *j = tk->w->graph_journals; j; j = j->next)
-		n += 16 + j->len;
+	for (struct rgpu_journal *j = tk->w->journals.kept; j; j = j->next)
+		n += j->alias ? 0 : 16 + j->len;
 	b = malloc(n ? n : 1);
 	if (!b)
 		return RGPU_ENOMEM;
-	for (struct rgpu_journal *j = tk->w->graph_journals; j; j = j->next) {
+	for (struct rgpu_journal *j = tk->w->journals.kept; j; j = j->next) {
+		if (j->alias)
+			continue; /* made again by the frame that made it */
 		wr_le64(b + off, j->stream);
 		wr_le64(b + off + 8, j->len);
 		memcpy(b + off + 16, j->buf, j->len);
@@ -442,7 +444,7 @@ static int at_barrier(struct srv_worker *w, void *arg)
 	uint64_t dirty_bytes = 0;
 
 	tk->t_park = rgpu_now_ns();
-	if (w->capturing) {
+	if (w->journals.capturing) {
 		fail(tk, RGPU_EBUSY,
 		     "a stream of the job is capturing a graph: try again once the capture ended");
 		return SRV_HOLD_RELEASE;

@@ -50,7 +50,21 @@
 	X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)                   \
 	X(cuArray3DCreate) X(cuArrayDestroy) X(cuMipmappedArrayCreate)                         \
 	X(cuMipmappedArrayGetLevel) X(cuMipmappedArrayDestroy) X(cuMemcpy3DAsync)              \
-	X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
+	X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy) \
+	X(cuStreamCreate) X(cuStreamBeginCaptureToGraph) X(cuStreamGetCaptureInfo)             \
+	X(cuStreamUpdateCaptureDependencies) X(cuGraphGetEdges) X(cuGraphNodeGetType)          \
+	X(cuGraphAddEmptyNode) X(cuGraphAddChildGraphNode) X(cuGraphChildGraphNodeGetGraph)    \
+	X(cuGraphAddEventRecordNode) X(cuGraphAddEventWaitNode) X(cuGraphAddDependencies)      \
+	X(cuGraphRemoveDependencies) X(cuGraphDestroyNode) X(cuGraphClone)                     \
+	X(cuGraphNodeFindInClone) X(cuGraphKernelNodeGetParams) X(cuGraphKernelNodeSetParams)  \
+	X(cuGraphMemcpyNodeGetParams) X(cuGraphMemcpyNodeSetParams)                            \
+	X(cuGraphMemsetNodeGetParams) X(cuGraphMemsetNodeSetParams) X(cuGraphHostNodeGetParams) \
+	X(cuGraphHostNodeSetParams) X(cuGraphExecKernelNodeSetParams)                          \
+	X(cuGraphExecMemcpyNodeSetParams) X(cuGraphExecMemsetNodeSetParams)                    \
+	X(cuGraphExecHostNodeSetParams) X(cuGraphExecChildGraphNodeSetParams)                  \
+	X(cuGraphExecEventRecordNodeSetEvent) X(cuGraphExecEventWaitNodeSetEvent)              \
+	X(cuGraphEventRecordNodeSetEvent) X(cuGraphEventWaitNodeSetEvent)                      \
+	X(cuGraphNodeSetEnabled) X(cuGraphExecUpdate) X(cuGraphDebugDotPrint)
 
 struct srv_driver {
 	void *dl;

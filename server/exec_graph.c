@@ -29,11 +29,18 @@ int h_capture(struct srv_worker *w, struct srv_frame *f)
 		r = srv_stream(w, m->stream, &s);
 	if (r == CUDA_SUCCESS && f->hdr.type == RGPU_MSG_CAPTURE_BEGIN) {
 		r = w->drv.cuStreamBeginCapture(s, (CUstreamCaptureMode)m->mode);
+		/* nodes of the graph being captured may be named before its end */
+		if (r == CUDA_SUCCESS)
+			srv_gnodes_capture(w, m->graph, s);
 	} else if (r == CUDA_SUCCESS) {
 		struct srv_obj g = {.id = m->graph, .kind = ST_KIND_GRAPH, .ctx = m->ctx};
 		r = w->drv.cuStreamEndCapture(s, (CUgraph *)&g.h);
 		if (r == CUDA_SUCCESS)
 			r = srv_obj_create(w, &g);
+		if (r == CUDA_SUCCESS)
+			srv_gnodes_capture(w, m->graph, NULL);
+		else
+			srv_gnodes_forget(w, m->graph);
 	}
 	rgpu__capture_op__free_unpacked(m, NULL);
 	return srv_reply_status(w, f, r);
@@ -43,7 +50,7 @@ int h_graph(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, GraphOp, graph_op, w, f);
 	struct srv_driver *d = &w->drv;
-	struct srv_obj *g = srv_obj_find(w, m->graph, ST_KIND_GRAPH);
+	struct srv_obj *g = srv_obj_find(w, srv_graph_redirect(w, m->graph), ST_KIND_GRAPH);
 	struct srv_obj *e = srv_obj_find(w, m->exec, ST_KIND_GRAPH_EXEC);
 	CUstream s = NULL;
 	CUresult r = srv_use_ctx(w, m->ctx);
@@ -66,6 +73,8 @@ int h_graph(struct srv_worker *w, struct srv_frame *f)
 			      : CUDA_ERROR_INVALID_VALUE;
 		if (r == CUDA_SUCCESS)
 			r = srv_obj_create(w, &n);
+		if (r == CUDA_SUCCESS && srv_gexec_note(w, m->exec, g->id))
+			r = CUDA_ERROR_OUT_OF_MEMORY;
 		ret = srv_reply_status(w, f, r);
 		break;
 	}

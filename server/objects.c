@@ -73,8 +73,14 @@ static void release_handle(struct srv_worker *w, const struct srv_obj *o)
 	case ST_KIND_MODULE:
 		r = o->library ? d->cuLibraryUnload(o->h) : d->cuModuleUnload(o->h);
 		break;
-	case ST_KIND_GRAPH_EXEC: r = d->cuGraphExecDestroy(o->h); break;
-	case ST_KIND_GRAPH: r = d->cuGraphDestroy(o->h); break;
+	case ST_KIND_GRAPH_EXEC:
+		r = d->cuGraphExecDestroy(o->h);
+		srv_gexec_forget(w, o->id);
+		break;
+	case ST_KIND_GRAPH:
+		r = d->cuGraphDestroy(o->h);
+		srv_gnodes_forget(w, o->id);
+		break;
 	case ST_KIND_PHYSMEM:
 		/* the application's physical memory: its mappings went first (the state log) */
 		r = d->cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)o->h);
@@ -172,6 +178,8 @@ CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out)
 		*out = NULL;
 		return CUDA_SUCCESS;
 	}
+	if (id == RGPU_NODE_STREAM)
+		return srv_node_stream(w, out);
 	o = srv_obj_find(w, id, ST_KIND_STREAM);
 	if (!o)
 		return CUDA_ERROR_INVALID_HANDLE;

@@ -169,42 +169,45 @@ static const uint8_t *find_journal(struct replay *rp, uint64_t id, size_t *len)
 	return NULL;
 }
 
-/* Every frame of a capture journal through the executor, in order. */
-static int run_journal(struct replay *rp, const struct st_rec *rec, const uint8_t *j, size_t len)
+/*
+ * Frames [from, to) of a graph's journal through the executor, in order: the work a capture
+ * recorded, and what changed the graph node by node (one clone's first frame may be its making).
+ */
+static int run_journal(struct replay *rp, const struct st_rec *rec, const uint8_t *j,
+		       size_t from, size_t to)
 {
-	size_t off = 0;
+	size_t off = from;
 
-	while (off < len) {
+	while (off < to) {
 		unsigned type;
 		uint64_t blen, plen;
 		uint8_t *body;
 		void *payload = NULL;
 
-		if (len - off < JOURNAL_FRAME_HDR)
+		if (to - off < JOURNAL_FRAME_HDR)
 			return fail(rp, rec, RGPU_ECORRUPT,
-				    "its capture journal is cut in a frame header at byte %zu",
-				    off);
+				    "its graph journal is cut in a frame header at byte %zu", off);
 		type = rd_le16(j + off);
 		blen = rd_le32(j + off + 2);
 		plen = rd_le64(j + off + 6);
 		off += JOURNAL_FRAME_HDR;
-		if (blen > len - off || plen > len - off - blen)
+		if (blen > to - off || plen > to - off - blen)
 			return fail(rp, rec, RGPU_ECORRUPT,
-				    "its capture journal is cut in a %s frame at byte %zu",
+				    "its graph journal is cut in a %s frame at byte %zu",
 				    rgpu_msg_name(type), off - JOURNAL_FRAME_HDR);
-		/* only the work a capture records: nothing that makes or removes a record */
-		if (!rgpu_journal_wants(type))
-			return fail(
-			    rp, rec, RGPU_ECORRUPT,
-			    "its capture journal holds a %s frame, which no capture records",
-			    rgpu_msg_name(type));
+		/* only what a journal records: nothing that makes or removes a record */
+		if (!rgpu_journal_wants(type) && !rgpu_journal_edits(type) &&
+		    !(type == RGPU_MSG_GRAPH_CLONE && off == JOURNAL_FRAME_HDR))
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "its graph journal holds a %s frame, which no journal records",
+				    rgpu_msg_name(type));
 		body = malloc(blen ? blen : 1);
 		if (plen)
 			payload = malloc(plen);
 		if (!body || (plen && !payload)) {
 			free(body);
 			free(payload);
-			return fail(rp, rec, RGPU_ENOMEM, "out of memory for its capture journal");
+			return fail(rp, rec, RGPU_ENOMEM, "out of memory for its graph journal");
 		}
 		memcpy(body, j + off, blen);
 		if (plen)
@@ -217,63 +220,232 @@ static int run_journal(struct replay *rp, const struct st_rec *rec, const uint8_
 	return 0;
 }
 
+/* What a graph is built from: its journal's first `len` bytes, and how it began. */
+struct gsrc {
+	uint64_t key;           /* the graph's id in the log and in the journal's frames */
+	uint64_t len;           /* bytes of its journal that make it (0: none) */
+	uint64_t stream, mode;  /* captured: on this stream, in this mode ... */
+	uint64_t caplen;        /* ... the journal's first caplen bytes being the capture's */
+	const uint8_t *hash;    /* when known: the SHA-256 of the first hlen bytes */
+	uint64_t hlen;
+};
+
 /*
- * A captured graph: capture its journal again on the stream it was captured on. A stream that
- * has died since is stood in for by a stream of the same id, made for the capture and destroyed
- * after it (the journal's frames name that id); its flags do not reach the graph.
+ * Build a graph under id as from its journal. A captured graph is captured again on the stream
+ * it was captured on (a stream that has died since is stood in for by a stream of the same id,
+ * made for the capture and destroyed after it: the journal's frames name that id; its flags do
+ * not reach the graph); a clone begins with the frame that made it; any other graph is made
+ * empty. What changed it node by node follows. Under another id than its own (a scratch graph:
+ * a graph as it was when an exec, a clone or an update used it), the frames' id is redirected
+ * there and nothing is recorded.
  */
-static int replay_captured(struct replay *rp, const struct st_rec *rec)
+static int build_graph(struct replay *rp, const struct st_rec *rec, const struct gsrc *g,
+		       uint64_t as)
 {
 	struct srv_worker *w = rp->w;
-	Rgpu__CaptureOp cap = RGPU__CAPTURE_OP__INIT;
-	uint64_t stream = rec->graph.stream;
+	const uint8_t *j = NULL;
 	uint8_t h[RGPU_HASH_LEN];
-	const uint8_t *j;
-	size_t len = 0;
-	int stand_in = 0, ret;
+	size_t jlen = 0, pos = 0;
+	int stand_in = 0, ret = 0, scratch = as != g->key;
 
-	j = find_journal(rp, rec->id, &len);
-	if (!j)
-		return fail(rp, rec, RGPU_ENOTFOUND, "its capture journal is not %s",
-			    rp->jlen ? "among the capture journals beside the log"
-				     : "here: there are no capture journals beside the log");
-	rgpu_sha256(j, len, h);
-	if (memcmp(h, rec->hash, RGPU_HASH_LEN))
-		return fail(rp, rec, RGPU_ECORRUPT,
-			    "its capture journal (%zu bytes) does not hash to the graph's hash",
-			    len);
-	if (!stream)
-		return fail(rp, rec, RGPU_EUNSUPPORTED,
-			    "a graph captured on the NULL stream cannot be captured again");
-	if (!srv_obj_find(w, stream, ST_KIND_STREAM)) {
-		Rgpu__StreamCreate sc = RGPU__STREAM_CREATE__INIT;
-		if (st_find(rp->want, stream) || srv_obj_find(w, stream, 0))
+	if (g->len) {
+		j = find_journal(rp, g->key, &jlen);
+		if (!j)
+			return fail(rp, rec, RGPU_ENOTFOUND, "the journal of graph %llu is not %s",
+				    (unsigned long long)g->key,
+				    rp->jlen ? "among the graph journals beside the log"
+					     : "here: there are no graph journals beside the log");
+		if (g->len > jlen || g->caplen > g->len)
 			return fail(rp, rec, RGPU_ECORRUPT,
-				    "its capture stream %llu is another kind of object now",
-				    (unsigned long long)stream);
-		sc.stream = stream;
-		sc.ctx = rec->ctx;
-		ret = run_msg(rp, rec, RGPU_MSG_STREAM_CREATE, &sc.base);
-		if (ret)
-			return ret;
-		stand_in = 1;
+				    "graph %llu is built from %llu bytes of its journal (%llu of "
+				    "them captured), which holds %zu",
+				    (unsigned long long)g->key, (unsigned long long)g->len,
+				    (unsigned long long)g->caplen, jlen);
 	}
-	cap.stream = stream;
-	cap.ctx = rec->ctx;
-	cap.mode = (uint32_t)rec->graph.mode;
-	ret = run_msg(rp, rec, RGPU_MSG_CAPTURE_BEGIN, &cap.base);
+	if (g->hash) {
+		if (g->hlen > jlen)
+			return fail(rp, rec, RGPU_ECORRUPT, "its graph journal is shorter (%zu "
+				    "bytes) than what its hash covers (%llu)",
+				    jlen, (unsigned long long)g->hlen);
+		rgpu_sha256(j ? j : (const uint8_t *)"", (size_t)g->hlen, h);
+		if (memcmp(h, g->hash, RGPU_HASH_LEN))
+			return fail(rp, rec, RGPU_ECORRUPT,
+				    "its graph journal (%llu bytes) does not hash to the hash it "
+				    "was recorded with",
+				    (unsigned long long)g->hlen);
+	}
+	if (w->ngredir == (int)ARRAY_SIZE(w->gredir))
+		return fail(rp, rec, RGPU_EUNSUPPORTED,
+			    "graphs built from graphs nest deeper than %zu", ARRAY_SIZE(w->gredir));
+	w->gredir[w->ngredir].from = g->key;
+	w->gredir[w->ngredir++].to = as;
+	w->journal_off += scratch;
+	if (g->stream) {
+		Rgpu__CaptureOp cap = RGPU__CAPTURE_OP__INIT;
+		if (!srv_obj_find(w, g->stream, ST_KIND_STREAM)) {
+			Rgpu__StreamCreate sc = RGPU__STREAM_CREATE__INIT;
+			if (st_find(rp->want, g->stream) || srv_obj_find(w, g->stream, 0)) {
+				ret = fail(rp, rec, RGPU_ECORRUPT,
+					   "its capture stream %llu is another kind of object now",
+					   (unsigned long long)g->stream);
+				goto out;
+			}
+			sc.stream = g->stream;
+			sc.ctx = rec->ctx;
+			w->journal_off++; /* a stand-in: never in the log */
+			ret = run_msg(rp, rec, RGPU_MSG_STREAM_CREATE, &sc.base);
+			w->journal_off--;
+			if (ret)
+				goto out;
+			stand_in = 1;
+		}
+		cap.stream = g->stream;
+		cap.ctx = rec->ctx;
+		cap.mode = (uint32_t)g->mode;
+		cap.graph = as;
+		ret = run_msg(rp, rec, RGPU_MSG_CAPTURE_BEGIN, &cap.base);
+		if (ret == 0)
+			ret = run_journal(rp, rec, j, 0, (size_t)g->caplen);
+		if (ret == 0)
+			ret = run_msg(rp, rec, RGPU_MSG_CAPTURE_END, &cap.base);
+		pos = (size_t)g->caplen;
+		if (stand_in) {
+			Rgpu__StreamOp so = RGPU__STREAM_OP__INIT;
+			so.stream = g->stream;
+			so.ctx = rec->ctx;
+			w->journal_off++;
+			int r2 = run_msg(rp, rec, RGPU_MSG_STREAM_DESTROY, &so.base);
+			w->journal_off--;
+			if (ret == 0)
+				ret = r2;
+		}
+	} else if (!(g->len >= JOURNAL_FRAME_HDR && rd_le16(j) == RGPU_MSG_GRAPH_CLONE)) {
+		Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+		m.graph = as;
+		m.ctx = rec->ctx;
+		ret = run_msg(rp, rec, RGPU_MSG_GRAPH_CREATE, &m.base);
+	}
 	if (ret == 0)
-		ret = run_journal(rp, rec, j, len);
+		ret = run_journal(rp, rec, j, pos, (size_t)g->len);
+out:
+	w->journal_off -= scratch;
+	w->ngredir--;
+	return ret;
+}
+
+/* The journal fields of a rebuilt record are the log's: the frames were checked against them. */
+static int keep_journal_fields(struct replay *rp, const struct st_rec *rec)
+{
+	const struct st_rec *now = st_find(rp->w->log, rec->id);
+	struct st_rec r;
+	int ret;
+
+	if (!now)
+		return 0; /* the record's making failed: reported there */
+	r = *now;
+	r.has_hash = rec->has_hash;
+	memcpy(r.hash, rec->hash, ST_HASH_LEN);
+	memcpy(r.f, rec->f, sizeof(r.f));
+	ret = st_update(rp->w->log, &r);
+	return ret ? fail(rp, rec, ret, "cannot record it again: %s", rgpu_strerror(ret)) : 0;
+}
+
+static struct replay *current; /* the replay graph_at() serves (the executor's thread only) */
+static uint64_t next_scratch;
+
+/* w->graph_at: a graph as a message used it, built under a scratch id. */
+static CUresult graph_at(struct srv_worker *w, const struct Rgpu__GraphAt *at, uint64_t as)
+{
+	struct gsrc g = {at->graph, at->len, at->stream, at->mode, at->caplen, NULL, 0};
+	struct st_rec rec = {.kind = ST_KIND_GRAPH, .id = at->graph, .ctx = w->cur_ctx_id};
+	uint64_t ctx = w->cur_ctx_id;
+	int ret;
+
+	if (!current)
+		return CUDA_ERROR_INVALID_VALUE;
+	ret = build_graph(current, &rec, &g, as);
+	srv_use_ctx(w, ctx);
+	return ret ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static int replay_graph(struct replay *rp, const struct st_rec *rec)
+{
+	struct gsrc g = {rec->id, 0, rec->graph.stream, rec->graph.mode, rec->f[3], NULL, 0};
+	size_t jlen = 0;
+	int ret;
+
+	if (find_journal(rp, rec->id, &jlen))
+		g.len = jlen;
+	if (g.stream && !rec->has_hash)
+		return fail(rp, rec, RGPU_EUNSUPPORTED,
+			    "a captured graph without a journal hash cannot be rebuilt");
+	if (g.stream && !g.len)
+		return fail(rp, rec, RGPU_ENOTFOUND, "its capture journal is not %s",
+			    rp->jlen ? "among the graph journals beside the log"
+				     : "here: there are no graph journals beside the log");
+	if (g.stream) {
+		g.hash = rec->hash;
+		g.hlen = rec->f[3];
+	}
+	if (rec->f[4] && !g.len)
+		return fail(rp, rec, RGPU_ENOTFOUND,
+			    "it is a clone of graph %llu, and its journal, which makes it, is "
+			    "missing",
+			    (unsigned long long)rec->f[4]);
+	ret = build_graph(rp, rec, &g, rec->id);
+	if (ret == 0 && rec->f[4])
+		ret = keep_journal_fields(rp, rec);
+	return ret;
+}
+
+/*
+ * An executable graph: instantiated from its graph as it was then (the log keeps the length
+ * and hash of the graph's journal at that time), built under a scratch id that goes with the
+ * exec, whether the graph lives on (changed since or not) or is gone (PyTorch destroys a
+ * captured graph once instantiated); then what changed the exec itself, from its own journal.
+ */
+static int replay_exec(struct replay *rp, const struct st_rec *rec)
+{
+	struct srv_worker *w = rp->w;
+	struct gsrc g = {rec->f[1], rec->f[4], rec->f[2], rec->f[3], rec->f[5], NULL, 0};
+	Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
+	uint64_t scratch = (1ull << 60) | ++next_scratch;
+	const uint8_t *j;
+	size_t jlen = 0;
+	int ret;
+
+	if (rec->has_hash) {
+		g.hash = rec->hash;
+		g.hlen = rec->f[4];
+	}
+	if (g.stream && !g.len)
+		return fail(rp, rec, RGPU_EUNSUPPORTED,
+			    "it was instantiated from captured graph %llu, whose journal it does "
+			    "not name: it cannot be rebuilt",
+			    (unsigned long long)g.key);
+	ret = build_graph(rp, rec, &g, scratch);
+	if (ret)
+		return ret;
+	m.exec = rec->id;
+	m.graph = rec->f[1];
+	m.ctx = rec->ctx;
+	m.flags = rec->graph_exec.flags;
+	w->gredir[w->ngredir].from = rec->f[1];
+	w->gredir[w->ngredir++].to = scratch;
+	ret = run_msg(rp, rec, RGPU_MSG_GRAPH_INSTANTIATE, &m.base);
+	w->ngredir--;
 	if (ret == 0) {
-		cap.graph = rec->id;
-		ret = run_msg(rp, rec, RGPU_MSG_CAPTURE_END, &cap.base);
+		srv_gexec_own(w, rec->id, scratch);
+		ret = keep_journal_fields(rp, rec);
+	} else {
+		struct srv_obj *o = srv_obj_find(w, scratch, ST_KIND_GRAPH);
+		if (o)
+			srv_obj_release(w, o);
+		srv_gnodes_forget(w, scratch);
 	}
-	if (ret == 0 && stand_in) {
-		Rgpu__StreamOp so = RGPU__STREAM_OP__INIT;
-		so.stream = stream;
-		so.ctx = rec->ctx;
-		ret = run_msg(rp, rec, RGPU_MSG_STREAM_DESTROY, &so.base);
-	}
+	j = ret == 0 ? find_journal(rp, rec->id, &jlen) : NULL;
+	if (j)
+		ret = run_journal(rp, rec, j, 0, jlen);
 	return ret;
 }
 
@@ -509,56 +681,11 @@ static int replay_rec(const struct st_rec *rec, void *arg)
 		break;
 	}
 	case ST_KIND_GRAPH:
-		if (rec->has_hash) {
-			ret = replay_captured(rp, rec);
-		} else if (rec->graph.stream) {
-			ret = fail(rp, rec, RGPU_EUNSUPPORTED,
-				   "a captured graph without a journal hash cannot be rebuilt");
-		} else {
-			Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
-			m.graph = rec->id;
-			m.ctx = rec->ctx;
-			m.flags = rec->graph.flags;
-			ret = run_msg(rp, rec, RGPU_MSG_GRAPH_CREATE, &m.base);
-		}
+		ret = replay_graph(rp, rec);
 		break;
-	case ST_KIND_GRAPH_EXEC: {
-		Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
-		/*
-		 * Its graph is gone (PyTorch destroys a captured graph once instantiated): capture
-		 * the graph again from its journal, under its old id, for the instantiation only.
-		 */
-		int orphan = !st_find(rp->want, rec->f[1]);
-		if (orphan) {
-			struct st_rec g = {.kind = ST_KIND_GRAPH, .id = rec->f[1], .ctx = rec->ctx};
-			if (!rec->has_hash) {
-				ret = fail(rp, rec, RGPU_EUNSUPPORTED,
-					   "it was instantiated from graph %llu, which no longer "
-					   "exists and was not captured: it cannot be rebuilt",
-					   (unsigned long long)rec->f[1]);
-				break;
-			}
-			g.has_hash = true;
-			memcpy(g.hash, rec->hash, ST_HASH_LEN);
-			g.graph.stream = rec->f[2];
-			g.graph.mode = rec->f[3];
-			ret = replay_captured(rp, &g);
-			if (ret)
-				break;
-		}
-		m.exec = rec->id;
-		m.graph = rec->f[1];
-		m.ctx = rec->ctx;
-		m.flags = rec->graph_exec.flags;
-		ret = run_msg(rp, rec, RGPU_MSG_GRAPH_INSTANTIATE, &m.base);
-		if (ret == 0 && orphan) {
-			Rgpu__GraphOp d = RGPU__GRAPH_OP__INIT;
-			d.graph = rec->f[1];
-			d.ctx = rec->ctx;
-			ret = run_msg(rp, rec, RGPU_MSG_GRAPH_DESTROY, &d.base);
-		}
+	case ST_KIND_GRAPH_EXEC:
+		ret = replay_exec(rp, rec);
 		break;
-	}
 	default:
 		ret = fail(rp, rec, RGPU_EUNSUPPORTED, "a %s record cannot be replayed yet",
 			   st_kind_name(rec->kind));
@@ -821,7 +948,11 @@ static int replay_job(struct replay *rp)
 	ret = check_journals(rp);
 	if (ret)
 		return ret;
+	current = rp;
+	rp->w->graph_at = graph_at;
 	ret = st_foreach(rp->want, replay_rec, rp);
+	rp->w->graph_at = NULL;
+	current = NULL;
 	if (ret)
 		return ret;
 	return verify(rp);

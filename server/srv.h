@@ -18,6 +18,7 @@
 
 #include "driver.h"
 #include "rgpu/frame.h"
+#include "rgpu/record.h"
 #include "rgpu/statetrack.h"
 #include "rgpu/transport.h"
 #include "rgpu_msgs.h"
@@ -253,6 +254,10 @@ struct srv_frame {
 };
 
 struct srv_staging;
+struct srv_gnodes;
+struct srv_gexec;
+struct srv_nstream;
+struct Rgpu__GraphAt;
 
 /*
  * The default of rgpud --max-queued: frame bytes (header, body and payload) the reader may queue
@@ -374,8 +379,22 @@ struct srv_worker {
 	 * captured graphs. Executor thread only.
 	 */
 	struct st_log *log;
-	struct rgpu_journal *capturing;   /* journals of the captures in progress */
-	struct rgpu_journal *graph_journals; /* kept for each captured graph (stream = graph id) */
+	struct rgpu_journals journals;    /* of captures in progress, graphs and execs (record.h) */
+	int journal_off;         /* a replay's scratch build: frames change no journal or record */
+
+	/*
+	 * Graphs built node by node (exec_gnode.c): the node ids of each graph, which exec was
+	 * instantiated from which graph, graph ids a replay redirects to a scratch build, and the
+	 * stream a MSG_GRAPH_NODE's frames are captured on while it runs.
+	 */
+	struct srv_gnodes *gnodes;
+	struct srv_gexec *gexecs;
+	struct { uint64_t from, to; } gredir[4];
+	int ngredir;
+	struct srv_nstream *nstreams;
+	CUstream node_stream;
+	/* a replay: build a graph as its journal was (replay.c); NULL when serving a client */
+	CUresult (*graph_at)(struct srv_worker *w, const struct Rgpu__GraphAt *at, uint64_t as_id);
 	CUresult exec_result;    /* the frame being executed failed (srv_async_error, a reply) */
 	/*
 	 * Called by srv_reply with each reply before it is sent: the state log records a call
@@ -608,6 +627,23 @@ int srv_log_verify(struct srv_worker *w, const struct srv_frame *f, uint8_t **se
 void srv_log_dump(struct srv_worker *w);
 /* srv_log_journal() - the kept capture journal of graph id, or NULL */
 const struct rgpu_journal *srv_log_journal(struct srv_worker *w, uint64_t graph);
+
+/* ---- graphs built node by node (exec_gnode.c) ------------------------------------------- */
+/* The node ids of a graph die with it; an exec's note (and a replay's scratch graph) with it. */
+void srv_gnodes_forget(struct srv_worker *w, uint64_t graph);
+void srv_gexec_forget(struct srv_worker *w, uint64_t exec);
+/* srv_gexec_note() - exec was instantiated from graph (its nodes name the exec's). */
+int srv_gexec_note(struct srv_worker *w, uint64_t exec, uint64_t graph);
+/* srv_gexec_own() - a replay's scratch graph that exec was instantiated from goes with it. */
+void srv_gexec_own(struct srv_worker *w, uint64_t exec, uint64_t scratch);
+/* srv_gnodes_capture() - graph is being captured on s (NULL: no longer). */
+void srv_gnodes_capture(struct srv_worker *w, uint64_t graph, CUstream s);
+/* srv_graph_redirect() - the id a graph id names now (a replay's scratch build), or id. */
+uint64_t srv_graph_redirect(const struct srv_worker *w, uint64_t id);
+/* srv_node_stream() - the stream a MSG_GRAPH_NODE's frames are captured on, while it runs. */
+CUresult srv_node_stream(struct srv_worker *w, CUstream *out);
+/* srv_gnodes_fini() - everything above, at the worker's end. */
+void srv_gnodes_fini(struct srv_worker *w);
 
 /* ---- the device window and its mappings (window_map.c; executor thread only) ----------- */
 

@@ -30,25 +30,16 @@
 int srv_log_init(struct srv_worker *w)
 {
 	w->on_reply = srv_log_record;
+	w->journals.keep = 1;
 	return st_log_new(&w->log);
-}
-
-static void free_journals(struct rgpu_journal *j)
-{
-	while (j) {
-		struct rgpu_journal *next = j->next;
-		rgpu_journal_free(j);
-		j = next;
-	}
 }
 
 void srv_log_fini(struct srv_worker *w)
 {
 	st_log_free(w->log);
 	w->log = NULL;
-	free_journals(w->capturing);
-	free_journals(w->graph_journals);
-	w->capturing = w->graph_journals = NULL;
+	rgpu_journals_free(&w->journals);
+	srv_gnodes_fini(w);
 }
 
 /* The removal hook: every record a destroy takes releases what stands behind it. */
@@ -73,7 +64,9 @@ static void removed(const struct st_rec *rec, void *arg)
 static void journal_step(struct srv_worker *w, const struct srv_frame *f,
 			 const ProtobufCMessage *req, struct rgpu_rec_ops *ops)
 {
-	if (rgpu_journals_step(&w->capturing, &w->graph_journals, f->hdr.type, req, f->body,
+	if (w->journal_off)
+		return;
+	if (rgpu_journals_step(&w->journals, f->hdr.type, req, f->body,
 			       f->hdr.body_len, f->payload, f->hdr.payload_len, ops))
 		pr_warn("out of memory: a capture journal misses %s seq %llu",
 			rgpu_msg_name(f->hdr.type), (unsigned long long)f->hdr.seq);
@@ -108,12 +101,20 @@ void srv_log_record(struct srv_worker *w, const struct srv_frame *f, const Proto
 	int ret, failed = 0;
 	char what[256];
 
-	if (!mi || !w->log)
-		return;
+	if (!mi || !w->log || w->journal_off)
+		return; /* (a replay's scratch graph: never in the log) */
 	if (mi->effect != RGPU_EFFECT_CREATE && mi->effect != RGPU_EFFECT_DESTROY &&
 	    mi->effect != RGPU_EFFECT_ATTR) {
-		if (w->capturing && mi->effect == RGPU_EFFECT_NONE)
+		/* what changes a graph node by node goes into its journal once it succeeded */
+		if (rgpu_journal_edits(f->hdr.type)) {
+			if (w->exec_result == CUDA_SUCCESS &&
+			    (req = rgpu_pb_unpack(mi->body, f->hdr.body_len, f->body)) != NULL) {
+				journal_step(w, f, req, &ops);
+				protobuf_c_message_free_unpacked(req, NULL);
+			}
+		} else if (w->journals.capturing && mi->effect == RGPU_EFFECT_NONE) {
 			journal_step(w, f, NULL, &ops);
+		}
 		return;
 	}
 	/* fire-and-forget work that failed made nothing; a call's builder reads its reply */
@@ -153,6 +154,8 @@ static int write_file(const char *path, const void *a, size_t alen, struct rgpu_
 	/* a journals file: per kept capture journal, graph id and length (8 + 8 bytes, LE) */
 	for (struct rgpu_journal *j = js; ok && j; j = j->next) {
 		uint64_t hdr[2] = {j->stream, j->len};
+		if (j->alias)
+			continue; /* made again by the frame that made it */
 		ok = fwrite(hdr, sizeof(hdr), 1, fp) == 1 && fwrite(j->buf, 1, j->len, fp) == j->len;
 	}
 	if (fclose(fp) != 0 || !ok || rename(tmp, path) != 0) {
@@ -178,7 +181,7 @@ void srv_log_dump(struct srv_worker *w)
 	if (!dir || !*dir || st_count(w->log) <= w->dump_max || st_serialize(w->log, &buf, &len))
 		return;
 	snprintf(path, sizeof(path), "%s/%s.journals", dir, w->job_hex);
-	if (write_file(path, "", 0, w->graph_journals) == 0) {
+	if (write_file(path, "", 0, w->journals.kept) == 0) {
 		snprintf(path, sizeof(path), "%s/%s.stlog", dir, w->job_hex);
 		if (write_file(path, buf, len, NULL) == 0)
 			w->dump_max = st_count(w->log);
@@ -226,8 +229,5 @@ int srv_log_verify(struct srv_worker *w, const struct srv_frame *f, uint8_t **se
 
 const struct rgpu_journal *srv_log_journal(struct srv_worker *w, uint64_t graph)
 {
-	for (struct rgpu_journal *j = w->graph_journals; j; j = j->next)
-		if (j->stream == graph)
-			return j;
-	return NULL;
+	return rgpu_journals_kept(&w->journals, graph);
 }

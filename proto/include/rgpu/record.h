@@ -110,21 +110,40 @@ int rgpu_rec_apply(struct st_log *log, struct rgpu_rec_ops *ops, const struct rg
  */
 int rgpu_rec_settle(struct st_log *log, const struct rgpu_rec_ops *sent, struct rgpu_rec_ops *final);
 
-/* ---- capture journals --------------------------------------------------------------------- */
+/* ---- graph journals ----------------------------------------------------------------------- */
 
 /*
- * The frames of one stream capture, in the order they were sent (client) or executed (server):
- * each one as type (2 bytes), body length (4), payload length (8), all little-endian, then the
- * body and the payload. The hash covers exactly those bytes; the bytes themselves are kept only
- * when `keep` (the server, which may have to rebuild the graph).
+ * What built a graph, frame by frame, in the order the frames were sent (client) or executed
+ * (server): each one as type (2 bytes), body length (4), payload length (8), all little-endian,
+ * then the body and the payload. The hash covers exactly those bytes; the bytes themselves are
+ * kept only when `keep` (the server, which may have to rebuild the graph).
+ *
+ * A capture's journal opens at its begin (keyed by the stream) and holds the work captured; at
+ * its end it is kept under the graph's id and the graph's record gets its hash and its length
+ * (f[3]). Later changes to the graph made node by node (MSG_GRAPH_NODE, _EDIT, _BIND) go on in
+ * the same journal, and a graph made by cuGraphCreate gets a journal at its first change. An
+ * executable graph's record takes the hash and the length of its graph's journal when it was
+ * instantiated (f[4]): the prefix that rebuilds it. Its own changes (parameters set in the exec,
+ * cuGraphExecUpdate) go into a journal kept under the exec's id. A child graph node's copy of
+ * its graph is an alias: what changes it goes into the journal of the graph holding the node.
+ * Journals stay after their graph dies: instantiated graphs and clones outlive it.
  */
 struct rgpu_journal {
-	uint64_t stream;  /* the capturing stream's id */
+	uint64_t stream;  /* the key: the capturing stream's id, then the graph's or exec's id */
+	uint64_t graph;   /* a capture: the id of the graph it builds (0: unknown) */
+	uint64_t alias;   /* an alias: the graph whose journal takes its frames (no bytes of its own) */
+	uint64_t total;   /* bytes added, kept or not */
 	int keep;
 	uint8_t *buf;
 	size_t len, cap;
 	void *hash_ctx;   /* a running SHA-256 */
 	struct rgpu_journal *next;
+};
+
+/* Both lists of one side: open captures, and journals kept by graph or exec id. */
+struct rgpu_journals {
+	struct rgpu_journal *capturing, *kept;
+	int keep; /* keep the bytes (the worker) or only hash them (the client) */
 };
 
 /* rgpu_journal_new() - an empty journal for stream; NULL when out of memory. */
@@ -135,26 +154,38 @@ int rgpu_journal_add(struct rgpu_journal *j, uint16_t type, const void *body, si
 /* rgpu_journal_digest() - the SHA-256 of everything added so far (the journal goes on). */
 void rgpu_journal_digest(struct rgpu_journal *j, uint8_t out[32]);
 void rgpu_journal_free(struct rgpu_journal *j);
+/* rgpu_journals_free() - both lists. */
+void rgpu_journals_free(struct rgpu_journals *js);
+/* rgpu_journals_kept() - the journal kept under id (an alias followed), or NULL. */
+struct rgpu_journal *rgpu_journals_kept(struct rgpu_journals *js, uint64_t id);
 
 /*
- * rgpu_journals_step() - keep the capture journals in step with one frame, the same way on
- * both sides: a capture's begin (when ops, its records, made one) opens a journal for its
- * stream; its end closes it and puts its hash in the captured graph's record (the op marked
- * `journal`), moving it to *kept under the graph's id when kept is not NULL (the worker: the
- * bytes rebuild the graph) or freeing it (the client: only the hash is compared); a frame of
- * work goes into every open journal.
- * @capturing: the open journals; @req: the decoded request (capture begin and end); @body,
- * @blen, @payload, @plen: the frame as sent. Returns 0, or RGPU_ENOMEM when a journal could
- * not be opened or misses this frame (the caller logs it).
+ * rgpu_journals_step() - keep the journals in step with one frame, the same way on both sides:
+ * a capture's begin (when ops, its records, made one) opens a journal for its stream; its end
+ * closes it, puts its hash and length in the captured graph's record (the op marked `journal`)
+ * and keeps it under the graph's id; an instantiation gives the exec's record its graph's hash
+ * and length; a clone's record gets its source's; a frame of work goes into every open capture
+ * journal. The frames that change a graph node by node (rgpu_journal_edits()) are stepped by
+ * their sender only once they succeeded: the worker after executing them, the client when the
+ * reply came (a post: when sent).
+ * @req: the decoded request (needed for every type but plain work); @body, @blen, @payload,
+ * @plen: the frame as sent. Returns 0, or RGPU_ENOMEM when a journal could not be opened or
+ * misses this frame (the caller logs it).
  */
-int rgpu_journals_step(struct rgpu_journal **capturing, struct rgpu_journal **kept,
-		       unsigned type, const ProtobufCMessage *req, const void *body, size_t blen,
-		       const void *payload, size_t plen, struct rgpu_rec_ops *ops);
+int rgpu_journals_step(struct rgpu_journals *js, unsigned type, const ProtobufCMessage *req,
+		       const void *body, size_t blen, const void *payload, size_t plen,
+		       struct rgpu_rec_ops *ops);
 
 /*
  * rgpu_journal_wants() - is a frame of this type part of a capture: fire-and-forget work that
  * changes no record (launches, copies, memsets, host functions, event records and waits).
  */
 int rgpu_journal_wants(unsigned type);
+
+/* rgpu_journal_edits() - is it a frame that changes a graph or an exec node by node. */
+int rgpu_journal_edits(unsigned type);
+
+/* The stream id that names, in the frames of a MSG_GRAPH_NODE, the stream they are captured on. */
+#define RGPU_NODE_STREAM (~0ull - 1)
 
 #endif

@@ -816,6 +816,31 @@ static void case_graph_destroy(void)
 	EXPECT(&ops, 0, RGPU_REC_REMOVE, ST_KIND_GRAPH, GRAPH_MADE, 0, 0, NOF, NULL, NULL, 0);
 }
 
+static void case_graph_clone(void)
+{
+	uint64_t orig[2] = {0x11, 0x12}, copy[2] = {0x21, 0x22};
+	Rgpu__GraphClone q = RGPU__GRAPH_CLONE__INIT;
+	Rgpu__Status ok = r_status(0), bad = r_status(1);
+	struct rgpu_rec_ops ops;
+
+	q.graph = GRAPH_CAP;
+	q.clone = GRAPH_MADE;
+	q.ctx = CTX;
+	q.orig = orig;
+	q.n_orig = 2;
+	q.copy = copy;
+	q.n_copy = 2;
+	/* f[4]: the graph cloned (its journal's hash and length: the journals' step) */
+	assert_int_equal(build(RGPU_MSG_GRAPH_CLONE, &q, NULL, &ops), 0);
+	assert_int_equal(ops.n, 1);
+	EXPECT(&ops, 0, RGPU_REC_ADD, ST_KIND_GRAPH, GRAPH_MADE, 0, CTX, F(0, 0, 0, 0, GRAPH_CAP),
+	       NULL, NULL, 0);
+	assert_int_equal(build(RGPU_MSG_GRAPH_CLONE, &q, &ok, &ops), 0);
+	assert_int_equal(ops.n, 1);
+	assert_int_equal(build(RGPU_MSG_GRAPH_CLONE, &q, &bad, &ops), 0);
+	assert_int_equal(ops.n, 0);
+}
+
 static void case_vmm_create(void)
 {
 	Rgpu__VmmCreate q = q_vmm_create();
@@ -1022,6 +1047,7 @@ static struct rec_case {
     {RGPU_MSG_GRAPH_EXEC_DESTROY, RGPU_EFFECT_DESTROY, ST_KIND_GRAPH_EXEC, case_graph_exec_destroy,
      0},
     {RGPU_MSG_GRAPH_DESTROY, RGPU_EFFECT_DESTROY, ST_KIND_GRAPH, case_graph_destroy, 0},
+    {RGPU_MSG_GRAPH_CLONE, RGPU_EFFECT_CREATE, ST_KIND_GRAPH, case_graph_clone, 0},
     {RGPU_MSG_VMM_CREATE, RGPU_EFFECT_CREATE, ST_KIND_PHYSMEM, case_vmm_create, 0},
     {RGPU_MSG_VMM_RELEASE, RGPU_EFFECT_DESTROY, ST_KIND_PHYSMEM, case_vmm_release, 0},
     {RGPU_MSG_VMM_MAP, RGPU_EFFECT_CREATE, ST_KIND_VMM_MAP, case_vmm_map, 0},
@@ -1072,7 +1098,7 @@ static void test_every_recording_message(void **state)
 	/* and no case names a type that no longer records */
 	for (size_t i = 0; i < NCASES; i++)
 		assert_int_equal(cases[i].seen, 1);
-	assert_int_equal(covered, 33);
+	assert_int_equal(covered, 34);
 }
 
 /* ---- 2. bodies of the wrong type; messages that record nothing ---------------------------- */
@@ -1131,7 +1157,7 @@ static void test_wrong_body_and_no_effect(void **state)
 		free(req);
 		free(rep);
 	}
-	assert_int_equal(recording, 33);
+	assert_int_equal(recording, 34);
 	/* the table has 29 such rows today; a few may come or go without this test knowing */
 	assert_true(silent >= 25);
 
@@ -1344,15 +1370,17 @@ static void test_apply_graph_exec_hash(void **state)
 	EXPECT_REC(st_find(log, GRAPH_CAP), ST_KIND_GRAPH, GRAPH_CAP, 0, CTX, F(0, STREAM, 1), NULL,
 		   journal_hash);
 
-	/* instantiated: the exec takes its graph's hash, in the log and in the ops */
+	/*
+	 * instantiated: the exec takes its graph's capture (stream, mode, capture length) from
+	 * the log; its hash and journal length come from the journals' step (test_journals_step)
+	 */
 	assert_int_equal(build(RGPU_MSG_GRAPH_INSTANTIATE, &gi, &ok, &ops), 0);
 	assert_int_equal(ops.n, 1);
 	assert_false(ops.v[0].rec.has_hash);
 	assert_int_equal(rgpu_rec_apply(log, &ops, NULL, NULL), 0);
-	assert_true(ops.v[0].rec.has_hash);
-	assert_memory_equal(ops.v[0].rec.hash, journal_hash, ST_HASH_LEN);
+	assert_false(ops.v[0].rec.has_hash);
 	EXPECT_REC(st_find(log, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX,
-		   F(0x1, GRAPH_CAP, STREAM, 1), NULL, journal_hash);
+		   F(0x1, GRAPH_CAP, STREAM, 1), NULL, NULL);
 
 	/* a graph made by cuGraphCreate has no journal: its exec has no hash */
 	assert_int_equal(apply_msg(log, RGPU_MSG_GRAPH_CREATE, &gc, NULL), 1);
@@ -1364,7 +1392,7 @@ static void test_apply_graph_exec_hash(void **state)
 	assert_int_equal(apply_msg(log, RGPU_MSG_GRAPH_DESTROY, &gd, NULL), 1);
 	assert_null(st_find(log, GRAPH_CAP));
 	EXPECT_REC(st_find(log, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX,
-		   F(0x1, GRAPH_CAP, STREAM, 1), NULL, journal_hash);
+		   F(0x1, GRAPH_CAP, STREAM, 1), NULL, NULL);
 	EXPECT_ORDER(log, 5, CTX, STREAM, EXEC, GRAPH_MADE, EXEC2);
 	st_log_free(log);
 }
@@ -1618,13 +1646,16 @@ static void test_settle_keeps_journal_hash(void **state)
 	EXPECT_REC(st_find(client, GRAPH_CAP), ST_KIND_GRAPH, GRAPH_CAP, 0, CTX, F(0, STREAM, 1),
 		   NULL, journal_hash);
 
-	/* the exec took the graph's hash when sent; settling keeps it */
+	/* the exec took its journal's hash and length when sent; settling keeps them */
 	assert_int_equal(build(RGPU_MSG_GRAPH_INSTANTIATE, &gi, NULL, &sent), 0);
+	memcpy(sent.v[0].rec.hash, journal_hash, ST_HASH_LEN);
+	sent.v[0].rec.has_hash = true;
+	sent.v[0].rec.f[4] = 0x1234;
 	assert_int_equal(rgpu_rec_apply(client, &sent, NULL, NULL), 0);
 	assert_int_equal(build(RGPU_MSG_GRAPH_INSTANTIATE, &gi, &ok, &final), 0);
 	assert_int_equal(rgpu_rec_settle(client, &sent, &final), 0);
 	EXPECT_REC(st_find(client, EXEC), ST_KIND_GRAPH_EXEC, EXEC, 0, CTX,
-		   F(0x1, GRAPH_CAP, STREAM, 1), NULL, journal_hash);
+		   F(0x1, GRAPH_CAP, STREAM, 1, 0x1234), NULL, journal_hash);
 
 	/* the worker, recording once with its own journal digest, agrees */
 	apply_msg(server, RGPU_MSG_CTX_CREATE, &cc, NULL);
@@ -1634,7 +1665,11 @@ static void test_settle_keeps_journal_hash(void **state)
 	memcpy(ops.v[1].rec.hash, journal_hash, ST_HASH_LEN);
 	ops.v[1].rec.has_hash = true;
 	assert_int_equal(rgpu_rec_apply(server, &ops, NULL, NULL), 0);
-	apply_msg(server, RGPU_MSG_GRAPH_INSTANTIATE, &gi, &ok);
+	assert_int_equal(build(RGPU_MSG_GRAPH_INSTANTIATE, &gi, &ok, &ops), 0);
+	memcpy(ops.v[0].rec.hash, journal_hash, ST_HASH_LEN);
+	ops.v[0].rec.has_hash = true;
+	ops.v[0].rec.f[4] = 0x1234;
+	assert_int_equal(rgpu_rec_apply(server, &ops, NULL, NULL), 0);
 	EXPECT_ORDER(client, 4, CTX, STREAM, GRAPH_CAP, EXEC);
 	assert_int_equal(st_compare(client, server, NULL, NULL, NULL), 0);
 	st_digest(client, dc);
@@ -1694,6 +1729,176 @@ static const uint8_t sha256_empty[32] = {
     0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
     0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
 };
+
+/* One frame as a journal holds it: its bytes, for the expected digests. */
+static size_t frame_of(uint8_t *out, unsigned type, const ProtobufCMessage *m)
+{
+	size_t blen = protobuf_c_message_get_packed_size(m);
+	out[0] = (uint8_t)type;
+	out[1] = (uint8_t)(type >> 8);
+	out[2] = (uint8_t)blen;
+	out[3] = (uint8_t)(blen >> 8);
+	memset(out + 4, 0, 10);
+	protobuf_c_message_pack(m, out + 14);
+	return 14 + blen;
+}
+
+static int step(struct rgpu_journals *js, unsigned type, const ProtobufCMessage *m,
+		const void *rep, struct rgpu_rec_ops *ops)
+{
+	uint8_t body[256];
+	size_t blen = protobuf_c_message_get_packed_size(m);
+
+	assert_true(blen <= sizeof(body));
+	protobuf_c_message_pack(m, body);
+	ops->n = 0;
+	assert_int_equal(rgpu_record_build(type, m, rep, ops), 0);
+	return rgpu_journals_step(js, type, m, body, blen, NULL, 0, ops);
+}
+
+/*
+ * A graph's journal across its life, on the worker (bytes kept) and the client (hashed only):
+ * a capture, a node added after it, an instantiation (the exec takes the hash and length then),
+ * an exec's own change, a child graph node's copy (an alias), a clone (its journal opens with
+ * the frame that made it), and an exec's end.
+ */
+static void test_journals_step(void **state)
+{
+	Rgpu__CaptureOp cb = RGPU__CAPTURE_OP__INIT;
+	Rgpu__GraphBind bind = RGPU__GRAPH_BIND__INIT;
+	Rgpu__GraphNode add = RGPU__GRAPH_NODE__INIT, set = RGPU__GRAPH_NODE__INIT;
+	Rgpu__GraphNode child = RGPU__GRAPH_NODE__INIT;
+	Rgpu__GraphEdit edit = RGPU__GRAPH_EDIT__INIT;
+	Rgpu__GraphClone clone = RGPU__GRAPH_CLONE__INIT;
+	Rgpu__GraphOp gi = q_graph(GRAPH_CAP, EXEC, 0), gd = q_graph(0, EXEC, 0);
+	Rgpu__Status ok = r_status(0);
+	uint32_t idx[1] = {0};
+	uint64_t id[1] = {0x301}, orig[1] = {0x301}, copy[1] = {0x401};
+	uint8_t want[1024], d[32];
+	size_t caplen, graphlen, n;
+	struct rgpu_rec_ops ops;
+	(void)state;
+
+	for (int keep = 1; keep >= 0; keep--) {
+		struct rgpu_journals js = {NULL, NULL, keep};
+		struct rgpu_journal *j, *c;
+
+		cb.stream = STREAM;
+		cb.ctx = CTX;
+		cb.mode = 1;
+		cb.graph = GRAPH_CAP;
+		assert_int_equal(step(&js, RGPU_MSG_CAPTURE_BEGIN, &cb.base, &ok, &ops), 0);
+		assert_non_null(js.capturing);
+		assert_int_equal(js.capturing->graph, GRAPH_CAP);
+		/* work, then a node named by its position in the capture's dependencies */
+		assert_int_equal(rgpu_journals_step(&js, RGPU_MSG_LAUNCH, NULL, body1, sizeof(body1),
+						    payload1, sizeof(payload1), &ops),
+				 0);
+		memcpy(want, two_frames, 31);
+		n = 31;
+		bind.graph = GRAPH_CAP;
+		bind.ctx = CTX;
+		bind.index = idx;
+		bind.n_index = 1;
+		bind.id = id;
+		bind.n_id = 1;
+		bind.capture = 1;
+		bind.stream = STREAM;
+		assert_int_equal(step(&js, RGPU_MSG_GRAPH_BIND, &bind.base, NULL, &ops), 0);
+		n += frame_of(want + n, RGPU_MSG_GRAPH_BIND, &bind.base);
+		caplen = n;
+		assert_int_equal(step(&js, RGPU_MSG_CAPTURE_END, &cb.base, &ok, &ops), 0);
+		assert_null(js.capturing);
+		assert_int_equal(ops.v[1].journal, 1);
+		assert_true(ops.v[1].rec.has_hash);
+		assert_int_equal(ops.v[1].rec.f[3], caplen);
+		rgpu_sha256(want, caplen, d);
+		assert_memory_equal(ops.v[1].rec.hash, d, 32);
+		j = rgpu_journals_kept(&js, GRAPH_CAP);
+		assert_non_null(j);
+		assert_int_equal(j->total, caplen);
+		assert_int_equal(j->len, keep ? caplen : 0);
+		if (keep)
+			assert_memory_equal(j->buf, want, caplen);
+
+		/* a node added after the capture goes on in the same journal */
+		add.graph = GRAPH_CAP;
+		add.node = 0x302;
+		add.ctx = CTX;
+		add.type = 0; /* kernel */
+		assert_int_equal(step(&js, RGPU_MSG_GRAPH_NODE, &add.base, NULL, &ops), 0);
+		n += frame_of(want + n, RGPU_MSG_GRAPH_NODE, &add.base);
+		graphlen = n;
+		assert_int_equal(j->total, graphlen);
+
+		/* the exec: the hash and length of the journal now */
+		assert_int_equal(step(&js, RGPU_MSG_GRAPH_INSTANTIATE, &gi.base, &ok, &ops), 0);
+		assert_int_equal(ops.n, 1);
+		assert_true(ops.v[0].rec.has_hash);
+		assert_int_equal(ops.v[0].rec.f[4], graphlen);
+		rgpu_sha256(want, graphlen, d);
+		assert_memory_equal(ops.v[0].rec.hash, d, 32);
+
+		/* an exec's change: a journal of its own, the graph's unchanged */
+		set.graph = GRAPH_CAP;
+		set.exec = EXEC;
+		set.node = 0x302;
+		set.op = RGPU__GRAPH_NODE_OP__NODE_EXEC_SET;
+		set.ctx = CTX;
+		assert_int_equal(step(&js, RGPU_MSG_GRAPH_NODE, &set.base, NULL, &ops), 0);
+		assert_int_equal(j->total, graphlen);
+		c = rgpu_journals_kept(&js, EXEC);
+		assert_non_null(c);
+		assert_int_equal(c->total, frame_of(want + 512, RGPU_MSG_GRAPH_NODE, &set.base));
+
+		/* a child graph node's copy: its changes go into the journal of the node's graph */
+		child.graph = GRAPH_MADE;
+		child.node = 0x303;
+		child.type = 4; /* child graph */
+		child.child = GRAPH_CAP;
+		child.child_copy = 0x501;
+		child.ctx = CTX;
+		assert_int_equal(step(&js, RGPU_MSG_GRAPH_NODE, &child.base, NULL, &ops), 0);
+		c = rgpu_journals_kept(&js, GRAPH_MADE);
+		assert_non_null(c);
+		assert_ptr_equal(rgpu_journals_kept(&js, 0x501), c);
+		n = c->total;
+		edit.graph = 0x501;
+		edit.ctx = CTX;
+		edit.op = RGPU__GRAPH_EDIT_OP__NODE_DESTROY;
+		edit.node = 0x301;
+		assert_int_equal(step(&js, RGPU_MSG_GRAPH_EDIT, &edit.base, NULL, &ops), 0);
+		assert_int_equal(c->total, n + frame_of(want + 512, RGPU_MSG_GRAPH_EDIT, &edit.base));
+
+		/* a clone: its record takes the source's hash and length, its journal its frame */
+		clone.graph = GRAPH_CAP;
+		clone.clone = 0x601;
+		clone.ctx = CTX;
+		clone.orig = orig;
+		clone.n_orig = 1;
+		clone.copy = copy;
+		clone.n_copy = 1;
+		assert_int_equal(step(&js, RGPU_MSG_GRAPH_CLONE, &clone.base, &ok, &ops), 0);
+		assert_int_equal(ops.n, 1);
+		assert_int_equal(ops.v[0].rec.f[4], GRAPH_CAP);
+		assert_int_equal(ops.v[0].rec.f[5], graphlen);
+		rgpu_sha256(want, graphlen, d);
+		assert_memory_equal(ops.v[0].rec.hash, d, 32);
+		c = rgpu_journals_kept(&js, 0x601);
+		assert_non_null(c);
+		n = frame_of(want + 512, RGPU_MSG_GRAPH_CLONE, &clone.base);
+		assert_int_equal(c->total, n);
+		if (keep)
+			assert_memory_equal(c->buf, want + 512, n);
+
+		/* an exec's end: nothing is rebuilt from its changes any more */
+		assert_int_equal(step(&js, RGPU_MSG_GRAPH_EXEC_DESTROY, &gd.base, NULL, &ops), 0);
+		assert_null(rgpu_journals_kept(&js, EXEC));
+		assert_non_null(rgpu_journals_kept(&js, GRAPH_CAP));
+		rgpu_journals_free(&js);
+		assert_null(js.kept);
+	}
+}
 
 static void test_journal_bytes(void **state)
 {
@@ -1921,6 +2126,7 @@ int main(void)
 	    cmocka_unit_test(test_settle_keeps_journal_hash),
 	    cmocka_unit_test(test_journal_wants),
 	    cmocka_unit_test(test_journal_bytes),
+	    cmocka_unit_test(test_journals_step),
 	    cmocka_unit_test(test_journal_grows),
 	    cmocka_unit_test(test_same_messages_same_digest),
 	};

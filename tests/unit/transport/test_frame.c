@@ -129,6 +129,15 @@ static const struct tspec types[] = {
     {133, "MSG_MIPMAP_DESTROY", TO_SRV, 0, 0},
     {134, "MSG_TEXOBJ_CREATE", TO_SRV, 0, 0},
     {135, "MSG_TEXOBJ_DESTROY", TO_SRV, 0, 0},
+    {140, "MSG_GRAPH_NODE", TO_SRV, 0, RGPU_MAX_IMAGE},
+    {141, "MSG_GRAPH_EDIT", TO_SRV, 0, 0},
+    {142, "MSG_GRAPH_CLONE", TO_SRV, 0, 0},
+    {143, "MSG_GRAPH_NODES", TO_SRV, 0, 0},
+    {144, "MSG_GRAPH_BIND", TO_SRV, 0, 0},
+    {145, "MSG_GRAPH_EXEC_UPDATE", TO_SRV, 0, 0},
+    {146, "MSG_GRAPH_DOT", TO_SRV, 0, 0},
+    {147, "MSG_CAPTURE_INFO", TO_SRV, 0, 0},
+    {148, "MSG_CAPTURE_DEPS", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -149,6 +158,8 @@ _Static_assert(RGPU_MSG_AUTH == 7, "MSG_AUTH");
 _Static_assert(RGPU_MSG_VMM_CREATE == 90, "MSG_VMM_CREATE");
 _Static_assert(RGPU_MSG_ARRAY_CREATE == 130, "MSG_ARRAY_CREATE");
 _Static_assert(RGPU_MSG_TEXOBJ_DESTROY == 135, "MSG_TEXOBJ_DESTROY");
+_Static_assert(RGPU_MSG_GRAPH_NODE == 140, "MSG_GRAPH_NODE");
+_Static_assert(RGPU_MSG_CAPTURE_DEPS == 148, "MSG_CAPTURE_DEPS");
 _Static_assert(RGPU_MSG_OUTPUT == 44, "MSG_OUTPUT");
 _Static_assert(RGPU_MSG_REDIRECT == 8, "MSG_REDIRECT");
 
