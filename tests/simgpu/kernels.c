@@ -98,6 +98,20 @@ static void fill_u32(const struct sim_launch *l)
 		x[i] = seed ^ (unsigned)(i * 2654435761u);
 }
 
+/* A grid-stride loop too: x[i] = x[i] * mul + add for every i < n, wrapping. */
+static void affine_u32(const struct sim_launch *l)
+{
+	unsigned *x = P(l, 0, unsigned *), mul = P(l, 1, unsigned), add = P(l, 2, unsigned);
+	unsigned long long n = P(l, 3, unsigned long long);
+
+	if (n > SIZE_MAX / 4 || !sim_device_ok(x, n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		x[i] = x[i] * mul + add;
+}
+
 static void empty_kernel(const struct sim_launch *l)
 {
 	(void)l;
@@ -1232,6 +1246,7 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("link_saxpy", link_saxpy);
 	sim_register_kernel("scale_add", scale_add);
 	sim_register_kernel("fill_u32", fill_u32);
+	sim_register_kernel("affine_u32", affine_u32);
 	sim_register_kernel("empty_kernel", empty_kernel);
 	sim_register_kernel("spin_ns", spin_ns);
 	sim_register_kernel("add_counter", add_counter);
