@@ -25,6 +25,8 @@ cp -a "$B"/tests/procaddr_expected.txt "$B"/tests/procaddr_queries.txt gpubundle
 [ -d "$B/tests/conformance/bin" ] && mkdir -p gpubundle/tests/conformance &&
 	cp -a "$B/tests/conformance/bin" gpubundle/tests/conformance/
 [ -d "$B/tests/cuda" ] && mkdir -p gpubundle/tests/cuda && find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -exec cp -a {} gpubundle/tests/cuda/ \;
+# the native-only probe of stream capture (tests/gpu/capture_probe.cu)
+[ -x "$B/tests/gpu/capture_probe" ] && mkdir -p gpubundle/tests/gpu && cp -a "$B/tests/gpu/capture_probe" gpubundle/tests/gpu/
 # the test programs without their symbol tables (the fatbins stay): the bundle keeps under 64 MiB
 find gpubundle/tests -type f -perm -u+x ! -name '*.sh' -exec strip --strip-unneeded {} + 2>/dev/null || true
 # BEFORE=DIR: the build of the previous commit, so that run.sh benchmarks both from one run

@@ -186,6 +186,19 @@ done
 for v in static shared; do
 	[ -x "$B/tests/cuda/rt_arrays_$v" ] && run_compare "rt_arrays_$v" "" 0 "$B/tests/cuda/rt_arrays_$v"
 done
+# ---- CUDA graphs built node by node (issue 12): every line equal, the refused updates' and
+# look-ups' error codes included
+[ -x "$P/graphnodes" ] && run_compare graphnodes "" 0 "$P/graphnodes"
+for v in static shared; do
+	[ -x "$B/tests/cuda/rt_graph_nodes_$v" ] &&
+		run_compare "rt_graph_nodes_$v" "" 0 "$B/tests/cuda/rt_graph_nodes_$v"
+done
+# ---- the driver around stream capture, natively only (what rgpu has to imitate): which calls
+# each capture mode refuses, and the order graphs list their nodes in (capture_probe.txt)
+if [ -x "$B/tests/gpu/capture_probe" ] && [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
+	timeout 120 "$B/tests/gpu/capture_probe" >"$OUT/capture_probe.txt" 2>&1; rc=$?
+	row capture_probe "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "-" "" "" ""
+fi
 
 fi # want main || want compat
 

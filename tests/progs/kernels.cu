@@ -38,6 +38,15 @@ extern "C" __global__ void fill_u32(unsigned *x, unsigned seed, unsigned long lo
 		x[i] = seed ^ (unsigned)(i * 2654435761u);
 }
 
+/* graphnodes.c: in-place steps whose order shows in the result (x * mul + add does not commute) */
+extern "C" __global__ void affine_u32(unsigned *x, unsigned mul, unsigned add, unsigned long long n)
+{
+	unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+	for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+	     i < n; i += stride)
+		x[i] = x[i] * mul + add;
+}
+
 extern "C" __global__ void empty_kernel(void)
 {
 }

@@ -98,6 +98,20 @@ static void fill_u32(const struct sim_launch *l)
 		x[i] = seed ^ (unsigned)(i * 2654435761u);
 }
 
+/* A grid-stride loop too: x[i] = x[i] * mul + add for every i < n, wrapping. */
+static void affine_u32(const struct sim_launch *l)
+{
+	unsigned *x = P(l, 0, unsigned *), mul = P(l, 1, unsigned), add = P(l, 2, unsigned);
+	unsigned long long n = P(l, 3, unsigned long long);
+
+	if (n > SIZE_MAX / 4 || !sim_device_ok(x, n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		x[i] = x[i] * mul + add;
+}
+
 static void empty_kernel(const struct sim_launch *l)
 {
 	(void)l;
@@ -625,6 +639,73 @@ static void rt_accumulate(const struct sim_launch *l)
 	}
 	for (unsigned long long i = 0; i < count; i++)
 		acc[i] += t[i] * 3u;
+}
+
+/* rt_graph_nodes.cu: gn_affine(unsigned *dst, const unsigned *src, unsigned mul, unsigned add,
+ * int n); dst may be src */
+static void rt_gn_affine(const struct sim_launch *l)
+{
+	unsigned *dst = P(l, 0, unsigned *);
+	const unsigned *src = P(l, 1, const unsigned *);
+	unsigned mul = P(l, 2, unsigned), add = P(l, 3, unsigned);
+	unsigned long long count = upto_n(l, P(l, 4, int));
+
+	if (!sim_device_ok(src, count * 4, 0) || !sim_device_ok(dst, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		dst[i] = src[i] * mul + add;
+}
+
+/* rt_graph_nodes.cu: gn_combine(unsigned *dst, const unsigned *a, const unsigned *b, int n) */
+static void rt_gn_combine(const struct sim_launch *l)
+{
+	unsigned *dst = P(l, 0, unsigned *);
+	const unsigned *a = P(l, 1, const unsigned *), *b = P(l, 2, const unsigned *);
+	unsigned long long count = upto_n(l, P(l, 3, int));
+
+	if (!sim_device_ok(a, count * 4, 0) || !sim_device_ok(b, count * 4, 0) ||
+	    !sim_device_ok(dst, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		dst[i] = a[i] ^ ((b[i] << 7) | (b[i] >> 25));
+}
+
+/* rt_graph_nodes.cu: gn_mix(unsigned *dst, const unsigned *src, int n) */
+static void rt_gn_mix(const struct sim_launch *l)
+{
+	unsigned *dst = P(l, 0, unsigned *);
+	const unsigned *src = P(l, 1, const unsigned *);
+	unsigned long long count = upto_n(l, P(l, 2, int));
+
+	if (!sim_device_ok(src, count * 4, 0) || !sim_device_ok(dst, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		dst[i] = dst[i] * 31u + src[i];
+}
+
+/* rt_graph_nodes.cu: gn_spin_fill(unsigned *dst, unsigned seed, int n, ull ns); the device
+ * spins on %globaltimer, the twin sleeps as long */
+static void rt_gn_spin_fill(const struct sim_launch *l)
+{
+	unsigned *dst = P(l, 0, unsigned *);
+	unsigned seed = P(l, 1, unsigned);
+	unsigned long long count = upto_n(l, P(l, 2, int));
+	unsigned long long ns = P(l, 3, unsigned long long);
+
+	if (!sim_device_ok(dst, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	if (ns)
+		sleep_ns(ns);
+	for (unsigned long long i = 0; i < count; i++)
+		dst[i] = seed ^ ((unsigned)i * 2654435761u);
 }
 
 /*
@@ -1232,6 +1313,7 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("link_saxpy", link_saxpy);
 	sim_register_kernel("scale_add", scale_add);
 	sim_register_kernel("fill_u32", fill_u32);
+	sim_register_kernel("affine_u32", affine_u32);
 	sim_register_kernel("empty_kernel", empty_kernel);
 	sim_register_kernel("spin_ns", spin_ns);
 	sim_register_kernel("add_counter", add_counter);
@@ -1263,6 +1345,10 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z8xor_intoPhPKhmh", rt_xor_into);
 	sim_register_kernel("_Z9add_indexPji", rt_add_index);
 	sim_register_kernel("_Z10accumulatePjPKji", rt_accumulate);
+	sim_register_kernel("_Z9gn_affinePjPKjjji", rt_gn_affine);
+	sim_register_kernel("_Z10gn_combinePjPKjS1_i", rt_gn_combine);
+	sim_register_kernel("_Z6gn_mixPjPKji", rt_gn_mix);
+	sim_register_kernel("_Z12gn_spin_fillPjjiy", rt_gn_spin_fill);
 	sim_register_kernel("_Z12big_checksum3BigixfPy", rt_big_checksum);
 	sim_register_kernel("_Z5helloi", rt_hello);
 	sim_register_kernel("_Z7formatsijxfdc", rt_formats);
