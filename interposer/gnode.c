@@ -1452,14 +1452,49 @@ IP_API CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec e, CUgraphNode h, unsi
 	q.node = n->o.id;
 	q.type = n->type;
 	r = send_node(&q);
-	if (r == CUDA_SUCCESS) {
-		pthread_mutex_lock(&x->lock);
-		for (size_t i = 0; i < x->nhcopies; i++)
-			if (x->hcopies[i].node == n->o.id)
-				x->hcopies[i].enabled = on != 0;
-		pthread_mutex_unlock(&x->lock);
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&x->lock);
+	for (size_t i = 0; i < x->nhcopies; i++)
+		if (x->hcopies[i].node == n->o.id)
+			x->hcopies[i].enabled = on != 0;
+	size_t i;
+	for (i = 0; i < x->ndisabled && x->disabled[i] != n->o.id; i++)
+		;
+	if (on && i < x->ndisabled) {
+		x->disabled[i] = x->disabled[--x->ndisabled];
+	} else if (!on && i == x->ndisabled) {
+		uint64_t *v = realloc(x->disabled, (x->ndisabled + 1) * sizeof(*v));
+		if (v) {
+			x->disabled = v;
+			x->disabled[x->ndisabled++] = n->o.id;
+		} else {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		}
 	}
+	pthread_mutex_unlock(&x->lock);
 	return r;
+}
+
+IP_API CUresult CUDAAPI cuGraphNodeGetEnabled(CUgraphExec e, CUgraphNode h, unsigned int *on)
+{
+	struct ip_graph_exec *x;
+	struct ip_gnode *n;
+	CUresult r = ip_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	x = exec_get(e);
+	n = gnode_get(h);
+	if (!x || !n || !on)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&x->lock);
+	*on = 1;
+	for (size_t i = 0; i < x->ndisabled; i++)
+		if (x->disabled[i] == n->o.id)
+			*on = 0;
+	pthread_mutex_unlock(&x->lock);
+	return CUDA_SUCCESS;
 }
 
 /* ---- topology -------------------------------------------------------------------------------- */
@@ -1881,6 +1916,9 @@ void ip_exec_forget(struct ip_graph_exec *e)
 	hcopies_free(e->hcopies, e->nhcopies);
 	e->hcopies = NULL;
 	e->nhcopies = 0;
+	free(e->disabled);
+	e->disabled = NULL;
+	e->ndisabled = 0;
 	pthread_mutex_unlock(&e->lock);
 }
 

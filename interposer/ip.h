@@ -97,6 +97,8 @@ struct ip_graph_exec {
 	struct ip_graph *from;    /* the graph it was made from (may be dead since) */
 	struct ip_hcopy *hcopies;
 	size_t nhcopies;
+	uint64_t *disabled;       /* ids of the nodes cuGraphNodeSetEnabled turned off */
+	size_t ndisabled;
 	pthread_mutex_t lock;
 };
 
