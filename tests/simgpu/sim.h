@@ -208,6 +208,7 @@ struct sim_dep {
 
 struct sim_module;
 struct sim_event;
+struct sim_func;
 
 struct sim_op {
 	struct sim_op *next;
@@ -229,6 +230,7 @@ struct sim_op {
 		} set;
 		struct {
 			sim_kernel_fn fn;
+			struct sim_func *func;	/* what runs (its name, its parameter layout) */
 			struct sim_module *mod; /* a reference */
 			struct sim_launch l;
 			/* one block: the nparams pointers of l.params, then the parameter bytes */
@@ -304,6 +306,15 @@ void sim_event_put_locked(struct sim_event *ev);
 void sim_ctx_drop_events(struct sim_ctx *ctx);
 CUresult sim_copy_run(const struct sim_op *op); /* mem.c */
 CUresult sim_set_run(const struct sim_op *op);	/* mem.c */
+/*
+ * sim_copy3d_ops() - the row copies of a CUDA_MEMCPY3D, checked as cuMemcpy3DAsync checks
+ * them, as a list linked by ->next (NULL: nothing to copy). sim_set_op() - a memset of
+ * width elements of esize bytes on each of height rows pitch bytes apart, checked as the
+ * cuMemsetD2D* functions check it (*out NULL: nothing to set). Both in mem.c.
+ */
+CUresult sim_copy3d_ops(const CUDA_MEMCPY3D *c, struct sim_op **out);
+CUresult sim_set_op(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esize, size_t width,
+		    size_t height, struct sim_op **out);
 
 /* --- capture and graphs (graph.c), called under sim_sched --------------------------------- */
 
@@ -372,12 +383,15 @@ struct sim_module {
 };
 
 CUresult sim_func_get(CUfunction f, struct sim_func **out); /* a CUfunction or a CUkernel */
+CUresult sim_func_get_in(CUfunction f, struct sim_ctx *ctx, struct sim_func **out);
 void sim_module_put(struct sim_module *m);
 void sim_ctx_unload_modules(struct sim_ctx *ctx);
 
 /* --- launch (launch.c) -------------------------------------------------------------------- */
 
 sim_kernel_fn sim_kernel_lookup(const char *name);
+CUresult sim_kernel_op(struct sim_func *f, const unsigned grid[3], const unsigned block[3],
+		       unsigned smem, void **params, void **extra, struct sim_op **out);
 void sim_kernel_run(struct sim_op *op, struct sim_ctx *ctx);
 /* sim_ctx_flush_output() - write ctx's device printf and assert output, as the driver does */
 void sim_ctx_flush_output(struct sim_ctx *ctx);
