@@ -1071,14 +1071,21 @@ CUresult sim_copy3d_ops(const CUDA_MEMCPY3D *c, struct sim_op **out)
 	return CUDA_SUCCESS;
 }
 
-/* cuMemcpy3DAsync: a copy per row of every slice, in stream order; arrays on either side. */
+/*
+ * cuMemcpy3DAsync: a copy per row of every slice, in stream order; arrays on either side. A
+ * capturing stream gets one memcpy node for the whole copy, as the driver makes.
+ */
 CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream hs)
 {
+	struct sim_stream *s;
+	bool captured;
 	struct box b;
 	CUresult r;
 
 	SIM_ENTER();
-	if ((r = box_3d(c, &b)))
+	if ((r = box_3d(c, &b)) || (r = sim_stream_get(hs, &s)))
+		return r;
+	if ((r = sim_capture_copy3d(s, c, &captured)) || captured)
 		return r;
 	return copy_box(b.dst, b.dd, b.dp, b.ds, b.src, b.sd, b.sp, b.ss, c->WidthInBytes,
 			c->Height, c->Depth, hs);
