@@ -208,30 +208,29 @@ static CUresult parse_extra(void **extra, const void **buf, size_t *size)
 	return CUDA_SUCCESS;
 }
 
-static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned block[3],
-		       unsigned smem, CUstream hs, void **params, void **extra)
+/*
+ * sim_kernel_op() - a launch of f as a queued operation: the shape, the dynamic shared memory
+ * and the parameters checked as cuLaunchKernel checks them, and the parameter values (from
+ * params, or from the buffer of an `extra` array) copied in the layout of the image.
+ * Returns CUDA_SUCCESS (*out set), CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, or
+ * CUDA_ERROR_NOT_SUPPORTED when no twin is registered for the kernel.
+ */
+CUresult sim_kernel_op(struct sim_func *f, const unsigned grid[3], const unsigned block[3],
+		       unsigned smem, void **params, void **extra, struct sim_op **out)
 {
-	const struct sim_kernel_info *ki;
-	struct sim_stream *s;
-	struct sim_func *f;
+	const struct sim_kernel_info *ki = f->ki;
 	struct sim_op *op;
 	sim_kernel_fn fn;
 	size_t psize = 0, hdr;
 	void **ptrs;
 	CUresult r;
 
-	SIM_ENTER();
-	if ((r = sim_func_get(hf, &f)) || (r = sim_stream_get(hs, &s)))
-		return r;
-	if (f->mod->ctx != s->ctx)
-		return CUDA_ERROR_INVALID_HANDLE;
 	if ((r = check_shape(grid, block)))
 		return r;
 	if ((int)smem > f->attr->max_dyn_smem || smem > INT_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (params && extra)
 		return CUDA_ERROR_INVALID_VALUE;
-	ki = f->ki;
 	for (unsigned i = 0; i < ki->nparams; i++)
 		if (ki->params[i].offset + (size_t)ki->params[i].size > psize)
 			psize = ki->params[i].offset + (size_t)ki->params[i].size;
@@ -273,6 +272,7 @@ static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned blo
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	op->u.k.fn = fn;
+	op->u.k.func = f;
 	memcpy(op->u.k.l.grid, grid, sizeof(op->u.k.l.grid));
 	memcpy(op->u.k.l.block, block, sizeof(op->u.k.l.block));
 	op->u.k.l.shared_mem = smem;
@@ -281,6 +281,25 @@ static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned blo
 	op->u.k.l.module = f->mod;
 	op->u.k.mod = f->mod;
 	__atomic_add_fetch(&f->mod->refs, 1, __ATOMIC_RELAXED);
+	*out = op;
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned block[3],
+		       unsigned smem, CUstream hs, void **params, void **extra)
+{
+	struct sim_stream *s;
+	struct sim_func *f;
+	struct sim_op *op;
+	CUresult r;
+
+	SIM_ENTER();
+	if ((r = sim_func_get(hf, &f)) || (r = sim_stream_get(hs, &s)))
+		return r;
+	if (f->mod->ctx != s->ctx)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if ((r = sim_kernel_op(f, grid, block, smem, params, extra, &op)))
+		return r;
 	return sim_enqueue(s, op, NULL);
 }
 

@@ -818,9 +818,36 @@ enum copy_mode {
 };
 
 /*
- * Queue a copy. dd/sd: the destination/source is device memory (checked now, and again
- * when it runs). A pageable host source of an asynchronous copy is copied at the call, as the
- * real driver stages it, so the caller may reuse its buffer at once. An asynchronous copy
+ * A copy of n bytes as an operation, checked as every copy function checks it. dd/sd: the
+ * destination/source is device memory (checked now, and again when it runs). *out is NULL
+ * when there is nothing to copy.
+ */
+static CUresult copy_op(uintptr_t dst, bool dd, uintptr_t src, bool sd, size_t n,
+			struct sim_op **out)
+{
+	struct sim_op *op;
+
+	*out = NULL;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if ((dd && !sim_dev_ok(dst, n, SIM_PROT_RW)) ||
+	    (sd && !sim_dev_ok(src, n, SIM_PROT_READ)) || (!dd && !dst) || (!sd && !src))
+		return CUDA_ERROR_INVALID_VALUE;
+	op = sim_op_new(SIM_OP_COPY);
+	if (!op)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	op->u.copy.dst = dst;
+	op->u.copy.src = src;
+	op->u.copy.n = n;
+	op->u.copy.dst_dev = dd;
+	op->u.copy.src_dev = sd;
+	*out = op;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * Queue a copy (copy_op()). A pageable host source of an asynchronous copy is copied at the call,
+ * as the real driver stages it, so the caller may reuse its buffer at once. An asynchronous copy
  * into pageable memory is not waited for: the H200 driver returns before the stream gets
  * there too (tests/progs/streams.c relies on it); the bytes land when the stream runs it.
  */
@@ -841,19 +868,8 @@ static CUresult copy(uintptr_t dst, bool dd, uintptr_t src, bool sd, size_t n, C
 	} else if ((r = sim_stream_get(hs, &s))) {
 		return r;
 	}
-	if (n == 0)
-		return CUDA_SUCCESS;
-	if ((dd && !sim_dev_ok(dst, n, SIM_PROT_RW)) ||
-	    (sd && !sim_dev_ok(src, n, SIM_PROT_READ)) || (!dd && !dst) || (!sd && !src))
-		return CUDA_ERROR_INVALID_VALUE;
-	op = sim_op_new(SIM_OP_COPY);
-	if (!op)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	op->u.copy.dst = dst;
-	op->u.copy.src = src;
-	op->u.copy.n = n;
-	op->u.copy.dst_dev = dd;
-	op->u.copy.src_dev = sd;
+	if ((r = copy_op(dst, dd, src, sd, n, &op)) || !op)
+		return r;
 	/* a captured copy reads its source when the graph runs, as a memcpy node does */
 	if (mode == ASYNC && !sd && !sim_dev_ok(src, n, SIM_PROT_READ) &&
 	    !sim_stream_capturing(s)) {
@@ -999,52 +1015,139 @@ static CUresult copy_box(uintptr_t dst, int dd, size_t dp, size_t ds, uintptr_t 
 	return r;
 }
 
-/* cuMemcpy2DAsync: a copy per row, in stream order. */
-CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream hs)
-{
+/* Where the two sides of a CUDA_MEMCPY3D lie (side_3d()), checked as cuMemcpy3D checks them. */
+struct box {
 	uintptr_t src, dst;
 	size_t sp, dp, ss, ds;
 	int sd, dd;
+};
+
+static CUresult box_3d(const CUDA_MEMCPY3D *c, struct box *b)
+{
+	if (!c || c->srcLOD || c->dstLOD)
+		return CUDA_ERROR_INVALID_VALUE;
+	b->sd = side_3d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
+			c->srcY, c->srcZ, c->srcPitch, c->srcHeight, c->WidthInBytes, c->Height,
+			c->Depth, &b->src, &b->sp, &b->ss);
+	b->dd = side_3d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
+			c->dstY, c->dstZ, c->dstPitch, c->dstHeight, c->WidthInBytes, c->Height,
+			c->Depth, &b->dst, &b->dp, &b->ds);
+	if (b->sd < 0 || b->dd < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((c->Height > 1 || c->Depth > 1) &&
+	    ((c->srcMemoryType != CU_MEMORYTYPE_ARRAY &&
+	      b->sp < c->WidthInBytes + c->srcXInBytes) ||
+	     (c->dstMemoryType != CU_MEMORYTYPE_ARRAY && b->dp < c->WidthInBytes + c->dstXInBytes)))
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_copy3d_ops(const CUDA_MEMCPY3D *c, struct sim_op **out)
+{
+	struct sim_op *head = NULL, **tail = &head;
+	struct box b;
+	CUresult r;
+
+	*out = NULL;
+	if ((r = box_3d(c, &b)))
+		return r;
+	for (size_t z = 0; z < c->Depth; z++) {
+		for (size_t y = 0; y < c->Height; y++) {
+			r = copy_op(b.dst + z * b.ds + y * b.dp, b.dd, b.src + z * b.ss + y * b.sp,
+				    b.sd, c->WidthInBytes, tail);
+			if (r != CUDA_SUCCESS) {
+				while (head) {
+					struct sim_op *next = head->next;
+					sim_op_free(head);
+					head = next;
+				}
+				return r;
+			}
+			if (*tail)
+				tail = &(*tail)->next;
+		}
+	}
+	*out = head;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * cuMemcpy3DAsync: a copy per row of every slice, in stream order; arrays on either side. A
+ * capturing stream gets one memcpy node for the whole copy, as the driver makes.
+ */
+CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream hs)
+{
+	struct sim_stream *s;
+	bool captured;
+	struct box b;
+	CUresult r;
+
+	SIM_ENTER();
+	if ((r = box_3d(c, &b)) || (r = sim_stream_get(hs, &s)))
+		return r;
+	if ((r = sim_capture_copy3d(s, c, &captured)) || captured)
+		return r;
+	return copy_box(b.dst, b.dd, b.dp, b.ds, b.src, b.sd, b.sp, b.ss, c->WidthInBytes,
+			c->Height, c->Depth, hs);
+}
+
+/* cuMemcpy2DAsync: the 3D copy of one slice. */
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream hs)
+{
+	CUDA_MEMCPY3D t;
 
 	SIM_ENTER();
 	if (!c)
 		return CUDA_ERROR_INVALID_VALUE;
-	sd = side_3d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-		     c->srcY, 0, c->srcPitch, 0, c->WidthInBytes, c->Height, 1, &src, &sp, &ss);
-	dd = side_3d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
-		     c->dstY, 0, c->dstPitch, 0, c->WidthInBytes, c->Height, 1, &dst, &dp, &ds);
-	if (sd < 0 || dd < 0 ||
-	    (c->Height > 1 && ((c->srcMemoryType != CU_MEMORYTYPE_ARRAY &&
-				c->srcPitch < c->WidthInBytes + c->srcXInBytes) ||
-			       (c->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
-				c->dstPitch < c->WidthInBytes + c->dstXInBytes))))
-		return CUDA_ERROR_INVALID_VALUE;
-	return copy_box(dst, dd, dp, ds, src, sd, sp, ss, c->WidthInBytes, c->Height, 1, hs);
+	memset(&t, 0, sizeof(t));
+	t.srcXInBytes = c->srcXInBytes;
+	t.srcY = c->srcY;
+	t.srcMemoryType = c->srcMemoryType;
+	t.srcHost = c->srcHost;
+	t.srcDevice = c->srcDevice;
+	t.srcArray = c->srcArray;
+	t.srcPitch = c->srcPitch;
+	t.dstXInBytes = c->dstXInBytes;
+	t.dstY = c->dstY;
+	t.dstMemoryType = c->dstMemoryType;
+	t.dstHost = c->dstHost;
+	t.dstDevice = c->dstDevice;
+	t.dstArray = c->dstArray;
+	t.dstPitch = c->dstPitch;
+	t.WidthInBytes = c->WidthInBytes;
+	t.Height = c->Height;
+	t.Depth = 1;
+	return cuMemcpy3DAsync_v2(&t, hs);
 }
 
-/* cuMemcpy3DAsync: a copy per row of every slice, in stream order; arrays on either side. */
-CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream hs)
+CUresult sim_set_op(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esize, size_t width,
+		    size_t height, struct sim_op **out)
 {
-	uintptr_t src, dst;
-	size_t sp, dp, ss, ds;
-	int sd, dd;
+	struct sim_op *op;
 
-	SIM_ENTER();
-	if (!c || c->srcLOD || c->dstLOD)
+	*out = NULL;
+	if (dst % esize || (height > 1 && pitch % esize))
 		return CUDA_ERROR_INVALID_VALUE;
-	sd = side_3d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-		     c->srcY, c->srcZ, c->srcPitch, c->srcHeight, c->WidthInBytes, c->Height,
-		     c->Depth, &src, &sp, &ss);
-	dd = side_3d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
-		     c->dstY, c->dstZ, c->dstPitch, c->dstHeight, c->WidthInBytes, c->Height,
-		     c->Depth, &dst, &dp, &ds);
-	if (sd < 0 || dd < 0)
+	if (width == 0 || height == 0)
+		return CUDA_SUCCESS;
+	if (height > 1 && pitch < width * esize)
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((c->Height > 1 || c->Depth > 1) &&
-	    ((c->srcMemoryType != CU_MEMORYTYPE_ARRAY && sp < c->WidthInBytes + c->srcXInBytes) ||
-	     (c->dstMemoryType != CU_MEMORYTYPE_ARRAY && dp < c->WidthInBytes + c->dstXInBytes)))
+	if (width > SIZE_MAX / esize ||
+	    (height > 1 && pitch > (SIZE_MAX - width * esize) / (height - 1)))
 		return CUDA_ERROR_INVALID_VALUE;
-	return copy_box(dst, dd, dp, ds, src, sd, sp, ss, c->WidthInBytes, c->Height, c->Depth, hs);
+	if (!sim_dev_ok(dst, set_extent(pitch, width, height, esize), SIM_PROT_RW))
+		return CUDA_ERROR_INVALID_VALUE;
+	op = sim_op_new(SIM_OP_SET);
+	if (!op)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	op->u.set.dst = dst;
+	op->u.set.pitch = height > 1 ? pitch : width * esize;
+	op->u.set.width = width;
+	op->u.set.height = height;
+	op->u.set.value = value;
+	op->u.set.esize = esize;
+	*out = op;
+	return CUDA_SUCCESS;
 }
 
 static CUresult set(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esize, size_t width,
@@ -1052,7 +1155,6 @@ static CUresult set(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esiz
 {
 	struct sim_stream *s;
 	struct sim_op *op;
-	size_t extent;
 	uint64_t seq;
 	CUresult r;
 
@@ -1065,27 +1167,10 @@ static CUresult set(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esiz
 	} else if ((r = sim_stream_get(hs, &s))) {
 		return r;
 	}
-	if (dst % esize || pitch % esize)
+	if (pitch % esize)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (width == 0 || height == 0)
-		return CUDA_SUCCESS;
-	if (height > 1 && pitch < width * esize)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (width > SIZE_MAX / esize ||
-	    (height > 1 && pitch > (SIZE_MAX - width * esize) / (height - 1)))
-		return CUDA_ERROR_INVALID_VALUE;
-	extent = set_extent(pitch, width, height, esize);
-	if (!sim_dev_ok(dst, extent, SIM_PROT_RW))
-		return CUDA_ERROR_INVALID_VALUE;
-	op = sim_op_new(SIM_OP_SET);
-	if (!op)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	op->u.set.dst = dst;
-	op->u.set.pitch = height > 1 ? pitch : width * esize;
-	op->u.set.width = width;
-	op->u.set.height = height;
-	op->u.set.value = value;
-	op->u.set.esize = esize;
+	if ((r = sim_set_op(dst, pitch, value, esize, width, height, &op)) || !op)
+		return r;
 	if ((r = sim_enqueue(s, op, &seq)))
 		return r;
 	return mode == SYNC ? sim_wait_seq(s, seq) : CUDA_SUCCESS;

@@ -303,6 +303,24 @@ CUresult sim_func_get(CUfunction f, struct sim_func **out)
 	}
 }
 
+/*
+ * sim_func_get_in() - as sim_func_get(), with a CUkernel resolved in ctx (NULL: the current
+ * context), as a graph kernel node's `kern` and `ctx` name one.
+ */
+CUresult sim_func_get_in(CUfunction f, struct sim_ctx *ctx, struct sim_func **out)
+{
+	struct sim_module *m;
+	struct sim_kern *k;
+	CUresult r;
+
+	if (!ctx || sim_handle_kind(f) != SIM_KERNEL)
+		return sim_func_get(f, out);
+	if ((r = kern_get((CUkernel)f, &k)) || (r = lib_module(k->lib, ctx, &m)))
+		return r;
+	*out = &m->funcs[k->idx];
+	return CUDA_SUCCESS;
+}
+
 void *sim_global(void *module, const char *name, size_t *size)
 {
 	struct sim_module *m = module;

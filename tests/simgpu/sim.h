@@ -1,13 +1,14 @@
 /*
  * simgpu's private header: the objects behind the driver handles and the few functions the
- * areas (device, ctx, mem, stream, module, elf, launch, graph) call in each other.
+ * areas (device, ctx, mem, stream, module, elf, launch, graph, capture, gexec) call in each
+ * other; graph.h holds what only the last three share.
  *
  * Every handle the caller holds is a pointer to one of these structs, registered in a handle
  * table (obj.c) so that a stale or foreign handle is refused with an error, never dereferenced.
  *
  * Locks, always taken in this order, never held while waiting for a stream:
  *   sim_lock        the object world (contexts, modules, libraries, event and module lists)
- *   sim_sched       stream queues, sequence numbers, event records, captures
+ *   sim_sched       stream queues, sequence numbers, event records, captures, graphs
  *   the range lock  (mem.c) device memory known to simgpu
  *   out_lock        (launch.c) every context's device printf output; innermost, held briefly
  */
@@ -39,6 +40,42 @@ CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream,
 					   cuuint64_t *id_out, CUgraph *graph_out,
 					   const CUgraphNode **dependencies_out,
 					   size_t *numDependencies_out);
+/* the graph entry points of before CUDA 12.3 (no edge data) and 12.0 (no kern, ctx) */
+#undef cuGraphGetEdges
+#undef cuGraphNodeGetDependencies
+#undef cuGraphNodeGetDependentNodes
+#undef cuGraphAddDependencies
+#undef cuGraphRemoveDependencies
+#undef cuStreamUpdateCaptureDependencies
+#undef cuGraphExecUpdate
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeGetParams
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
+CUresult CUDAAPI cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+				 size_t *numEdges);
+CUresult CUDAAPI cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+					    size_t *numDependencies);
+CUresult CUDAAPI cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes,
+					      size_t *numDependentNodes);
+CUresult CUDAAPI cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from,
+					const CUgraphNode *to, size_t numDependencies);
+CUresult CUDAAPI cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from,
+					   const CUgraphNode *to, size_t numDependencies);
+CUresult CUDAAPI cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+						   size_t numDependencies, unsigned int flags);
+CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
+				   CUgraphNode *hErrorNode_out,
+				   CUgraphExecUpdateResult *updateResult_out);
+CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				      const CUgraphNode *dependencies, size_t numDependencies,
+				      const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode,
+					    CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult CUDAAPI cuGraphKernelNodeSetParams(CUgraphNode hNode,
+					    const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+						const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
 #pragma GCC visibility pop
 
 #include "simgpu.h"
@@ -92,6 +129,7 @@ enum sim_kind {
 	SIM_GRAPHEXEC = 10,
 	SIM_ARRAY = 11,
 	SIM_MIPMAP = 12,
+	SIM_GNODE = 13,
 };
 
 int sim_handle_add(const void *h, int kind);
@@ -208,6 +246,14 @@ struct sim_dep {
 
 struct sim_module;
 struct sim_event;
+struct sim_func;
+struct sim_gnode;
+
+/* a set of graph nodes (graph.h): what the next node captured on a stream depends on */
+struct sim_nodeset {
+	struct sim_gnode **v;
+	size_t n, cap;
+};
 
 struct sim_op {
 	struct sim_op *next;
@@ -229,6 +275,7 @@ struct sim_op {
 		} set;
 		struct {
 			sim_kernel_fn fn;
+			struct sim_func *func;	/* what runs (its name, its parameter layout) */
 			struct sim_module *mod; /* a reference */
 			struct sim_launch l;
 			/* one block: the nparams pointers of l.params, then the parameter bytes */
@@ -269,6 +316,8 @@ struct sim_stream {
 	uint64_t completed; /* seq of the last op done */
 	struct sim_op *head, *tail;
 	struct sim_capture *capture;
+	struct sim_nodeset cap_deps; /* capturing: what its next node depends on (capture.c) */
+	CUgraphEdgeData *cap_edata;  /* default edge data for them (cuStreamGetCaptureInfo) */
 	/* cuStreamSetAttribute's values by CUstreamAttrID, and which were set (stream.c) */
 	CUstreamAttrValue attr[SIM_STREAM_ATTRS];
 	bool attr_set[SIM_STREAM_ATTRS];
@@ -283,7 +332,8 @@ struct sim_event {
 	struct sim_stream *rec_stream;
 	uint64_t rec_seq, gen;
 	uint64_t stamp_ns;
-	unsigned long long cap_id; /* recorded into this capture rather than a stream */
+	unsigned long long cap_id;    /* recorded into this capture rather than a stream */
+	struct sim_nodeset cap_nodes; /* and there, the nodes it marks (capture.c) */
 };
 
 extern pthread_mutex_t sim_sched;
@@ -304,10 +354,20 @@ void sim_event_put_locked(struct sim_event *ev);
 void sim_ctx_drop_events(struct sim_ctx *ctx);
 CUresult sim_copy_run(const struct sim_op *op); /* mem.c */
 CUresult sim_set_run(const struct sim_op *op);	/* mem.c */
+/*
+ * sim_copy3d_ops() - the row copies of a CUDA_MEMCPY3D, checked as cuMemcpy3DAsync checks
+ * them, as a list linked by ->next (NULL: nothing to copy). sim_set_op() - a memset of
+ * width elements of esize bytes on each of height rows pitch bytes apart, checked as the
+ * cuMemsetD2D* functions check it (*out NULL: nothing to set). Both in mem.c.
+ */
+CUresult sim_copy3d_ops(const CUDA_MEMCPY3D *c, struct sim_op **out);
+CUresult sim_set_op(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esize, size_t width,
+		    size_t height, struct sim_op **out);
 
-/* --- capture and graphs (graph.c), called under sim_sched --------------------------------- */
+/* --- stream capture (capture.c), called under sim_sched ------------------------------------ */
 
 CUresult sim_capture_op(struct sim_stream *s, struct sim_op *op, bool *consumed);
+CUresult sim_capture_copy3d(struct sim_stream *s, const CUDA_MEMCPY3D *c, bool *captured);
 bool sim_capture_blocks_legacy(struct sim_ctx *ctx);
 void sim_capture_abandon(struct sim_stream *s);
 
@@ -372,12 +432,15 @@ struct sim_module {
 };
 
 CUresult sim_func_get(CUfunction f, struct sim_func **out); /* a CUfunction or a CUkernel */
+CUresult sim_func_get_in(CUfunction f, struct sim_ctx *ctx, struct sim_func **out);
 void sim_module_put(struct sim_module *m);
 void sim_ctx_unload_modules(struct sim_ctx *ctx);
 
 /* --- launch (launch.c) -------------------------------------------------------------------- */
 
 sim_kernel_fn sim_kernel_lookup(const char *name);
+CUresult sim_kernel_op(struct sim_func *f, const unsigned grid[3], const unsigned block[3],
+		       unsigned smem, void **params, void **extra, struct sim_op **out);
 void sim_kernel_run(struct sim_op *op, struct sim_ctx *ctx);
 /* sim_ctx_flush_output() - write ctx's device printf and assert output, as the driver does */
 void sim_ctx_flush_output(struct sim_ctx *ctx);

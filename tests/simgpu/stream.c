@@ -40,8 +40,11 @@ static uint64_t now_ns(void)
 /* Under sim_sched: drop a reference; the last one frees the stream (its thread is gone). */
 static void stream_put_locked(struct sim_stream *s)
 {
-	if (--s->refs == 0)
-		free(s);
+	if (--s->refs)
+		return;
+	free(s->cap_deps.v);
+	free(s->cap_edata);
+	free(s);
 }
 
 /* sim_event_put_locked() - under sim_sched, drop a reference; the last one frees ev. */
@@ -51,6 +54,7 @@ void sim_event_put_locked(struct sim_event *ev)
 		return;
 	if (ev->rec_stream)
 		stream_put_locked(ev->rec_stream);
+	free(ev->cap_nodes.v);
 	free(ev);
 }
 
@@ -417,6 +421,7 @@ static CUresult enqueue_locked(struct sim_stream *s, struct sim_op *op, uint64_t
 		ev->rec_stream = s;
 		ev->rec_seq = op->seq;
 		ev->cap_id = 0;
+		ev->cap_nodes.n = 0;
 		op->u.ev.gen = ++ev->gen;
 	}
 	if (s->tail)
