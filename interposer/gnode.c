@@ -2084,6 +2084,37 @@ IP_API CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph h, const char *path, unsign
 	return r;
 }
 
+/* cuStreamBeginCaptureToGraph's graph and the ids of its nodes deps (*ids: malloc'd). */
+CUresult ip_graph_into(CUgraph h, const CUgraphNode *deps, const CUgraphEdgeData *ed, size_t n,
+		       struct ip_graph **out, uint64_t **ids)
+{
+	struct ip_gnode **dv = NULL;
+	struct ip_graph *g;
+	CUresult r;
+
+	*ids = NULL;
+	g = graph_get(h);
+	if (!g)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; ed && i < n; i++)
+		if (ed[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || ed[i].from_port ||
+		    ed[i].to_port) {
+			pr_warn("cuStreamBeginCaptureToGraph: edges other than default ones are not "
+				"supported");
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+	r = graph_sync(g);
+	if (r == CUDA_SUCCESS)
+		r = deps_check(g, deps, n, &dv);
+	if (r == CUDA_SUCCESS && n && !(*ids = malloc(n * sizeof(**ids))))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+		(*ids)[i] = dv[i]->o.id;
+	free(dv);
+	*out = g;
+	return r;
+}
+
 /* ---- capture dependency lists ------------------------------------------------------------------ */
 
 CUresult ip_capture_deps(struct ip_stream *s, struct ip_capture *cap, const CUgraphNode **deps,

@@ -47,12 +47,18 @@ void ip_capture_set(struct ip_capture **slot, struct ip_capture *cap)
 		free(old);
 }
 
-static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
+/*
+ * A capture begins on stream h: into a new graph, or (into, cuStreamBeginCaptureToGraph) into a
+ * graph that exists, after its nodes deps.
+ */
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds, CUgraph into,
+			      const CUgraphNode *deps, const CUgraphEdgeData *ed, size_t ndeps)
 {
 	Rgpu__CaptureOp m = RGPU__CAPTURE_OP__INIT;
 	struct ip_capture *cap;
 	struct ip_stream *s;
 	struct ip_ctx *c;
+	uint64_t *ids = NULL;
 	CUresult r = ip_stream_get(h, ptds, &c, &s);
 
 	if (r != CUDA_SUCCESS)
@@ -64,7 +70,19 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
 	if (ip_capture_of(s))
 		return CUDA_ERROR_ILLEGAL_STATE;
 	cap = calloc(1, sizeof(*cap));
-	if (!cap || !(cap->graph = graph_new(c))) {
+	if (!cap)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (into) {
+		r = ip_graph_into(into, deps, ed, ndeps, &cap->graph, &ids);
+		if (r != CUDA_SUCCESS) {
+			free(cap);
+			return r;
+		}
+		cap->to_graph = 1;
+		m.to_graph = 1;
+		m.deps = ids;
+		m.n_deps = ndeps;
+	} else if (!(cap->graph = graph_new(c))) {
 		free(cap);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -78,8 +96,11 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
 	m.mode = mode;
 	m.graph = cap->graph->o.id;
 	r = ip_call_status(RGPU_MSG_CAPTURE_BEGIN, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	free(ids);
 	if (r != CUDA_SUCCESS) {
-		graph_forget(cap->graph);
+		cap->graph->capturing = NULL;
+		if (!cap->to_graph)
+			graph_forget(cap->graph);
 		free(cap);
 		return r;
 	}
@@ -90,20 +111,37 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
 
 IP_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode)
 {
-	return begin_capture(h, mode, 0);
+	return begin_capture(h, mode, 0, NULL, NULL, NULL, 0);
 }
 IP_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode)
 {
-	return begin_capture(h, mode, 1);
+	return begin_capture(h, mode, 1, NULL, NULL, NULL, 0);
 }
 /* CUDA 10.0's form had no mode: it captured in global mode */
 IP_API CUresult CUDAAPI cuStreamBeginCapture(CUstream h)
 {
-	return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+	return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 0, NULL, NULL, NULL, 0);
 }
 IP_API CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream h)
 {
-	return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 1);
+	return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, 1, NULL, NULL, NULL, 0);
+}
+IP_API CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode *deps,
+						    const CUgraphEdgeData *ed, size_t n,
+						    CUstreamCaptureMode mode)
+{
+	if (!g)
+		return CUDA_ERROR_INVALID_VALUE;
+	return begin_capture(h, mode, 0, g, deps, ed, n);
+}
+IP_API CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g,
+							 const CUgraphNode *deps,
+							 const CUgraphEdgeData *ed, size_t n,
+							 CUstreamCaptureMode mode)
+{
+	if (!g)
+		return CUDA_ERROR_INVALID_VALUE;
+	return begin_capture(h, mode, 1, g, deps, ed, n);
 }
 
 static CUresult end_capture(CUstream h, CUgraph *out, int ptds)
@@ -128,13 +166,14 @@ static CUresult end_capture(CUstream h, CUgraph *out, int ptds)
 	m.ctx = c->o.id;
 	m.graph = cap->graph->o.id;
 	m.mode = (uint32_t)cap->mode;
+	m.to_graph = cap->to_graph;
 	r = ip_call_status(RGPU_MSG_CAPTURE_END, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	/* ended either way: every stream that took part stops capturing */
 	cap->active = 0;
 	cap->graph->capturing = NULL;
 	cap->graph->synced = 0; /* its nodes are listed again when asked */
 	*out = r == CUDA_SUCCESS ? (CUgraph)cap->graph : NULL;
-	if (r != CUDA_SUCCESS)
+	if (r != CUDA_SUCCESS && !cap->to_graph)
 		graph_forget(cap->graph);
 	ip_capture_set(&s->capture, NULL); /* may free cap */
 	return r;

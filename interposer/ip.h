@@ -114,6 +114,7 @@ struct ip_capture {
 	CUstreamCaptureMode mode;
 	int active;
 	atomic_int refs;           /* streams and events that point at it; freed at 0 */
+	int to_graph;              /* cuStreamBeginCaptureToGraph: into a graph that exists */
 	CUgraphNode *deps;         /* cuStreamGetCaptureInfo's last dependency list (gnode.c) */
 	size_t ndeps;
 };
@@ -537,6 +538,9 @@ CUresult ip_exec_hcopies(struct ip_graph_exec *e, CUstream s, int ptds, int afte
 /* ip_capture_deps() - cuStreamGetCaptureInfo's dependency list of stream s's capture */
 CUresult ip_capture_deps(struct ip_stream *s, struct ip_capture *cap, const CUgraphNode **deps,
 			 size_t *ndeps);
+/* ip_graph_into() - cuStreamBeginCaptureToGraph's graph, and its nodes' ids (malloc'd) */
+CUresult ip_graph_into(CUgraph h, const CUgraphNode *deps, const CUgraphEdgeData *ed, size_t n,
+		       struct ip_graph **out, uint64_t **ids);
 /* ip_capture_update_deps() - cuStreamUpdateCaptureDependencies */
 CUresult ip_capture_update_deps(struct ip_stream *s, struct ip_capture *cap,
 				const CUgraphNode *deps, const CUgraphEdgeData *ed, size_t n,

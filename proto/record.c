@@ -334,8 +334,8 @@ int rgpu_rec_capture_end(const Rgpu__CaptureOp *req, const Rgpu__Status *rep,
 
 	/* the capture ends whatever the result (a failed capture is over too) */
 	op(ops, RGPU_REC_REMOVE, ST_KIND_ATTR, RGPU_REC_ATTR_ID(req->stream, capture_key()));
-	if (!OK(rep) || !req->graph)
-		return 0;
+	if (!OK(rep) || !req->graph || req->to_graph)
+		return 0; /* (captured into a graph that exists: that graph's journal has it) */
 	r = op(ops, RGPU_REC_ADD, ST_KIND_GRAPH, req->graph);
 	r->ctx = req->ctx;
 	r->graph.flags = 0;
@@ -713,7 +713,7 @@ static struct rgpu_journal *graph_journal(struct rgpu_journals *js, uint64_t id)
 
 	for (int hops = 0; hops < ALIAS_HOPS; hops++) {
 		for (j = js->capturing; j; j = j->next)
-			if (j->graph == id)
+			if (j->graph == id && !j->alias)
 				return j;
 		j = find_journal(js->kept, id);
 		if (!j)
@@ -747,11 +747,16 @@ static struct rgpu_journal *edit_journal(struct rgpu_journals *js, unsigned type
 		return graph_journal(js, ((const Rgpu__GraphEdit *)req)->graph);
 	case RGPU_MSG_GRAPH_BIND: {
 		const Rgpu__GraphBind *m = (const Rgpu__GraphBind *)req;
-		return m->capture ? find_journal(js->capturing, m->stream)
-				  : graph_journal(js, m->graph);
+		struct rgpu_journal *c = m->capture ? find_journal(js->capturing, m->stream) : NULL;
+		if (c && c->alias)
+			return rgpu_journals_kept(js, c->alias);
+		return m->capture ? c : graph_journal(js, m->graph);
 	}
-	case RGPU_MSG_CAPTURE_DEPS:
-		return find_journal(js->capturing, ((const Rgpu__CaptureDeps *)req)->stream);
+	case RGPU_MSG_CAPTURE_DEPS: {
+		struct rgpu_journal *c =
+		    find_journal(js->capturing, ((const Rgpu__CaptureDeps *)req)->stream);
+		return c && c->alias ? rgpu_journals_kept(js, c->alias) : c;
+	}
 	case RGPU_MSG_GRAPH_EXEC_UPDATE:
 		return exec_journal(js, ((const Rgpu__GraphExecUpdate *)req)->exec);
 	}
@@ -792,19 +797,33 @@ int rgpu_journals_step(struct rgpu_journals *js, unsigned type, const ProtobufCM
 	switch (type) {
 	case RGPU_MSG_CAPTURE_BEGIN: {
 		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
+		struct rgpu_journal *g = NULL;
 		if (!ops->n)
 			return 0;
+		/* captured into a graph that exists: the begin, the work and the end go into its
+		 * journal, which the capture's entry names */
+		if (c->to_graph && (!(g = graph_journal(js, c->graph)) ||
+				    rgpu_journal_add(g, (uint16_t)type, body, blen, payload, plen)))
+			return RGPU_ENOMEM;
 		/* a capture begun again on the same stream starts a new journal */
 		rgpu_journal_free(take_journal(&js->capturing, c->stream));
-		j = push_new(&js->capturing, c->stream, js->keep);
+		j = push_new(&js->capturing, c->stream, g ? 0 : js->keep);
 		if (!j)
 			return RGPU_ENOMEM;
 		j->graph = c->graph;
+		j->alias = g ? c->graph : 0;
 		return 0;
 	}
 	case RGPU_MSG_CAPTURE_END: {
 		const Rgpu__CaptureOp *c = (const Rgpu__CaptureOp *)req;
 		j = take_journal(&js->capturing, c->stream);
+		if (j && j->alias) {
+			struct rgpu_journal *g = rgpu_journals_kept(js, j->alias);
+			rgpu_journal_free(j);
+			return g && !rgpu_journal_add(g, (uint16_t)type, body, blen, payload, plen)
+				   ? 0
+				   : RGPU_ENOMEM;
+		}
 		for (int i = 0; j && i < ops->n; i++) {
 			if (!ops->v[i].journal)
 				continue;
@@ -852,9 +871,11 @@ int rgpu_journals_step(struct rgpu_journals *js, unsigned type, const ProtobufCM
 		return ret;
 	}
 	if (js->capturing && rgpu_journal_wants(type)) {
-		for (j = js->capturing; j; j = j->next)
-			if (rgpu_journal_add(j, (uint16_t)type, body, blen, payload, plen))
+		for (j = js->capturing; j; j = j->next) {
+			struct rgpu_journal *t = j->alias ? rgpu_journals_kept(js, j->alias) : j;
+			if (!t || rgpu_journal_add(t, (uint16_t)type, body, blen, payload, plen))
 				ret = RGPU_ENOMEM;
+		}
 	}
 	return ret;
 }

@@ -317,6 +317,23 @@ void srv_gnodes_fini(struct srv_worker *w)
 	}
 }
 
+/* cuStreamBeginCaptureToGraph: s captures into graph (which exists) after its nodes deps. */
+CUresult srv_capture_to_graph(struct srv_worker *w, CUstream s, uint64_t graph,
+			      const uint64_t *deps, size_t n, unsigned mode)
+{
+	struct srv_gnodes *gn = NULL;
+	CUgraphNode *d = NULL;
+	CUgraph g = NULL;
+	CUresult r = graph_h(w, graph, &g, &gn);
+
+	if (r == CUDA_SUCCESS)
+		r = node_list(gn, deps, n, &d);
+	if (r == CUDA_SUCCESS)
+		r = w->drv.cuStreamBeginCaptureToGraph(s, g, d, NULL, n, (CUstreamCaptureMode)mode);
+	free(d);
+	return r;
+}
+
 /* ---- the stream node frames are captured on ------------------------------------------------ */
 
 CUresult srv_node_stream(struct srv_worker *w, CUstream *out)

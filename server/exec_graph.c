@@ -27,7 +27,12 @@ int h_capture(struct srv_worker *w, struct srv_frame *f)
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, m->stream, &s);
-	if (r == CUDA_SUCCESS && f->hdr.type == RGPU_MSG_CAPTURE_BEGIN) {
+	if (r == CUDA_SUCCESS && f->hdr.type == RGPU_MSG_CAPTURE_BEGIN && m->to_graph) {
+		r = srv_capture_to_graph(w, s, m->graph, m->deps, m->n_deps, m->mode);
+	} else if (r == CUDA_SUCCESS && m->to_graph) {
+		CUgraph g = NULL;
+		r = w->drv.cuStreamEndCapture(s, &g); /* the graph that exists: nothing new */
+	} else if (r == CUDA_SUCCESS && f->hdr.type == RGPU_MSG_CAPTURE_BEGIN) {
 		r = w->drv.cuStreamBeginCapture(s, (CUstreamCaptureMode)m->mode);
 		/* nodes of the graph being captured may be named before its end */
 		if (r == CUDA_SUCCESS)

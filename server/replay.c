@@ -35,6 +35,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/hash.h"
+#include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
 #include "rgpu/record.h"
 #include "rgpu/store.h"
@@ -60,6 +61,16 @@ struct replay {
 	size_t whylen;
 	struct moved *moved; /* after verify(): the globals placed elsewhere, in log order */
 	size_t nmoved, capmoved;
+	/*
+	 * What changed graphs and execs after they were made, run once every record is: those
+	 * frames may name objects made after the graph (a function looked up, an event).
+	 */
+	struct later {
+		const struct st_rec *rec;
+		const uint8_t *j;
+		size_t from, to;
+	} *later;
+	size_t nlater, caplater;
 };
 
 /* Fill rp->why with "RECORD: what went wrong" and return code. */
@@ -170,6 +181,55 @@ static const uint8_t *find_journal(struct replay *rp, uint64_t id, size_t *len)
 }
 
 /*
+ * A capture into the graph in its journal (cuStreamBeginCaptureToGraph): 0 when the frame is
+ * one. Its stream, when it has died since, is stood in for by a stream of the same id, made at
+ * the begin and destroyed after the end (never in the log).
+ */
+static uint64_t stand_in_stream;
+
+static int capture_to_graph(struct replay *rp, const struct st_rec *rec, const uint8_t *body,
+			    size_t blen, int begin)
+{
+	struct srv_worker *w = rp->w;
+	Rgpu__CaptureOp *m = RGPU_PB_UNPACK(rgpu__capture_op, blen, body);
+	int ret = 0;
+
+	if (!m)
+		return -1;
+	if (!m->to_graph) {
+		rgpu__capture_op__free_unpacked(m, NULL);
+		return -1;
+	}
+	if (begin && !srv_obj_find(w, m->stream, ST_KIND_STREAM)) {
+		Rgpu__StreamCreate sc = RGPU__STREAM_CREATE__INIT;
+		sc.stream = m->stream;
+		sc.ctx = m->ctx;
+		w->journal_off++;
+		ret = run_msg(rp, rec, RGPU_MSG_STREAM_CREATE, &sc.base);
+		w->journal_off--;
+		stand_in_stream = ret ? 0 : m->stream;
+	}
+	rgpu__capture_op__free_unpacked(m, NULL);
+	return ret ? -1 : 0;
+}
+
+static int stand_in_done(struct replay *rp, const struct st_rec *rec)
+{
+	Rgpu__StreamOp so = RGPU__STREAM_OP__INIT;
+	int ret;
+
+	if (!stand_in_stream)
+		return 0;
+	so.stream = stand_in_stream;
+	so.ctx = rp->w->cur_ctx_id;
+	stand_in_stream = 0;
+	rp->w->journal_off++;
+	ret = run_msg(rp, rec, RGPU_MSG_STREAM_DESTROY, &so.base);
+	rp->w->journal_off--;
+	return ret;
+}
+
+/*
  * Frames [from, to) of a graph's journal through the executor, in order: the work a capture
  * recorded, and what changed the graph node by node (one clone's first frame may be its making).
  */
@@ -195,9 +255,14 @@ static int run_journal(struct replay *rp, const struct st_rec *rec, const uint8_
 			return fail(rp, rec, RGPU_ECORRUPT,
 				    "its graph journal is cut in a %s frame at byte %zu",
 				    rgpu_msg_name(type), off - JOURNAL_FRAME_HDR);
-		/* only what a journal records: nothing that makes or removes a record */
+		/*
+		 * only what a journal records: work, changes, a clone's making, and captures into
+		 * the graph (cuStreamBeginCaptureToGraph), whose records come and go with them
+		 */
 		if (!rgpu_journal_wants(type) && !rgpu_journal_edits(type) &&
-		    !(type == RGPU_MSG_GRAPH_CLONE && off == JOURNAL_FRAME_HDR))
+		    !(type == RGPU_MSG_GRAPH_CLONE && off == JOURNAL_FRAME_HDR) &&
+		    !((type == RGPU_MSG_CAPTURE_BEGIN || type == RGPU_MSG_CAPTURE_END) &&
+		      capture_to_graph(rp, rec, j + off, blen, type == RGPU_MSG_CAPTURE_BEGIN) == 0))
 			return fail(rp, rec, RGPU_ECORRUPT,
 				    "its graph journal holds a %s frame, which no journal records",
 				    rgpu_msg_name(type));
@@ -214,9 +279,27 @@ static int run_journal(struct replay *rp, const struct st_rec *rec, const uint8_
 			memcpy(payload, j + off + blen, plen);
 		off += blen + plen;
 		int ret = run_frame(rp, rec, type, body, blen, payload, plen);
+		if (ret == 0 && type == RGPU_MSG_CAPTURE_END)
+			ret = stand_in_done(rp, rec);
 		if (ret)
 			return ret;
 	}
+	return 0;
+}
+
+/* Frames [from, to) of journal j, to be run once every record is (struct replay, `later`). */
+static int run_later(struct replay *rp, const struct st_rec *rec, const uint8_t *j, size_t from,
+		     size_t to)
+{
+	if (rp->nlater == rp->caplater) {
+		size_t cap = rp->caplater ? 2 * rp->caplater : 16;
+		struct later *v = realloc(rp->later, cap * sizeof(*v));
+		if (!v)
+			return fail(rp, rec, RGPU_ENOMEM, "out of memory");
+		rp->later = v;
+		rp->caplater = cap;
+	}
+	rp->later[rp->nlater++] = (struct later){rec, j, from, to};
 	return 0;
 }
 
@@ -319,14 +402,27 @@ static int build_graph(struct replay *rp, const struct st_rec *rec, const struct
 			if (ret == 0)
 				ret = r2;
 		}
-	} else if (!(g->len >= JOURNAL_FRAME_HDR && rd_le16(j) == RGPU_MSG_GRAPH_CLONE)) {
+	} else if (g->len >= JOURNAL_FRAME_HDR && rd_le16(j) == RGPU_MSG_GRAPH_CLONE) {
+		/* a clone: the frame that made it, now */
+		size_t first = JOURNAL_FRAME_HDR + rd_le32(j + 2) + (size_t)rd_le64(j + 6);
+		if (first > g->len) {
+			ret = fail(rp, rec, RGPU_ECORRUPT,
+				   "its graph journal is cut in the frame that made it");
+			goto out;
+		}
+		ret = run_journal(rp, rec, j, 0, first);
+		pos = first;
+	} else {
 		Rgpu__GraphOp m = RGPU__GRAPH_OP__INIT;
 		m.graph = as;
 		m.ctx = rec->ctx;
 		ret = run_msg(rp, rec, RGPU_MSG_GRAPH_CREATE, &m.base);
 	}
-	if (ret == 0)
+	if (ret == 0 && scratch) {
 		ret = run_journal(rp, rec, j, pos, (size_t)g->len);
+	} else if (ret == 0 && pos < g->len) {
+		ret = run_later(rp, rec, j, pos, (size_t)g->len);
+	}
 out:
 	w->journal_off -= scratch;
 	w->ngredir--;
@@ -359,12 +455,20 @@ static CUresult graph_at(struct srv_worker *w, const struct Rgpu__GraphAt *at, u
 	struct gsrc g = {at->graph, at->len, at->stream, at->mode, at->caplen, NULL, 0};
 	struct st_rec rec = {.kind = ST_KIND_GRAPH, .id = at->graph, .ctx = w->cur_ctx_id};
 	uint64_t ctx = w->cur_ctx_id;
+	/* the frames run inside the handler of the frame that asked: its state comes back */
+	int recorded = w->exec_recorded;
+	CUresult result = w->exec_result, replayed = w->replay_result;
 	int ret;
 
 	if (!current)
 		return CUDA_ERROR_INVALID_VALUE;
 	ret = build_graph(current, &rec, &g, as);
 	srv_use_ctx(w, ctx);
+	w->exec_recorded = recorded;
+	w->exec_result = result;
+	w->replay_result = replayed;
+	if (ret)
+		pr_warn("%s", current->why);
 	return ret ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
@@ -445,7 +549,7 @@ static int replay_exec(struct replay *rp, const struct st_rec *rec)
 	}
 	j = ret == 0 ? find_journal(rp, rec->id, &jlen) : NULL;
 	if (j)
-		ret = run_journal(rp, rec, j, 0, jlen);
+		ret = run_later(rp, rec, j, 0, jlen);
 	return ret;
 }
 
@@ -951,8 +1055,14 @@ static int replay_job(struct replay *rp)
 	current = rp;
 	rp->w->graph_at = graph_at;
 	ret = st_foreach(rp->want, replay_rec, rp);
+	for (size_t i = 0; ret == 0 && i < rp->nlater; i++)
+		ret = run_journal(rp, rp->later[i].rec, rp->later[i].j, rp->later[i].from,
+				  rp->later[i].to);
 	rp->w->graph_at = NULL;
 	current = NULL;
+	free(rp->later);
+	rp->later = NULL;
+	rp->nlater = rp->caplater = 0;
 	if (ret)
 		return ret;
 	return verify(rp);
@@ -961,7 +1071,12 @@ static int replay_job(struct replay *rp)
 int srv_replay_restore(struct srv_worker *w, struct st_log *want, const uint8_t *journals,
 		       size_t jlen, char *why, size_t whylen)
 {
-	struct replay rp = {w, want, journals, journals ? jlen : 0, 0, why, whylen, NULL, 0, 0};
+	struct replay rp = {.w = w,
+			    .want = want,
+			    .journals = journals,
+			    .jlen = journals ? jlen : 0,
+			    .why = why,
+			    .whylen = whylen};
 	int ret;
 
 	if (!w || !want || !why || !whylen)

@@ -640,6 +640,9 @@ void srv_gexec_own(struct srv_worker *w, uint64_t exec, uint64_t scratch);
 void srv_gnodes_capture(struct srv_worker *w, uint64_t graph, CUstream s);
 /* srv_graph_redirect() - the id a graph id names now (a replay's scratch build), or id. */
 uint64_t srv_graph_redirect(const struct srv_worker *w, uint64_t id);
+/* srv_capture_to_graph() - cuStreamBeginCaptureToGraph(s, graph, its nodes deps, mode). */
+CUresult srv_capture_to_graph(struct srv_worker *w, CUstream s, uint64_t graph,
+			      const uint64_t *deps, size_t n, unsigned mode);
 /* srv_node_stream() - the stream a MSG_GRAPH_NODE's frames are captured on, while it runs. */
 CUresult srv_node_stream(struct srv_worker *w, CUstream *out);
 /* srv_gnodes_fini() - everything above, at the worker's end. */
