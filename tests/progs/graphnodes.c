@@ -156,6 +156,19 @@ static void same_handles(const char *what, const CUgraphNode *got, size_t ngot,
 	printf("%s: %zu, the add calls' handles in creation order\n", what, ngot);
 }
 
+/* got[0..n) must be want[0..n) in any order (the driver lists roots in an order of its own). */
+static void same_members(const char *what, const CUgraphNode *got, size_t ngot,
+			 const CUgraphNode *want, size_t nwant)
+{
+	EXPECT(ngot == nwant, "%s: %zu nodes, want %zu", what, ngot, nwant);
+	for (size_t i = 0; i < ngot; i++)
+		EXPECT(index_of(got[i], want, nwant) >= 0, "%s: node %zu is not expected", what,
+		       i);
+	for (size_t i = 0; i < nwant; i++)
+		EXPECT(index_of(want[i], got, ngot) >= 0, "%s: node %zu is missing", what, i);
+	printf("%s: %zu, the nodes expected\n", what, ngot);
+}
+
 /* got[0..n) must be the nodes known[want[0]], known[want[1]], ... in any order. */
 static void same_set(const char *what, const CUgraphNode *got, size_t ngot,
 		     const CUgraphNode *known, size_t nknown, const int *want, size_t nwant)
@@ -456,7 +469,7 @@ static void big_queries(struct big *b)
 	CUgraphNode roots[] = {b->hd_pin, b->hd_page, b->set[0],   b->set[1],
 			       b->set[2], b->copy2d,  b->childnode};
 	n = roots_of(b->g, v);
-	same_handles("cuGraphGetRootNodes", v, n, roots, 7);
+	same_members("cuGraphGetRootNodes", v, n, roots, 7);
 
 	/* the edges as (from, to) creation indices, as a set */
 	static const int want_edges[][2] = {{0, 2},   {1, 3},  {2, 4},	{3, 5},	 {2, 6},  {3, 6},
