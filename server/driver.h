@@ -64,7 +64,9 @@
 	X(cuGraphExecHostNodeSetParams) X(cuGraphExecChildGraphNodeSetParams)                  \
 	X(cuGraphExecEventRecordNodeSetEvent) X(cuGraphExecEventWaitNodeSetEvent)              \
 	X(cuGraphEventRecordNodeSetEvent) X(cuGraphEventWaitNodeSetEvent)                      \
-	X(cuGraphNodeSetEnabled) X(cuGraphExecUpdate) X(cuGraphDebugDotPrint)
+	X(cuGraphNodeSetEnabled) X(cuGraphExecUpdate) X(cuGraphDebugDotPrint)                  \
+	X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode)                \
+	X(cuGraphAddHostNode)
 
 struct srv_driver {
 	void *dl;

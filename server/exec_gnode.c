@@ -498,6 +498,46 @@ static CUresult copy_params(struct srv_worker *w, CUgraphNode from, CUgraphNode 
 	}
 }
 
+/*
+ * A node like `from` (a scratch graph's) in graph g after deps: made with the Add call of its
+ * type and its parameters. (Capturing into g itself is not possible while g is being captured:
+ * the H200's driver does not take a second capture into a graph.)
+ */
+static CUresult add_like(struct srv_worker *w, CUgraphNode from, CUgraph g,
+			 const CUgraphNode *deps, size_t n, CUcontext ctx, CUgraphNode *out)
+{
+	struct srv_driver *d = &w->drv;
+	CUgraphNodeType t;
+	CUresult r = d->cuGraphNodeGetType(from, &t);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	switch (t) {
+	case CU_GRAPH_NODE_TYPE_KERNEL: {
+		CUDA_KERNEL_NODE_PARAMS p;
+		r = d->cuGraphKernelNodeGetParams(from, &p);
+		return r == CUDA_SUCCESS ? d->cuGraphAddKernelNode(out, g, deps, n, &p) : r;
+	}
+	case CU_GRAPH_NODE_TYPE_MEMCPY: {
+		CUDA_MEMCPY3D p;
+		r = d->cuGraphMemcpyNodeGetParams(from, &p);
+		return r == CUDA_SUCCESS ? d->cuGraphAddMemcpyNode(out, g, deps, n, &p, ctx) : r;
+	}
+	case CU_GRAPH_NODE_TYPE_MEMSET: {
+		CUDA_MEMSET_NODE_PARAMS p;
+		r = d->cuGraphMemsetNodeGetParams(from, &p);
+		return r == CUDA_SUCCESS ? d->cuGraphAddMemsetNode(out, g, deps, n, &p, ctx) : r;
+	}
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		CUDA_HOST_NODE_PARAMS p;
+		r = d->cuGraphHostNodeGetParams(from, &p);
+		return r == CUDA_SUCCESS ? d->cuGraphAddHostNode(out, g, deps, n, &p) : r;
+	}
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
 /* New parameters for `to` from m's frames, made in a scratch graph. */
 static CUresult set_by_capture(struct srv_worker *w, const Rgpu__GraphNode *m,
 			       const struct srv_frame *f, CUgraphNode to, CUgraphExec e,
@@ -562,7 +602,17 @@ static CUresult node_add(struct srv_worker *w, const Rgpu__GraphNode *m, const s
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (capture_kind(m->type)) {
-		r = capture_node(w, m, f, g, deps, m->n_deps, &n);
+		/* made in a scratch graph, then added like it (add_like) */
+		struct srv_obj *ctx = srv_obj_find(w, m->ctx, ST_KIND_CONTEXT);
+		CUgraph scratch = NULL;
+		CUgraphNode made = NULL;
+		r = d->cuGraphCreate(&scratch, 0);
+		if (r == CUDA_SUCCESS) {
+			r = capture_node(w, m, f, scratch, NULL, 0, &made);
+			if (r == CUDA_SUCCESS)
+				r = add_like(w, made, g, deps, m->n_deps, ctx ? ctx->h : NULL, &n);
+			d->cuGraphDestroy(scratch);
+		}
 	} else if (m->type == CU_GRAPH_NODE_TYPE_EMPTY) {
 		r = d->cuGraphAddEmptyNode(&n, g, deps, m->n_deps);
 	} else if (m->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ||
