@@ -569,6 +569,9 @@ int main()
 						      cudaStreamCaptureModeThreadLocal,
 						      cudaStreamCaptureModeRelaxed};
 	int drv = 0, rt = 0;
+
+	/* a line at a time: what was found before a crash of the driver is kept */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	unsigned *a, *b;
 
 	CK(cudaSetDevice(0));
