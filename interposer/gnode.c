@@ -73,6 +73,10 @@ struct ip_gnode {
 			int owned;          /* the allocation is freed with the graph */
 		} a;
 		CUdeviceptr freed;
+		struct {
+			CUDA_CONDITIONAL_NODE_PARAMS p; /* phGraph_out: bodies */
+			CUgraph *bodies;
+		} cond;
 	};
 	struct ip_gnode *orig;      /* in a clone: the node it copies */
 };
@@ -238,6 +242,14 @@ static void node_kill(struct ip_gnode *n)
 		graph_free_nodes(n->ch.copy);
 		ip_obj_unregister(&n->ch.copy->o);
 	}
+	if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && n->known && n->cond.bodies) {
+		for (unsigned i = 0; i < n->cond.p.size; i++) {
+			graph_free_nodes((struct ip_graph *)n->cond.bodies[i]);
+			ip_obj_unregister(&((struct ip_graph *)n->cond.bodies[i])->o);
+		}
+		free(n->cond.bodies);
+		n->cond.bodies = NULL;
+	}
 	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && n->known && n->a.owned &&
 	    !n->g->instantiated)
 		cuMemFree_v2(n->a.p.dptr);
@@ -399,6 +411,10 @@ struct node_req {
 	uint64_t child_copy;
 	int enabled;
 	struct recorder *frames;
+	uint64_t *body_ids;       /* a conditional node: ids for its bodies */
+	size_t nbodies;
+	uint64_t cond_handle;
+	uint32_t cond_type;
 };
 
 static CUresult send_node(const struct node_req *q)
@@ -431,6 +447,10 @@ static CUresult send_node(const struct node_req *q)
 		m.child_at = &at;
 		m.child_copy = q->child_copy;
 	}
+	m.cond_handle = q->cond_handle;
+	m.cond_type = q->cond_type;
+	m.bodies = q->body_ids;
+	m.n_bodies = q->nbodies;
 	if (q->frames) {
 		m.frame_type = q->frames->type;
 		m.n_frame_type = q->frames->n;
@@ -766,6 +786,41 @@ static CUresult host_sides(const struct ip_graph *g, struct ip_hcopy **out, size
 	return CUDA_SUCCESS;
 }
 
+/*
+ * A conditional node's body graphs: client objects owned by the node (their changes go into
+ * the journal of the node's graph), made by the driver on the worker under their ids.
+ */
+static CUresult cond_bodies(struct ip_graph *g, struct ip_gnode *n, const void *params,
+			    struct node_req *q)
+{
+	const CUDA_CONDITIONAL_NODE_PARAMS *p = params;
+	unsigned want = p->type == CU_GRAPH_COND_TYPE_WHILE ? 1 : p->type == CU_GRAPH_COND_TYPE_IF ? 2 : ~0u;
+
+	if (!p->phGraph_out || !p->size || p->size > want || p->type > CU_GRAPH_COND_TYPE_SWITCH ||
+	    !p->handle || p->size > 1024)
+		return CUDA_ERROR_INVALID_VALUE;
+	n->cond.p = *p;
+	n->cond.bodies = calloc(p->size, sizeof(*n->cond.bodies));
+	q->body_ids = calloc(p->size, sizeof(*q->body_ids));
+	if (!n->cond.bodies || !q->body_ids)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	n->cond.p.phGraph_out = n->cond.bodies;
+	for (unsigned i = 0; i < p->size; i++) {
+		struct ip_graph *b = ip_obj_new(sizeof(*b), ST_KIND_GRAPH, g->ctx);
+		if (!b)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		b->ctx = g->ctx;
+		b->owner = n;
+		b->synced = 1;
+		n->cond.bodies[i] = (CUgraph)b;
+		q->body_ids[i] = b->o.id;
+	}
+	q->nbodies = p->size;
+	q->cond_handle = p->handle;
+	q->cond_type = p->type;
+	return CUDA_SUCCESS;
+}
+
 /* ---- adding nodes --------------------------------------------------------------------------- */
 
 static CUresult deps_check(struct ip_graph *g, const CUgraphNode *deps, size_t n,
@@ -898,6 +953,9 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
 			r = CUDA_ERROR_INVALID_VALUE;
 		q.type = CU_GRAPH_NODE_TYPE_EMPTY;
 		break;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		r = cond_bodies(g, n, params, &q);
+		break;
 	default:
 		pr_warn("graph nodes of type %d are not supported", (int)type);
 		r = CUDA_ERROR_NOT_SUPPORTED;
@@ -905,6 +963,17 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
 	if (r == CUDA_SUCCESS)
 		r = send_node(&q);
 	recorder_free(&frames);
+	free(q.body_ids);
+	if (r != CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_CONDITIONAL && n->cond.bodies) {
+		for (unsigned i = 0; i < n->cond.p.size; i++)
+			if (n->cond.bodies[i])
+				ip_obj_unregister(&((struct ip_graph *)n->cond.bodies[i])->o);
+		free(n->cond.bodies);
+		n->cond.bodies = NULL;
+	}
+	if (r == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+		memcpy(((CUDA_CONDITIONAL_NODE_PARAMS *)params)->phGraph_out, n->cond.bodies,
+		       n->cond.p.size * sizeof(CUgraph));
 	if (r == CUDA_SUCCESS) {
 		for (size_t i = 0; i < ndeps && r == CUDA_SUCCESS; i++)
 			if (add_dep(n, dv[i]))
@@ -1039,9 +1108,10 @@ static CUresult generic(CUgraphNodeParams *p, const void **params, CUcontext *ct
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT: *params = &p->eventWait.event; return CUDA_SUCCESS;
 	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: *params = &p->alloc; return CUDA_SUCCESS;
 	case CU_GRAPH_NODE_TYPE_MEM_FREE: *params = &p->free.dptr; return CUDA_SUCCESS;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL: *params = &p->conditional; return CUDA_SUCCESS;
 	default:
-		pr_warn("cuGraphAddNode/cuGraphNodeSetParams: nodes of type %d (conditional, "
-			"semaphore or batch memory nodes) are not supported",
+		pr_warn("cuGraphAddNode/cuGraphNodeSetParams: nodes of type %d (semaphore or "
+			"batch memory nodes) are not supported",
 			(int)p->type);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
@@ -1074,6 +1144,46 @@ IP_API CUresult CUDAAPI cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgrap
 				       size_t n, CUgraphNodeParams *p)
 {
 	return cuGraphAddNode_v2(out, g, d, NULL, n, p);
+}
+
+/*
+ * A conditional handle: a value the worker's driver chose, which kernels are given. It goes
+ * into the graph's journal with that value, which a replay must get again.
+ */
+IP_API CUresult CUDAAPI cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph h,
+						       CUcontext ctx, unsigned int dflt,
+						       unsigned int flags)
+{
+	Rgpu__GraphCond m = RGPU__GRAPH_COND__INIT;
+	Rgpu__ValueReply *rep = NULL;
+	struct ip_graph *g;
+	struct ip_ctx *c;
+	CUresult r = ip_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	g = graph_get(h);
+	if (!out || !g || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT))
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ctx_of(ctx, g->ctx, &c);
+	if (r != CUDA_SUCCESS)
+		return r;
+	m.graph = g->o.id;
+	m.ctx = c->o.id;
+	m.default_value = dflt;
+	m.flags = flags;
+	r = ip_call(RGPU_MSG_GRAPH_COND, &m.base, NULL, 0, NULL, 0, &rgpu__value_reply__descriptor,
+		    (ProtobufCMessage **)&rep);
+	if (r == CUDA_SUCCESS)
+		r = (CUresult)rep->result;
+	if (r == CUDA_SUCCESS) {
+		*out = (CUgraphConditionalHandle)rep->value;
+		m.want = (uint64_t)rep->value;
+		ip_statelog_edit(RGPU_MSG_GRAPH_COND, &m.base, NULL, 0);
+	}
+	if (rep)
+		rgpu__value_reply__free_unpacked(rep, NULL);
+	return r;
 }
 
 /* ---- parameters: queries -------------------------------------------------------------------- */

@@ -759,25 +759,40 @@ static struct rgpu_journal *edit_journal(struct rgpu_journals *js, unsigned type
 	}
 	case RGPU_MSG_GRAPH_EXEC_UPDATE:
 		return exec_journal(js, ((const Rgpu__GraphExecUpdate *)req)->exec);
+	case RGPU_MSG_GRAPH_COND:
+		return graph_journal(js, ((const Rgpu__GraphCond *)req)->graph);
 	}
 	return NULL;
 }
 
-/* A child graph node's copy of its graph: its changes go where the node's graph's go. */
+/*
+ * A child graph node's copy of its graph, a conditional node's bodies: their changes go where
+ * the node's graph's go.
+ */
+static int alias_one(struct rgpu_journals *js, uint64_t id, uint64_t graph)
+{
+	struct rgpu_journal *a;
+
+	rgpu_journal_free(take_journal(&js->kept, id));
+	a = push_new(&js->kept, id, 0);
+	if (!a)
+		return RGPU_ENOMEM;
+	a->alias = graph;
+	return 0;
+}
+
 static int child_alias(struct rgpu_journals *js, unsigned type, const ProtobufCMessage *req)
 {
 	const Rgpu__GraphNode *m = (const Rgpu__GraphNode *)req;
-	struct rgpu_journal *a;
+	int ret = 0;
 
-	if (type != RGPU_MSG_GRAPH_NODE || m->op != RGPU__GRAPH_NODE_OP__NODE_ADD ||
-	    !m->child_copy)
+	if (type != RGPU_MSG_GRAPH_NODE || m->op != RGPU__GRAPH_NODE_OP__NODE_ADD)
 		return 0;
-	rgpu_journal_free(take_journal(&js->kept, m->child_copy));
-	a = push_new(&js->kept, m->child_copy, 0);
-	if (!a)
-		return RGPU_ENOMEM;
-	a->alias = m->graph;
-	return 0;
+	if (m->child_copy)
+		ret = alias_one(js, m->child_copy, m->graph);
+	for (size_t i = 0; ret == 0 && i < m->n_bodies; i++)
+		ret = alias_one(js, m->bodies[i], m->graph);
+	return ret;
 }
 
 static void journal_into(struct rgpu_journal *j, struct st_rec *rec, int len_field)
@@ -884,7 +899,7 @@ int rgpu_journal_edits(unsigned type)
 {
 	return type == RGPU_MSG_GRAPH_NODE || type == RGPU_MSG_GRAPH_EDIT ||
 	       type == RGPU_MSG_GRAPH_BIND || type == RGPU_MSG_CAPTURE_DEPS ||
-	       type == RGPU_MSG_GRAPH_EXEC_UPDATE;
+	       type == RGPU_MSG_GRAPH_EXEC_UPDATE || type == RGPU_MSG_GRAPH_COND;
 }
 
 int rgpu_journal_wants(unsigned type)

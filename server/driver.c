@@ -31,6 +31,9 @@ int srv_driver_load(struct srv_driver *d, const char *path)
 	}
 	DRV_FUNCS(DRV_RESOLVE)
 #undef DRV_RESOLVE
+#define DRV_RESOLVE_OPT(fn) d->fn = (__typeof__(d->fn))dlsym(d->dl, XSTR(fn));
+	DRV_OPT_FUNCS(DRV_RESOLVE_OPT)
+#undef DRV_RESOLVE_OPT
 	return 0;
 }
 

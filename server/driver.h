@@ -51,7 +51,7 @@
 	X(cuArray3DCreate) X(cuArrayDestroy) X(cuMipmappedArrayCreate)                         \
 	X(cuMipmappedArrayGetLevel) X(cuMipmappedArrayDestroy) X(cuMemcpy3DAsync)              \
 	X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy) \
-	X(cuStreamCreate) X(cuStreamBeginCaptureToGraph) X(cuStreamGetCaptureInfo)             \
+	X(cuStreamCreate) X(cuStreamGetCaptureInfo)                                            \
 	X(cuStreamUpdateCaptureDependencies) X(cuGraphGetEdges) X(cuGraphNodeGetType)          \
 	X(cuGraphAddEmptyNode) X(cuGraphAddChildGraphNode) X(cuGraphChildGraphNodeGetGraph)    \
 	X(cuGraphAddEventRecordNode) X(cuGraphAddEventWaitNode) X(cuGraphAddDependencies)      \
@@ -68,11 +68,19 @@
 	X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode)                \
 	X(cuGraphAddHostNode)
 
+/*
+ * Functions of newer drivers (CUDA 12.3 and later): NULL when the driver lacks them, and what
+ * needs them is refused and logged (exec_gnode.c) rather than the worker refusing to start.
+ */
+#define DRV_OPT_FUNCS(X)                                                                       \
+	X(cuStreamBeginCaptureToGraph) X(cuGraphConditionalHandleCreate) X(cuGraphAddNode)
+
 struct srv_driver {
 	void *dl;
 	char path[256];
 #define DRV_FIELD(fn) __typeof__(fn) *fn;
 	DRV_FUNCS(DRV_FIELD)
+	DRV_OPT_FUNCS(DRV_FIELD)
 #undef DRV_FIELD
 };
 

@@ -328,6 +328,10 @@ CUresult srv_capture_to_graph(struct srv_worker *w, CUstream s, uint64_t graph,
 
 	if (r == CUDA_SUCCESS)
 		r = node_list(gn, deps, n, &d);
+	if (r == CUDA_SUCCESS && !w->drv.cuStreamBeginCaptureToGraph) {
+		pr_warn("the driver lacks cuStreamBeginCaptureToGraph (CUDA 12.3)");
+		r = CUDA_ERROR_NOT_SUPPORTED;
+	}
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuStreamBeginCaptureToGraph(s, g, d, NULL, n, (CUstreamCaptureMode)mode);
 	free(d);
@@ -395,6 +399,11 @@ static CUresult capture_node(struct srv_worker *w, const Rgpu__GraphNode *m,
 	if (!m->n_frame_type || m->n_frame_type != m->n_frame_body ||
 	    m->n_frame_type != m->n_frame_plen)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (!d->cuStreamBeginCaptureToGraph) {
+		pr_warn("the driver lacks cuStreamBeginCaptureToGraph (CUDA 12.3): graph nodes "
+			"with work cannot be made");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	r = nstream(w, m->ctx, &s);
 	if (r == CUDA_SUCCESS)
 		r = d->cuStreamBeginCaptureToGraph(s, g, deps, NULL, ndeps,
@@ -634,6 +643,33 @@ static CUresult node_add(struct srv_worker *w, const Rgpu__GraphNode *m, const s
 			r = bind_copy(w, scratch ? scratch : m->child_at->graph, child, m->child_copy,
 				      copy);
 		scratch_done(w, scratch);
+	} else if (m->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+		struct srv_obj *ctx = srv_obj_find(w, m->ctx, ST_KIND_CONTEXT);
+		CUgraphNodeParams p;
+		CUgraph *bodies = calloc(m->n_bodies + 1, sizeof(*bodies));
+		memset(&p, 0, sizeof(p));
+		p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+		p.conditional.handle = m->cond_handle;
+		p.conditional.type = (CUgraphConditionalNodeType)m->cond_type;
+		p.conditional.size = (unsigned)m->n_bodies;
+		p.conditional.phGraph_out = bodies;
+		p.conditional.ctx = ctx ? ctx->h : NULL;
+		r = !bodies ? CUDA_ERROR_OUT_OF_MEMORY
+		    : d->cuGraphAddNode ? d->cuGraphAddNode(&n, g, deps, NULL, m->n_deps, &p)
+					: CUDA_ERROR_NOT_SUPPORTED;
+		if (r == CUDA_ERROR_NOT_SUPPORTED)
+			pr_warn("the driver lacks cuGraphAddNode (CUDA 12.3): no conditional node");
+		/* the bodies are graphs of the client's ids, found through the node */
+		for (size_t i = 0; r == CUDA_SUCCESS && i < m->n_bodies; i++) {
+			struct srv_gnodes *b;
+			srv_gnodes_forget(w, m->bodies[i]);
+			b = gnodes(w, m->bodies[i], 1);
+			if (!b)
+				r = CUDA_ERROR_OUT_OF_MEMORY;
+			else
+				b->h = bodies[i];
+		}
+		free(bodies);
 	} else {
 		pr_warn("a graph node of type %u cannot be made here", m->type);
 		r = CUDA_ERROR_NOT_SUPPORTED;
@@ -719,6 +755,33 @@ int h_graph_edit(struct srv_worker *w, struct srv_frame *f)
 	CUresult r;
 	int ret;
 
+	if (f->hdr.type == RGPU_MSG_GRAPH_COND) {
+		DECODE(m, GraphCond, graph_cond, w, f);
+		struct srv_obj *ctx = srv_obj_find(w, m->ctx, ST_KIND_CONTEXT);
+		CUgraphConditionalHandle h = 0;
+		r = srv_use_ctx(w, m->ctx);
+		if (r == CUDA_SUCCESS)
+			r = graph_h(w, m->graph, &g, NULL);
+		if (r == CUDA_SUCCESS && !d->cuGraphConditionalHandleCreate) {
+			pr_warn("the driver lacks cuGraphConditionalHandleCreate (CUDA 12.3)");
+			r = CUDA_ERROR_NOT_SUPPORTED;
+		}
+		if (r == CUDA_SUCCESS)
+			r = d->cuGraphConditionalHandleCreate(&h, g, ctx ? ctx->h : NULL,
+							      m->default_value, m->flags);
+		/*
+		 * A replay must give the kernels' value again (they hold it as a value): a handle
+		 * that cannot be placed fails it, naming both (docs/architecture.md)
+		 */
+		if (r == CUDA_SUCCESS && m->want && h != m->want) {
+			pr_err("a graph's conditional handle is %#llx now, where the program holds "
+			       "%#llx: it cannot be placed",
+			       (unsigned long long)h, (unsigned long long)m->want);
+			r = CUDA_ERROR_INVALID_VALUE;
+		}
+		rgpu__graph_cond__free_unpacked(m, NULL);
+		return srv_reply_value(w, f, r, (int64_t)h);
+	}
 	if (f->hdr.type == RGPU_MSG_CAPTURE_DEPS) {
 		DECODE(m, CaptureDeps, capture_deps, w, f);
 		CUstream s = NULL;

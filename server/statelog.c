@@ -73,6 +73,28 @@ static void journal_step(struct srv_worker *w, const struct srv_frame *f,
 }
 
 /*
+ * A conditional handle's making goes into its graph's journal with the value the driver gave
+ * (GraphCond.want), which a replay must get again; the client journals the same bytes.
+ */
+static void cond_step(struct srv_worker *w, const struct srv_frame *f, Rgpu__GraphCond *req,
+		      const Rgpu__ValueReply *rep)
+{
+	struct rgpu_rec_ops ops = {0};
+	size_t blen;
+	uint8_t *body;
+
+	req->want = (uint64_t)rep->value;
+	blen = protobuf_c_message_get_packed_size(&req->base);
+	body = malloc(blen ? blen : 1);
+	if (!body || (protobuf_c_message_pack(&req->base, body),
+		      rgpu_journals_step(&w->journals, f->hdr.type, &req->base, body, blen, NULL, 0,
+					 &ops)))
+		pr_warn("out of memory: a graph journal misses %s seq %llu",
+			rgpu_msg_name(f->hdr.type), (unsigned long long)f->hdr.seq);
+	free(body);
+}
+
+/*
  * An object the log does not hold (its record was refused, and that was logged) is still
  * released when the client destroys it: the log's removal cannot do it.
  */
@@ -109,7 +131,11 @@ void srv_log_record(struct srv_worker *w, const struct srv_frame *f, const Proto
 		if (rgpu_journal_edits(f->hdr.type)) {
 			if (w->exec_result == CUDA_SUCCESS &&
 			    (req = rgpu_pb_unpack(mi->body, f->hdr.body_len, f->body)) != NULL) {
-				journal_step(w, f, req, &ops);
+				if (f->hdr.type == RGPU_MSG_GRAPH_COND && rep)
+					cond_step(w, f, (Rgpu__GraphCond *)req,
+						  (const Rgpu__ValueReply *)rep);
+				else
+					journal_step(w, f, req, &ops);
 				protobuf_c_message_free_unpacked(req, NULL);
 			}
 		} else if (w->journals.capturing && mi->effect == RGPU_EFFECT_NONE) {

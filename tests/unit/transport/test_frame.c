@@ -138,6 +138,7 @@ static const struct tspec types[] = {
     {146, "MSG_GRAPH_DOT", TO_SRV, 0, 0},
     {147, "MSG_CAPTURE_INFO", TO_SRV, 0, 0},
     {148, "MSG_CAPTURE_DEPS", TO_SRV, 0, 0},
+    {149, "MSG_GRAPH_COND", TO_SRV, 0, 0},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
