@@ -177,7 +177,7 @@ if [ -x "$B/tests/cuda/rt_managed_static" ]; then
 		>"$OUT/mm_bench.txt"
 fi
 # ---- stream and context attributes, JIT linking of two PTX files: every line equal
-for p in attrs linkjit; do
+for p in attrs linkjit nvjitlink; do
 	[ -x "$P/$p" ] && run_compare "$p" "" 0 "$P/$p"
 done
 # ---- CUDA arrays, texture and surface objects (issue 12): every line equal, the driver's
