@@ -1095,6 +1095,61 @@ static int replay_job(struct replay *rp)
 	return ret ? ret : adopt_journals(rp);
 }
 
+/*
+ * The journals the replay did not make again: those of graphs that died before the checkpoint
+ * (PyTorch destroys a captured graph once instantiated; a clone may outlive its source). An
+ * exec or a clone made from one was rebuilt from it under a scratch id, which records nothing,
+ * so the worker would hold no journal for that id, and its next checkpoint or migration could
+ * not rebuild them. They are kept as they came, frame by frame (the hash is the one the records
+ * name), after the journals the replay made.
+ */
+static int carry_journals(struct replay *rp)
+{
+	struct rgpu_journal **tail = &rp->w->journals.kept;
+	size_t off = 0;
+
+	while (*tail)
+		tail = &(*tail)->next;
+	while (off < rp->jlen) { /* the layout was checked by check_journals() */
+		uint64_t id = rd_le64(rp->journals + off), n = rd_le64(rp->journals + off + 8);
+		const uint8_t *j = rp->journals + off + JOURNAL_ENTRY_HDR;
+		struct rgpu_journal *k, *nj;
+		size_t p = 0;
+
+		off += JOURNAL_ENTRY_HDR + (size_t)n;
+		for (k = rp->w->journals.kept; k && k->stream != id; k = k->next)
+			;
+		if (k)
+			continue; /* made again, or carried already (the first wins) */
+		nj = rgpu_journal_new(id, 1);
+		if (!nj)
+			return fail(rp, NULL, RGPU_ENOMEM, "out of memory for the graph journals");
+		while (p < n) {
+			uint64_t blen, plen;
+			if (n - p < JOURNAL_FRAME_HDR ||
+			    (blen = rd_le32(j + p + 2)) > n - p - JOURNAL_FRAME_HDR ||
+			    (plen = rd_le64(j + p + 6)) > n - p - JOURNAL_FRAME_HDR - blen) {
+				rgpu_journal_free(nj);
+				return fail(
+				    rp, NULL, RGPU_ECORRUPT,
+				    "the journal of graph %llu is cut in a frame at byte %zu",
+				    (unsigned long long)id, p);
+			}
+			if (rgpu_journal_add(nj, rd_le16(j + p), j + p + JOURNAL_FRAME_HDR,
+					     (size_t)blen, j + p + JOURNAL_FRAME_HDR + blen,
+					     (size_t)plen)) {
+				rgpu_journal_free(nj);
+				return fail(rp, NULL, RGPU_ENOMEM,
+					    "out of memory for the graph journals");
+			}
+			p += JOURNAL_FRAME_HDR + (size_t)blen + (size_t)plen;
+		}
+		*tail = nj;
+		tail = &nj->next;
+	}
+	return 0;
+}
+
 int srv_replay_restore(struct srv_worker *w, struct st_log *want, const uint8_t *journals,
 		       size_t jlen, char *why, size_t whylen)
 {
@@ -1110,6 +1165,8 @@ int srv_replay_restore(struct srv_worker *w, struct st_log *want, const uint8_t 
 		return RGPU_EINVAL;
 	why[0] = '\0';
 	ret = replay_job(&rp);
+	if (ret == 0)
+		ret = carry_journals(&rp);
 	if (ret == 0 && rp.nmoved) {
 		/*
 		 * The job goes on with the addresses its client holds: the log says them again (it

@@ -489,6 +489,8 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen);
  * (srv_worker_setup, module cache, srv_log_init with an empty log) and have w->replaying set.
  * @journals, @jlen: the kept capture journals (RGPU_STATE_DUMP's .journals layout: per graph,
  *                   graph id and length as u64 LE, then the journal); NULL and 0 for none.
+ *                   Those the replay does not make again (of graphs destroyed since, which
+ *                   execs and clones are rebuilt from) are kept on the worker as they came.
  * @why, @whylen: on failure, one line naming the record that failed and why.
  * Returns 0 or RGPU_EINVAL (worker not ready), RGPU_ECUDA (a handler failed), RGPU_ENOTFOUND
  * (a module image or journal that is not here), RGPU_EUNSUPPORTED (a record this cannot

@@ -42,7 +42,7 @@ live() {
 }
 
 # LIVE_ONLY_BUSY=1: part 2 alone (e2e.live_1g: the 1 GiB job)
-progs="memory globals streams events pool graph mixed managed"
+progs="memory globals streams events pool graph graphnodes mixed managed"
 [ "${LIVE_ONLY_BUSY:-0}" = 1 ] && progs=""
 for p in $progs; do
 	zdtm_start A "zdtm_$p" 3

@@ -959,6 +959,24 @@ static void zd_combine_u32(const struct sim_launch *l)
 		dst[i] = a[i] * 3u + (b[i] ^ 0x5bd1e995u);
 }
 
+/* zdtm_graphnodes.cu: zn_affine(unsigned *dst, const unsigned *src, ull n, unsigned mul,
+ * unsigned add); dst may be src */
+static void zn_affine(const struct sim_launch *l)
+{
+	unsigned *dst = P(l, 0, unsigned *);
+	const unsigned *src = P(l, 1, const unsigned *);
+	unsigned long long n = P(l, 2, unsigned long long);
+	unsigned mul = P(l, 3, unsigned), add = P(l, 4, unsigned);
+
+	if (n && (n > SIZE_MAX / 4 || !sim_device_ok(src, n * 4, 0) ||
+		  !sim_device_ok(dst, n * 4, 1))) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		dst[i] = src[i] * mul + add;
+}
+
 /* zdtm_memory.cu: zd_fill_pitch(uchar *p, ull pitch, unsigned width, y0, rows, seed) */
 static void zd_fill_pitch(const struct sim_launch *l)
 {
@@ -1372,6 +1390,7 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z14zd_combine_u32PjPKjS1_y", zd_combine_u32);
 	sim_register_kernel("_Z7zd_spiny", spin_ns); /* the same computation: sleep ns */
 	sim_register_kernel("_Z13zd_fill_pitchPhyjjjj", zd_fill_pitch);
+	sim_register_kernel("_Z9zn_affinePjPKjyjj", zn_affine);
 	sim_register_kernel("_Z14pitch_row_sumsPKhmjjPj", pitch_row_sums);
 	sim_register_kernel("_Z8mm_scalePfjff", mm_scale);
 	sim_register_kernel("_Z7mv_stepi", mv_step);
