@@ -636,23 +636,6 @@ int rgpu_journal_add(struct rgpu_journal *j, uint16_t type, const void *body, si
 	return 0;
 }
 
-int rgpu_journal_raw(struct rgpu_journal *j, const void *bytes, size_t n)
-{
-	if (j->keep && n) {
-		uint8_t *b = realloc(j->buf, j->len + n);
-		if (!b)
-			return RGPU_ENOMEM;
-		memcpy(b + j->len, bytes, n);
-		j->buf = b;
-		j->len += n;
-		j->cap = j->len;
-	}
-	j->total += n;
-	if (n)
-		sha256_update(j->hash_ctx, n, bytes);
-	return 0;
-}
-
 void rgpu_journal_digest(struct rgpu_journal *j, uint8_t out[32])
 {
 	struct sha256_ctx copy = *(struct sha256_ctx *)j->hash_ctx;

@@ -1038,32 +1038,6 @@ static int verify(struct replay *rp)
 }
 
 /*
- * The journals the rebuild did not make again are kept as they came: those of graphs that are
- * gone but whose execs or clones still name them (a later checkpoint needs them again).
- */
-static int adopt_journals(struct replay *rp)
-{
-	struct srv_worker *w = rp->w;
-	size_t off = 0;
-
-	while (off < rp->jlen) {
-		uint64_t id = rd_le64(rp->journals + off), n = rd_le64(rp->journals + off + 8);
-		const uint8_t *j = rp->journals + off + JOURNAL_ENTRY_HDR;
-		off += JOURNAL_ENTRY_HDR + (size_t)n;
-		if (rgpu_journals_kept(&w->journals, id))
-			continue;
-		struct rgpu_journal *k = rgpu_journal_new(id, 1);
-		if (!k || rgpu_journal_raw(k, j, (size_t)n)) {
-			rgpu_journal_free(k);
-			return fail(rp, NULL, RGPU_ENOMEM, "out of memory keeping the graph journals");
-		}
-		k->next = w->journals.kept;
-		w->journals.kept = k;
-	}
-	return 0;
-}
-
-/*
  * Replay and verify. Returns 0 when the rebuilt state is equal to want but for the globals in
  * rp->moved (none: equal), or an RGPU_E* code with rp->why filled.
  */
@@ -1091,8 +1065,7 @@ static int replay_job(struct replay *rp)
 	rp->nlater = rp->caplater = 0;
 	if (ret)
 		return ret;
-	ret = verify(rp);
-	return ret ? ret : adopt_journals(rp);
+	return verify(rp);
 }
 
 /*

@@ -151,8 +151,6 @@ struct rgpu_journal *rgpu_journal_new(uint64_t stream, int keep);
 /* rgpu_journal_add() - one frame. Returns 0 or RGPU_ENOMEM (the journal then stays as it was). */
 int rgpu_journal_add(struct rgpu_journal *j, uint16_t type, const void *body, size_t blen,
 		     const void *payload, size_t plen);
-/* rgpu_journal_raw() - bytes of frames as a journal holds them (a journal read back). */
-int rgpu_journal_raw(struct rgpu_journal *j, const void *bytes, size_t n);
 /* rgpu_journal_digest() - the SHA-256 of everything added so far (the journal goes on). */
 void rgpu_journal_digest(struct rgpu_journal *j, uint8_t out[32]);
 void rgpu_journal_free(struct rgpu_journal *j);
