@@ -319,7 +319,7 @@ IP_API CUresult CUDAAPI cuCtxGetApiVersion(CUcontext h, unsigned int *version)
 	return CUDA_SUCCESS;
 }
 
-static CUresult ctx_sync(struct ip_ctx *c)
+CUresult ip_ctx_sync(struct ip_ctx *c)
 {
 	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
 	uint64_t epoch = ip_ctx_work_epoch();
@@ -333,11 +333,18 @@ static CUresult ctx_sync(struct ip_ctx *c)
 	return r;
 }
 
+/* refused while a stream of the context is capturing, in every mode (graph.c) */
+static CUresult app_ctx_sync(struct ip_ctx *c, const char *call)
+{
+	CUresult r = ip_capture_guard_ctx(c, call);
+	return r == CUDA_SUCCESS ? ip_ctx_sync(c) : r;
+}
+
 IP_API CUresult CUDAAPI cuCtxSynchronize(void)
 {
 	struct ip_ctx *c;
 	CUresult r = ip_ctx_require(&c);
-	return r == CUDA_SUCCESS ? ctx_sync(c) : r;
+	return r == CUDA_SUCCESS ? app_ctx_sync(c, "cuCtxSynchronize") : r;
 }
 
 IP_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext h)
@@ -348,7 +355,7 @@ IP_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext h)
 	REQUIRE_INIT();
 	if (!(c = ctx_get(h)) || !c->active)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	return ctx_sync(c);
+	return app_ctx_sync(c, "cuCtxSynchronize_v2");
 }
 
 /* what the current context's driver answers: a configuration, or the priority range */

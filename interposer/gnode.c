@@ -205,7 +205,7 @@ static struct ip_gnode *node_new(struct ip_graph *g, CUgraphNodeType type)
 static void scratch_put(struct ip_scratch *s)
 {
 	if (s && --s->refs == 0) {
-		cuMemFree_v2(s->addr);
+		ip_mem_free(s->addr);
 		free(s);
 	}
 }
@@ -252,7 +252,7 @@ static void node_kill(struct ip_gnode *n)
 	}
 	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && n->known && n->a.owned &&
 	    !n->g->instantiated)
-		cuMemFree_v2(n->a.p.dptr);
+		ip_mem_free(n->a.p.dptr);
 	params_free(n);
 	free(n->deps);
 	n->deps = NULL;
@@ -983,7 +983,7 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
 	} else {
 		node_unlist(n);
 		if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && n->a.owned)
-			cuMemFree_v2(n->a.p.dptr);
+			ip_mem_free(n->a.p.dptr);
 		if (copy)
 			ip_obj_unregister(&copy->o);
 		/* what describe() or host_sides() kept */

@@ -104,15 +104,25 @@ struct ip_graph_exec {
 
 /*
  * A stream capture in progress. The stream that began it and every stream that joined it
- * (by waiting on an event recorded inside it) point here until the capture ends; it is never
- * freed, so a stale pointer always reads "ended".
+ * (by waiting on an event recorded inside it) point here until the capture ends; it is freed
+ * when the last of them lets go (ip_capture_set).
+ *
+ * Capture modes are enforced here, not by the worker (graph.c): a capture that a refused call
+ * invalidated stays `active` (its streams are still capturing, as natively) with `invalidated`
+ * set, and its end returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
  */
+struct ip_capture_thread;
 struct ip_capture {
 	unsigned long long id;     /* what cuStreamGetCaptureInfo reports */
 	struct ip_graph *graph;    /* the graph being built */
 	struct ip_stream *origin;
+	struct ip_ctx *ctx;
 	CUstreamCaptureMode mode;
 	int active;
+	atomic_int invalidated;
+	atomic_int blocking;       /* its streams that synchronise with the legacy stream */
+	struct ip_capture_thread *thread; /* not relaxed: the thread that began it */
+	struct ip_capture *next;   /* in graph.c's list of active captures */
 	atomic_int refs;           /* streams and events that point at it; freed at 0 */
 	int to_graph;              /* cuStreamBeginCaptureToGraph: into a graph that exists */
 	CUgraphNode *deps;         /* cuStreamGetCaptureInfo's last dependency list (gnode.c) */
@@ -265,6 +275,11 @@ uint64_t ip_ctx_work_issued(void);
 uint64_t ip_ctx_work_epoch(void);
 void ip_ctx_work_synced(uint64_t epoch);
 int ip_ctx_work_pending(void);
+/*
+ * ip_ctx_sync() - cuCtxSynchronize of c for the interposer's own use (no capture-mode checks):
+ * waits for all of c's work on the server (context.c).
+ */
+CUresult ip_ctx_sync(struct ip_ctx *c);
 /* ip_ctx_cur() - the calling thread's current context, or NULL. */
 struct ip_ctx *ip_ctx_cur(void);
 /* ip_ctx_stack_full() - the calling thread's context stack has no room for one more. */
@@ -399,6 +414,11 @@ uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream,
 CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *id);
 /* ip_stream_get() - as ip_stream_resolve, also giving the stream object (NULL: legacy stream) */
 CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stream **s);
+/*
+ * ip_stream_sync() - cuStreamSynchronize for the interposer's own use: the same wait, without
+ * the capture-mode checks an application's call gets (a synchronous copy waits this way).
+ */
+CUresult ip_stream_sync(CUstream h, int ptds);
 /* ip_capture_of() - the active capture the stream takes part in, or NULL */
 struct ip_capture *ip_capture_of(const struct ip_stream *s);
 /*
@@ -407,6 +427,45 @@ struct ip_capture *ip_capture_of(const struct ip_stream *s);
  * when it was the last.
  */
 void ip_capture_set(struct ip_capture **slot, struct ip_capture *cap);
+/* ip_capture_join() - stream s joins cap (it waited on an event recorded inside it) */
+void ip_capture_join(struct ip_stream *s, struct ip_capture *cap);
+/*
+ * ip_capture_abandon() - stream s goes away (destroyed, or with its context): a capture it
+ * began ends without a graph, and stops counting against capture modes.
+ */
+void ip_capture_abandon(struct ip_stream *s);
+
+/*
+ * Capture modes (graph.c), checked by the calls the driver refuses during a capture. Each
+ * returns CUDA_SUCCESS, or the driver's error after invalidating the captures the driver would
+ * invalidate and logging one warning naming `call` and the capture's mode.
+ *
+ * ip_capture_guard() - a potentially unsafe call (allocating or freeing device or pinned
+ * memory, registering host memory, synchronising or querying a stream or an event). Refused
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) unless the calling thread is in relaxed mode, when
+ * the thread began a capture that is not relaxed, or when it is in global mode and any thread
+ * began a global-mode capture. Costs a thread-local and an atomic read when nothing is refused.
+ */
+CUresult ip_capture_guard(const char *call);
+/*
+ * ip_capture_guard_stream() - synchronising or querying stream s (NULL: the legacy stream):
+ * refused in every mode when s is capturing, else as ip_capture_guard.
+ */
+CUresult ip_capture_guard_stream(struct ip_stream *s, const char *call);
+/*
+ * ip_capture_guard_ctx() - synchronising context c: refused in every mode, from every thread,
+ * while a stream of c is capturing (all of c's captures are invalidated), else as
+ * ip_capture_guard.
+ */
+CUresult ip_capture_guard_ctx(struct ip_ctx *c, const char *call);
+/*
+ * ip_capture_guard_legacy() - work on c's legacy NULL stream, which would wait for every
+ * blocking stream: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream of c is
+ * capturing (those captures are invalidated), in every mode.
+ */
+CUresult ip_capture_guard_legacy(struct ip_ctx *c, const char *call);
+/* ip_capture_in_ctx() - whether a stream of c is capturing */
+int ip_capture_in_ctx(struct ip_ctx *c);
 
 /* The id a synchronization listener hears for a context's legacy NULL stream. */
 #define IP_STREAM_LEGACY_ID ((uint64_t)-1)
@@ -425,6 +484,8 @@ void ip_stream_on_synced(ip_synced_fn fn);
 /* ip_mem_alloc() - an allocation of size bytes for context c (cuMemAlloc without the current
  * context) */
 CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out);
+/* ip_mem_free() - cuMemFree for the interposer's own allocations (no capture-mode checks) */
+CUresult ip_mem_free(CUdeviceptr dptr);
 /* A free listener: the device allocation at addr was freed. */
 typedef void (*ip_freed_fn)(uint64_t addr);
 /*

@@ -80,6 +80,8 @@ static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsi
 	r = ip_stream_resolve(s, ptds, &c, &sid);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (!sid && (r = ip_capture_guard_legacy(c, "cuLaunchKernel")) != CUDA_SUCCESS)
+		return r;
 	a = ip.dev[c->device].attr;
 	if (!gx || !gy || !gz || !bx || !by || !bz)
 		return CUDA_ERROR_INVALID_VALUE;

@@ -209,7 +209,7 @@ static CUresult settle(struct ip_ctx *ctx)
 		return CUDA_SUCCESS;
 	if (!ctx && !(ctx = ip_ctx_cur()))
 		return CUDA_ERROR_INVALID_CONTEXT;
-	r = cuCtxSynchronize_v2((CUcontext)ctx);
+	r = ip_ctx_sync(ctx);
 	if (r == CUDA_SUCCESS)
 		ip_ctx_work_synced(e);
 	return r;
@@ -522,7 +522,7 @@ static CUresult mm_alloc(struct ip_ctx *c, uint64_t bytesize, unsigned host_flag
 	if (r == CUDA_SUCCESS)
 		r = map_range(c, d, size);
 	if (r != CUDA_SUCCESS) {
-		cuMemFree_v2(d);
+		ip_mem_free(d);
 		return r;
 	}
 	*out = d;
@@ -679,7 +679,7 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned fl
 		/* to the CPU: after the stream's work (and any other that may write it), fetch */
 		uint64_t first = (p - m->addr) / MM_BLOCK, last = (p + n - 1 - m->addr) / MM_BLOCK;
 		pthread_mutex_unlock(&mm_lock);
-		r = ptsz ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+		r = ip_stream_sync(s, ptsz);
 		if (r == CUDA_SUCCESS)
 			r = settle(c);
 		if (r != CUDA_SUCCESS)

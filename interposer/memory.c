@@ -298,6 +298,8 @@ IP_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 		return r;
 	if (size == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = ip_capture_guard("cuMemAlloc")) != CUDA_SUCCESS)
+		return r;
 	return ip_mem_alloc(c, size, dptr);
 }
 
@@ -324,7 +326,7 @@ IP_API CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, siz
 	return r;
 }
 
-IP_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+CUresult ip_mem_free(CUdeviceptr dptr)
 {
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
@@ -334,6 +336,13 @@ IP_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 	if ((r = ip_ctx_sticky()) != CUDA_SUCCESS)
 		return r;
 	return mem_free(dptr, NULL);
+}
+
+IP_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+	/* cuMemFree(0) frees nothing and is not refused: runtimes call it to make a context */
+	CUresult r = dptr ? ip_capture_guard("cuMemFree") : CUDA_SUCCESS;
+	return r == CUDA_SUCCESS ? ip_mem_free(dptr) : r;
 }
 
 /*
@@ -443,7 +452,7 @@ static CUresult host_job_submit(const struct host_job *h, CUstream s, int ptds, 
 	CUresult r;
 
 	if (!async) {
-		r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+		r = ip_stream_sync(s, ptds);
 		if (r == CUDA_SUCCESS)
 			host_job_run(h);
 		return r;
@@ -498,6 +507,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	if (!sid && (r = ip_capture_guard_legacy(c, "cuMemcpyHtoD")) != CUDA_SUCCESS)
+		return r;
 	/* managed memory is device memory, whatever the call says (unified addressing) */
 	if (ip_mem_managed((uint64_t)(uintptr_t)src, n))
 		return dtod(dst, (CUdeviceptr)(uintptr_t)src, n, s, ptds);
@@ -550,6 +561,8 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	if (!so && (r = ip_capture_guard_legacy(c, "cuMemcpyDtoH")) != CUDA_SUCCESS)
+		return r;
 	if (ip_mem_managed((uint64_t)(uintptr_t)dst, n))
 		return dtod((CUdeviceptr)(uintptr_t)dst, src, n, s, ptds);
 	if (host_range(src, n))
@@ -588,6 +601,8 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	if (!sid && (r = ip_capture_guard_legacy(c, "cuMemcpyDtoD")) != CUDA_SUCCESS)
+		return r;
 	if (host_range(src, n) || host_range(dst, n)) { /* a side in pinned host memory */
 		if (host_range(src, n) && host_range(dst, n))
 			return host_copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, s,
@@ -629,7 +644,7 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
 		return CUDA_ERROR_INVALID_VALUE;
 	if (n) {
 		if (async) {
-			r = cuStreamSynchronize(s);
+			r = ip_stream_sync(s, ptds);
 			if (r != CUDA_SUCCESS)
 				return r;
 		}
@@ -723,6 +738,8 @@ static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsign
 		return r;
 	if (width == 0 || height == 0)
 		return CUDA_SUCCESS;
+	if (!sid && (r = ip_capture_guard_legacy(c, "cuMemset")) != CUDA_SUCCESS)
+		return r;
 	if (dst % elem || (height > 1 && (pitch < width * elem || pitch % elem)))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (width > SIZE_MAX / elem || (height > 1 && pitch > SIZE_MAX / height))
@@ -834,7 +851,7 @@ static struct range *host_remove(void *p, int ours)
 	return r;
 }
 
-static CUresult host_alloc(void **pp, size_t size, unsigned flags)
+static CUresult host_alloc(void **pp, size_t size, unsigned flags, const char *call)
 {
 	struct ip_ctx *c;
 	CUresult r;
@@ -848,6 +865,8 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
 	if (size == 0 || flags & ~(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
 				   CU_MEMHOSTALLOC_WRITECOMBINED))
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = ip_capture_guard(call)) != CUDA_SUCCESS)
+		return r;
 	/* small ones in the host area, where kernels can dereference them (hostmirror.c) */
 	p = ip_hm_alloc(size);
 	if (!p && (flags & CU_MEMHOSTALLOC_DEVICEMAP) && mapped_alloc) {
@@ -875,12 +894,24 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
 
 IP_API CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t size)
 {
-	return host_alloc(pp, size, 0);
+	return host_alloc(pp, size, 0, "cuMemAllocHost");
 }
 
 IP_API CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 {
-	return host_alloc(pp, size, flags);
+	return host_alloc(pp, size, flags, "cuMemHostAlloc");
+}
+
+/*
+ * Wait for the current context before pinned memory is freed, as cudaFreeHost does. Not while
+ * a stream of it is capturing: the driver would refuse (and invalidate the capture), and a
+ * relaxed-mode cudaFreeHost inside a capture succeeds natively.
+ */
+static void host_free_wait(void)
+{
+	struct ip_ctx *c = ip_ctx_cur();
+	if (c && !ip_capture_in_ctx(c))
+		(void)ip_ctx_sync(c);
 }
 
 IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
@@ -891,19 +922,20 @@ IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
+	if ((r = ip_capture_guard("cuMemFreeHost")) != CUDA_SUCCESS)
+		return r;
 	if (mapped_host((uint64_t)(uintptr_t)p, &base, &fl)) {
 		if (base != (uint64_t)(uintptr_t)p)
 			return CUDA_ERROR_INVALID_VALUE;
-		if (ip_ctx_cur())
-			(void)cuCtxSynchronize(); /* as cudaFreeHost does */
+		host_free_wait();
 		return mem_free(base, NULL);
 	}
 	/*
 	 * A region the device may still be writing: wait for it first, as cudaFreeHost does, so
 	 * that no late write lands in the next region made there (the server zeroes it now)
 	 */
-	if (ip_hm_contains(p) && ip_ctx_cur())
-		(void)cuCtxSynchronize();
+	if (ip_hm_contains(p))
+		host_free_wait();
 	h = host_remove(p, 1);
 	if (!h)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -928,6 +960,8 @@ IP_API CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t size, unsigned int 
 			   "I/O memory of this machine cannot be mapped for a remote GPU");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
+	if ((r = ip_capture_guard("cuMemHostRegister")) != CUDA_SUCCESS)
+		return r;
 	return host_add(p, size, flags, 0);
 }
 

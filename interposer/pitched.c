@@ -185,7 +185,7 @@ static CUresult to_host(const struct shape *c, struct ip_ctx *ctx, struct ip_str
 /* Both sides this process's memory: after the stream's earlier work, as the driver orders it. */
 static CUresult host_to_host(const struct shape *c, CUstream s, int ptds, uint64_t total)
 {
-	CUresult r = ptds ? cuStreamSynchronize_ptsz(s) : cuStreamSynchronize(s);
+	CUresult r = ip_stream_sync(s, ptds);
 
 	for (uint64_t off = 0; r == CUDA_SUCCESS && off < total; off += c->width)
 		memmove((void *)(uintptr_t)at(c, &c->dst, off),
@@ -211,6 +211,8 @@ static CUresult copy3d(struct shape *c, size_t src_x, size_t dst_x, CUstream s, 
 		return r;
 	if (!c->width || !c->height || !c->depth)
 		return CUDA_SUCCESS;
+	if (!so && (r = ip_capture_guard_legacy(ctx, "cuMemcpy2D/3D")) != CUDA_SUCCESS)
+		return r;
 	/* an array side has no pitch: its box must fit the array instead */
 	if ((c->height > 1 || c->depth > 1) &&
 	    ((!c->src.array && c->src.pitch < c->width + src_x) ||

@@ -124,7 +124,7 @@ static CUresult pool_alloc(CUdeviceptr *out, size_t size, struct ip_pool *p, CUs
 		return r;
 	a = calloc(1, sizeof(*a));
 	if (!a) {
-		cuMemFree_v2(d);
+		ip_mem_free(d);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	a->addr = d;
@@ -135,7 +135,7 @@ static CUresult pool_alloc(CUdeviceptr *out, size_t size, struct ip_pool *p, CUs
 	if (!tsearch(a, &allocs, addr_cmp)) {
 		pthread_mutex_unlock(&pool_lock);
 		free(a);
-		cuMemFree_v2(d);
+		ip_mem_free(d);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	p->used += size;
@@ -161,8 +161,8 @@ static CUresult pool_free(CUdeviceptr d, CUstream h, int ptds)
 		pthread_mutex_unlock(&pool_lock);
 		/* memory from cuMemAlloc may be freed in stream order too: wait for the stream */
 		if (!f) {
-			r = cuStreamSynchronize(h);
-			return r == CUDA_SUCCESS ? cuMemFree_v2(d) : r;
+			r = ip_stream_sync(h, ptds);
+			return r == CUDA_SUCCESS ? ip_mem_free(d) : r;
 		}
 		return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -199,7 +199,7 @@ void ip_pool_synced(struct ip_ctx *c, uint64_t stream_id)
 	pthread_mutex_unlock(&pool_lock);
 	while (done) {
 		struct pool_alloc *n = done->next_pending;
-		cuMemFree_v2(done->addr);
+		ip_mem_free(done->addr);
 		free(done);
 		done = n;
 	}

@@ -121,8 +121,10 @@ void ip_stream_ctx_teardown(struct ip_ctx *c)
 	size_t n = 0;
 	/* the server destroys them with the context: only the handles die here */
 	ip_obj_collect(c, ST_KIND_STREAM, &v, &n);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		ip_obj_unregister(v[i]);
+		ip_capture_abandon((struct ip_stream *)v[i]);
+	}
 	free(v);
 	ip_obj_collect(c, ST_KIND_EVENT, &v, &n);
 	for (size_t i = 0; i < n; i++)
@@ -177,18 +179,24 @@ IP_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream h)
 	m.stream = s->o.id;
 	m.ctx = s->ctx->o.id;
 	ip_obj_unregister(&s->o);
+	ip_capture_abandon(s);
 	ip_capture_set(&s->capture, NULL);
 	return ip_post(RGPU_MSG_STREAM_DESTROY, &m.base, NULL, 0);
 }
 
-static CUresult stream_call(uint16_t type, CUstream h, int ptds)
+/* call: the application's call, checked against capture modes; NULL: the interposer's own */
+static CUresult stream_call(uint16_t type, CUstream h, int ptds, const char *call)
 {
 	Rgpu__StreamOp m = RGPU__STREAM_OP__INIT;
+	struct ip_stream *s;
 	struct ip_ctx *c;
 	uint64_t sid;
-	CUresult r = ip_stream_resolve(h, ptds, &c, &sid);
+	CUresult r = ip_stream_get(h, ptds, &c, &s);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (call && (r = ip_capture_guard_stream(s, call)) != CUDA_SUCCESS)
+		return r;
+	sid = s ? s->o.id : 0;
 	m.stream = sid;
 	m.ctx = c->o.id;
 	r = ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
@@ -198,21 +206,26 @@ static CUresult stream_call(uint16_t type, CUstream h, int ptds)
 	return r;
 }
 
+CUresult ip_stream_sync(CUstream h, int ptds)
+{
+	return stream_call(RGPU_MSG_STREAM_SYNC, h, ptds, NULL);
+}
+
 IP_API CUresult CUDAAPI cuStreamSynchronize(CUstream h)
 {
-	return stream_call(RGPU_MSG_STREAM_SYNC, h, 0);
+	return stream_call(RGPU_MSG_STREAM_SYNC, h, 0, "cuStreamSynchronize");
 }
 IP_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h)
 {
-	return stream_call(RGPU_MSG_STREAM_SYNC, h, 1);
+	return stream_call(RGPU_MSG_STREAM_SYNC, h, 1, "cuStreamSynchronize");
 }
 IP_API CUresult CUDAAPI cuStreamQuery(CUstream h)
 {
-	return stream_call(RGPU_MSG_STREAM_QUERY, h, 0);
+	return stream_call(RGPU_MSG_STREAM_QUERY, h, 0, "cuStreamQuery");
 }
 IP_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream h)
 {
-	return stream_call(RGPU_MSG_STREAM_QUERY, h, 1);
+	return stream_call(RGPU_MSG_STREAM_QUERY, h, 1, "cuStreamQuery");
 }
 
 static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
@@ -238,7 +251,7 @@ static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
 	if (r == CUDA_SUCCESS && e->capture && e->capture->active) {
 		struct ip_stream *so;
 		if (ip_stream_get(h, ptds, &c, &so) == CUDA_SUCCESS && so)
-			ip_capture_set(&so->capture, e->capture);
+			ip_capture_join(so, e->capture);
 	}
 	return r;
 }
@@ -458,7 +471,7 @@ IP_API CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsig
 	return event_record(e, s, flags, 1);
 }
 
-static CUresult event_call(uint16_t type, CUevent h)
+static CUresult event_call(uint16_t type, CUevent h, const char *call)
 {
 	Rgpu__EventOp m = RGPU__EVENT_OP__INIT;
 	struct ip_event *e;
@@ -468,6 +481,8 @@ static CUresult event_call(uint16_t type, CUevent h)
 	e = ip_obj_get(h, ST_KIND_EVENT);
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
+	if ((r = ip_capture_guard(call)) != CUDA_SUCCESS)
+		return r;
 	m.event = e->o.id;
 	m.ctx = e->ctx->o.id;
 	return ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
@@ -475,12 +490,12 @@ static CUresult event_call(uint16_t type, CUevent h)
 
 IP_API CUresult CUDAAPI cuEventSynchronize(CUevent e)
 {
-	return event_call(RGPU_MSG_EVENT_SYNC, e);
+	return event_call(RGPU_MSG_EVENT_SYNC, e, "cuEventSynchronize");
 }
 
 IP_API CUresult CUDAAPI cuEventQuery(CUevent e)
 {
-	return event_call(RGPU_MSG_EVENT_QUERY, e);
+	return event_call(RGPU_MSG_EVENT_QUERY, e, "cuEventQuery");
 }
 
 IP_API CUresult CUDAAPI cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end)

@@ -189,6 +189,9 @@ done
 # ---- CUDA graphs built node by node (issue 12): every line equal, the refused updates' and
 # look-ups' error codes included
 [ -x "$P/graphnodes" ] && run_compare graphnodes "" 0 "$P/graphnodes"
+# ---- stream-capture modes (capture_probe's rows that rgpu enforces): every line equal, the
+# refused calls' codes, the capture's status and its end's result included
+[ -x "$P/capmodes" ] && run_compare capmodes "" 0 "$P/capmodes"
 for v in static shared; do
 	[ -x "$B/tests/cuda/rt_graph_nodes_$v" ] &&
 		run_compare "rt_graph_nodes_$v" "" 0 "$B/tests/cuda/rt_graph_nodes_$v"
