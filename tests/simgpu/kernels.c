@@ -144,6 +144,42 @@ static void add_counter(const struct sim_launch *l)
 	*counter = (int)((unsigned)*counter + (unsigned)v * (unsigned)threads_all(l));
 }
 
+/*
+ * Conditional graph nodes: kernels.cu's cond_set, cond_pick and cond_countdown. One thread of
+ * the device code does the work; the handle is set through sim_graph_set_conditional(), the
+ * twin of the device's cudaGraphSetConditional.
+ */
+static void cond_set(const struct sim_launch *l)
+{
+	sim_graph_set_conditional(P(l, 0, unsigned long long), P(l, 1, unsigned));
+}
+
+/* the value x[0] % mod (a mod of 0, which the device leaves undefined, faults here) */
+static void cond_pick(const struct sim_launch *l)
+{
+	const unsigned *x = P(l, 0, const unsigned *);
+	unsigned mod = P(l, 1, unsigned);
+
+	if (!mod || !sim_device_ok(x, 4, 0)) {
+		sim_kernel_fault();
+		return;
+	}
+	sim_graph_set_conditional(P(l, 2, unsigned long long), x[0] % mod);
+}
+
+static void cond_countdown(const struct sim_launch *l)
+{
+	unsigned *c = P(l, 0, unsigned *);
+
+	if (!sim_device_ok(c, 8, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	c[0] -= 1;
+	c[1] = c[1] * 3 + c[0];
+	sim_graph_set_conditional(P(l, 1, unsigned long long), c[0] != 0);
+}
+
 static void table_sum(const struct sim_launch *l)
 {
 	float *out = P(l, 0, float *);
@@ -1317,6 +1353,9 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("empty_kernel", empty_kernel);
 	sim_register_kernel("spin_ns", spin_ns);
 	sim_register_kernel("add_counter", add_counter);
+	sim_register_kernel("cond_set", cond_set);
+	sim_register_kernel("cond_pick", cond_pick);
+	sim_register_kernel("cond_countdown", cond_countdown);
 	sim_register_kernel("table_sum", table_sum);
 	sim_register_kernel("mixed_params", mixed_params);
 
