@@ -196,6 +196,12 @@ for v in static shared; do
 	[ -x "$B/tests/cuda/rt_graph_nodes_$v" ] &&
 		run_compare "rt_graph_nodes_$v" "" 0 "$B/tests/cuda/rt_graph_nodes_$v"
 done
+# ---- conditional graph nodes (WHILE, IF/ELSE, SWITCH, nested; values set by kernels): every
+# line equal to native's
+for v in static shared; do
+	[ -x "$B/tests/cuda/rt_graph_cond_$v" ] &&
+		run_compare "rt_graph_cond_$v" "" 0 "$B/tests/cuda/rt_graph_cond_$v"
+done
 # ---- the driver around stream capture, natively only (what rgpu has to imitate): which calls
 # each capture mode refuses, and the order graphs list their nodes in (capture_probe.txt)
 if [ -x "$B/tests/gpu/capture_probe" ] && [ "${RGPU_DRY_RUN:-0}" != 1 ]; then

@@ -92,3 +92,33 @@ extern "C" __global__ void mixed_params(char c, short s, struct p48 m, struct p4
 		out[5] = (unsigned long long)(long long)(d * 1000);
 	}
 }
+
+/*
+ * Conditional graph nodes (test_simgpu_graph): the value of handle h, set from device code.
+ * One thread sets it; the others do nothing.
+ */
+extern "C" __global__ void cond_set(cudaGraphConditionalHandle h, unsigned v)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		cudaGraphSetConditional(h, v);
+}
+
+/* the value x[0] % mod: which body of a SWITCH runs, whether an IF's */
+extern "C" __global__ void cond_pick(const unsigned *x, unsigned mod, cudaGraphConditionalHandle h)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		cudaGraphSetConditional(h, x[0] % mod);
+}
+
+/*
+ * One turn of a WHILE loop counting down: c[0] goes down by one, c[1] keeps a trace of the
+ * values it took (their order shows), and the loop goes on while c[0] is not zero.
+ */
+extern "C" __global__ void cond_countdown(unsigned *c, cudaGraphConditionalHandle h)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		c[0] -= 1;
+		c[1] = c[1] * 3 + c[0];
+		cudaGraphSetConditional(h, c[0] != 0);
+	}
+}

@@ -306,7 +306,8 @@ CUresult sim_capture_copy3d(struct sim_stream *s, const CUDA_MEMCPY3D *c, bool *
 
 /*
  * sim_capture_graph() - under sim_sched, a graph launched on capturing stream s: a child graph
- * node holding a clone of g (an executable's copy: its disabled nodes stay disabled).
+ * node holding a clone of g (an executable's copy: its disabled nodes stay disabled). One with
+ * conditional nodes cannot be a child graph: the capture fails, as the H200's does.
  */
 CUresult sim_capture_graph(struct sim_stream *s, struct sim_graph *g)
 {
@@ -315,6 +316,10 @@ CUresult sim_capture_graph(struct sim_stream *s, struct sim_graph *g)
 
 	if (s->capture->invalid)
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	if (sim_graph_has_cond(g)) {
+		s->capture->invalid = true;
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return CUDA_ERROR_OUT_OF_MEMORY;

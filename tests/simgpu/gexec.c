@@ -7,10 +7,11 @@
  *
  * A launch queues the nodes' operations in one topological order fixed at instantiation
  * (Kahn's algorithm from the roots in creation order, so a captured chain runs in capture
- * order), a child graph's nodes in place of its node, a disabled node as an empty one, all at
- * once so that no other work lands between them. One stream in topological order keeps every
- * dependency and gives up only the concurrency between branches. A launch on a capturing
- * stream becomes a child graph node of the capture, as in the driver.
+ * order), a child graph's nodes in place of its node, a disabled node as an empty one, a
+ * conditional node as one operation holding its bodies' (cond.c), all at once so that no other
+ * work lands between them. One stream in topological order keeps every dependency and gives up
+ * only the concurrency between branches. A launch on a capturing stream becomes a child graph
+ * node of the capture, as in the driver.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,10 @@
 struct sim_gexec {
 	struct sim_graph *g; /* the private copy */
 	unsigned long long flags;
+	struct sim_condvals *vals; /* its conditional handles' values, or NULL */
+	/* a graph with conditional nodes has one executable at a time: the graph, and its id */
+	struct sim_graph *src;
+	uint64_t src_id;
 };
 
 static struct sim_gexec *exec_get(CUgraphExec h)
@@ -28,8 +33,8 @@ static struct sim_gexec *exec_get(CUgraphExec h)
 }
 
 /*
- * Under sim_sched: g->order, and its child graphs' orders. Returns 0, -1 out of memory, or 1
- * when the graph has a cycle.
+ * Under sim_sched: g->order, and the orders of the graphs its nodes own. Returns 0, -1 out of
+ * memory, or 1 when a graph has a cycle.
  */
 static int graph_order(struct sim_graph *g)
 {
@@ -57,9 +62,12 @@ static int graph_order(struct sim_graph *g)
 	}
 	g->order = q;
 	for (size_t i = 0; i < g->nnodes; i++) {
-		int r = q[i]->type == CU_GRAPH_NODE_TYPE_GRAPH ? graph_order(q[i]->u.child) : 0;
-		if (r)
-			return r;
+		struct sim_graph *sub;
+		for (unsigned j = 0; (sub = sim_gnode_sub(q[i], j)); j++) {
+			int r = graph_order(sub);
+			if (r)
+				return r;
+		}
 	}
 	return 0;
 }
@@ -85,14 +93,29 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 	x->flags = flags;
 	pthread_mutex_lock(&sim_sched);
 	g = sim_graph_get(hGraph);
-	if (g && (x->g = sim_graph_clone(g, false, NULL)))
+	if (!g) {
+		r = CUDA_ERROR_INVALID_VALUE; /* gone meanwhile */
+		goto out;
+	}
+	if ((r = sim_cond_instantiable(g)))
+		goto out;
+	if ((x->g = sim_graph_clone(g, false, NULL)))
 		o = graph_order(x->g);
-	if (!g || o > 0)
-		r = CUDA_ERROR_INVALID_VALUE; /* gone meanwhile, or a cycle */
-	else if (o < 0 || sim_handle_add(x, SIM_GRAPHEXEC))
+	if (o > 0)
+		r = CUDA_ERROR_INVALID_VALUE; /* a cycle */
+	else if (o < 0 || sim_condvals_new(x->g, &x->vals) || sim_handle_add(x, SIM_GRAPHEXEC))
 		r = CUDA_ERROR_OUT_OF_MEMORY;
-	if (r != CUDA_SUCCESS && x->g)
-		sim_graph_free(x->g);
+	if (r == CUDA_SUCCESS && sim_graph_has_cond(g)) {
+		g->nexec++;
+		x->src = g;
+		x->src_id = g->id;
+	}
+out:
+	if (r != CUDA_SUCCESS) {
+		if (x->g)
+			sim_graph_free(x->g);
+		sim_condvals_put(x->vals);
+	}
 	pthread_mutex_unlock(&sim_sched);
 	if (r != CUDA_SUCCESS) {
 		free(x);
@@ -112,7 +135,10 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 	sim_handle_del(x);
 	pthread_mutex_lock(&sim_sched);
 	sim_graph_free(x->g);
+	if (x->src && sim_graph_get((CUgraph)x->src) == x->src && x->src->id == x->src_id)
+		x->src->nexec--;
 	pthread_mutex_unlock(&sim_sched);
+	sim_condvals_put(x->vals); /* launches still queued hold their own references */
 	free(x);
 	return CUDA_SUCCESS;
 }
@@ -130,13 +156,8 @@ CUresult CUDAAPI cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
 
 /* --- launch ----------------------------------------------------------------------------- */
 
-struct opvec {
-	struct sim_op **v;
-	size_t n, cap;
-};
-
 /* Takes op (NULL: nothing to add). Returns 0, or -1 out of memory (op is then freed). */
-static int opvec_add(struct opvec *v, struct sim_op *op)
+static int opvec_add(struct sim_opvec *v, struct sim_op *op)
 {
 	if (!op)
 		return 0;
@@ -165,10 +186,33 @@ static struct sim_op *event_op(int type, struct sim_event *ev)
 	return op;
 }
 
-static CUresult graph_ops(struct sim_graph *g, struct opvec *v);
+static CUresult graph_ops(struct sim_graph *g, struct sim_opvec *v, struct sim_condvals *vals);
 
-/* Under sim_sched: the operations that run node n, added to v. */
-static CUresult node_ops(struct sim_gnode *n, struct opvec *v)
+/* Under sim_sched: the operations of conditional node n, its bodies' made now. */
+static CUresult cond_op(struct sim_gnode *n, struct sim_condvals *vals, struct sim_op **op)
+{
+	unsigned size = n->u.cond.size;
+	struct sim_opvec *bodies = calloc(size, sizeof(*bodies));
+	CUresult r = CUDA_SUCCESS;
+
+	if (!bodies)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (unsigned i = 0; r == CUDA_SUCCESS && i < size; i++)
+		r = graph_ops((struct sim_graph *)n->u.cond.body[i], &bodies[i], vals);
+	if (r != CUDA_SUCCESS) {
+		for (unsigned i = 0; i < size; i++)
+			sim_opvec_free(&bodies[i], true);
+		free(bodies);
+		return r;
+	}
+	return sim_cond_node_op(n, vals, bodies, op);
+}
+
+/*
+ * Under sim_sched: the operations that run node n, added to v; its kernels set the
+ * conditional values vals (NULL: the graph has no handle).
+ */
+static CUresult node_ops(struct sim_gnode *n, struct sim_opvec *v, struct sim_condvals *vals)
 {
 	struct sim_op *op = NULL;
 	CUresult r = CUDA_SUCCESS;
@@ -177,6 +221,8 @@ static CUresult node_ops(struct sim_gnode *n, struct opvec *v)
 	case CU_GRAPH_NODE_TYPE_KERNEL:
 		if (!(op = sim_op_clone(n->u.k.op)))
 			return CUDA_ERROR_OUT_OF_MEMORY;
+		op->u.k.vals = vals;
+		sim_condvals_get(vals);
 		break;
 	case CU_GRAPH_NODE_TYPE_MEMCPY:
 		/* the memory is checked again: it may have been freed since the node was made */
@@ -209,7 +255,11 @@ static CUresult node_ops(struct sim_gnode *n, struct opvec *v)
 		op->u.host.ud = n->u.host.userData;
 		break;
 	case CU_GRAPH_NODE_TYPE_GRAPH:
-		return graph_ops(n->u.child, v);
+		return graph_ops(n->u.child, v, vals);
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		if ((r = cond_op(n, vals, &op)))
+			return r;
+		break;
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		op = event_op(n->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? SIM_OP_RECORD
@@ -224,21 +274,22 @@ static CUresult node_ops(struct sim_gnode *n, struct opvec *v)
 	return opvec_add(v, op) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
-static CUresult graph_ops(struct sim_graph *g, struct opvec *v)
+static CUresult graph_ops(struct sim_graph *g, struct sim_opvec *v, struct sim_condvals *vals)
 {
 	CUresult r = CUDA_SUCCESS;
 
 	for (size_t i = 0; r == CUDA_SUCCESS && i < g->nnodes; i++)
 		if (!g->order[i]->disabled)
-			r = node_ops(g->order[i], v);
+			r = node_ops(g->order[i], v, vals);
 	return r;
 }
 
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
 	struct sim_gexec *x = exec_get(hGraphExec);
-	struct opvec v = {0};
+	struct sim_opvec v = {0};
 	struct sim_stream *s;
+	struct sim_op *reset;
 	CUresult r;
 
 	SIM_ENTER();
@@ -252,7 +303,11 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 		pthread_mutex_unlock(&sim_sched);
 		return r;
 	}
-	r = graph_ops(x->g, &v);
+	/* first, the handles that take their default at each launch */
+	if ((r = sim_cond_reset_op(x->vals, &reset)) == CUDA_SUCCESS && opvec_add(&v, reset) == 0)
+		r = graph_ops(x->g, &v, x->vals);
+	else if (r == CUDA_SUCCESS)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	if (r != CUDA_SUCCESS)
 		for (size_t i = 0; i < v.n; i++)
 			sim_op_free_locked(v.v[i]);
@@ -457,7 +512,9 @@ static CUresult update_fail(CUgraphExecUpdateResultInfo *info, CUgraphExecUpdate
  * Under sim_sched: whether the nodes of g can replace the parameters of xg's, paired in
  * creation order: as many nodes, of the same types, with the same edges (each dependency of
  * a node of g paired with a dependency of its pair), within the driver's limits on changes.
- * The error nodes are g's, as the driver names them.
+ * A conditional node keeps its parameters (type, bodies, handle: the H200 answers
+ * CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED otherwise) and its bodies are checked as child
+ * graphs are. The error nodes are g's, as the driver names them.
  */
 static CUresult update_check(struct sim_graph *xg, struct sim_graph *g,
 			     CUgraphExecUpdateResultInfo *info)
@@ -493,9 +550,14 @@ static CUresult update_check(struct sim_graph *xg, struct sim_graph *g,
 		if (gn->type == CU_GRAPH_NODE_TYPE_MEMCPY && !same_memory_types(gn, xn))
 			return update_fail(info, CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, gn,
 					   NULL);
-		if (gn->type == CU_GRAPH_NODE_TYPE_GRAPH &&
-		    (r = update_check(xn->u.child, gn->u.child, info)))
-			return r;
+		if (gn->type == CU_GRAPH_NODE_TYPE_CONDITIONAL &&
+		    (gn->u.cond.type != xn->u.cond.type || gn->u.cond.size != xn->u.cond.size ||
+		     gn->u.cond.handle != xn->u.cond.handle))
+			return update_fail(info, CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, gn,
+					   NULL);
+		for (unsigned i = 0; sim_gnode_sub(gn, i); i++)
+			if ((r = update_check(sim_gnode_sub(xn, i), sim_gnode_sub(gn, i), info)))
+				return r;
 	}
 	return CUDA_SUCCESS;
 }
@@ -529,9 +591,11 @@ static int update_prepare(struct sim_graph *xg, struct sim_graph *g, struct pend
 	{
 		struct sim_gnode *xn = sim_entry(xl, struct sim_gnode, link), *tmp;
 		xl = xl->next;
-		if (gn->type == CU_GRAPH_NODE_TYPE_GRAPH) {
-			if (update_prepare(xn->u.child, gn->u.child, p))
-				return -1;
+		if (gn->type == CU_GRAPH_NODE_TYPE_GRAPH ||
+		    gn->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+			for (unsigned i = 0; sim_gnode_sub(gn, i); i++)
+				if (update_prepare(sim_gnode_sub(xn, i), sim_gnode_sub(gn, i), p))
+					return -1;
 			continue;
 		}
 		if (p->n == p->cap) {
@@ -593,6 +657,9 @@ CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
 	g = sim_graph_get(hGraph);
 	if (x && g) {
 		r = update(x->g, g, resultInfo);
+		/* the handles take g's flags and defaults (cuda.h) */
+		if (r == CUDA_SUCCESS)
+			sim_condvals_update(x->vals, g);
 	} else {
 		memset(resultInfo, 0, sizeof(*resultInfo));
 		resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR;

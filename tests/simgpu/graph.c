@@ -2,9 +2,10 @@
  * Graphs and their nodes: a graph is a set of nodes kept in creation order, joined by
  * dependency edges; each node holds its own parameters (a kernel node its launch prepared as
  * for cuLaunchKernel, a memcpy node its CUDA_MEMCPY3D, a child graph node its own clone of the
- * child graph, an event node a reference to its event). This file builds, queries, edits,
- * clones and prints graphs; capture.c adds nodes from stream capture and gexec.c copies a graph
- * into an executable graph and runs it.
+ * child graph, an event node a reference to its event, a conditional node its bodies). This
+ * file builds, queries, edits, clones and prints graphs; capture.c adds nodes from stream
+ * capture, gexec.c copies a graph into an executable graph and runs it, and cond.c keeps what
+ * is particular to conditional nodes.
  *
  * Node handles are registered in the handle table (SIM_GNODE), so a destroyed node is refused,
  * never touched; an executable's private copy is not registered and cannot be named. All graph
@@ -17,7 +18,8 @@
 
 #include "graph.h"
 
-static uint64_t last_node_id; /* under sim_sched */
+static uint64_t last_node_id;  /* under sim_sched */
+static uint64_t last_graph_id; /* under sim_sched */
 
 /* --- node sets -------------------------------------------------------------------------- */
 
@@ -89,6 +91,7 @@ struct sim_graph *sim_graph_new(bool registered)
 		return NULL;
 	sim_list_init(&g->nodes);
 	g->registered = registered;
+	g->id = __atomic_add_fetch(&last_graph_id, 1, __ATOMIC_RELAXED);
 	if (registered && sim_handle_add(g, SIM_GRAPH)) {
 		free(g);
 		return NULL;
@@ -130,6 +133,9 @@ void sim_gnode_params_free(struct sim_gnode *n)
 			sim_event_put_locked(n->u.ev);
 		n->u.ev = NULL;
 		break;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		sim_gnode_cond_free(n);
+		break;
 	default:
 		break;
 	}
@@ -159,6 +165,7 @@ void sim_graph_free(struct sim_graph *g)
 	if (g->registered)
 		sim_handle_del(g);
 	free(g->order);
+	free(g->handles);
 	free(g);
 }
 
@@ -191,8 +198,8 @@ CUresult sim_gnode_insert(struct sim_graph *g, struct sim_gnode *n, struct sim_g
 
 /*
  * sim_gnode_params_copy() - under sim_sched, give dst (of src's type) its own copy of src's
- * parameters: a kernel launch, a snapshot, a child graph (registered as asked), an event
- * reference. Returns 0, or -1 out of memory (dst then holds nothing to free).
+ * parameters: a kernel launch, a snapshot, a child graph or conditional bodies (registered as
+ * asked), an event reference. Returns 0, or -1 out of memory (dst then holds nothing to free).
  */
 int sim_gnode_params_copy(struct sim_gnode *dst, const struct sim_gnode *src, bool registered)
 {
@@ -217,6 +224,8 @@ int sim_gnode_params_copy(struct sim_gnode *dst, const struct sim_gnode *src, bo
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		src->u.ev->refs++;
 		return 0;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		return sim_gnode_cond_copy(dst, src, registered);
 	default:
 		return 0;
 	}
@@ -225,9 +234,9 @@ int sim_gnode_params_copy(struct sim_gnode *dst, const struct sim_gnode *src, bo
 /*
  * sim_graph_clone() - under sim_sched, a copy of src: the same nodes in the same creation
  * order, each remembering the node it copies (origin), the same edges in the same order, child
- * graphs cloned in turn. registered: the copy and its nodes are handles (cuGraphClone, a child
- * graph node) or not (an executable's copy). parent: the node that will own the copy.
- * Returns NULL when out of memory.
+ * graphs and conditional bodies cloned in turn, the same conditional handles. registered: the
+ * copy and its nodes are handles (cuGraphClone, a child graph node) or not (an executable's
+ * copy). parent: the node that will own the copy. Returns NULL when out of memory.
  */
 struct sim_graph *sim_graph_clone(struct sim_graph *src, bool registered, struct sim_gnode *parent)
 {
@@ -237,6 +246,8 @@ struct sim_graph *sim_graph_clone(struct sim_graph *src, bool registered, struct
 	if (!g)
 		return NULL;
 	g->parent = parent;
+	if (sim_graph_handles_copy(g, src))
+		goto fail;
 	for_each_node(s, src)
 	{
 		struct sim_gnode *n = calloc(1, sizeof(*n));
@@ -289,7 +300,27 @@ CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 	return CUDA_SUCCESS;
 }
 
-/* A graph being captured into, or a child graph node's own graph, cannot be destroyed. */
+/* sim_graph_tree_capturing() - under sim_sched, whether a capture adds nodes to g or below. */
+bool sim_graph_tree_capturing(const struct sim_graph *g)
+{
+	struct sim_gnode *n;
+	struct sim_graph *sub;
+
+	if (sim_graph_capturing(g))
+		return true;
+	for_each_node(n, g)
+	{
+		for (unsigned i = 0; (sub = sim_gnode_sub(n, i)); i++)
+			if (sim_graph_tree_capturing(sub))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * A graph being captured into (or with a body being captured into), a child graph node's own
+ * graph or a conditional node's body cannot be destroyed.
+ */
 CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
 	struct sim_graph *g;
@@ -300,7 +331,7 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 	g = sim_graph_get(hGraph);
 	if (!g || g->parent)
 		r = CUDA_ERROR_INVALID_VALUE;
-	else if (sim_graph_capturing(g))
+	else if (sim_graph_tree_capturing(g))
 		r = CUDA_ERROR_ILLEGAL_STATE;
 	else
 		sim_graph_free(g);
@@ -308,20 +339,24 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 	return r;
 }
 
+/* A graph with conditional nodes cannot be cloned (cuda.h; the H200: CUDA_ERROR_NOT_SUPPORTED). */
 CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
 	struct sim_graph *g, *c = NULL;
+	bool cond = false;
 
 	SIM_ENTER();
 	if (!phGraphClone)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim_sched);
 	g = sim_graph_get(originalGraph);
-	if (g)
+	if (g && !(cond = sim_graph_has_cond(g)))
 		c = sim_graph_clone(g, true, NULL);
 	pthread_mutex_unlock(&sim_sched);
 	if (!g)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (cond)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*phGraphClone = (CUgraph)c;
@@ -332,13 +367,14 @@ CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 static struct sim_gnode *find_copy(struct sim_graph *g, uint64_t id)
 {
 	struct sim_gnode *n, *found = NULL;
+	struct sim_graph *sub;
 
 	for_each_node(n, g)
 	{
 		if (n->origin == id)
 			return n;
-		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && !found)
-			found = find_copy(n->u.child, id);
+		for (unsigned i = 0; !found && (sub = sim_gnode_sub(n, i)); i++)
+			found = find_copy(sub, id);
 	}
 	return found;
 }
@@ -615,20 +651,27 @@ CUresult CUDAAPI cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *fr
 	return change_edges(hGraph, from, to, NULL, numDependencies, false);
 }
 
-/* Removes the node and its edges; refused while its graph is captured into (the driver's rule). */
+/*
+ * Removes the node and its edges; refused while its graph is captured into (the driver's rule)
+ * or a graph the node owns is.
+ */
 CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
 {
 	struct sim_gnode *n;
+	struct sim_graph *sub;
 	CUresult r = CUDA_SUCCESS;
 
 	SIM_ENTER();
 	pthread_mutex_lock(&sim_sched);
 	n = sim_gnode_get(hNode);
-	if (!n) {
+	if (!n)
 		r = CUDA_ERROR_INVALID_VALUE;
-	} else if (sim_graph_capturing(n->g)) {
+	else if (sim_graph_capturing(n->g))
 		r = CUDA_ERROR_ILLEGAL_STATE;
-	} else {
+	for (unsigned i = 0; r == CUDA_SUCCESS && (sub = sim_gnode_sub(n, i)); i++)
+		if (sim_graph_tree_capturing(sub))
+			r = CUDA_ERROR_ILLEGAL_STATE;
+	if (r == CUDA_SUCCESS) {
 		for (size_t i = 0; i < n->in.n; i++)
 			sim_set_del(&n->in.v[i]->out, n);
 		for (size_t i = 0; i < n->out.n; i++)
@@ -759,15 +802,12 @@ CUresult sim_gnode_event(struct sim_gnode *n, CUgraphNodeType type, CUevent h)
 	return CUDA_SUCCESS;
 }
 
-/* The end of every cuGraphAdd*Node: n joins h after deps, or is freed. */
-static CUresult add_node(CUgraphNode *ph, CUgraph h, const CUgraphNode *deps, size_t ndeps,
-			 struct sim_gnode *n)
+/* Under sim_sched, the end of every cuGraphAdd*Node: n joins g (NULL: gone) after deps. */
+static CUresult add_node_locked(CUgraphNode *ph, struct sim_graph *g, const CUgraphNode *deps,
+				size_t ndeps, struct sim_gnode *n)
 {
-	struct sim_graph *g;
 	CUresult r = CUDA_SUCCESS;
 
-	pthread_mutex_lock(&sim_sched);
-	g = sim_graph_get(h);
 	if (!g || (ndeps && !deps))
 		r = CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; r == CUDA_SUCCESS && i < ndeps; i++) {
@@ -784,6 +824,17 @@ static CUresult add_node(CUgraphNode *ph, CUgraph h, const CUgraphNode *deps, si
 		*ph = (CUgraphNode)n;
 	else
 		sim_gnode_free(n);
+	return r;
+}
+
+/* The end of every cuGraphAdd*Node: n joins h after deps, or is freed. */
+static CUresult add_node(CUgraphNode *ph, CUgraph h, const CUgraphNode *deps, size_t ndeps,
+			 struct sim_gnode *n)
+{
+	CUresult r;
+
+	pthread_mutex_lock(&sim_sched);
+	r = add_node_locked(ph, sim_graph_get(h), deps, ndeps, n);
 	pthread_mutex_unlock(&sim_sched);
 	return r;
 }
@@ -928,7 +979,11 @@ CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGrap
 			      CU_GRAPH_NODE_TYPE_WAIT_EVENT);
 }
 
-/* The node gets its own clone of childGraph, made now: later changes to childGraph stay there. */
+/*
+ * The node gets its own clone of childGraph, made now: later changes to childGraph stay there.
+ * A graph with conditional nodes cannot be a child graph (CUDA_ERROR_NOT_SUPPORTED, as cuda.h
+ * and the H200 say).
+ */
 CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 					  const CUgraphNode *dependencies, size_t numDependencies,
 					  CUgraph childGraph)
@@ -943,12 +998,129 @@ CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGra
 	n->type = CU_GRAPH_NODE_TYPE_GRAPH;
 	pthread_mutex_lock(&sim_sched);
 	child = sim_graph_get(childGraph);
-	if (child)
-		n->u.child = sim_graph_clone(child, true, n);
+	if (child && sim_graph_has_cond(child))
+		r = CUDA_ERROR_NOT_SUPPORTED;
+	else if (child && !(n->u.child = sim_graph_clone(child, true, n)))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_unlock(&sim_sched);
 	if (!n->u.child)
-		return drop_node(n, child ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE);
+		return drop_node(n, child ? r : CUDA_ERROR_INVALID_VALUE);
 	return add_node(phGraphNode, hGraph, dependencies, numDependencies, n);
+}
+
+/*
+ * A conditional node: its bodies are made with it, and nodeParams->conditional.phGraph_out is
+ * set to the node's own array of them, valid while the node lives (the driver's
+ * "CUDA-owned array").
+ */
+static CUresult add_cond_node(CUgraphNode *ph, CUgraph h, const CUgraphNode *deps, size_t ndeps,
+			      CUDA_CONDITIONAL_NODE_PARAMS *p)
+{
+	struct sim_graph *g;
+	struct sim_gnode *n;
+	struct sim_ctx *ctx;
+	CUresult r;
+
+	if ((r = sim_ctx_get(p->ctx, &ctx)))
+		return r;
+	if ((r = new_node(ph, h, &n)))
+		return r;
+	pthread_mutex_lock(&sim_sched);
+	g = sim_graph_get(h);
+	r = g ? sim_gnode_cond(g, n, p, (CUcontext)ctx) : CUDA_ERROR_INVALID_VALUE;
+	if (r != CUDA_SUCCESS)
+		sim_gnode_free(n);
+	else if ((r = add_node_locked(ph, g, deps, ndeps, n)) == CUDA_SUCCESS)
+		p->phGraph_out = n->u.cond.body;
+	pthread_mutex_unlock(&sim_sched);
+	return r;
+}
+
+/*
+ * cuGraphAddNode_v2: a node of any type simgpu knows, the typed cuGraphAdd*Node doing the work
+ * for all but conditional nodes. Edge data other than the default is refused with
+ * CUDA_ERROR_NOT_SUPPORTED, as everywhere here; so is a child graph moved into its node
+ * (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) and any other node type.
+ */
+CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+				   const CUgraphNode *dependencies,
+				   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+				   CUgraphNodeParams *nodeParams)
+{
+	const CUgraphNode *d = dependencies;
+	size_t nd = numDependencies;
+	CUgraphNode *ph = phGraphNode;
+
+	SIM_ENTER();
+	if (!nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!default_edges(dependencyData, numDependencies))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	switch (nodeParams->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL: {
+		const CUDA_KERNEL_NODE_PARAMS_v3 *k = &nodeParams->kernel;
+		CUDA_KERNEL_NODE_PARAMS p = {
+		    .func = k->func,
+		    .gridDimX = k->gridDimX,
+		    .gridDimY = k->gridDimY,
+		    .gridDimZ = k->gridDimZ,
+		    .blockDimX = k->blockDimX,
+		    .blockDimY = k->blockDimY,
+		    .blockDimZ = k->blockDimZ,
+		    .sharedMemBytes = k->sharedMemBytes,
+		    .kernelParams = k->kernelParams,
+		    .extra = k->extra,
+		    .kern = k->kern,
+		    .ctx = k->ctx,
+		};
+		return cuGraphAddKernelNode_v2(ph, hGraph, d, nd, &p);
+	}
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		if (nodeParams->memcpy.flags || nodeParams->memcpy.reserved)
+			return CUDA_ERROR_INVALID_VALUE;
+		return cuGraphAddMemcpyNode(ph, hGraph, d, nd, &nodeParams->memcpy.copyParams,
+					    nodeParams->memcpy.copyCtx);
+	case CU_GRAPH_NODE_TYPE_MEMSET: {
+		const CUDA_MEMSET_NODE_PARAMS_v2 *m = &nodeParams->memset;
+		CUDA_MEMSET_NODE_PARAMS p = {
+		    .dst = m->dst,
+		    .pitch = m->pitch,
+		    .value = m->value,
+		    .elementSize = m->elementSize,
+		    .width = m->width,
+		    .height = m->height,
+		};
+		return cuGraphAddMemsetNode(ph, hGraph, d, nd, &p, m->ctx);
+	}
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		CUDA_HOST_NODE_PARAMS p = {.fn = nodeParams->host.fn,
+					   .userData = nodeParams->host.userData};
+		return cuGraphAddHostNode(ph, hGraph, d, nd, &p);
+	}
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		if (nodeParams->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+			return CUDA_ERROR_NOT_SUPPORTED;
+		return cuGraphAddChildGraphNode(ph, hGraph, d, nd, nodeParams->graph.graph);
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return cuGraphAddEmptyNode(ph, hGraph, d, nd);
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return cuGraphAddEventWaitNode(ph, hGraph, d, nd, nodeParams->eventWait.event);
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return cuGraphAddEventRecordNode(ph, hGraph, d, nd, nodeParams->eventRecord.event);
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		return add_cond_node(ph, hGraph, d, nd, &nodeParams->conditional);
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+/* The CUDA 12.2 form, without edge data. */
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				const CUgraphNode *dependencies, size_t numDependencies,
+				CUgraphNodeParams *nodeParams)
+{
+	return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies,
+				 nodeParams);
 }
 
 /*
@@ -1230,20 +1402,6 @@ CUresult CUDAAPI cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
 	return event_set(hNode, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
 }
 
-/* Conditional nodes are not simulated. */
-CUresult CUDAAPI cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out,
-						CUgraph hGraph, CUcontext ctx,
-						unsigned int defaultLaunchValue, unsigned int flags)
-{
-	(void)pHandle_out;
-	(void)hGraph;
-	(void)ctx;
-	(void)defaultLaunchValue;
-	(void)flags;
-	SIM_ENTER();
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 /* --- Graphviz --------------------------------------------------------------------------- */
 
 static const char *const type_names[] = {
@@ -1255,6 +1413,13 @@ static const char *const type_names[] = {
     [CU_GRAPH_NODE_TYPE_EMPTY] = "EMPTY",
     [CU_GRAPH_NODE_TYPE_WAIT_EVENT] = "WAIT_EVENT",
     [CU_GRAPH_NODE_TYPE_EVENT_RECORD] = "EVENT_RECORD",
+    [CU_GRAPH_NODE_TYPE_CONDITIONAL] = "CONDITIONAL",
+};
+
+static const char *const cond_names[] = {
+    [CU_GRAPH_COND_TYPE_IF] = "IF",
+    [CU_GRAPH_COND_TYPE_WHILE] = "WHILE",
+    [CU_GRAPH_COND_TYPE_SWITCH] = "SWITCH",
 };
 
 /* One node's label: its type, then what it does. */
@@ -1294,6 +1459,11 @@ static void dot_label(FILE *f, const struct sim_gnode *n)
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		fprintf(f, "event %p", (void *)n->u.ev);
 		break;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		fprintf(f, "%s, handle %llu, %u bod%s", cond_names[n->u.cond.type],
+			(unsigned long long)n->u.cond.handle, n->u.cond.size,
+			n->u.cond.size == 1 ? "y" : "ies");
+		break;
 	default:
 		break;
 	}
@@ -1302,18 +1472,27 @@ static void dot_label(FILE *f, const struct sim_gnode *n)
 static void dot_graph(FILE *f, const struct sim_graph *g, int depth)
 {
 	struct sim_gnode *n;
+	struct sim_graph *sub;
 
 	for_each_node(n, g)
 	{
 		fprintf(f, "%*sn%llu [label=\"", depth * 4, "", (unsigned long long)n->id);
 		dot_label(f, n);
 		fprintf(f, "\"];\n");
-		if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
-			fprintf(f, "%*ssubgraph cluster_n%llu {\n", depth * 4, "",
+		for (unsigned i = 0; (sub = sim_gnode_sub(n, i)); i++) {
+			/* a cluster per graph: n<id> for a child graph, n<id>_<i> for body i */
+			fprintf(f, "%*ssubgraph cluster_n%llu", depth * 4, "",
 				(unsigned long long)n->id);
-			fprintf(f, "%*slabel=\"child graph of n%llu\";\n", depth * 4 + 4, "",
-				(unsigned long long)n->id);
-			dot_graph(f, n->u.child, depth + 1);
+			if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+				fprintf(f, "_%u", i);
+			fprintf(f, " {\n");
+			if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+				fprintf(f, "%*slabel=\"body %u of n%llu\";\n", depth * 4 + 4, "", i,
+					(unsigned long long)n->id);
+			else
+				fprintf(f, "%*slabel=\"child graph of n%llu\";\n", depth * 4 + 4,
+					"", (unsigned long long)n->id);
+			dot_graph(f, sub, depth + 1);
 			fprintf(f, "%*s}\n", depth * 4, "");
 		}
 	}

@@ -144,6 +144,43 @@ static void add_counter(const struct sim_launch *l)
 	*counter = (int)((unsigned)*counter + (unsigned)v * (unsigned)threads_all(l));
 }
 
+/*
+ * Conditional graph nodes: kernels.cu's cond_set, cond_pick and cond_countdown, and
+ * rt_graph_cond.cu's cg_pick and cg_countdown (the same code under C++ names). One thread of
+ * the device code does the work; the handle is set through sim_graph_set_conditional(), the
+ * twin of the device's cudaGraphSetConditional.
+ */
+static void cond_set(const struct sim_launch *l)
+{
+	sim_graph_set_conditional(P(l, 0, unsigned long long), P(l, 1, unsigned));
+}
+
+/* the value x[0] % mod (a mod of 0, which the device leaves undefined, faults here) */
+static void cond_pick(const struct sim_launch *l)
+{
+	const unsigned *x = P(l, 0, const unsigned *);
+	unsigned mod = P(l, 1, unsigned);
+
+	if (!mod || !sim_device_ok(x, 4, 0)) {
+		sim_kernel_fault();
+		return;
+	}
+	sim_graph_set_conditional(P(l, 2, unsigned long long), x[0] % mod);
+}
+
+static void cond_countdown(const struct sim_launch *l)
+{
+	unsigned *c = P(l, 0, unsigned *);
+
+	if (!sim_device_ok(c, 8, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	c[0] -= 1;
+	c[1] = c[1] * 3 + c[0];
+	sim_graph_set_conditional(P(l, 1, unsigned long long), c[0] != 0);
+}
+
 static void table_sum(const struct sim_launch *l)
 {
 	float *out = P(l, 0, float *);
@@ -656,6 +693,21 @@ static void rt_gn_affine(const struct sim_launch *l)
 	}
 	for (unsigned long long i = 0; i < count; i++)
 		dst[i] = src[i] * mul + add;
+}
+
+/* rt_graph_cond.cu: cg_affine(unsigned *x, unsigned mul, unsigned add, int n), in place */
+static void rt_cg_affine(const struct sim_launch *l)
+{
+	unsigned *x = P(l, 0, unsigned *);
+	unsigned mul = P(l, 1, unsigned), add = P(l, 2, unsigned);
+	unsigned long long count = upto_n(l, P(l, 3, int));
+
+	if (!sim_device_ok(x, count * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < count; i++)
+		x[i] = x[i] * mul + add;
 }
 
 /* rt_graph_nodes.cu: gn_combine(unsigned *dst, const unsigned *a, const unsigned *b, int n) */
@@ -1335,6 +1387,9 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("empty_kernel", empty_kernel);
 	sim_register_kernel("spin_ns", spin_ns);
 	sim_register_kernel("add_counter", add_counter);
+	sim_register_kernel("cond_set", cond_set);
+	sim_register_kernel("cond_pick", cond_pick);
+	sim_register_kernel("cond_countdown", cond_countdown);
 	sim_register_kernel("table_sum", table_sum);
 	sim_register_kernel("mixed_params", mixed_params);
 
@@ -1367,6 +1422,9 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z10gn_combinePjPKjS1_i", rt_gn_combine);
 	sim_register_kernel("_Z6gn_mixPjPKji", rt_gn_mix);
 	sim_register_kernel("_Z12gn_spin_fillPjjiy", rt_gn_spin_fill);
+	sim_register_kernel("_Z9cg_affinePjjji", rt_cg_affine);
+	sim_register_kernel("_Z7cg_pickPKjjy", cond_pick);
+	sim_register_kernel("_Z12cg_countdownPjy", cond_countdown);
 	sim_register_kernel("_Z12big_checksum3BigixfPy", rt_big_checksum);
 	sim_register_kernel("_Z5helloi", rt_hello);
 	sim_register_kernel("_Z7formatsijxfdc", rt_formats);

@@ -163,7 +163,9 @@ void sim_kernel_run(struct sim_op *op, struct sim_ctx *ctx)
 	CUresult r = CUDA_SUCCESS;
 
 	faulted = asserted = false;
+	sim_cond_scope(op->u.k.vals);
 	op->u.k.fn(&op->u.k.l);
+	sim_cond_scope(NULL);
 	if (asserted)
 		r = CUDA_ERROR_ASSERT;
 	else if (faulted)

@@ -52,6 +52,7 @@ CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream,
 #undef cuGraphKernelNodeGetParams
 #undef cuGraphKernelNodeSetParams
 #undef cuGraphExecKernelNodeSetParams
+#undef cuGraphAddNode
 CUresult CUDAAPI cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
 				 size_t *numEdges);
 CUresult CUDAAPI cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
@@ -76,6 +77,9 @@ CUresult CUDAAPI cuGraphKernelNodeSetParams(CUgraphNode hNode,
 					    const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
 CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
 						const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				const CUgraphNode *dependencies, size_t numDependencies,
+				CUgraphNodeParams *nodeParams);
 #pragma GCC visibility pop
 
 #include "simgpu.h"
@@ -237,6 +241,7 @@ enum sim_op_type {
 	SIM_OP_CALLBACK = 5,
 	SIM_OP_RECORD = 6,
 	SIM_OP_WAIT = 7,
+	SIM_OP_COND = 8, /* a graph launch's conditional node, or its handles' reset (cond.c) */
 };
 
 struct sim_dep {
@@ -248,6 +253,8 @@ struct sim_module;
 struct sim_event;
 struct sim_func;
 struct sim_gnode;
+struct sim_cond;
+struct sim_condvals;
 
 /* a set of graph nodes (graph.h): what the next node captured on a stream depends on */
 struct sim_nodeset {
@@ -281,6 +288,8 @@ struct sim_op {
 			/* one block: the nparams pointers of l.params, then the parameter bytes */
 			void *blk;
 			size_t blk_size;
+			/* a graph launch's: the values of its conditional handles, a reference */
+			struct sim_condvals *vals;
 		} k;
 		struct {
 			CUhostFn fn;
@@ -296,6 +305,9 @@ struct sim_op {
 			uint64_t gen;
 			unsigned flags;
 		} ev;
+		struct {
+			struct sim_cond *c; /* owned */
+		} cond;
 	} u;
 };
 
@@ -346,6 +358,8 @@ struct sim_op *sim_op_new(int type);
 struct sim_op *sim_op_clone(const struct sim_op *op);
 void sim_op_free(struct sim_op *op);
 void sim_op_free_locked(struct sim_op *op); /* with sim_sched held */
+/* sim_op_run() - on s's thread, without sim_sched: run op (a fault poisons s's context) */
+void sim_op_run(struct sim_stream *s, struct sim_op *op);
 CUresult sim_enqueue(struct sim_stream *s, struct sim_op *op, uint64_t *seq);
 CUresult sim_enqueue_list(struct sim_stream *s, struct sim_op *const *ops, unsigned n);
 CUresult sim_wait_seq(struct sim_stream *s, uint64_t seq);
@@ -363,6 +377,14 @@ CUresult sim_set_run(const struct sim_op *op);	/* mem.c */
 CUresult sim_copy3d_ops(const CUDA_MEMCPY3D *c, struct sim_op **out);
 CUresult sim_set_op(CUdeviceptr dst, size_t pitch, unsigned value, unsigned esize, size_t width,
 		    size_t height, struct sim_op **out);
+
+/* --- conditional nodes as they run (cond.c) ------------------------------------------------ */
+
+void sim_condvals_get(struct sim_condvals *vals); /* NULL: nothing */
+void sim_condvals_put(struct sim_condvals *vals);
+void sim_cond_run(struct sim_stream *s, struct sim_cond *c);
+void sim_cond_free(struct sim_cond *c, bool locked);
+void sim_cond_scope(struct sim_condvals *vals);
 
 /* --- stream capture (capture.c), called under sim_sched ------------------------------------ */
 

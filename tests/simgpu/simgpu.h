@@ -49,6 +49,14 @@ int sim_device_ok(const void *p, size_t n, int write);
 void sim_kernel_fault(void);
 
 /*
+ * sim_graph_set_conditional() - the device's cudaGraphSetConditional(handle, value): the value
+ * of conditional handle `handle` in the launch of the executable graph the running kernel
+ * belongs to. A kernel launched outside a graph, or naming a handle its graph does not have,
+ * ends with CUDA_ERROR_ILLEGAL_ADDRESS (sticky), as on an H200.
+ */
+void sim_graph_set_conditional(unsigned long long handle, unsigned value);
+
+/*
  * sim_printf() - the device printf of the running kernel l: formatted as the driver formats it
  * (on the host, with printf's rules), kept in the context's device printf buffer (at most its
  * CU_LIMIT_PRINTF_FIFO_SIZE bytes; the rest is dropped) and written to stdout where the driver

@@ -91,7 +91,10 @@ static void op_free(struct sim_op *op, bool locked)
 		if (op->u.k.mod)
 			sim_module_put(op->u.k.mod);
 		free(op->u.k.blk);
+		sim_condvals_put(op->u.k.vals);
 	}
+	if (op->type == SIM_OP_COND)
+		sim_cond_free(op->u.cond.c, locked);
 	free(op);
 }
 
@@ -108,14 +111,17 @@ void sim_op_free_locked(struct sim_op *op)
 
 /*
  * sim_op_clone() - a copy of op with its own buffers and references and no dependencies,
- * for graphs: captured work is cloned into the graph, and again at each launch.
+ * for graphs: captured work is cloned into the graph, and again at each launch. A conditional
+ * node's operation is made for one launch and is never cloned (NULL).
  */
 struct sim_op *sim_op_clone(const struct sim_op *op)
 {
 	struct sim_op *c = malloc(sizeof(*c));
 
-	if (!c)
+	if (!c || op->type == SIM_OP_COND) {
+		free(c);
 		return NULL;
+	}
 	*c = *op;
 	c->next = NULL;
 	c->deps = NULL;
@@ -143,6 +149,7 @@ struct sim_op *sim_op_clone(const struct sim_op *op)
 				  ((char *)op->u.k.l.params[i] - (char *)op->u.k.blk);
 		c->u.k.l.params = ptrs;
 		__atomic_add_fetch(&op->u.k.mod->refs, 1, __ATOMIC_RELAXED);
+		sim_condvals_get(op->u.k.vals);
 		break;
 	}
 	case SIM_OP_RECORD:
@@ -166,7 +173,7 @@ static bool deps_done(const struct sim_op *op)
 	return true;
 }
 
-static void run(struct sim_stream *s, struct sim_op *op)
+void sim_op_run(struct sim_stream *s, struct sim_op *op)
 {
 	CUresult r = CUDA_SUCCESS;
 
@@ -194,6 +201,9 @@ static void run(struct sim_stream *s, struct sim_op *op)
 		break;
 	case SIM_OP_WAIT: /* its dependencies were the work */
 		break;
+	case SIM_OP_COND: /* runs the operations of a body here, on this thread */
+		sim_cond_run(s, op->u.cond.c);
+		break;
 	}
 	if (r != CUDA_SUCCESS) {
 		sim_log("stream %p: operation failed at run time (%d)", (void *)s, r);
@@ -220,7 +230,7 @@ static void *stream_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&sim_sched);
-		run(s, op);
+		sim_op_run(s, op);
 		pthread_mutex_lock(&sim_sched);
 		s->head = op->next;
 		if (!s->head)

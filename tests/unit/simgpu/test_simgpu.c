@@ -210,6 +210,9 @@ static const struct layout {
     {"fill_u32", 3, {0, 8, 16}, {8, 4, 8}},
     {"scale_add", 4, {0, 8, 12, 16}, {8, 4, 4, 4}},
     {"vec_add", 4, {0, 8, 16, 24}, {8, 8, 8, 4}},
+    {"cond_set", 2, {0, 8}, {8, 4}},
+    {"cond_pick", 3, {0, 8, 16}, {8, 4, 8}},
+    {"cond_countdown", 2, {0, 8}, {8, 8}},
 };
 #define NKERNELS (sizeof(layouts) / sizeof(layouts[0]))
 
