@@ -796,8 +796,8 @@ static CUresult cond_bodies(struct ip_graph *g, struct ip_gnode *n, const void *
 	const CUDA_CONDITIONAL_NODE_PARAMS *p = params;
 	unsigned want = p->type == CU_GRAPH_COND_TYPE_WHILE ? 1 : p->type == CU_GRAPH_COND_TYPE_IF ? 2 : ~0u;
 
-	if (!p->phGraph_out || !p->size || p->size > want || p->type > CU_GRAPH_COND_TYPE_SWITCH ||
-	    !p->handle || p->size > 1024)
+	if (!p->size || p->size > want || p->type > CU_GRAPH_COND_TYPE_SWITCH || !p->handle ||
+	    p->size > 1024)
 		return CUDA_ERROR_INVALID_VALUE;
 	n->cond.p = *p;
 	n->cond.bodies = calloc(p->size, sizeof(*n->cond.bodies));
@@ -971,9 +971,9 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
 		free(n->cond.bodies);
 		n->cond.bodies = NULL;
 	}
+	/* as the H200's driver does: phGraph_out points at the node's own array */
 	if (r == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
-		memcpy(((CUDA_CONDITIONAL_NODE_PARAMS *)params)->phGraph_out, n->cond.bodies,
-		       n->cond.p.size * sizeof(CUgraph));
+		((CUDA_CONDITIONAL_NODE_PARAMS *)params)->phGraph_out = n->cond.bodies;
 	if (r == CUDA_SUCCESS) {
 		for (size_t i = 0; i < ndeps && r == CUDA_SUCCESS; i++)
 			if (add_dep(n, dv[i]))

@@ -659,7 +659,10 @@ static CUresult node_add(struct srv_worker *w, const Rgpu__GraphNode *m, const s
 					: CUDA_ERROR_NOT_SUPPORTED;
 		if (r == CUDA_ERROR_NOT_SUPPORTED)
 			pr_warn("the driver lacks cuGraphAddNode (CUDA 12.3): no conditional node");
-		/* the bodies are graphs of the client's ids, found through the node */
+		/*
+		 * the bodies are graphs of the client's ids, found through the node (the H200's
+		 * driver points phGraph_out at an array of its own)
+		 */
 		for (size_t i = 0; r == CUDA_SUCCESS && i < m->n_bodies; i++) {
 			struct srv_gnodes *b;
 			srv_gnodes_forget(w, m->bodies[i]);
@@ -667,7 +670,7 @@ static CUresult node_add(struct srv_worker *w, const Rgpu__GraphNode *m, const s
 			if (!b)
 				r = CUDA_ERROR_OUT_OF_MEMORY;
 			else
-				b->h = bodies[i];
+				b->h = p.conditional.phGraph_out[i];
 		}
 		free(bodies);
 	} else {

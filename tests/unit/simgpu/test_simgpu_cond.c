@@ -199,7 +199,7 @@ static void run(CUgraphExec x)
 /* Handles are 1, 2, ... in each graph's tree, bodies included, as the driver numbers them. */
 static void test_handles(void **state)
 {
-	CUgraph g, g2, body[2];
+	CUgraph g, g2, body[2] = {0};
 	CUgraphConditionalHandle h1, h2, h3, hb;
 	CUgraphNode n;
 
@@ -322,7 +322,7 @@ static void test_add_node(void **state)
 
 	/* h3 serves no node: no instantiation (the H200: CUDA_ERROR_INVALID_VALUE) */
 	assert_int_equal(cuGraphInstantiate(&x, g, 0), CUDA_ERROR_INVALID_VALUE);
-	CUgraph b3[1];
+	CUgraph b3[1] = {0};
 	cond(g, &n, 1, h3, CU_GRAPH_COND_TYPE_WHILE, 1, b3);
 	/* a body by itself is not a graph to instantiate */
 	assert_int_equal(cuGraphInstantiate(&x, b3[0], 0), CUDA_ERROR_NOT_SUPPORTED);
@@ -358,7 +358,7 @@ static void test_add_node(void **state)
 /* IF with an ELSE: a kernel picks the body from a word's parity; a node after both. */
 static void test_if_else(void **state)
 {
-	CUgraph g, body[2];
+	CUgraph g, body[2] = {0};
 	CUgraphConditionalHandle h;
 	CUgraphNode k, c, e;
 	CUgraphExec x;
@@ -392,7 +392,7 @@ static void test_if_else(void **state)
 	CU(cuGraphExecDestroy(x));
 
 	/* without an ELSE, a zero runs nothing */
-	CUgraph g1, b1[1];
+	CUgraph g1, b1[1] = {0};
 	CU(cuGraphCreate(&g1, 0));
 	CU(cuGraphConditionalHandleCreate(&h, g1, g_ctx, 0, 0));
 	k = pick(g1, NULL, 0, sel, 2, h);
@@ -456,7 +456,7 @@ static void test_while(void **state)
 /* SWITCH of 3 bodies on x % 4 (3: none); body 2 filled by capture into it. */
 static void test_switch(void **state)
 {
-	CUgraph g, body[3], got;
+	CUgraph g, body[3] = {0}, got;
 	CUgraphConditionalHandle h;
 	CUgraphNode k;
 	CUgraphExec x;
@@ -506,7 +506,7 @@ static void test_switch(void **state)
  */
 static void test_nested(void **state)
 {
-	CUgraph g, outer, inner;
+	CUgraph g, outer = NULL, inner = NULL;
 	CUgraphConditionalHandle ho, hi;
 	CUgraphNode k, c, a, loop, b;
 	CUgraphExec x;
@@ -569,7 +569,7 @@ struct setter {
 static void setter_build(struct setter *s, unsigned dflt, unsigned flags, unsigned v)
 {
 	CUgraphConditionalHandle h;
-	CUgraph body;
+	CUgraph body = NULL;
 	CUgraphNode c;
 
 	CU(cuGraphCreate(&s->g, 0));
@@ -644,7 +644,7 @@ static void test_update(void **state)
 	struct setter a, b;
 	CUgraphExecUpdateResultInfo info;
 	CUgraphConditionalHandle h;
-	CUgraph g, body[2];
+	CUgraph g, body[2] = {0};
 
 	(void)state;
 	words_init(&a.w, 7);
@@ -693,7 +693,7 @@ static void test_dot(void **state)
 {
 	char path[] = "/tmp/simgpu_cond_XXXXXX", buf[8192];
 	CUgraphConditionalHandle h;
-	CUgraph g, body[3];
+	CUgraph g, body[3] = {0};
 	size_t n;
 	FILE *f;
 	int fd;
