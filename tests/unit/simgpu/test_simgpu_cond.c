@@ -419,7 +419,7 @@ static void test_if_else(void **state)
  */
 static void test_while(void **state)
 {
-	CUgraph g, body;
+	CUgraph g, body = NULL;
 	CUgraphConditionalHandle h;
 	CUgraphNode loop, a;
 	CUgraphExec x;
