@@ -589,7 +589,13 @@ int main()
 	CK(cudaMalloc(&b, 1 << 16));
 	fact_capture_order(a, b);
 	fact_capture_to_captured(a, false);
-	fact_capture_to_captured(a, true);
+	/*
+	 * With the first capture's last node as dependency, driver 580.159.04 (CUDA 13.0) crashes
+	 * the process (SIGSEGV, seen on the H200 on 2026-11-27); without, it answers 401. Asked
+	 * only with RGPU_PROBE_CRASH=1.
+	 */
+	if (getenv("RGPU_PROBE_CRASH"))
+		fact_capture_to_captured(a, true);
 	fact_child_order(a, b);
 	CK(cudaDeviceSynchronize());
 	CK(cudaFree(a));
