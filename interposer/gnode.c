@@ -877,9 +877,8 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
 	g = graph_get(hg);
 	if (!out || !g || (!params && type != CU_GRAPH_NODE_TYPE_EMPTY))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = graph_sync(g);
-	if (r == CUDA_SUCCESS)
-		r = deps_check(g, deps, ndeps, &dv);
+	/* (the dependencies are nodes the client has: no listing of the graph is needed) */
+	r = deps_check(g, deps, ndeps, &dv);
 	if (r != CUDA_SUCCESS)
 		return r;
 	n = node_new(g, type);
@@ -1338,6 +1337,9 @@ IP_API CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *out)
 	n = gnode_get(h);
 	if (!n || !out)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* a node of a captured graph named by a capture's dependencies: its type is listed */
+	if (!n->known && (r = graph_sync(n->g)) != CUDA_SUCCESS)
+		return r;
 	/* graph memory nodes are empty nodes on the worker, but what they were made as here */
 	*out = n->type;
 	return CUDA_SUCCESS;
@@ -2213,9 +2215,7 @@ CUresult ip_graph_into(CUgraph h, const CUgraphNode *deps, const CUgraphEdgeData
 				"supported");
 			return CUDA_ERROR_NOT_SUPPORTED;
 		}
-	r = graph_sync(g);
-	if (r == CUDA_SUCCESS)
-		r = deps_check(g, deps, n, &dv);
+	r = deps_check(g, deps, n, &dv);
 	if (r == CUDA_SUCCESS && n && !(*ids = malloc(n * sizeof(**ids))))
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
@@ -2289,8 +2289,7 @@ CUresult ip_capture_deps(struct ip_stream *s, struct ip_capture *cap, const CUgr
 		cap->ndeps = rep->n_id;
 		*deps = cap->ndeps ? cap->deps : NULL;
 		*ndeps = cap->ndeps;
-		/* a node named now is listed (its type, its edges) at the next question */
-		r = graph_sync(g);
+		/* a node named now gets its type and edges when a question needs them (node_topo) */
 	}
 	free(idx);
 	free(ids);
