@@ -36,6 +36,11 @@ static const char *blob_kind_name(unsigned k)
 	return NULL;
 }
 
+int rgpu_ckpt_is_live(const Rgpu__CkptMeta *m)
+{
+	return m->live_round || m->device_hashes.len;
+}
+
 int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta **out,
 			  char *why, size_t whylen)
 {
@@ -68,7 +73,7 @@ int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta 
 			goto bad;
 		}
 		/* a live round's device blobs index device_hashes; every other blob the list */
-		size_t of = b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && m->device_hashes.len
+		size_t of = b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && rgpu_ckpt_is_live(m)
 				    ? m->device_hashes.len / RGPU_HASH_LEN
 				    : n;
 		if (b->count != rgpu_ckpt_nchunks(b->size) || b->first > of ||
@@ -230,7 +235,7 @@ const char *rgpu_ckpt_blob_of(const Rgpu__CkptMeta *m, size_t i, char *out, size
 {
 	for (size_t b = 0; b < m->n_blobs; b++) {
 		const Rgpu__CkptBlob *bl = m->blobs[b];
-		if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && m->device_hashes.len)
+		if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && rgpu_ckpt_is_live(m))
 			continue; /* not in the list */
 		if (i >= bl->first && i - bl->first < bl->count) {
 			if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE)

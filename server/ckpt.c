@@ -1001,6 +1001,7 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 	m.n_recorded_events = tk->nevents;
 	m.recorded_events = tk->events;
 	if (tk->dx) {
+		m.live_round = 1;
 		m.device_hashes.data = tk->dhash;
 		m.device_hashes.len = tk->ndchunks * RGPU_HASH_LEN;
 	}

@@ -297,7 +297,7 @@ static int fill_device(struct restore *rs)
 	uint64_t total = 0;
 	int ret = 0;
 
-	if (rs->m->device_hashes.len)
+	if (rgpu_ckpt_is_live(rs->m))
 		return fail(rs, RGPU_EUNSUPPORTED,
 			    "checkpoint %llu is a live migration's round: its device memory is not "
 			    "in the store",
@@ -549,11 +549,11 @@ static int chunk_addrs(struct restore *rs, size_t n, uint64_t *addr)
 }
 
 /*
- * A live round's device memory (its metadata has device_hashes): answer the PUSH_DONE at
- * *done_seq with the chunks that differ from what this GPU holds, write each DEVICE_CHUNK at its
- * address as it arrives, then hash what was written on the GPU. A chunk sent exact (the cut's
- * bytes) must hash to its name; one read from the running job is kept as it hashes, and asked
- * for again next round. At the switchover (final) every chunk must then be the source's. On
+ * A live round's device memory (rgpu_ckpt_is_live(); its hashes in device_hashes, none for a
+ * job that maps no device memory): answer the PUSH_DONE at *done_seq with the chunks that differ
+ * from what this GPU holds, write each DEVICE_CHUNK at its address as it arrives, then hash
+ * what was written on the GPU. A chunk sent exact (the cut's bytes) must hash to its name; one
+ * read from the running job is kept as it hashes, and asked for again next round. At the switchover (final) every chunk must then be the source's. On
  * return *done_seq is DEVICE_END's, whose reply is the caller's (0 when the source was told by
  * an ERROR frame).
  */
@@ -869,7 +869,7 @@ static int contents(struct restore *rs)
 	int ret;
 
 	/* a live round's device memory came on the connection (take_device) */
-	if ((!rs->m->device_hashes.len && (ret = fill_device(rs))) || (ret = fill_globals(rs)) ||
+	if ((!rgpu_ckpt_is_live(rs->m) && (ret = fill_device(rs))) || (ret = fill_globals(rs)) ||
 	    (ret = record_events(rs)))
 		return ret;
 	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA))) {
@@ -1095,7 +1095,7 @@ static int next_round(struct restore *rs, struct rgpu_conn *c, Rgpu__PushRequest
 	rs->m = m;
 	rs->hashes = hashes;
 	rs->n = n;
-	ret = rs->m->device_hashes.len ? take_device(rs, c, done_seq, !req->stage) : 0;
+	ret = rgpu_ckpt_is_live(rs->m) ? take_device(rs, c, done_seq, !req->stage) : 0;
 	if (!ret)
 		ret = contents(rs);
 	if (ret)
@@ -1163,7 +1163,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 		ret = rebuild(&rs);
 	if (!ret)
 		keep_images(&rs);
-	if (!ret && rs.m->device_hashes.len)
+	if (!ret && rgpu_ckpt_is_live(rs.m))
 		ret = take_device(&rs, c, &done_seq, !req->stage);
 	if (!ret)
 		ret = contents(&rs);
@@ -1209,7 +1209,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	rgpu_conn_close(c);
 	ring_close(&rs);
 	/* a live round's checkpoint holds no device memory: nothing to restore it from later */
-	if (rs.m->device_hashes.len)
+	if (rgpu_ckpt_is_live(rs.m))
 		rgpu_store_remove(rs.store, rs.id);
 	rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
 	free(rs.hashes);
@@ -1219,7 +1219,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	srv_worker_serve(w);
 out:
 	/* a failed live migration's round: nothing to restore it from either */
-	if (rs.m && rs.m->device_hashes.len && rs.id)
+	if (rs.m && rgpu_ckpt_is_live(rs.m) && rs.id)
 		rgpu_store_remove(rs.store, rs.id);
 	if (rs.m)
 		rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
