@@ -32,6 +32,7 @@ static const char *blob_kind_name(unsigned k)
 	case RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA: return "the host area";
 	case RGPU__CKPT_BLOB_KIND__CKPT_BLOB_KEPT: return "the frames kept for the client";
 	case RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE: return "a module image";
+	case RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY: return "a CUDA array";
 	}
 	return NULL;
 }
@@ -94,6 +95,10 @@ int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta 
 				 i, (unsigned long long)b->addr, (unsigned long long)b->size);
 			goto bad;
 		}
+		if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY && !b->id) {
+			snprintf(why, whylen, "blob %zu: a CUDA array's contents without its record", i);
+			goto bad;
+		}
 		if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE && b->hash.len != RGPU_HASH_LEN) {
 			snprintf(why, whylen, "blob %zu: a module image without its hash", i);
 			goto bad;
@@ -115,6 +120,7 @@ void rgpu_ckpt_info(const Rgpu__CkptMeta *m, uint64_t id, size_t nchunks, Rgpu__
 	info->client_program = m->client_program;
 	info->created_unix_ms = m->created_unix_ms;
 	info->device_bytes = m->device_bytes;
+	info->array_bytes = m->array_bytes;
 	info->chunks = nchunks;
 	info->new_chunks = m->new_chunks;
 	info->new_bytes = m->new_bytes;
@@ -242,6 +248,9 @@ const char *rgpu_ckpt_blob_of(const Rgpu__CkptMeta *m, size_t i, char *out, size
 				snprintf(out, len, "device memory at %#llx",
 					 (unsigned long long)(bl->addr +
 							      (i - bl->first) * RGPU_CHUNK_MAX));
+			else if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY)
+				snprintf(out, len, "the CUDA array of record %llu",
+					 (unsigned long long)bl->id);
 			else
 				snprintf(out, len, "%s", blob_kind_name(bl->kind));
 			return out;
