@@ -1235,6 +1235,20 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		snprintf(why, whylen, "the checkpoint store cannot be read: %s", rgpu_strerror(ret));
 		goto out;
 	}
+	/*
+	 * The host-side chunks go through the same items as the device ones: one each, as many as
+	 * the list has beyond the device part (a module image or a CUDA array may take more chunks
+	 * than the job has device chunks).
+	 */
+	if (nall - ndlist > tk.ndchunks + tk.nhb) {
+		struct item *more = realloc(d.items, (nall - ndlist + 1) * sizeof(*d.items));
+		if (!more) {
+			ret = RGPU_ENOMEM;
+			snprintf(why, whylen, "out of memory");
+			goto out;
+		}
+		d.items = more;
+	}
 	d.nitems = 0;
 	atomic_store(&d.next, 0);
 	atomic_store(&d.bytes, 0);
