@@ -14,7 +14,10 @@
 // The texture and surface objects are made once, before the first READY: a restore must give
 // them the values the program holds (docs/architecture.md, "Arrays, textures and surfaces").
 // At READY it holds no device memory (its scratch buffers are freed before): its checkpoint has
-// no device chunk at all, and its live migration's rounds none either.
+// no device chunk at all, and its live migration's rounds none either. ZDTM_ARRAYS_MIB=N (at
+// most 1024) adds a 2D array of N MiB (4096 x 64N elements of 4 bytes, seeded PRNG data, new
+// each round), to measure what arrays cost a checkpoint or a live migration's switchover
+// (docs/architecture.md).
 //
 // Checks after the signal: every level's extent (cudaArrayGetInfo); every byte of every array,
 // level, layer, face and slice read back with cudaMemcpy3D; a2 and a3 read by kernels through
@@ -58,6 +61,7 @@ struct arr {
 	size_t esz;
 	int kernel;     // written by zd_surf_fill (a2), not by a copy
 	std::vector<unsigned char> want;
+	int rng;        // the big array: PRNG data (zd_rand_fill), not zd_byte per byte
 };
 
 static size_t bytes_of(const arr &x)
@@ -85,8 +89,13 @@ static void write_arr(arr &x, unsigned seed)
 		ZK_LAUNCH();
 		return;
 	}
-	for (size_t i = 0; i < x.want.size(); i++)
-		x.want[i] = zd_byte(i, seed);
+	if (x.rng) {
+		struct zd_rng r = {seed * 0x9e3779b97f4a7c15ull};
+		zd_rand_fill(&r, x.want.data(), x.want.size());
+	} else {
+		for (size_t i = 0; i < x.want.size(); i++)
+			x.want[i] = zd_byte(i, seed);
+	}
 	cudaMemcpy3DParms p = {};
 	p.srcPtr = make_cudaPitchedPtr(x.want.data(), x.w * x.esz, x.w, x.h);
 	p.dstArray = x.a;
@@ -168,23 +177,29 @@ int main()
 	zd_init("arrays");
 	ZK(cudaSetDevice(0));
 
-	v.push_back({"a1 (1D, 1-byte)", NULL, 3001, 1, 1, 1, 0, {}});
+	v.push_back({"a1 (1D, 1-byte)", NULL, 3001, 1, 1, 1, 0, {}, 0});
 	ZK(cudaMallocArray(&v.back().a, &u8, 3001, 0));
-	v.push_back({"a2 (2D, 4-byte, surface)", NULL, 67, 45, 1, 4, 1, {}});
+	v.push_back({"a2 (2D, 4-byte, surface)", NULL, 67, 45, 1, 4, 1, {}, 0});
 	ZK(cudaMallocArray(&v.back().a, &u32, 67, 45, cudaArraySurfaceLoadStore));
-	v.push_back({"a3 (layered 2D, 2-byte)", NULL, 31, 17, 5, 2, 0, {}});
+	v.push_back({"a3 (layered 2D, 2-byte)", NULL, 31, 17, 5, 2, 0, {}, 0});
 	ZK(cudaMalloc3DArray(&v.back().a, &u16, make_cudaExtent(31, 17, 5), cudaArrayLayered));
-	v.push_back({"a4 (3D, 16-byte)", NULL, 13, 11, 7, 16, 0, {}});
+	v.push_back({"a4 (3D, 16-byte)", NULL, 13, 11, 7, 16, 0, {}, 0});
 	ZK(cudaMalloc3DArray(&v.back().a, &u32x4, make_cudaExtent(13, 11, 7), 0));
-	v.push_back({"a5 (cubemap, 2-byte)", NULL, 16, 16, 6, 2, 0, {}});
+	v.push_back({"a5 (cubemap, 2-byte)", NULL, 16, 16, 6, 2, 0, {}, 0});
 	ZK(cudaMalloc3DArray(&v.back().a, &u8x2, make_cudaExtent(16, 16, 6), cudaArrayCubemap));
 	ZK(cudaMallocMipmappedArray(&mm, &u16x4, make_cudaExtent(64, 40, 0), LEVELS, 0));
 	static const char *const level_names[LEVELS] = {
 	    "mm level 0 (64 x 40, 8-byte)", "mm level 1 (32 x 20)", "mm level 2 (16 x 10)",
 	    "mm level 3 (8 x 5)"};
 	for (unsigned l = 0; l < LEVELS; l++) {
-		v.push_back({level_names[l], NULL, 64u >> l, 40u >> l, 1, 8, 0, {}});
+		v.push_back({level_names[l], NULL, 64u >> l, 40u >> l, 1, 8, 0, {}, 0});
 		ZK(cudaGetMipmappedArrayLevel(&v.back().a, mm, l));
+	}
+	const char *big = getenv("ZDTM_ARRAYS_MIB");
+	size_t big_mib = big ? strtoul(big, NULL, 10) : 0;
+	if (big_mib) {
+		v.push_back({"big (2D, 4-byte)", NULL, 4096, 64 * big_mib, 1, 4, 0, {}, 1});
+		ZK(cudaMallocArray(&v.back().a, &u32, 4096, 64 * big_mib));
 	}
 
 	// the objects over a2 and a3: point sampling, clamped, unnormalised coordinates
@@ -235,8 +250,9 @@ int main()
 	ZK(cudaDestroyTextureObject(t2));
 	ZK(cudaDestroyTextureObject(t3));
 	ZK(cudaDestroySurfaceObject(surf));
-	for (size_t k = 0; k < 5; k++)
-		ZK(cudaFreeArray(v[k].a));
+	for (size_t k = 0; k < v.size(); k++)
+		if (k < 5 || k >= 5 + LEVELS)
+			ZK(cudaFreeArray(v[k].a));
 	ZK(cudaFreeMipmappedArray(mm));
 
 	char summary[160];
