@@ -297,8 +297,8 @@ int ctl_cmd_checkpoint(int argc, char **argv)
 		ctl_fmt_bytes(ci->stored_bytes, st, sizeof(st));
 		ms(ci->pause_ns, pause, sizeof(pause));
 		ms(ci->duration_ns, dur, sizeof(dur));
-		printf("checkpoint %llu of job %.12s on %s: %s of device memory%s in %llu chunks, %llu "
-		       "new (%s, %s stored); the job was held %s%s; %s in all\n",
+		printf("checkpoint %llu of job %.12s on %s: %s of device memory%s in %llu chunks, "
+		       "%llu new (%s, %s stored); the job was held %s%s; %s in all\n",
 		       (unsigned long long)ci->id, job, o.server[s], dev, arrs,
 		       (unsigned long long)ci->chunks, (unsigned long long)ci->new_chunks, nb, st,
 		       pause, ci->snapshot ? " (a snapshot on the GPU drained after)" : "", dur);

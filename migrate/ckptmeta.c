@@ -96,7 +96,8 @@ int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta 
 			goto bad;
 		}
 		if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY && !b->id) {
-			snprintf(why, whylen, "blob %zu: a CUDA array's contents without its record", i);
+			snprintf(why, whylen,
+				 "blob %zu: a CUDA array's contents without its record", i);
 			goto bad;
 		}
 		if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE && b->hash.len != RGPU_HASH_LEN) {

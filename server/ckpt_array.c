@@ -27,9 +27,9 @@
 
 #define ARR_MAGIC 0x52414752u /* "RGAR" */
 #define ARR_VERSION 1
-#define ARR_HDR 32            /* bytes before the level table */
-#define ARR_LEVEL 24          /* a level's entry: width, height, depth (u64 each) */
-#define ARR_LEVELS_MAX 32     /* a 2^31-wide array has 32 levels */
+#define ARR_HDR 32	  /* bytes before the level table */
+#define ARR_LEVEL 24	  /* a level's entry: width, height, depth (u64 each) */
+#define ARR_LEVELS_MAX 32 /* a 2^31-wide array has 32 levels */
 
 /* An array's shape as the worker knows it: what its blob must describe. */
 struct shape {
@@ -37,11 +37,11 @@ struct shape {
 	int mipmapped;
 	uint32_t elem, levels, format, channels, flags;
 	uint64_t ext[ARR_LEVELS_MAX][3]; /* per level: width in elements, height, depth (>= 1) */
-	uint64_t bytes;                  /* of all levels' elements */
+	uint64_t bytes;			 /* of all levels' elements */
 };
 
 static int fail(char *why, size_t whylen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 static int fail(char *why, size_t whylen, int code, const char *fmt, ...)
 {
 	va_list ap;
@@ -84,8 +84,9 @@ static int shape_of(struct srv_worker *w, const struct st_rec *rec, struct shape
 	s->mipmapped = rec->kind == ST_KIND_MIPMAP;
 	s->o = srv_obj_find(w, rec->id, (int)rec->kind);
 	if (!s->o || !s->o->elem)
-		return fail(why, whylen, RGPU_ECORRUPT, "%s %llu is recorded, but the worker holds none",
-			    s->mipmapped ? "mipmapped array" : "array", (unsigned long long)rec->id);
+		return fail(
+		    why, whylen, RGPU_ECORRUPT, "%s %llu is recorded, but the worker holds none",
+		    s->mipmapped ? "mipmapped array" : "array", (unsigned long long)rec->id);
 	s->elem = s->o->elem;
 	s->format = (uint32_t)rec->array.format;
 	s->channels = (uint32_t)(rec->array.format >> 32);
@@ -237,8 +238,8 @@ static int check_blob(const struct shape *s, uint64_t id, const uint8_t *b, size
 		return fail(why, whylen, RGPU_ECORRUPT,
 			    "the checkpoint holds %u level(s) of %u-byte elements (format %#x, %u "
 			    "channels, flags %#x) for %s",
-			    levels, rd_le32(b + 8), rd_le32(b + 16), rd_le32(b + 20), rd_le32(b + 24),
-			    what);
+			    levels, rd_le32(b + 8), rd_le32(b + 16), rd_le32(b + 20),
+			    rd_le32(b + 24), what);
 	if (len < ARR_HDR + (uint64_t)ARR_LEVEL * levels)
 		return fail(why, whylen, RGPU_ECORRUPT,
 			    "the checkpoint's contents of %s end inside their level table", what);
@@ -246,20 +247,20 @@ static int check_blob(const struct shape *s, uint64_t id, const uint8_t *b, size
 		const uint8_t *e = b + ARR_HDR + l * ARR_LEVEL;
 		if (rd_le64(e) != s->ext[l][0] || rd_le64(e + 8) != s->ext[l][1] ||
 		    rd_le64(e + 16) != s->ext[l][2])
-			return fail(why, whylen, RGPU_ECORRUPT,
-				    "the checkpoint holds level %u of %s as %llu x %llu x %llu "
-				    "elements; the rebuilt job's is %llu x %llu x %llu",
-				    l, what, (unsigned long long)rd_le64(e),
-				    (unsigned long long)rd_le64(e + 8),
-				    (unsigned long long)rd_le64(e + 16),
-				    (unsigned long long)s->ext[l][0], (unsigned long long)s->ext[l][1],
-				    (unsigned long long)s->ext[l][2]);
+			return fail(
+			    why, whylen, RGPU_ECORRUPT,
+			    "the checkpoint holds level %u of %s as %llu x %llu x %llu "
+			    "elements; the rebuilt job's is %llu x %llu x %llu",
+			    l, what, (unsigned long long)rd_le64(e),
+			    (unsigned long long)rd_le64(e + 8), (unsigned long long)rd_le64(e + 16),
+			    (unsigned long long)s->ext[l][0], (unsigned long long)s->ext[l][1],
+			    (unsigned long long)s->ext[l][2]);
 	}
 	if (len - ARR_HDR - (uint64_t)ARR_LEVEL * levels != s->bytes)
 		return fail(why, whylen, RGPU_ECORRUPT,
 			    "the checkpoint holds %llu bytes of elements for %s, which has %llu",
-			    (unsigned long long)(len - ARR_HDR - (uint64_t)ARR_LEVEL * levels), what,
-			    (unsigned long long)s->bytes);
+			    (unsigned long long)(len - ARR_HDR - (uint64_t)ARR_LEVEL * levels),
+			    what, (unsigned long long)s->bytes);
 	return 0;
 }
 

@@ -554,9 +554,9 @@ static int chunk_addrs(struct restore *rs, size_t n, uint64_t *addr)
  * job that maps no device memory): answer the PUSH_DONE at *done_seq with the chunks that differ
  * from what this GPU holds, write each DEVICE_CHUNK at its address as it arrives, then hash
  * what was written on the GPU. A chunk sent exact (the cut's bytes) must hash to its name; one
- * read from the running job is kept as it hashes, and asked for again next round. At the switchover (final) every chunk must then be the source's. On
- * return *done_seq is DEVICE_END's, whose reply is the caller's (0 when the source was told by
- * an ERROR frame).
+ * read from the running job is kept as it hashes, and asked for again next round. At the
+ * switchover (final) every chunk must then be the source's. On return *done_seq is DEVICE_END's,
+ * whose reply is the caller's (0 when the source was told by an ERROR frame).
  */
 static int take_device(struct restore *rs, struct rgpu_conn *c, uint64_t *done_seq, int final)
 {
@@ -804,25 +804,27 @@ static int match_arrays(struct restore *rs, struct arrays *a, const Rgpu__CkptBl
 			;
 		if (k == a->n)
 			return fail(rs, RGPU_ECORRUPT,
-				    "the checkpoint holds the contents of a CUDA array of record %llu, "
-				    "which the rebuilt job does not hold",
+				    "the checkpoint holds the contents of a CUDA array of record "
+				    "%llu, which the rebuilt job does not hold",
 				    (unsigned long long)b->id);
 		if ((*blob)[k])
 			return fail(rs, RGPU_ECORRUPT,
-				    "the checkpoint holds the contents of the CUDA array of record %llu "
-				    "twice",
+				    "the checkpoint holds the contents of the CUDA array of record "
+				    "%llu twice",
 				    (unsigned long long)b->id);
 		if ((ret = srv_array_expect(rs->w, a->v[k], b->size, why, sizeof(why))))
 			return fail(rs, ret, "%s", why);
 		(*blob)[k] = b;
 	}
-	for (size_t k = 0; k < a->n; k++)
+	for (size_t k = 0; k < a->n; k++) {
+		const char *what =
+			a->v[k]->kind == ST_KIND_MIPMAP ? "mipmapped array" : "CUDA array";
 		if (!(*blob)[k])
 			return fail(rs, RGPU_ECORRUPT,
-				    "the %s of record %llu has no contents in the checkpoint (the job "
-				    "holds %zu arrays, the checkpoint the contents of %zu)",
-				    a->v[k]->kind == ST_KIND_MIPMAP ? "mipmapped array" : "CUDA array",
-				    (unsigned long long)a->v[k]->id, a->n, nblobs);
+				    "the %s of record %llu has no contents in the checkpoint (the "
+				    "job holds %zu arrays, the checkpoint the contents of %zu)",
+				    what, (unsigned long long)a->v[k]->id, a->n, nblobs);
+	}
 	return 0;
 }
 
