@@ -152,13 +152,14 @@ static json_t *info_json(const char *server, const Rgpu__CkptInfo *ci)
 	char job[40];
 
 	ctl_hex(&ci->job_id, job, sizeof(job));
-	return json_pack("{s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:I,s:s}",
+	return json_pack("{s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:I,s:s}",
 			 "server", server, "id", (json_int_t)ci->id, "job", job, "tenant",
 			 ci->tenant ? ci->tenant : "", "client_host",
 			 ci->client_host ? ci->client_host : "", "program",
 			 ci->client_program ? ci->client_program : "", "created_unix_ms",
 			 (json_int_t)ci->created_unix_ms, "device_bytes",
-			 (json_int_t)ci->device_bytes, "chunks", (json_int_t)ci->chunks,
+			 (json_int_t)ci->device_bytes, "array_bytes", (json_int_t)ci->array_bytes,
+			 "chunks", (json_int_t)ci->chunks,
 			 "new_chunks", (json_int_t)ci->new_chunks, "new_bytes",
 			 (json_int_t)ci->new_bytes, "stored_bytes", (json_int_t)ci->stored_bytes,
 			 "pause_ns", (json_int_t)ci->pause_ns, "duration_ns",
@@ -285,16 +286,20 @@ int ctl_cmd_checkpoint(int argc, char **argv)
 		ret = CTL_OK;
 	} else {
 		const Rgpu__CkptInfo *ci = rep->info;
-		char job[40], dev[32], nb[32], st[32], pause[32], dur[32];
+		char job[40], dev[32], nb[32], st[32], pause[32], dur[32], arr[32], arrs[64] = "";
 		ctl_hex(&ci->job_id, job, sizeof(job));
 		ctl_fmt_bytes(ci->device_bytes, dev, sizeof(dev));
+		if (ci->array_bytes) {
+			ctl_fmt_bytes(ci->array_bytes, arr, sizeof(arr));
+			snprintf(arrs, sizeof(arrs), " (%s of it in CUDA arrays)", arr);
+		}
 		ctl_fmt_bytes(ci->new_bytes, nb, sizeof(nb));
 		ctl_fmt_bytes(ci->stored_bytes, st, sizeof(st));
 		ms(ci->pause_ns, pause, sizeof(pause));
 		ms(ci->duration_ns, dur, sizeof(dur));
-		printf("checkpoint %llu of job %.12s on %s: %s of device memory in %llu chunks, %llu "
-		       "new (%s, %s stored); the job was held %s%s; %s in all\n",
-		       (unsigned long long)ci->id, job, o.server[s], dev,
+		printf("checkpoint %llu of job %.12s on %s: %s of device memory%s in %llu chunks, "
+		       "%llu new (%s, %s stored); the job was held %s%s; %s in all\n",
+		       (unsigned long long)ci->id, job, o.server[s], dev, arrs,
 		       (unsigned long long)ci->chunks, (unsigned long long)ci->new_chunks, nb, st,
 		       pause, ci->snapshot ? " (a snapshot on the GPU drained after)" : "", dur);
 		ret = CTL_OK;

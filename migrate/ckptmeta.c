@@ -32,8 +32,14 @@ static const char *blob_kind_name(unsigned k)
 	case RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA: return "the host area";
 	case RGPU__CKPT_BLOB_KIND__CKPT_BLOB_KEPT: return "the frames kept for the client";
 	case RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE: return "a module image";
+	case RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY: return "a CUDA array";
 	}
 	return NULL;
+}
+
+int rgpu_ckpt_is_live(const Rgpu__CkptMeta *m)
+{
+	return m->live_round || m->device_hashes.len;
 }
 
 int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta **out,
@@ -68,7 +74,7 @@ int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta 
 			goto bad;
 		}
 		/* a live round's device blobs index device_hashes; every other blob the list */
-		size_t of = b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && m->device_hashes.len
+		size_t of = b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && rgpu_ckpt_is_live(m)
 				    ? m->device_hashes.len / RGPU_HASH_LEN
 				    : n;
 		if (b->count != rgpu_ckpt_nchunks(b->size) || b->first > of ||
@@ -87,6 +93,11 @@ int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta 
 				 "blob %zu: device memory [%#llx, +%llu) outside its window or not "
 				 "in 2 MiB units",
 				 i, (unsigned long long)b->addr, (unsigned long long)b->size);
+			goto bad;
+		}
+		if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY && !b->id) {
+			snprintf(why, whylen,
+				 "blob %zu: a CUDA array's contents without its record", i);
 			goto bad;
 		}
 		if (b->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE && b->hash.len != RGPU_HASH_LEN) {
@@ -110,6 +121,7 @@ void rgpu_ckpt_info(const Rgpu__CkptMeta *m, uint64_t id, size_t nchunks, Rgpu__
 	info->client_program = m->client_program;
 	info->created_unix_ms = m->created_unix_ms;
 	info->device_bytes = m->device_bytes;
+	info->array_bytes = m->array_bytes;
 	info->chunks = nchunks;
 	info->new_chunks = m->new_chunks;
 	info->new_bytes = m->new_bytes;
@@ -230,13 +242,16 @@ const char *rgpu_ckpt_blob_of(const Rgpu__CkptMeta *m, size_t i, char *out, size
 {
 	for (size_t b = 0; b < m->n_blobs; b++) {
 		const Rgpu__CkptBlob *bl = m->blobs[b];
-		if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && m->device_hashes.len)
+		if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE && rgpu_ckpt_is_live(m))
 			continue; /* not in the list */
 		if (i >= bl->first && i - bl->first < bl->count) {
 			if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_DEVICE)
 				snprintf(out, len, "device memory at %#llx",
 					 (unsigned long long)(bl->addr +
 							      (i - bl->first) * RGPU_CHUNK_MAX));
+			else if (bl->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY)
+				snprintf(out, len, "the CUDA array of record %llu",
+					 (unsigned long long)bl->id);
 			else
 				snprintf(out, len, "%s", blob_kind_name(bl->kind));
 			return out;

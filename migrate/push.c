@@ -53,7 +53,7 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 		snprintf(err, errlen, "%s", why);
 		return ret;
 	}
-	if (m->device_hashes.len && !(opts && opts->want)) {
+	if (rgpu_ckpt_is_live(m) && !(opts && opts->want)) {
 		snprintf(err, errlen,
 			 "checkpoint %llu is a live migration's round: its device memory went to "
 			 "the target, it is not in this store",
@@ -352,7 +352,7 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 	ret = rgpu_ckpt_meta_decode(req->meta.data, req->meta.len, n, &m, w, sizeof(w));
 	if (!ret)
 		ret = rgpu_ckpt_begin(s, &ck);
-	if (!ret && m->device_hashes.len)
+	if (!ret && rgpu_ckpt_is_live(m))
 		rgpu_ckpt_transient(ck); /* a live round's: gone once the job is served */
 	if (!ret)
 		ret = rgpu_ckpt_set_list(ck, hashes, n);

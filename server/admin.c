@@ -57,6 +57,7 @@ static void fill_info(const struct srv_ckpt_result *res, struct srv_worker *w,
 	info->client_program = w->client_program;
 	info->created_unix_ms = rgpu_wall_ms();
 	info->device_bytes = res->device_bytes;
+	info->array_bytes = res->array_bytes;
 	info->chunks = res->chunks;
 	info->new_chunks = res->new_chunks;
 	info->new_bytes = res->new_bytes;

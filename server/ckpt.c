@@ -3,8 +3,9 @@
  *
  * The job is held at the barrier (hold.c) only for what must be consistent: every context
  * synchronised, the state log, capture journals, host area, kept frames and link counters
- * copied, module globals read back, and every window mapping hashed on the GPU (gpuhash.c) in
- * 2 MiB chunks. The chunks the store lacks are then either copied device-to-device into a
+ * copied, module globals and CUDA arrays read back (ckpt_array.c; a live migration's arrays at
+ * its switchover only), and every window mapping hashed on the GPU (gpuhash.c) in 2 MiB
+ * chunks. The chunks the store lacks are then either copied device-to-device into a
  * snapshot allocation, when the GPU has room for them, and the job released at once, or copied
  * out while the job stays held. Everything else (copying the snapshot out, encoding chunks on a
  * pool of threads, hashing the host-side parts, the store's transactions) happens after the
@@ -125,6 +126,8 @@ struct take {
 	struct hblob *hb;
 	size_t nhb, caphb;
 	uint64_t executed, received, sent, client_caps, records, device_bytes;
+	uint64_t array_bytes; /* of device_bytes: the elements of the arrays read back */
+	size_t narrays;
 	int32_t async_err;
 	uint8_t token[32];
 	uint64_t *events; /* recorded events, oldest record first */
@@ -219,6 +222,24 @@ static int collect_rec(const struct st_rec *rec, void *arg)
 			      buf, rec->global.size))
 			return fail(tk, RGPU_ENOMEM, "out of memory");
 		tk->device_bytes += rec->global.size;
+	} else if (srv_array_saved(rec) && (!tk->dx || tk->keep_held)) {
+		/*
+		 * Outside the window, and written by kernels through surface objects: read whole
+		 * now. A live round's job runs on and is not tracked for dirtiness here: its
+		 * arrays cross once, at the switchover, with the job held (docs/architecture.md).
+		 */
+		uint8_t *buf = NULL;
+		size_t len = 0;
+		uint64_t elems = 0;
+		char why[240];
+		int ret = srv_array_save(w, rec, &buf, &len, &elems, why, sizeof(why));
+		if (ret)
+			return fail(tk, ret, "%s", why);
+		if (!add_blob(tk, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY, rec->id, 0, buf, len))
+			return fail(tk, RGPU_ENOMEM, "out of memory");
+		tk->device_bytes += elems;
+		tk->array_bytes += elems;
+		tk->narrays++;
 	} else if (rec->kind == ST_KIND_MODULE && rec->has_hash) {
 		for (size_t i = 0; i < tk->nhb; i++)
 			if (tk->hb[i].kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE &&
@@ -427,13 +448,6 @@ static void snapshot(struct take *tk, uint64_t dirty_bytes)
 	tk->snapshot = 1;
 }
 
-/* st_foreach: 1 at the first CUDA array or mipmapped array. */
-static int is_array(const struct st_rec *rec, void *arg)
-{
-	(void)arg;
-	return rec->kind == ST_KIND_ARRAY || rec->kind == ST_KIND_MIPMAP;
-}
-
 /* The work the executor runs at the barrier (srv_hold). */
 static int at_barrier(struct srv_worker *w, void *arg)
 {
@@ -447,16 +461,6 @@ static int at_barrier(struct srv_worker *w, void *arg)
 	if (w->journals.capturing) {
 		fail(tk, RGPU_EBUSY,
 		     "a stream of the job is capturing a graph: try again once the capture ended");
-		return SRV_HOLD_RELEASE;
-	}
-	/*
-	 * An array's contents live outside the window, where the chunks below do not look: a
-	 * checkpoint without them would restore a job whose arrays hold nothing. Refused, and the
-	 * job runs on (docs/architecture.md, "Arrays, textures and surfaces").
-	 */
-	if (st_foreach(w->log, is_array, NULL) == 1) {
-		fail(tk, RGPU_EUNSUPPORTED,
-		     "the job holds CUDA arrays, whose contents are not checkpointed yet");
 		return SRV_HOLD_RELEASE;
 	}
 	if (sync_contexts(tk))
@@ -996,6 +1000,7 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 	m.duration_ns = rgpu_now_ns() - tk->t_req;
 	m.snapshot = tk->snapshot;
 	m.device_bytes = tk->device_bytes;
+	m.array_bytes = tk->array_bytes;
 	m.new_chunks = new_chunks;
 	m.new_bytes = new_bytes;
 	m.stored_bytes = stored;
@@ -1003,6 +1008,7 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 	m.n_recorded_events = tk->nevents;
 	m.recorded_events = tk->events;
 	if (tk->dx) {
+		m.live_round = 1;
 		m.device_hashes.data = tk->dhash;
 		m.device_hashes.len = tk->ndchunks * RGPU_HASH_LEN;
 	}
@@ -1231,6 +1237,20 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		snprintf(why, whylen, "the checkpoint store cannot be read: %s", rgpu_strerror(ret));
 		goto out;
 	}
+	/*
+	 * The host-side chunks go through the same items as the device ones: one each, as many as
+	 * the list has beyond the device part (a module image or a CUDA array may take more chunks
+	 * than the job has device chunks).
+	 */
+	if (nall - ndlist > tk.ndchunks + tk.nhb) {
+		struct item *more = realloc(d.items, (nall - ndlist + 1) * sizeof(*d.items));
+		if (!more) {
+			ret = RGPU_ENOMEM;
+			snprintf(why, whylen, "out of memory");
+			goto out;
+		}
+		d.items = more;
+	}
 	d.nitems = 0;
 	atomic_store(&d.next, 0);
 	atomic_store(&d.bytes, 0);
@@ -1282,6 +1302,7 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 	res->new_bytes = added_bytes;
 	res->stored_bytes = stored;
 	res->device_bytes = tk.device_bytes;
+	res->array_bytes = tk.array_bytes;
 	res->records = tk.records;
 	res->pause_ns = (tk.released ? tk.t_release : rgpu_now_ns()) - tk.t_park;
 	uint64_t t_done = rgpu_now_ns();
@@ -1296,12 +1317,14 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 		tk.dhash = NULL;
 		tk.snap = 0;
 	}
-	pr_info("job %s: checkpoint %llu: %llu chunks (%llu new, %.1f MiB stored), paused "
+	pr_info("job %s: checkpoint %llu: %llu chunks (%llu new, %.1f MiB stored; %zu CUDA "
+		"array(s), %.1f MiB), paused "
 		"%.3f ms%s (to the barrier %.3f ms; sync %.3f, state %.3f, hash %.3f, look-up %.3f, "
 		"snapshot %.3f; then copy %.3f, images and host parts %.3f, commit %.3f), %.3f s in "
 		"all",
 		w->job_hex, (unsigned long long)res->id, (unsigned long long)nall,
-		(unsigned long long)added, (double)stored / 1048576.0, res->pause_ns / 1e6,
+		(unsigned long long)added, (double)stored / 1048576.0, tk.narrays,
+		(double)tk.array_bytes / 1048576.0, res->pause_ns / 1e6,
 		tk.snapshot ? " (snapshot)" : "", (tk.t_park - tk.t_req) / 1e6,
 		(tk.t_sync - tk.t_park) / 1e6, (tk.t_state - tk.t_sync) / 1e6,
 		(tk.t_hash - tk.t_state) / 1e6, (tk.t_lookup - tk.t_hash) / 1e6,

@@ -26,7 +26,7 @@
 
 
 /* The extent of level `level` of mipmapped array mm (each dimension halves, down to 1). */
-static void level_extent(const struct srv_obj *mm, unsigned level, uint64_t out[3])
+void srv_array_level_extent(const struct srv_obj *mm, unsigned level, uint64_t out[3])
 {
 	uint64_t wd = mm->extent[0] / mm->elem;
 
@@ -61,7 +61,7 @@ int h_array_create(struct srv_worker *w, struct srv_frame *f)
 			o.parent = m->mipmap;
 			o.elem = mm->elem;
 			o.aflags = mm->aflags;
-			level_extent(mm, m->level, o.extent);
+			srv_array_level_extent(mm, m->level, o.extent);
 		}
 	} else if (r == CUDA_SUCCESS) {
 		CUDA_ARRAY3D_DESCRIPTOR d = {.Width = m->width, .Height = m->height,

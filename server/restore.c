@@ -3,9 +3,10 @@
  * takes a checkpoint pushed to this server (migrate/push.c) into its store and, if asked,
  * rebuilds the job: its state log replayed (replay.c) with the module images from the
  * checkpoint, every window mapping at its address filled from the store and hashed again on
- * the GPU against the manifest, module globals and the host area written back, the link's
- * counters and unacknowledged frames installed. The job then waits, like one whose link broke,
- * for its client to resume it here with its token (the source redirected it).
+ * the GPU against the manifest, module globals, CUDA arrays (ckpt_array.c) and the host area
+ * written back, the link's counters and unacknowledged frames installed. The job then waits,
+ * like one whose link broke, for its client to resume it here with its token (the source
+ * redirected it).
  *
  * Nothing is trusted: the metadata was checked by rgpu_ckpt_meta_decode(), every chunk is
  * checked before its bytes reach the device (present, a sane header; then its hash, on the GPU
@@ -297,7 +298,7 @@ static int fill_device(struct restore *rs)
 	uint64_t total = 0;
 	int ret = 0;
 
-	if (rs->m->device_hashes.len)
+	if (rgpu_ckpt_is_live(rs->m))
 		return fail(rs, RGPU_EUNSUPPORTED,
 			    "checkpoint %llu is a live migration's round: its device memory is not "
 			    "in the store",
@@ -549,13 +550,13 @@ static int chunk_addrs(struct restore *rs, size_t n, uint64_t *addr)
 }
 
 /*
- * A live round's device memory (its metadata has device_hashes): answer the PUSH_DONE at
- * *done_seq with the chunks that differ from what this GPU holds, write each DEVICE_CHUNK at its
- * address as it arrives, then hash what was written on the GPU. A chunk sent exact (the cut's
- * bytes) must hash to its name; one read from the running job is kept as it hashes, and asked
- * for again next round. At the switchover (final) every chunk must then be the source's. On
- * return *done_seq is DEVICE_END's, whose reply is the caller's (0 when the source was told by
- * an ERROR frame).
+ * A live round's device memory (rgpu_ckpt_is_live(); its hashes in device_hashes, none for a
+ * job that maps no device memory): answer the PUSH_DONE at *done_seq with the chunks that differ
+ * from what this GPU holds, write each DEVICE_CHUNK at its address as it arrives, then hash
+ * what was written on the GPU. A chunk sent exact (the cut's bytes) must hash to its name; one
+ * read from the running job is kept as it hashes, and asked for again next round. At the
+ * switchover (final) every chunk must then be the source's. On return *done_seq is DEVICE_END's,
+ * whose reply is the caller's (0 when the source was told by an ERROR frame).
  */
 static int take_device(struct restore *rs, struct rgpu_conn *c, uint64_t *done_seq, int final)
 {
@@ -749,6 +750,102 @@ static int fill_globals(struct restore *rs)
 	return 0;
 }
 
+/* ---- CUDA arrays ----------------------------------------------------------------------------- */
+
+/* The rebuilt job's arrays whose contents a checkpoint holds, in creation order. */
+struct arrays {
+	const struct st_rec **v;
+	size_t n, cap;
+};
+
+static int collect_array(const struct st_rec *rec, void *arg)
+{
+	struct arrays *a = arg;
+
+	if (!srv_array_saved(rec))
+		return 0;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 16;
+		const struct st_rec **v = realloc(a->v, cap * sizeof(*v));
+		if (!v)
+			return 1;
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = rec;
+	return 0;
+}
+
+/*
+ * Each array of the rebuilt job matched with its blob (blob[i] for a->v[i]): exactly one each,
+ * of the size its shape needs, and no blob for an array the job does not hold. Checked from the
+ * metadata alone, before the store's bytes reach the device (fill_device, fill_arrays).
+ */
+static int match_arrays(struct restore *rs, struct arrays *a, const Rgpu__CkptBlob ***blob)
+{
+	const Rgpu__CkptMeta *m = rs->m;
+	size_t nblobs = 0;
+	char why[400];
+	int ret;
+
+	*blob = NULL;
+	if (st_foreach(rs->w->log, collect_array, a))
+		return fail(rs, RGPU_ENOMEM, "out of memory");
+	*blob = calloc(a->n + 1, sizeof(**blob));
+	if (!*blob)
+		return fail(rs, RGPU_ENOMEM, "out of memory");
+	for (size_t i = 0; i < m->n_blobs; i++) {
+		const Rgpu__CkptBlob *b = m->blobs[i];
+		size_t k;
+		if (b->kind != RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY)
+			continue;
+		nblobs++;
+		for (k = 0; k < a->n && a->v[k]->id != b->id; k++)
+			;
+		if (k == a->n)
+			return fail(rs, RGPU_ECORRUPT,
+				    "the checkpoint holds the contents of a CUDA array of record "
+				    "%llu, which the rebuilt job does not hold",
+				    (unsigned long long)b->id);
+		if ((*blob)[k])
+			return fail(rs, RGPU_ECORRUPT,
+				    "the checkpoint holds the contents of the CUDA array of record "
+				    "%llu twice",
+				    (unsigned long long)b->id);
+		if ((ret = srv_array_expect(rs->w, a->v[k], b->size, why, sizeof(why))))
+			return fail(rs, ret, "%s", why);
+		(*blob)[k] = b;
+	}
+	for (size_t k = 0; k < a->n; k++) {
+		const char *what =
+			a->v[k]->kind == ST_KIND_MIPMAP ? "mipmapped array" : "CUDA array";
+		if (!(*blob)[k])
+			return fail(rs, RGPU_ECORRUPT,
+				    "the %s of record %llu has no contents in the checkpoint (the "
+				    "job holds %zu arrays, the checkpoint the contents of %zu)",
+				    what, (unsigned long long)a->v[k]->id, a->n, nblobs);
+	}
+	return 0;
+}
+
+/* Every CUDA array of the job written back from its blob, each checked first (ckpt_array.c). */
+static int fill_arrays(struct restore *rs, const struct arrays *a, const Rgpu__CkptBlob **blob)
+{
+	char why[400];
+
+	for (size_t k = 0; k < a->n; k++) {
+		uint8_t *buf = NULL;
+		int ret = read_blob(rs, blob[k], &buf);
+		if (ret)
+			return ret;
+		ret = srv_array_load(rs->w, a->v[k], buf, blob[k]->size, why, sizeof(why));
+		free(buf);
+		if (ret)
+			return fail(rs, ret, "%s", why);
+	}
+	return 0;
+}
+
 /*
  * The events the job had recorded, recorded again, oldest first, on their context's NULL stream:
  * a query or synchronize finds them complete, and the time between two of them (recorded here
@@ -859,19 +956,31 @@ static int rebuild(struct restore *rs)
 	return 0;
 }
 
-/* The job's memory: device memory (what changed, on a staged job), globals, events, host area. */
-static int contents(struct restore *rs)
+/*
+ * The job's memory: device memory (what changed, on a staged job), globals, CUDA arrays, events,
+ * host area. final: the job is to be served (a restore, a migration's switchover); a live
+ * migration's earlier rounds carry no arrays (they cross at the switchover), so only then are
+ * they matched and written.
+ */
+static int contents(struct restore *rs, int final)
 {
 	struct srv_worker *w = rs->w;
 	const Rgpu__CkptMeta *m = rs->m;
-	const Rgpu__CkptBlob *b;
+	const Rgpu__CkptBlob *b, **ablob = NULL;
+	struct arrays arrs = {0};
 	uint8_t *buf = NULL;
-	int ret;
+	int ret = 0;
 
 	/* a live round's device memory came on the connection (take_device) */
-	if ((!rs->m->device_hashes.len && (ret = fill_device(rs))) || (ret = fill_globals(rs)) ||
-	    (ret = record_events(rs)))
+	if ((final && (ret = match_arrays(rs, &arrs, &ablob))) ||
+	    (!rgpu_ckpt_is_live(rs->m) && (ret = fill_device(rs))) || (ret = fill_globals(rs)) ||
+	    (final && (ret = fill_arrays(rs, &arrs, ablob))) || (ret = record_events(rs))) {
+		free(arrs.v);
+		free(ablob);
 		return ret;
+	}
+	free(arrs.v);
+	free(ablob);
 	if ((b = find_blob(m, RGPU__CKPT_BLOB_KIND__CKPT_BLOB_HOSTAREA))) {
 		if ((ret = read_blob(rs, b, &buf)))
 			return ret;
@@ -1095,9 +1204,9 @@ static int next_round(struct restore *rs, struct rgpu_conn *c, Rgpu__PushRequest
 	rs->m = m;
 	rs->hashes = hashes;
 	rs->n = n;
-	ret = rs->m->device_hashes.len ? take_device(rs, c, done_seq, !req->stage) : 0;
+	ret = rgpu_ckpt_is_live(rs->m) ? take_device(rs, c, done_seq, !req->stage) : 0;
 	if (!ret)
-		ret = contents(rs);
+		ret = contents(rs, !req->stage);
 	if (ret)
 		reply(c, *done_seq, ret, rs->why, rs->id, NULL, NULL, 0, 0);
 	return ret;
@@ -1163,10 +1272,10 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 		ret = rebuild(&rs);
 	if (!ret)
 		keep_images(&rs);
-	if (!ret && rs.m->device_hashes.len)
+	if (!ret && rgpu_ckpt_is_live(rs.m))
 		ret = take_device(&rs, c, &done_seq, !req->stage);
 	if (!ret)
-		ret = contents(&rs);
+		ret = contents(&rs, !req->stage);
 	/* a live migration's rounds: the job stays staged, unserved, until the switchover */
 	for (unsigned round = 1; !ret && req->stage; round++) {
 		ret = next_round(&rs, c, &req, &done_seq, round, t0);
@@ -1209,7 +1318,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	rgpu_conn_close(c);
 	ring_close(&rs);
 	/* a live round's checkpoint holds no device memory: nothing to restore it from later */
-	if (rs.m->device_hashes.len)
+	if (rgpu_ckpt_is_live(rs.m))
 		rgpu_store_remove(rs.store, rs.id);
 	rgpu__ckpt_meta__free_unpacked(rs.m, NULL);
 	free(rs.hashes);
@@ -1219,7 +1328,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	srv_worker_serve(w);
 out:
 	/* a failed live migration's round: nothing to restore it from either */
-	if (rs.m && rs.m->device_hashes.len && rs.id)
+	if (rs.m && rgpu_ckpt_is_live(rs.m) && rs.id)
 		rgpu_store_remove(rs.store, rs.id);
 	if (rs.m)
 		rgpu__ckpt_meta__free_unpacked(rs.m, NULL);

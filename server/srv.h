@@ -735,6 +735,7 @@ struct srv_ckpt_result {
 	uint64_t id;              /* in this server's store */
 	uint64_t chunks, new_chunks, new_bytes, stored_bytes, device_bytes, records;
 	uint64_t pause_ns, duration_ns;
+	uint64_t array_bytes;     /* of device_bytes: CUDA arrays' elements */
 	int snapshot;             /* the job ran on while the snapshot drained */
 };
 /*
@@ -781,6 +782,34 @@ int srv_ckpt_direct_send(struct srv_worker *w, const struct srv_ckpt_direct *dx,
 			 struct rgpu_conn *progress, uint64_t *bytes, char *why, size_t whylen);
 /* srv_ckpt_direct_free() - the snapshot and the lists freed (the hold is the caller's) */
 void srv_ckpt_direct_free(struct srv_worker *w, struct srv_ckpt_direct *dx);
+/*
+ * CUDA arrays in checkpoints (ckpt_array.c; the blob: docs/formats.md, "CUDA array blobs").
+ * srv_array_saved() - whether record rec's contents are a blob of their own: an array that is
+ * not a level of a mipmapped array, or a mipmapped array (its blob holds every level).
+ * srv_array_save() - read the live array of rec whole (every level, layer, face and slice) into
+ * a malloc'd blob *out of *len bytes, *elems of them its elements; the job must be synchronised
+ * (the barrier). Leaves the base context current.
+ * srv_array_expect() - whether a blob of size bytes can hold the rebuilt job's array of rec
+ * (before it is read); why names the array.
+ * srv_array_load() - check that blob b of len bytes describes exactly the rebuilt job's array of
+ * rec (format, channels, flags, levels, every level's extent, the byte count), then write its
+ * elements into the array.
+ * Each returns 0 or an RGPU_E* code with why filled (RGPU_ECORRUPT: a blob that does not match,
+ * RGPU_ECUDA: the driver failed, RGPU_ENOMEM).
+ */
+int srv_array_saved(const struct st_rec *rec);
+int srv_array_save(struct srv_worker *w, const struct st_rec *rec, uint8_t **out, size_t *len,
+		   uint64_t *elems, char *why, size_t whylen);
+int srv_array_expect(struct srv_worker *w, const struct st_rec *rec, uint64_t size, char *why,
+		     size_t whylen);
+int srv_array_load(struct srv_worker *w, const struct st_rec *rec, const uint8_t *b, size_t len,
+		   char *why, size_t whylen);
+/*
+ * srv_array_level_extent() - the extent of level `level` of mipmapped array mm, as its srv_obj's
+ * extent (width in bytes, height, depth or layers): each dimension halves, down to 1; layers and
+ * cube faces do not (exec_array.c).
+ */
+void srv_array_level_extent(const struct srv_obj *mm, unsigned level, uint64_t out[3]);
 /*
  * srv_ckpt_keep_image() - keep a module image the driver loaded for the job, for its checkpoints:
  * in a file of the worker's own, so that a checkpoint has the bytes even when the module cache

@@ -714,7 +714,7 @@ static void live_leftovers(struct rgpu_store *s)
 		char why[300];
 		if (rgpu_ckpt_load(s, ids[i], &m, &hashes, &nh, why, sizeof(why)))
 			continue;
-		if (m->device_hashes.len && rgpu_store_remove(s, ids[i]) == 0)
+		if (rgpu_ckpt_is_live(m) && rgpu_store_remove(s, ids[i]) == 0)
 			pr_info("removed checkpoint %llu, a live migration's round left behind (its "
 				"device memory was never in this store)",
 				(unsigned long long)ids[i]);

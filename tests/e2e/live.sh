@@ -41,8 +41,8 @@ live() {
 	[ "$(job_of "$4")" = "" ] || fail "$p: a job is left on $4"
 }
 
-# LIVE_ONLY_BUSY=1: part 2 alone (e2e.live_1g: the 1 GiB job)
-progs="memory globals streams events pool graph graphnodes mixed managed"
+# LIVE_ONLY_BUSY=1: part 2 alone (e2e.live_1g: the 1 GiB job); LIVE_PROGS: other programs for part 1
+progs=${LIVE_PROGS:-"memory globals streams events pool graph graphnodes mixed managed arrays"}
 [ "${LIVE_ONLY_BUSY:-0}" = 1 ] && progs=""
 for p in $progs; do
 	zdtm_start A "zdtm_$p" 3

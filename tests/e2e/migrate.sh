@@ -14,7 +14,7 @@
 set -u
 build=$1
 shift
-progs=${*:-"memory globals streams events pool graph graphnodes mixed managed"}
+progs=${*:-"memory globals streams events pool graph graphnodes mixed managed arrays"}
 tmp=$(mktemp -d)
 . "$(dirname "$0")/servers.sh"
 

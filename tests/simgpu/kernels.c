@@ -1377,6 +1377,64 @@ static void rt_surf_write2d(const struct sim_launch *l)
 		}
 }
 
+/* ---- tests/zdtm/zdtm_arrays.cu: arrays read through texture objects, written through a surface */
+
+/* zd_tex_read2d(tex, w, h, out): out[i] = the 32-bit texel (i % w, i / w), at its centre */
+static void zd_tex_read2d(const struct sim_launch *l)
+{
+	unsigned long long t = P(l, 0, unsigned long long);
+	unsigned w = P(l, 1, unsigned), h = P(l, 2, unsigned);
+	unsigned *out = P(l, 3, unsigned *);
+	unsigned long long n = (unsigned long long)w * h;
+
+	if (!sim_device_ok(out, n * 4, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		if (sim_tex_fetch(t, (float)(i % w) + 0.5f, (float)(i / w) + 0.5f, 0, &out[i], 4)) {
+			sim_kernel_fault();
+			return;
+		}
+}
+
+/* zd_tex_layered16(tex, w, h, layers, out): out[(l*h + y)*w + x] = the 16-bit texel (x, y) of l */
+static void zd_tex_layered16(const struct sim_launch *l)
+{
+	unsigned long long t = P(l, 0, unsigned long long);
+	unsigned w = P(l, 1, unsigned), h = P(l, 2, unsigned), layers = P(l, 3, unsigned);
+	unsigned short *out = P(l, 4, unsigned short *);
+	unsigned long long n = (unsigned long long)w * h * layers;
+
+	if (!sim_device_ok(out, n * 2, 1)) {
+		sim_kernel_fault();
+		return;
+	}
+	for (unsigned long long i = 0; i < n; i++) {
+		unsigned x = (unsigned)(i % w), y = (unsigned)(i / w % h),
+			 z = (unsigned)(i / ((unsigned long long)w * h));
+		if (sim_tex_fetch(t, (float)x + 0.5f, (float)y + 0.5f, (float)z, &out[i], 2)) {
+			sim_kernel_fault();
+			return;
+		}
+	}
+}
+
+/* zd_surf_fill(surf, w, h, seed): element (x, y) = zd_hash(y * w + x, seed), 32 bits */
+static void zd_surf_fill(const struct sim_launch *l)
+{
+	unsigned long long s = P(l, 0, unsigned long long);
+	unsigned w = P(l, 1, unsigned), h = P(l, 2, unsigned), seed = P(l, 3, unsigned);
+
+	for (unsigned long long i = 0; i < (unsigned long long)w * h; i++) {
+		unsigned v = zd_hash(i, seed);
+		if (sim_surf_access(s, (long long)(i % w) * 4, (long long)(i / w), 0, &v, 4, 1)) {
+			sim_kernel_fault();
+			return;
+		}
+	}
+}
+
 __attribute__((constructor)) static void register_kernels(void)
 {
 	sim_register_kernel("vec_add", vec_add);
@@ -1462,4 +1520,7 @@ __attribute__((constructor)) static void register_kernels(void)
 	sim_register_kernel("_Z11tex_fetch1dyjPf", rt_tex_fetch1d);
 	sim_register_kernel("_Z11tex_layeredyjjjPf", rt_tex_layered);
 	sim_register_kernel("_Z12surf_write2dyjj", rt_surf_write2d);
+	sim_register_kernel("_Z13zd_tex_read2dyjjPj", zd_tex_read2d);
+	sim_register_kernel("_Z16zd_tex_layered16yjjjPt", zd_tex_layered16);
+	sim_register_kernel("_Z12zd_surf_fillyjjj", zd_surf_fill);
 }

@@ -45,6 +45,12 @@ int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, struct Rgpu__Ck
  * 0x...", "the state log"): into out, which it returns */
 const char *rgpu_ckpt_blob_of(const struct Rgpu__CkptMeta *m, size_t i, char *out, size_t len);
 
+/*
+ * rgpu_ckpt_is_live() - whether m is a live migration round's (CkptMeta.live_round, or device
+ * hashes in its metadata): its device memory went GPU to GPU and is not in any store.
+ */
+int rgpu_ckpt_is_live(const struct Rgpu__CkptMeta *m);
+
 /* rgpu_ckpt_info() - what `rgpuctl checkpoints` shows of checkpoint id, from its metadata */
 void rgpu_ckpt_info(const struct Rgpu__CkptMeta *m, uint64_t id, size_t nchunks,
 		    struct Rgpu__CkptInfo *info);

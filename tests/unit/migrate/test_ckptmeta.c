@@ -1,8 +1,8 @@
 /*
  * A checkpoint's metadata (migrate/ckptmeta.c) is checked before anything uses it: its format,
  * every blob a known kind, with exactly the chunks its size needs, inside the manifest's list;
- * device memory in 2 MiB units inside its window; an image with its hash. Each refusal says
- * which blob and why.
+ * device memory in 2 MiB units inside its window; an image with its hash; a CUDA array's contents
+ * with its record. Each refusal says which blob and why.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -121,6 +121,12 @@ static void test_refused(void **state)
 	log_.kind = RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE; /* an image without its hash */
 	assert_int_equal(decode(&m, 5, w, sizeof(w)), RGPU_ECORRUPT);
 	assert_string_equal(w, "blob 1: a module image without its hash");
+	m = meta();
+	log_.kind = RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY; /* an array's contents, no record */
+	assert_int_equal(decode(&m, 5, w, sizeof(w)), RGPU_ECORRUPT);
+	assert_string_equal(w, "blob 1: a CUDA array's contents without its record");
+	log_.id = 12;
+	assert_int_equal(decode(&m, 5, w, sizeof(w)), 0);
 	/* not protobuf at all */
 	{
 		Rgpu__CkptMeta *out = NULL;
@@ -139,6 +145,15 @@ static void test_blob_of(void **state)
 	assert_string_equal(rgpu_ckpt_blob_of(&m, 1, w, sizeof(w)), "device memory at 0x200000200000");
 	assert_string_equal(rgpu_ckpt_blob_of(&m, 3, w, sizeof(w)), "the state log");
 	assert_string_equal(rgpu_ckpt_blob_of(&m, 7, w, sizeof(w)), "no blob");
+	log_.kind = RGPU__CKPT_BLOB_KIND__CKPT_BLOB_ARRAY;
+	log_.id = 12;
+	assert_string_equal(rgpu_ckpt_blob_of(&m, 4, w, sizeof(w)), "the CUDA array of record 12");
+	/* a live round's device blobs index device_hashes, not the list, even with none of them */
+	m.live_round = 1;
+	assert_string_equal(rgpu_ckpt_blob_of(&m, 1, w, sizeof(w)), "no blob");
+	assert_int_equal(rgpu_ckpt_is_live(&m), 1);
+	m = meta();
+	assert_int_equal(rgpu_ckpt_is_live(&m), 0);
 }
 
 int main(void)
