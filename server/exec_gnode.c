@@ -50,6 +50,9 @@ struct srv_gexec {
 	uint64_t exec;
 	uint64_t src;        /* the graph (its id here) it was instantiated from */
 	uint64_t owned;      /* a scratch graph built for it by a replay: released with it */
+	uint64_t flags;      /* cuGraphInstantiateWithFlags' */
+	uint64_t *off;       /* nodes turned off (cuGraphNodeSetEnabled) */
+	size_t noff;
 	struct srv_gexec *next;
 };
 
@@ -116,12 +119,13 @@ void srv_gexec_forget(struct srv_worker *w, uint64_t exec)
 				srv_obj_release(w, t);
 			if (e->owned)
 				srv_gnodes_forget(w, e->owned);
+			free(e->off);
 			free(e);
 			return;
 		}
 }
 
-int srv_gexec_note(struct srv_worker *w, uint64_t exec, uint64_t graph)
+int srv_gexec_note(struct srv_worker *w, uint64_t exec, uint64_t graph, uint64_t flags)
 {
 	struct srv_gexec *e = gexec(w, exec);
 
@@ -134,7 +138,27 @@ int srv_gexec_note(struct srv_worker *w, uint64_t exec, uint64_t graph)
 		w->gexecs = e;
 	}
 	e->src = srv_graph_redirect(w, graph);
+	e->flags = flags;
 	return 0;
+}
+
+/* Which nodes of exec x are off: kept for an exec made again by a replay (h_graph_update). */
+static CUresult note_enabled(struct srv_gexec *x, uint64_t node, int on)
+{
+	size_t i;
+
+	for (i = 0; i < x->noff && x->off[i] != node; i++)
+		;
+	if (on && i < x->noff) {
+		x->off[i] = x->off[--x->noff];
+	} else if (!on && i == x->noff) {
+		uint64_t *v = realloc(x->off, (x->noff + 1) * sizeof(*v));
+		if (!v)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		x->off = v;
+		x->off[x->noff++] = node;
+	}
+	return CUDA_SUCCESS;
 }
 
 void srv_gexec_own(struct srv_worker *w, uint64_t exec, uint64_t scratch)
@@ -705,8 +729,10 @@ static CUresult node_set(struct srv_worker *w, const Rgpu__GraphNode *m, const s
 		r = node_h(gn, m->node, &n);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (m->op == RGPU__GRAPH_NODE_OP__NODE_EXEC_ENABLE)
-		return d->cuGraphNodeSetEnabled(e->h, n, m->enabled);
+	if (m->op == RGPU__GRAPH_NODE_OP__NODE_EXEC_ENABLE) {
+		r = d->cuGraphNodeSetEnabled(e->h, n, m->enabled);
+		return r == CUDA_SUCCESS ? note_enabled(gexec(w, m->exec), m->node, m->enabled) : r;
+	}
 	if (capture_kind(m->type))
 		return set_by_capture(w, m, f, n, e ? e->h : NULL, ctx ? ctx->h : NULL);
 	switch (m->type) {
@@ -1064,6 +1090,39 @@ int h_graph_bind(struct srv_worker *w, struct srv_frame *f)
 
 /* ---- cuGraphExecUpdate ----------------------------------------------------------------------- */
 
+/* Exec e (x its note) instantiated again from graph g (id src here), its off nodes off. */
+static CUresult remake_exec(struct srv_worker *w, struct srv_obj *e, struct srv_gexec *x,
+			    CUgraph g, uint64_t src)
+{
+	struct srv_driver *d = &w->drv;
+	struct srv_gnodes *gn = gnodes(w, src, 0);
+	CUgraphExec now = NULL;
+	CUresult r = d->cuGraphInstantiateWithFlags(&now, g, x->flags);
+
+	for (size_t i = 0; r == CUDA_SUCCESS && i < x->noff; i++) {
+		CUgraphNode n;
+		r = node_h(gn, x->off[i], &n);
+		if (r == CUDA_SUCCESS)
+			r = d->cuGraphNodeSetEnabled(now, n, 0);
+	}
+	if (r != CUDA_SUCCESS) {
+		if (now)
+			d->cuGraphExecDestroy(now);
+		return r;
+	}
+	d->cuGraphExecDestroy((CUgraphExec)e->h);
+	e->h = now;
+	if (x->owned && x->owned != src) {
+		struct srv_obj *t = srv_obj_find(w, x->owned, ST_KIND_GRAPH);
+		if (t)
+			srv_obj_release(w, t);
+		srv_gnodes_forget(w, x->owned);
+	}
+	x->owned = src >> 60 ? src : 0; /* a scratch graph goes with the exec */
+	x->src = src;
+	return CUDA_SUCCESS;
+}
+
 int h_graph_update(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, GraphExecUpdate, graph_exec_update, w, f);
@@ -1078,12 +1137,31 @@ int h_graph_update(struct srv_worker *w, struct srv_frame *f)
 
 	if (r == CUDA_SUCCESS)
 		r = e && x ? graph_at(w, m->src, &g, &scratch) : CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS || r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+	if (r == CUDA_SUCCESS && w->replaying) {
+		/*
+		 * A replay makes the exec again from the graph as it was at the update (the update
+		 * succeeded then: the exec became that graph's nodes and parameters), with its nodes
+		 * that were off turned off again. The H200's driver refused the update itself from a
+		 * graph built again (a pitched copy's parameters "changed"), where it had taken it
+		 * from the graph the exec came from.
+		 */
+		r = remake_exec(w, e, x, g, scratch ? scratch : srv_graph_redirect(w, m->src->graph));
+		if (r == CUDA_SUCCESS)
+			scratch = 0; /* the exec's now */
+		rep.update_result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+	} else if (r == CUDA_SUCCESS || r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
 		r = w->drv.cuGraphExecUpdate(e->h, g, &info);
 		rep.update_result = (uint32_t)info.result;
 		rep.error_node = node_id(gnodes(w, scratch ? scratch : srv_graph_redirect(w, m->src->graph), 0),
 					 info.errorNode);
 		rep.error_from_node = node_id(gnodes(w, x->src, 0), info.errorFromNode);
+		if (r != CUDA_SUCCESS && w->replaying)
+			pr_warn("cuGraphExecUpdate of exec %llu from graph %llu as it was (%llu bytes "
+				"of its journal) refused: result %u, error node %llu (from node %llu)",
+				(unsigned long long)m->exec, (unsigned long long)m->src->graph,
+				(unsigned long long)m->src->len, rep.update_result,
+				(unsigned long long)rep.error_node,
+				(unsigned long long)rep.error_from_node);
 	}
 	scratch_done(w, scratch);
 	rep.result = r;

@@ -78,7 +78,7 @@ int h_graph(struct srv_worker *w, struct srv_frame *f)
 			      : CUDA_ERROR_INVALID_VALUE;
 		if (r == CUDA_SUCCESS)
 			r = srv_obj_create(w, &n);
-		if (r == CUDA_SUCCESS && srv_gexec_note(w, m->exec, g->id))
+		if (r == CUDA_SUCCESS && srv_gexec_note(w, m->exec, g->id, m->flags))
 			r = CUDA_ERROR_OUT_OF_MEMORY;
 		ret = srv_reply_status(w, f, r);
 		break;

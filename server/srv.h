@@ -635,7 +635,7 @@ const struct rgpu_journal *srv_log_journal(struct srv_worker *w, uint64_t graph)
 void srv_gnodes_forget(struct srv_worker *w, uint64_t graph);
 void srv_gexec_forget(struct srv_worker *w, uint64_t exec);
 /* srv_gexec_note() - exec was instantiated from graph (its nodes name the exec's). */
-int srv_gexec_note(struct srv_worker *w, uint64_t exec, uint64_t graph);
+int srv_gexec_note(struct srv_worker *w, uint64_t exec, uint64_t graph, uint64_t flags);
 /* srv_gexec_own() - a replay's scratch graph that exec was instantiated from goes with it. */
 void srv_gexec_own(struct srv_worker *w, uint64_t exec, uint64_t scratch);
 /* srv_gnodes_capture() - graph is being captured on s (NULL: no longer). */
