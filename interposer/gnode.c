@@ -1204,16 +1204,28 @@ static CUresult node_of(CUgraphNode h, CUgraphNodeType type, struct ip_gnode **o
 	return CUDA_SUCCESS;
 }
 
-IP_API CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
-{
-	struct ip_gnode *n;
-	CUresult r = node_of(h, CU_GRAPH_NODE_TYPE_KERNEL, &n);
-	if (r == CUDA_SUCCESS && !p)
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS)
-		*p = n->k.p;
-	return r;
-}
+/* cuGraph*NodeGetParams and the like: node h, of type t, gives its field */
+#define NODE_GETTER(fn, t, ctype, field)                                                       \
+	IP_API CUresult CUDAAPI fn(CUgraphNode h, ctype *out)                                  \
+	{                                                                                      \
+		struct ip_gnode *n;                                                            \
+		CUresult r = node_of(h, t, &n);                                                \
+		if (r == CUDA_SUCCESS && !out)                                                 \
+			r = CUDA_ERROR_INVALID_VALUE;                                          \
+		if (r == CUDA_SUCCESS)                                                         \
+			*out = n->field;                                                       \
+		return r;                                                                      \
+	}
+
+NODE_GETTER(cuGraphKernelNodeGetParams_v2, CU_GRAPH_NODE_TYPE_KERNEL, CUDA_KERNEL_NODE_PARAMS, k.p)
+NODE_GETTER(cuGraphMemcpyNodeGetParams, CU_GRAPH_NODE_TYPE_MEMCPY, CUDA_MEMCPY3D, c.p)
+NODE_GETTER(cuGraphMemsetNodeGetParams, CU_GRAPH_NODE_TYPE_MEMSET, CUDA_MEMSET_NODE_PARAMS, s)
+NODE_GETTER(cuGraphHostNodeGetParams, CU_GRAPH_NODE_TYPE_HOST, CUDA_HOST_NODE_PARAMS, h)
+NODE_GETTER(cuGraphEventRecordNodeGetEvent, CU_GRAPH_NODE_TYPE_EVENT_RECORD, CUevent, ev)
+NODE_GETTER(cuGraphEventWaitNodeGetEvent, CU_GRAPH_NODE_TYPE_WAIT_EVENT, CUevent, ev)
+NODE_GETTER(cuGraphMemAllocNodeGetParams, CU_GRAPH_NODE_TYPE_MEM_ALLOC, CUDA_MEM_ALLOC_NODE_PARAMS,
+	    a.p)
+NODE_GETTER(cuGraphMemFreeNodeGetParams, CU_GRAPH_NODE_TYPE_MEM_FREE, CUdeviceptr, freed)
 
 IP_API CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
@@ -1236,39 +1248,6 @@ IP_API CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NO
 	return r;
 }
 
-IP_API CUresult CUDAAPI cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
-{
-	struct ip_gnode *n;
-	CUresult r = node_of(h, CU_GRAPH_NODE_TYPE_MEMCPY, &n);
-	if (r == CUDA_SUCCESS && !p)
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS)
-		*p = n->c.p;
-	return r;
-}
-
-IP_API CUresult CUDAAPI cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
-{
-	struct ip_gnode *n;
-	CUresult r = node_of(h, CU_GRAPH_NODE_TYPE_MEMSET, &n);
-	if (r == CUDA_SUCCESS && !p)
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS)
-		*p = n->s;
-	return r;
-}
-
-IP_API CUresult CUDAAPI cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p)
-{
-	struct ip_gnode *n;
-	CUresult r = node_of(h, CU_GRAPH_NODE_TYPE_HOST, &n);
-	if (r == CUDA_SUCCESS && !p)
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS)
-		*p = n->h;
-	return r;
-}
-
 IP_API CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
 {
 	struct ip_gnode *n;
@@ -1282,49 +1261,6 @@ IP_API CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *ou
 	}
 	if (r == CUDA_SUCCESS)
 		*out = (CUgraph)n->ch.copy;
-	return r;
-}
-
-static CUresult get_event(CUgraphNode h, CUgraphNodeType t, CUevent *out)
-{
-	struct ip_gnode *n;
-	CUresult r = node_of(h, t, &n);
-	if (r == CUDA_SUCCESS && !out)
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS)
-		*out = n->ev;
-	return r;
-}
-
-IP_API CUresult CUDAAPI cuGraphEventRecordNodeGetEvent(CUgraphNode h, CUevent *out)
-{
-	return get_event(h, CU_GRAPH_NODE_TYPE_EVENT_RECORD, out);
-}
-
-IP_API CUresult CUDAAPI cuGraphEventWaitNodeGetEvent(CUgraphNode h, CUevent *out)
-{
-	return get_event(h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, out);
-}
-
-IP_API CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
-{
-	struct ip_gnode *n;
-	CUresult r = node_of(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &n);
-	if (r == CUDA_SUCCESS && !p)
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS)
-		*p = n->a.p;
-	return r;
-}
-
-IP_API CUresult CUDAAPI cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *out)
-{
-	struct ip_gnode *n;
-	CUresult r = node_of(h, CU_GRAPH_NODE_TYPE_MEM_FREE, &n);
-	if (r == CUDA_SUCCESS && !out)
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS)
-		*out = n->freed;
 	return r;
 }
 
