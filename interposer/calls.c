@@ -36,17 +36,24 @@ static CUresult post_sticky(uint16_t type)
 	return ip_ctx_sticky();
 }
 
+static ip_post_taker post_taker;
+
+void ip_calls_on_post(ip_post_taker fn)
+{
+	post_taker = fn;
+}
+
 CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void *payload,
 			  uint64_t plen, uint64_t *seq)
 {
 	CUresult r;
 	int ret;
 
-	if (ip_node_recording(type)) {
-		/* a graph node's work: it travels inside MSG_GRAPH_NODE (gnode.c) */
+	/* a graph node's work travels inside MSG_GRAPH_NODE (gnode.c takes it) */
+	if (post_taker && post_taker(type, req, payload, plen, &r)) {
 		if (seq)
 			*seq = 0;
-		return ip_node_record(type, req, payload, plen);
+		return r;
 	}
 	if (!ip_msg_class_ok(type, RGPU_CLASS_POST))
 		return CUDA_ERROR_UNKNOWN;

@@ -97,15 +97,8 @@ struct recorder {
 
 static __thread struct recorder *rec;
 
-int ip_node_recording(uint16_t type)
-{
-	return rec && (type == RGPU_MSG_LAUNCH || type == RGPU_MSG_MEMCPY_HTOD ||
-		       type == RGPU_MSG_MEMCPY_DTOD || type == RGPU_MSG_MEMSET ||
-		       type == RGPU_MSG_HOST_FUNC);
-}
-
-CUresult ip_node_record(uint16_t type, const ProtobufCMessage *req, const void *payload,
-			uint64_t plen)
+static CUresult record(uint16_t type, const ProtobufCMessage *req, const void *payload,
+		       uint64_t plen)
 {
 	size_t blen = protobuf_c_message_get_packed_size(req);
 	uint8_t *body;
@@ -140,6 +133,23 @@ CUresult ip_node_record(uint16_t type, const ProtobufCMessage *req, const void *
 	rec->body[rec->n].len = blen;
 	rec->plen[rec->n++] = plen;
 	return CUDA_SUCCESS;
+}
+
+/* calls.c's post taker: while a node is described, its work frames are kept, not sent */
+static int take_post(uint16_t type, const ProtobufCMessage *req, const void *payload,
+		     uint64_t plen, CUresult *r)
+{
+	if (!rec || (type != RGPU_MSG_LAUNCH && type != RGPU_MSG_MEMCPY_HTOD &&
+		     type != RGPU_MSG_MEMCPY_DTOD && type != RGPU_MSG_MEMSET &&
+		     type != RGPU_MSG_HOST_FUNC))
+		return 0;
+	*r = record(type, req, payload, plen);
+	return 1;
+}
+
+__attribute__((constructor)) static void gnode_listen(void)
+{
+	ip_calls_on_post(take_post);
 }
 
 static void recorder_free(struct recorder *r)

@@ -325,6 +325,13 @@ CUresult ip_session_error(void);
  */
 typedef void (*ip_enqueue_fn)(uint16_t type, const ProtobufCMessage *req);
 void ip_link_on_enqueue(ip_enqueue_fn fn);
+/*
+ * ip_calls_on_post() - fn sees every post first, and takes it (returns 1, its result in *r)
+ * instead of queueing: gnode.c keeps a graph node's work frames that way.
+ */
+typedef int (*ip_post_taker)(uint16_t type, const ProtobufCMessage *req, const void *payload,
+			     uint64_t plen, CUresult *r);
+void ip_calls_on_post(ip_post_taker fn);
 
 /*
  * ip_post() - a fire-and-forget request. Small requests are queued and sent in batches by the
@@ -419,6 +426,16 @@ CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stre
  * the capture-mode checks an application's call gets (a synchronous copy waits this way).
  */
 CUresult ip_stream_sync(CUstream h, int ptds);
+/* ---- active captures and capture modes (capture.c) ------------------------------------ */
+
+/* ip_capture_thread_ready() - the calling thread can begin a capture in mode (0: no memory) */
+int ip_capture_thread_ready(CUstreamCaptureMode mode);
+/* ip_capture_start(), ip_capture_stop() - cap counts against the capture modes, or no longer */
+void ip_capture_start(struct ip_capture *cap);
+void ip_capture_stop(struct ip_capture *cap);
+/* ip_capture_wrong_thread() - cap is global or thread-local and was begun by another thread */
+int ip_capture_wrong_thread(const struct ip_capture *cap);
+const char *ip_capture_mode_name(CUstreamCaptureMode m);
 /* ip_capture_of() - the active capture the stream takes part in, or NULL */
 struct ip_capture *ip_capture_of(const struct ip_stream *s);
 /*
@@ -584,11 +601,6 @@ CUresult ip_array_box(CUarray h, uint64_t *id, uint64_t ext[3]);
 
 /* ---- graphs built node by node (gnode.c) ------------------------------------------------------ */
 
-/* ip_node_recording() - is a frame of this type a graph node's work, to be kept, not sent? */
-int ip_node_recording(uint16_t type);
-/* ip_node_record() - keep it (calls.c, instead of queueing it). */
-CUresult ip_node_record(uint16_t type, const ProtobufCMessage *req, const void *payload,
-			uint64_t plen);
 /* ip_graph_forget_nodes() - a graph dies: its nodes with it. */
 void ip_graph_forget_nodes(struct ip_graph *g);
 /* ip_exec_snapshot() - e was made from g: what it moves at each launch (and e->lock). */

@@ -110,11 +110,6 @@ CUresult ip_stream_resolve(CUstream h, int ptds, struct ip_ctx **ctx, uint64_t *
 	return r;
 }
 
-struct ip_capture *ip_capture_of(const struct ip_stream *s)
-{
-	return s && s->capture && s->capture->active ? s->capture : NULL;
-}
-
 void ip_stream_ctx_teardown(struct ip_ctx *c)
 {
 	struct ip_obj **v = NULL;

@@ -72,6 +72,21 @@ uint64_t srv_graph_redirect(const struct srv_worker *w, uint64_t id)
 	return id;
 }
 
+static void released(struct srv_worker *w, int kind, uint64_t id)
+{
+	if (kind == ST_KIND_GRAPH)
+		srv_gnodes_forget(w, id);
+	else
+		srv_gexec_forget(w, id);
+}
+
+/* The objects' release and the worker's end reach what this file keeps through these. */
+static void hook(struct srv_worker *w)
+{
+	w->graph_released = released;
+	w->graph_fini = srv_gnodes_fini;
+}
+
 static struct srv_gnodes *gnodes(struct srv_worker *w, uint64_t id, int make)
 {
 	struct srv_gnodes *g;
@@ -81,6 +96,7 @@ static struct srv_gnodes *gnodes(struct srv_worker *w, uint64_t id, int make)
 			return g;
 	if (!make || !(g = calloc(1, sizeof(*g))))
 		return NULL;
+	hook(w);
 	g->graph = id;
 	g->next = w->gnodes;
 	w->gnodes = g;
@@ -133,6 +149,7 @@ int srv_gexec_note(struct srv_worker *w, uint64_t exec, uint64_t graph, uint64_t
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return RGPU_ENOMEM;
+		hook(w);
 		e->exec = exec;
 		e->next = w->gexecs;
 		w->gexecs = e;
@@ -363,12 +380,6 @@ CUresult srv_capture_to_graph(struct srv_worker *w, CUstream s, uint64_t graph,
 }
 
 /* ---- the stream node frames are captured on ------------------------------------------------ */
-
-CUresult srv_node_stream(struct srv_worker *w, CUstream *out)
-{
-	*out = w->node_stream;
-	return w->node_stream ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
 
 static CUresult nstream(struct srv_worker *w, uint64_t ctx, CUstream *out)
 {

@@ -74,12 +74,11 @@ static void release_handle(struct srv_worker *w, const struct srv_obj *o)
 		r = o->library ? d->cuLibraryUnload(o->h) : d->cuModuleUnload(o->h);
 		break;
 	case ST_KIND_GRAPH_EXEC:
-		r = d->cuGraphExecDestroy(o->h);
-		srv_gexec_forget(w, o->id);
-		break;
 	case ST_KIND_GRAPH:
-		r = d->cuGraphDestroy(o->h);
-		srv_gnodes_forget(w, o->id);
+		r = o->kind == ST_KIND_GRAPH ? d->cuGraphDestroy(o->h) : d->cuGraphExecDestroy(o->h);
+		/* what exec_gnode.c keeps for it (its node ids, its scratch graph) goes too */
+		if (w->graph_released)
+			w->graph_released(w, o->kind, o->id);
 		break;
 	case ST_KIND_PHYSMEM:
 		/* the application's physical memory: its mappings went first (the state log) */
@@ -178,8 +177,11 @@ CUresult srv_stream(struct srv_worker *w, uint64_t id, CUstream *out)
 		*out = NULL;
 		return CUDA_SUCCESS;
 	}
-	if (id == RGPU_NODE_STREAM)
-		return srv_node_stream(w, out);
+	if (id == RGPU_NODE_STREAM) {
+		/* the stream a MSG_GRAPH_NODE's frames are captured on, while it runs */
+		*out = w->node_stream;
+		return w->node_stream ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	}
 	o = srv_obj_find(w, id, ST_KIND_STREAM);
 	if (!o)
 		return CUDA_ERROR_INVALID_HANDLE;

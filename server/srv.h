@@ -393,6 +393,9 @@ struct srv_worker {
 	int ngredir;
 	struct srv_nstream *nstreams;
 	CUstream node_stream;
+	/* set by exec_gnode.c once it keeps anything: a graph or exec released, the worker's end */
+	void (*graph_released)(struct srv_worker *w, int kind, uint64_t id);
+	void (*graph_fini)(struct srv_worker *w);
 	/* a replay: build a graph as its journal was (replay.c); NULL when serving a client */
 	CUresult (*graph_at)(struct srv_worker *w, const struct Rgpu__GraphAt *at, uint64_t as_id);
 	CUresult exec_result;    /* the frame being executed failed (srv_async_error, a reply) */
@@ -645,8 +648,6 @@ uint64_t srv_graph_redirect(const struct srv_worker *w, uint64_t id);
 /* srv_capture_to_graph() - cuStreamBeginCaptureToGraph(s, graph, its nodes deps, mode). */
 CUresult srv_capture_to_graph(struct srv_worker *w, CUstream s, uint64_t graph,
 			      const uint64_t *deps, size_t n, unsigned mode);
-/* srv_node_stream() - the stream a MSG_GRAPH_NODE's frames are captured on, while it runs. */
-CUresult srv_node_stream(struct srv_worker *w, CUstream *out);
 /* srv_gnodes_fini() - everything above, at the worker's end. */
 void srv_gnodes_fini(struct srv_worker *w);
 

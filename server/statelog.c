@@ -39,7 +39,8 @@ void srv_log_fini(struct srv_worker *w)
 	st_log_free(w->log);
 	w->log = NULL;
 	rgpu_journals_free(&w->journals);
-	srv_gnodes_fini(w);
+	if (w->graph_fini)
+		w->graph_fini(w);
 }
 
 /* The removal hook: every record a destroy takes releases what stands behind it. */
