@@ -36,7 +36,9 @@ static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
  */
 struct ip_capture_thread {
 	atomic_int strict; /* its active captures in global or thread-local mode */
+	struct ip_capture_thread *next; /* every one made: kept for good (and reachable) */
 };
+static struct ip_capture_thread *capture_threads; /* under captures_lock */
 static __thread struct ip_capture_thread *this_thread;
 
 static atomic_int global_captures; /* active captures begun in global mode */
@@ -51,8 +53,19 @@ struct ip_capture *ip_capture_of(const struct ip_stream *s)
 
 int ip_capture_thread_ready(CUstreamCaptureMode mode)
 {
-	return mode == CU_STREAM_CAPTURE_MODE_RELAXED || this_thread ||
-	       (this_thread = calloc(1, sizeof(*this_thread))) != NULL;
+	struct ip_capture_thread *t;
+
+	if (mode == CU_STREAM_CAPTURE_MODE_RELAXED || this_thread)
+		return 1;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return 0;
+	pthread_mutex_lock(&captures_lock);
+	t->next = capture_threads;
+	capture_threads = t;
+	pthread_mutex_unlock(&captures_lock);
+	this_thread = t;
+	return 1;
 }
 
 int ip_capture_wrong_thread(const struct ip_capture *cap)
@@ -69,8 +82,10 @@ void ip_capture_set(struct ip_capture **slot, struct ip_capture *cap)
 	if (cap)
 		atomic_fetch_add(&cap->refs, 1);
 	*slot = cap;
-	if (old && atomic_fetch_sub(&old->refs, 1) == 1)
+	if (old && atomic_fetch_sub(&old->refs, 1) == 1) {
+		free(old->deps);
 		free(old);
+	}
 }
 
 const char *ip_capture_mode_name(CUstreamCaptureMode m)

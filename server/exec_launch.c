@@ -131,7 +131,15 @@ struct host_trigger {
 	struct srv_worker *w;
 	uint64_t id;
 	int persistent;  /* captured into a graph: runs at every replay, never freed */
+	struct host_trigger *next; /* persistent: on kept_triggers */
 };
+
+/*
+ * The persistent triggers, kept for the worker's life: a graph (or a scratch graph's node that
+ * lent its parameters) may call them at any launch, and a graph's end does not say so.
+ */
+static struct host_trigger *kept_triggers;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static void CUDA_CB host_trigger_cb(void *arg)
 {
 	struct host_trigger *t = arg;
@@ -167,8 +175,14 @@ int h_host_func(struct srv_worker *w, struct srv_frame *f)
 			t->id = m->callback;
 			t->persistent = srv_capturing(w, s);
 			r = w->drv.cuLaunchHostFunc(s, host_trigger_cb, t);
-			if (r != CUDA_SUCCESS)
+			if (r != CUDA_SUCCESS) {
 				free(t);
+			} else if (t->persistent) {
+				pthread_mutex_lock(&kept_lock);
+				t->next = kept_triggers;
+				kept_triggers = t;
+				pthread_mutex_unlock(&kept_lock);
+			}
 		}
 	}
 	srv_async_error(w, r, "host function");

@@ -49,6 +49,7 @@ proxy_start A
 
 p=arrays
 zout=$tmp/zdtm_arrays.out
+: >"$zout" # before the program: the waits below read it at once
 ZDTM_ROUNDS=4 RGPU_LOG=info "$ctl" run --server "127.0.0.1:$pport" -- \
 	${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_arrays" >"$zout" 2>"$zout.err" &
 zpid=$!

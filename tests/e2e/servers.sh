@@ -88,7 +88,8 @@ zdtm_start() {
 }
 zdtm_wait_ready() {
 	i=0
-	while [ "$(grep -c '^READY$' "$zout")" -lt "$1" ]; do
+	# (a file the program has not opened yet counts 0 READY lines, not an error that ends the wait)
+	while n=$(grep -c '^READY$' "$zout" 2>/dev/null); [ "${n:-0}" -lt "$1" ]; do
 		kill -0 "$zpid" 2>/dev/null || fail "the program ended before READY $1: $(cat "$zout" "$zout.err")"
 		[ $i -ge 1200 ] && fail "no READY $1 within 60 s"
 		sleep 0.05
