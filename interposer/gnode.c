@@ -558,7 +558,6 @@ static void hcopy_of(const struct ip_gnode *n, struct ip_hcopy *h)
 
 	memset(h, 0, sizeof(*h));
 	h->node = n->o.id;
-	h->enabled = 1;
 	h->to_device = n->c.host_src;
 	h->scratch = n->c.scratch;
 	n->c.scratch->refs++;
@@ -1493,6 +1492,15 @@ IP_API CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode h,
 	return r == CUDA_SUCCESS ? set_params(x, h, p->type, params, ctx) : r;
 }
 
+/* Under e->lock: did cuGraphNodeSetEnabled turn node id off in e? */
+static int node_off(const struct ip_graph_exec *e, uint64_t id)
+{
+	for (size_t i = 0; i < e->ndisabled; i++)
+		if (e->disabled[i] == id)
+			return 1;
+	return 0;
+}
+
 IP_API CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec e, CUgraphNode h, unsigned int on)
 {
 	struct node_req q = {.op = RGPU__GRAPH_NODE_OP__NODE_EXEC_ENABLE, .enabled = on != 0};
@@ -1513,9 +1521,6 @@ IP_API CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec e, CUgraphNode h, unsi
 	if (r != CUDA_SUCCESS)
 		return r;
 	pthread_mutex_lock(&x->lock);
-	for (size_t i = 0; i < x->nhcopies; i++)
-		if (x->hcopies[i].node == n->o.id)
-			x->hcopies[i].enabled = on != 0;
 	size_t i;
 	for (i = 0; i < x->ndisabled && x->disabled[i] != n->o.id; i++)
 		;
@@ -1547,10 +1552,7 @@ IP_API CUresult CUDAAPI cuGraphNodeGetEnabled(CUgraphExec e, CUgraphNode h, unsi
 	if (!x || !n || !on)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&x->lock);
-	*on = 1;
-	for (size_t i = 0; i < x->ndisabled; i++)
-		if (x->disabled[i] == n->o.id)
-			*on = 0;
+	*on = !node_off(x, n->o.id);
 	pthread_mutex_unlock(&x->lock);
 	return CUDA_SUCCESS;
 }
@@ -1989,11 +1991,9 @@ static void exec_hcopy_update(struct ip_graph_exec *e, const struct ip_gnode *n)
 	for (i = 0; i < e->nhcopies && e->hcopies[i].node != n->o.id; i++)
 		;
 	if (i < e->nhcopies) {
-		int on = e->hcopies[i].enabled;
 		scratch_put(e->hcopies[i].scratch);
 		if (n->c.scratch) {
 			hcopy_of(n, &e->hcopies[i]);
-			e->hcopies[i].enabled = on;
 		} else {
 			e->hcopies[i] = e->hcopies[--e->nhcopies];
 		}
@@ -2029,7 +2029,7 @@ CUresult ip_exec_hcopies(struct ip_graph_exec *e, CUstream s, int ptds, int afte
 	}
 	pthread_mutex_lock(&e->lock);
 	for (size_t i = 0; r == CUDA_SUCCESS && i < e->nhcopies; i++)
-		if (e->hcopies[i].enabled && e->hcopies[i].to_device == !after)
+		if (!node_off(e, e->hcopies[i].node) && e->hcopies[i].to_device == !after)
 			r = ptds ? cuMemcpy3DAsync_v2_ptsz(&e->hcopies[i].xfer, s)
 				 : cuMemcpy3DAsync_v2(&e->hcopies[i].xfer, s);
 	pthread_mutex_unlock(&e->lock);

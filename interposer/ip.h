@@ -86,7 +86,6 @@ struct ip_scratch {
 struct ip_hcopy {
 	uint64_t node;            /* the node's id */
 	int to_device;            /* host -> scratch before the launch, else scratch -> host after */
-	int enabled;
 	CUDA_MEMCPY3D xfer;       /* between the host side and the scratch */
 	struct ip_scratch *scratch;
 };

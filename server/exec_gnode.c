@@ -1,6 +1,6 @@
 /*
  * Graphs built node by node (docs/architecture.md, "Graphs built node by node"): the handlers
- * of MSG_GRAPH_NODE .. MSG_CAPTURE_DEPS, and the node ids of each graph.
+ * of MSG_GRAPH_NODE .. MSG_GRAPH_COND, and the node ids of each graph.
  *
  * Nodes are client objects: each graph keeps here which of the driver's nodes an id names. Ids
  * mean something only within their graph (a clone or a child graph node's copy of a graph has
@@ -10,12 +10,12 @@
  *
  * A kernel, memcpy, memset or host node is made by capturing: the client sends the frames the
  * same call would have queued on a stream (cuLaunchKernel, cuMemcpy3DAsync, ...), and the
- * worker runs them through their own handlers on a stream of its own that captures into the
- * graph after the node's dependencies (cuStreamBeginCaptureToGraph). Every rule of those
- * handlers holds (parameters packed at the function's layout, copies checked against the
- * window, host-to-device bytes kept in pinned memory of their own, host functions kept
- * registered). New parameters for a node are made the same way, in a scratch graph whose one
- * node lends them (cuGraph*NodeGetParams, then the Set call for the graph or the exec).
+ * worker runs them through their own handlers on a stream of its own that captures into a
+ * scratch graph (cuStreamBeginCaptureToGraph). Every rule of those handlers holds (parameters
+ * packed at the function's layout, copies checked against the window, host-to-device bytes
+ * kept in pinned memory of their own, host functions kept registered). The scratch graph's one
+ * node then lends its parameters (cuGraph*NodeGetParams): to a node added to the graph after
+ * its dependencies (add_like), or to a node's Set call in the graph or the exec.
  *
  * A replay (replay.c) may have to use a graph as it was when a message named it (a child graph
  * added, a clone, an exec update): w->graph_at builds it again from its journal under a
@@ -415,12 +415,13 @@ static int node_frame_ok(unsigned type)
 }
 
 /*
- * Run m's frames on the node stream of its context, captured into g after deps, and return the
- * one node they made. Their handlers' errors are this call's answer, not a sticky error.
+ * Run m's frames on the node stream of its context, captured into a scratch graph of its own
+ * (*scratch, the caller's to destroy, even on failure), and return the one node they made.
+ * Their handlers' errors are this call's answer, not a sticky error. (Never into the node's own
+ * graph: see add_like.)
  */
 static CUresult capture_node(struct srv_worker *w, const Rgpu__GraphNode *m,
-			     const struct srv_frame *f, CUgraph g, const CUgraphNode *deps,
-			     size_t ndeps, CUgraphNode *out)
+			     const struct srv_frame *f, CUgraph *scratch, CUgraphNode *out)
 {
 	struct srv_driver *d = &w->drv;
 	CUresult saved = w->async_err, r, end;
@@ -441,7 +442,9 @@ static CUresult capture_node(struct srv_worker *w, const Rgpu__GraphNode *m,
 	}
 	r = nstream(w, m->ctx, &s);
 	if (r == CUDA_SUCCESS)
-		r = d->cuStreamBeginCaptureToGraph(s, g, deps, NULL, ndeps,
+		r = d->cuGraphCreate(scratch, 0);
+	if (r == CUDA_SUCCESS)
+		r = d->cuStreamBeginCaptureToGraph(s, *scratch, NULL, NULL, 0,
 						   CU_STREAM_CAPTURE_MODE_RELAXED);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -475,8 +478,7 @@ static CUresult capture_node(struct srv_worker *w, const Rgpu__GraphNode *m,
 	w->node_stream = NULL;
 	if (r == CUDA_SUCCESS)
 		r = d->cuStreamGetCaptureInfo(s, &st, NULL, NULL, &made, NULL, &nmade);
-	if (r == CUDA_SUCCESS && (st != CU_STREAM_CAPTURE_STATUS_ACTIVE || nmade != 1 ||
-				  (ndeps == 1 && made[0] == deps[0]) || (ndeps == 0 && !made[0])))
+	if (r == CUDA_SUCCESS && (st != CU_STREAM_CAPTURE_STATUS_ACTIVE || nmade != 1 || !made[0]))
 		r = CUDA_ERROR_INVALID_VALUE; /* no node, or more than one */
 	if (r == CUDA_SUCCESS)
 		*out = made[0];
@@ -589,14 +591,12 @@ static CUresult set_by_capture(struct srv_worker *w, const Rgpu__GraphNode *m,
 {
 	CUgraph scratch = NULL;
 	CUgraphNode n = NULL;
-	CUresult r = w->drv.cuGraphCreate(&scratch, 0);
+	CUresult r = capture_node(w, m, f, &scratch, &n);
 
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = capture_node(w, m, f, scratch, NULL, 0, &n);
 	if (r == CUDA_SUCCESS)
 		r = copy_params(w, n, to, e, ctx);
-	w->drv.cuGraphDestroy(scratch);
+	if (scratch)
+		w->drv.cuGraphDestroy(scratch);
 	return r;
 }
 
@@ -650,13 +650,11 @@ static CUresult node_add(struct srv_worker *w, const Rgpu__GraphNode *m, const s
 		struct srv_obj *ctx = srv_obj_find(w, m->ctx, ST_KIND_CONTEXT);
 		CUgraph scratch = NULL;
 		CUgraphNode made = NULL;
-		r = d->cuGraphCreate(&scratch, 0);
-		if (r == CUDA_SUCCESS) {
-			r = capture_node(w, m, f, scratch, NULL, 0, &made);
-			if (r == CUDA_SUCCESS)
-				r = add_like(w, made, g, deps, m->n_deps, ctx ? ctx->h : NULL, &n);
+		r = capture_node(w, m, f, &scratch, &made);
+		if (r == CUDA_SUCCESS)
+			r = add_like(w, made, g, deps, m->n_deps, ctx ? ctx->h : NULL, &n);
+		if (scratch)
 			d->cuGraphDestroy(scratch);
-		}
 	} else if (m->type == CU_GRAPH_NODE_TYPE_EMPTY) {
 		r = d->cuGraphAddEmptyNode(&n, g, deps, m->n_deps);
 	} else if (m->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ||
