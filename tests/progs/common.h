@@ -56,33 +56,47 @@ static inline const char *cu_name(CUresult r)
 		}                                                                              \
 	} while (0)
 
-/* The kernel image: $RGPU_TEST_IMAGE, else kernels.fatbin next to the program. */
-static inline void *load_image(void)
+/* path (len bytes) := file in the program's own folder; returns path. */
+static inline char *next_to_exe(const char *file, char *path, size_t len)
 {
-	char path[PATH_MAX], exe[PATH_MAX];
-	const char *env = getenv("RGPU_TEST_IMAGE");
-	FILE *f;
-	long n;
-	void *buf;
-	ssize_t len;
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	snprintf(path, len, "%s/%s", dirname(exe), file);
+	return path;
+}
 
-	if (env && *env) {
-		snprintf(path, sizeof(path), "%s", env);
-	} else {
-		len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		exe[len > 0 ? len : 0] = '\0';
-		snprintf(path, sizeof(path), "%s/kernels.fatbin", dirname(exe));
-	}
-	f = fopen(path, "rb");
-	EXPECT(f != NULL, "cannot open the kernel image %s", path);
+/* The whole file, malloc'd, with a NUL after its *len bytes (PTX is given with it). */
+static inline char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	long n;
+	char *buf;
+
+	EXPECT(f != NULL, "cannot open %s", path);
 	fseek(f, 0, SEEK_END);
 	n = ftell(f);
 	fseek(f, 0, SEEK_SET);
 	buf = malloc((size_t)n + 1);
 	EXPECT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n, "cannot read %s", path);
-	((char *)buf)[n] = 0;
+	buf[n] = 0;
 	fclose(f);
+	if (len)
+		*len = (size_t)n;
 	return buf;
+}
+
+/* The kernel image: $RGPU_TEST_IMAGE, else kernels.fatbin next to the program. */
+static inline void *load_image(void)
+{
+	char path[PATH_MAX];
+	const char *env = getenv("RGPU_TEST_IMAGE");
+
+	if (env && *env)
+		snprintf(path, sizeof(path), "%s", env);
+	else
+		next_to_exe("kernels.fatbin", path, sizeof(path));
+	return read_file(path, NULL);
 }
 
 /* A context on device 0 and the test module loaded in it. */

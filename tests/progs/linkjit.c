@@ -8,32 +8,6 @@
  */
 #include "common.h"
 
-static char *next_to_exe(const char *file, char *path, size_t len)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	exe[n > 0 ? n : 0] = '\0';
-	snprintf(path, len, "%s/%s", dirname(exe), file);
-	return path;
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	long n;
-	char *buf;
-	EXPECT(f != NULL, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	EXPECT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n, "cannot read %s", path);
-	buf[n] = 0;
-	fclose(f);
-	*len = (size_t)n + 1; /* with its NUL, as PTX is given */
-	return buf;
-}
-
 int main(void)
 {
 	const int n = 4096;
@@ -54,7 +28,8 @@ int main(void)
 	CHECK(cuDeviceGet(&dev, 0));
 	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CHECK(cuCtxSetCurrent(ctx));
-	ptx_a = read_all(next_to_exe("link_a.ptx", path_a, sizeof(path_a)), &alen);
+	ptx_a = read_file(next_to_exe("link_a.ptx", path_a, sizeof(path_a)), &alen);
+	alen++; /* with its NUL, as PTX is given */
 	next_to_exe("link_b.ptx", path_b, sizeof(path_b));
 
 	CUjit_option opt[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,

@@ -15,32 +15,6 @@
 		EXPECT(r_ == NVJITLINK_SUCCESS, "%s: nvJitLink error %d", #call, (int)r_);     \
 	} while (0)
 
-static char *next_to_exe(const char *file, char *path, size_t len)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	exe[n > 0 ? n : 0] = '\0';
-	snprintf(path, len, "%s/%s", dirname(exe), file);
-	return path;
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	long n;
-	char *buf;
-	EXPECT(f != NULL, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	EXPECT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n, "cannot read %s", path);
-	buf[n] = 0;
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 int main(void)
 {
 	const int n = 4096;
@@ -64,7 +38,7 @@ int main(void)
 	CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
 	CHECK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
 	snprintf(arch, sizeof(arch), "-arch=sm_%d%d", major, minor);
-	ptx_a = read_all(next_to_exe("link_a.ptx", path_a, sizeof(path_a)), &alen);
+	ptx_a = read_file(next_to_exe("link_a.ptx", path_a, sizeof(path_a)), &alen);
 	next_to_exe("link_b.ptx", path_b, sizeof(path_b));
 
 	NVJ(nvJitLinkCreate(&h, 2, opts));
