@@ -30,10 +30,12 @@ static void usage(FILE *f)
 		"Usage: rgpuctl COMMAND [OPTIONS]\n"
 		"\n"
 		"Commands:\n"
-		"  run [--server HOST:PORT | --cluster FILE] [--key FILE] [--tenant NAME] [--log LEVEL]\n"
-		"      [--tls] [--tls-ca FILE] [--tls-name NAME] -- CMD [ARGS...]\n"
+		"  run [--server HOST:PORT[/DEV,...] ... | --cluster FILE] [--key FILE] [--tenant NAME]\n"
+		"      [--log LEVEL] [--tls] [--tls-ca FILE] [--tls-name NAME] -- CMD [ARGS...]\n"
 		"      Run CMD with its CUDA calls served by the rgpud at HOST:PORT (default\n"
-		"      $RGPU_SERVER, else %s). The program is not modified: rgpu's\n"
+		"      $RGPU_SERVER, else %s). --server again adds the devices of another\n"
+		"      server: CMD sees them all, in order (sets RGPU_SERVERS); /DEV,... chooses\n"
+		"      some of a server's devices. The program is not modified: rgpu's\n"
 		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --key names the tenant key\n"
 		"      file (sets RGPU_KEY_FILE; the tenant is --tenant, $RGPU_TENANT, or the\n"
 		"      file's name without .key). --log sets RGPU_LOG for the interposer (warn by\n"
@@ -171,13 +173,24 @@ static int cmd_run(int argc, char **argv)
 	const char *tls_ca = NULL, *tls_name = NULL;
 	int tls = 0;
 	char dir[PATH_MAX], host[256], *ldpath;
+	char servers[4096] = "";
+	size_t nservers = 0;
 	const char *old;
 	int c, port;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+s:l:k:t:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 's': server = optarg; break;
+		case 's':
+			server = optarg;
+			if (strlen(servers) + strlen(optarg) + 2 > sizeof(servers)) {
+				fprintf(stderr, "rgpuctl run: too many --server options\n");
+				return 2;
+			}
+			if (nservers++)
+				strcat(servers, ",");
+			strcat(servers, optarg);
+			break;
 		case 'l': log = optarg; break;
 		case 'k': key = optarg; break;
 		case 't': tenant = optarg; break;
@@ -206,9 +219,25 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (!server || !*server)
 		server = RGPU_DEFAULT_SERVER;
-	if (rgpu_parse_hostport(server, "127.0.0.1", host, sizeof(host), &port) || port == 0) {
-		fprintf(stderr, "rgpuctl run: bad server address '%s' (want HOST:PORT)\n", server);
+	if (nservers > 1 && cluster) {
+		fprintf(stderr, "rgpuctl run: --cluster places one server; not with --server\n");
 		return 2;
+	}
+	/* every server's HOST:PORT; a /DEV,... choice is the interposer's to check */
+	for (char *list = nservers > 1 ? servers : (char *)server, *p = list; p && *p;) {
+		char one[300], *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		snprintf(one, sizeof(one), "%.*s", (int)MIN(n, sizeof(one) - 1), p);
+		p = end ? end + 1 : NULL;
+		if (strchr(one, '/'))
+			*strchr(one, '/') = '\0';
+		else if (one[0] >= '0' && one[0] <= '9' && !strchr(one, ':'))
+			continue; /* one more device of the server before */
+		if (rgpu_parse_hostport(one, "127.0.0.1", host, sizeof(host), &port) || port == 0) {
+			fprintf(stderr, "rgpuctl run: bad server address '%s' (want HOST:PORT)\n",
+				one);
+			return 2;
+		}
 	}
 	if (interposer_dir(dir, sizeof(dir)))
 		return 1;
@@ -216,7 +245,13 @@ static int cmd_run(int argc, char **argv)
 	if (asprintf(&ldpath, "%s%s%s", dir, old && *old ? ":" : "", old ? old : "") < 0)
 		return 1;
 	setenv("LD_LIBRARY_PATH", ldpath, 1);
-	setenv("RGPU_SERVER", server, 1);
+	if (nservers > 1 || strchr(server, '/')) {
+		setenv("RGPU_SERVERS", nservers > 1 ? servers : server, 1);
+		unsetenv("RGPU_SERVER");
+	} else {
+		setenv("RGPU_SERVER", server, 1);
+		unsetenv("RGPU_SERVERS");
+	}
 	/* the interposer reads the key itself (and checks its file), in the program */
 	if (key)
 		setenv("RGPU_KEY_FILE", key, 1);

@@ -162,6 +162,7 @@ IP_API CUresult CUDAAPI cuArrayDestroy(CUarray h)
 		return CUDA_ERROR_INVALID_HANDLE;
 	m.id = a->o.id;
 	m.ctx = a->ctx->o.id;
+	ip_route_ctx(a->ctx);
 	ip_obj_unregister(&a->o);
 	return ip_post(RGPU_MSG_ARRAY_DESTROY, &m.base, NULL, 0);
 }
@@ -318,6 +319,7 @@ IP_API CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray h)
 		return CUDA_ERROR_INVALID_HANDLE;
 	m.id = mm->o.id;
 	m.ctx = mm->ctx->o.id;
+	ip_route_ctx(mm->ctx);
 	/* its levels die with it, here as on the worker (their records' parent) */
 	for (unsigned i = 0; i < mm->levels; i++)
 		if (mm->lv[i])
@@ -463,6 +465,7 @@ static CUresult texobj_destroy(unsigned long long v, int surface)
 		return CUDA_ERROR_INVALID_VALUE;
 	m.id = t->id;
 	m.ctx = t->ctx->o.id;
+	ip_route_ctx(t->ctx);
 	free(t);
 	return ip_post(RGPU_MSG_TEXOBJ_DESTROY, &m.base, NULL, 0);
 }

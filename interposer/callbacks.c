@@ -35,7 +35,7 @@ uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream,
 
 void *ip_callback_main(void *arg)
 {
-	(void)arg;
+	ip_sess_bind(arg);
 	pthread_mutex_lock(&S.cb_lock);
 	for (;;) {
 		struct cbreg **pp, *r = NULL;

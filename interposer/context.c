@@ -58,10 +58,25 @@ static CUresult ctx_activate(struct ip_ctx *c)
 	m.primary = c->primary;
 	c->uid = atomic_fetch_add(&next_uid, 1) + 1;
 	c->active = 1;
-	return ip_post(RGPU_MSG_CTX_CREATE, &m.base, NULL, 0);
+	int prev = ip_pin_dev(c->device);
+	CUresult r = ip_post(RGPU_MSG_CTX_CREATE, &m.base, NULL, 0);
+	ip_pin_server(prev);
+	return r;
 }
 
+static CUresult ctx_teardown_on(struct ip_ctx *c);
+
+/* everything the teardown sends goes to the context's server */
 static CUresult ctx_teardown(struct ip_ctx *c)
+{
+	int prev = ip_pin_dev(c->device);
+	CUresult r = ctx_teardown_on(c);
+
+	ip_pin_server(prev);
+	return r;
+}
+
+static CUresult ctx_teardown_on(struct ip_ctx *c)
 {
 	Rgpu__CtxRef m = RGPU__CTX_REF__INIT;
 
@@ -243,6 +258,47 @@ IP_API CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int
 	return CUDA_SUCCESS;
 }
 
+/* ---- peer access ------------------------------------------------------------------------- */
+
+/*
+ * No device reaches another's memory by load and store here: devices of two servers never can,
+ * and between a server's own devices it is not forwarded. cuDeviceCanAccessPeer says 0, so
+ * enabling it fails as the driver fails for devices without peer access; copies between
+ * devices work all the same (cuMemcpyPeer, unified copies).
+ */
+IP_API CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
+{
+	struct ip_ctx *c, *p;
+	CUresult r = ip_ctx_require(&c);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!(p = ctx_get(peer)) || !p->active)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->device == c->device)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pr_warn_once("refused: peer access from device %d to device %d (%s): rgpu gives no device "
+		     "load/store access to another's memory; copies between them work",
+		     c->device, p->device,
+		     ip_dev_server(c->device) != ip_dev_server(p->device) ? "on another server"
+									  : "not forwarded");
+	return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+}
+
+IP_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peer)
+{
+	struct ip_ctx *c;
+	CUresult r = ip_ctx_require(&c);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ctx_get(peer))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+}
+
 /* ---- queries ----------------------------------------------------------------------------- */
 
 IP_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *dev)
@@ -325,10 +381,14 @@ CUresult ip_ctx_sync(struct ip_ctx *c)
 	uint64_t epoch = ip_ctx_work_epoch();
 	CUresult r;
 	m.ctx = c->o.id;
+	int prev = ip_pin_dev(c->device);
 	r = ip_call_status(RGPU_MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	ip_pin_server(prev);
 	if (r == CUDA_SUCCESS) {
 		ip_pool_synced(c, 0); /* every stream is idle: stream-ordered frees are real now */
-		ip_ctx_work_synced(epoch); /* and managed memory holds its final bytes */
+		/* and managed memory holds its final bytes, unless work runs on other servers */
+		if (!ip_multi_server())
+			ip_ctx_work_synced(epoch);
 	}
 	return r;
 }

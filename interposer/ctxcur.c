@@ -99,6 +99,12 @@ void ip_ctx_push(struct ip_ctx *c)
 	tls_stack[tls_depth++] = c;
 }
 
+void ip_ctx_pop(void)
+{
+	if (tls_depth)
+		tls_depth--;
+}
+
 void ip_ctx_unstack(struct ip_ctx *c)
 {
 	int j = 0;
@@ -240,5 +246,6 @@ CUresult ip_config_set(struct ip_ctx *c, uint64_t func, int kind, int value)
 	m.func = func;
 	m.kind = (Rgpu__ConfigKind)kind;
 	m.value = value;
+	ip_route_ctx(c);
 	return ip_call_status(RGPU_MSG_CTX_SET_CONFIG, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 }

@@ -180,14 +180,23 @@ static CUstream node_stream(struct ip_ctx *c)
 
 /* ---- the mirror ------------------------------------------------------------------------------ */
 
+/* a graph's calls go to its context's server (route.c), as do its nodes' and execs' */
 static struct ip_gnode *gnode_get(CUgraphNode h)
 {
-	return ip_obj_get(h, IP_KIND_GNODE);
+	struct ip_gnode *n = ip_obj_get(h, IP_KIND_GNODE);
+
+	if (n && n->g)
+		ip_route_ctx(n->g->ctx);
+	return n;
 }
 
 static struct ip_graph *graph_get(CUgraph h)
 {
-	return ip_obj_get(h, ST_KIND_GRAPH);
+	struct ip_graph *g = ip_obj_get(h, ST_KIND_GRAPH);
+
+	if (g)
+		ip_route_ctx(g->ctx);
+	return g;
 }
 
 static struct ip_gnode *node_new(struct ip_graph *g, CUgraphNodeType type)
@@ -1294,7 +1303,11 @@ IP_API CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *out)
 
 static struct ip_graph_exec *exec_get(CUgraphExec h)
 {
-	return ip_obj_get(h, ST_KIND_GRAPH_EXEC);
+	struct ip_graph_exec *e = ip_obj_get(h, ST_KIND_GRAPH_EXEC);
+
+	if (e)
+		ip_route_ctx(e->ctx);
+	return e;
 }
 
 static void exec_hcopy_update(struct ip_graph_exec *e, const struct ip_gnode *n);

@@ -38,6 +38,7 @@ static CUresult graph_destroy(struct ip_graph *g)
 
 	m.graph = g->o.id;
 	m.ctx = g->ctx->o.id;
+	ip_route_ctx(g->ctx);
 	ip_graph_forget_nodes(g);
 	graph_forget(g);
 	return ip_post(RGPU_MSG_GRAPH_DESTROY, &m.base, NULL, 0);
@@ -384,6 +385,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flag
 	m.exec = e->o.id;
 	m.ctx = g->ctx->o.id;
 	m.flags = flags;
+	ip_route_ctx(g->ctx);
 	r = ip_call_status(RGPU_MSG_GRAPH_INSTANTIATE, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r == CUDA_SUCCESS)
 		r = ip_exec_snapshot(e, g);
@@ -528,6 +530,7 @@ IP_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec h)
 		return CUDA_ERROR_INVALID_VALUE;
 	m.exec = e->o.id;
 	m.ctx = e->ctx->o.id;
+	ip_route_ctx(e->ctx);
 	ip_exec_forget(e);
 	ip_obj_unregister(&e->o);
 	return ip_post(RGPU_MSG_GRAPH_EXEC_DESTROY, &m.base, NULL, 0);

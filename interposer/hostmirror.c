@@ -68,6 +68,11 @@ static int area_ready_locked(void)
 			"pinned host memory");
 		return -1;
 	}
+	if (ip_multi_server()) {
+		/* one host area, but one worker per server to mirror it in: not built yet */
+		pr_info("devices of several servers: kernels cannot dereference pinned host memory");
+		return -1;
+	}
 	e = getenv("RGPU_HOST_MIRROR_BYTES");
 	H.budget = e && *e ? strtoull(e, NULL, 0) : DEFAULT_BUDGET;
 	if (H.budget == 0)

@@ -45,6 +45,7 @@ __attribute__((constructor)) void ip_log_init(void)
 
 CUresult ip_check_init(void)
 {
+	ip_route_clear();
 	if (!ip.initialized)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	return ip_session_error();
@@ -288,7 +289,8 @@ IP_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice p
 	REQUIRE_INIT();
 	if (bad_dev(dev) || bad_dev(peer))
 		return CUDA_ERROR_INVALID_DEVICE;
-	*can = 0; /* peer access between a session's devices is not forwarded (yet) */
+	/* never across servers; between one server's devices not forwarded (context.c) */
+	*can = 0;
 	return CUDA_SUCCESS;
 }
 

@@ -285,6 +285,8 @@ struct ip_ctx *ip_ctx_cur(void);
 int ip_ctx_stack_full(void);
 /* ip_ctx_push() - make c current on this thread (the caller checked ip_ctx_stack_full). */
 void ip_ctx_push(struct ip_ctx *c);
+/* ip_ctx_pop() - undo the calling thread's last ip_ctx_push */
+void ip_ctx_pop(void);
 /* ip_ctx_unstack() - c was destroyed: drop it from the calling thread's stack. */
 void ip_ctx_unstack(struct ip_ctx *c);
 
@@ -313,7 +315,36 @@ void ip_statelog_edit(uint16_t type, const ProtobufCMessage *req, const void *pa
 struct Rgpu__GraphAt;
 void ip_statelog_graph_at(uint64_t graph, struct Rgpu__GraphAt *at);
 
-/* ip_session_open() - connect to RGPU_SERVER, shake hands, fill ip.dev. */
+/* ---- routing: devices of several servers (route.c) ------------------------------------------ */
+
+/* ip_route_devices() - devices dev_base..dev_base+ndev-1 belong to session `session` */
+void ip_route_devices(int session, int dev_base, int ndev);
+/* ip_route_clear() - a new call starts: route by the current context (ip_check_init calls it) */
+void ip_route_clear(void);
+/* ip_route_ctx(), ip_route_dev() - this call goes to the server of c / of device d */
+void ip_route_ctx(const struct ip_ctx *c);
+void ip_route_dev(int d);
+/* ip_addr_device() - the device whose slice of the window p lies in, or -1 outside it */
+int ip_addr_device(uint64_t p);
+/* ip_route_addr() - this call goes to the server of the device p lies on; that device, or -1 */
+int ip_route_addr(uint64_t p);
+/* ip_dev_server() - the index of device d's server (0 with one server) */
+int ip_dev_server(int d);
+/* ip_dev_server_name() - device d's server, as RGPU_SERVERS named it */
+const char *ip_dev_server_name(int d);
+/* ip_multi_server() - the devices come from more than one server */
+int ip_multi_server(void);
+/* ip_nservers() - how many servers (sessions) */
+int ip_nservers(void);
+/*
+ * ip_pin_server(), ip_pin_dev() - until unpinned, every call of this thread goes to server k /
+ * device d's server, whatever it resolves (for a step made of several calls, such as a copy
+ * between servers). Returns the previous pin, which ip_pin_server(prev) restores (-1: none).
+ */
+int ip_pin_server(int k);
+int ip_pin_dev(int d);
+
+/* ip_session_open() - connect to RGPU_SERVERS (or RGPU_SERVER), shake hands, fill ip.dev. */
 CUresult ip_session_open(void);
 /* ip_session_error() - CUDA_SUCCESS while the session is usable, else the sticky error. */
 CUresult ip_session_error(void);

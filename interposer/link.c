@@ -18,7 +18,7 @@
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 
-struct ip_session S = {
+struct ip_session ip_sessions[IP_MAX_SESSIONS] = {[0 ... IP_MAX_SESSIONS - 1] = {
 	.send_lock = PTHREAD_MUTEX_INITIALIZER,
 	.q_lock = PTHREAD_MUTEX_INITIALIZER,
 	.q_cond = PTHREAD_COND_INITIALIZER,
@@ -27,11 +27,13 @@ struct ip_session S = {
 	.async_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cb_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cb_cond = PTHREAD_COND_INITIALIZER,
-};
+}};
+int ip_nsessions = 1;
 
 void ip_link_on_enqueue(ip_enqueue_fn fn)
 {
-	atomic_store(&S.before_enqueue, fn);
+	for (int i = 0; i < IP_MAX_SESSIONS; i++)
+		atomic_store(&ip_sessions[i].before_enqueue, fn);
 }
 
 CUresult ip_session_error(void)
@@ -184,14 +186,11 @@ int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payl
  * Copies of large payloads are chunk-sized and short-lived: a few are kept for reuse, since a
  * fresh 4 MiB allocation faults in every page each time. Caller holds q_lock.
  */
-#define IP_COPY_CACHE 8
-static void *copy_cache[IP_COPY_CACHE];
-static int copy_cached;
 
 static void copy_put_locked(void *p, uint64_t len)
 {
-	if (p && len == RGPU_COPY_CHUNK && copy_cached < IP_COPY_CACHE)
-		copy_cache[copy_cached++] = p;
+	if (p && len == RGPU_COPY_CHUNK && S.copy_cached < IP_COPY_CACHE)
+		S.copy_cache[S.copy_cached++] = p;
 	else
 		free(p);
 }
@@ -201,8 +200,8 @@ static void *copy_get(uint64_t len)
 	void *p = NULL;
 	if (len == RGPU_COPY_CHUNK) {
 		pthread_mutex_lock(&S.q_lock);
-		if (copy_cached)
-			p = copy_cache[--copy_cached];
+		if (S.copy_cached)
+			p = S.copy_cache[--S.copy_cached];
 		pthread_mutex_unlock(&S.q_lock);
 	}
 	return p ? p : malloc(len);
@@ -432,7 +431,7 @@ int ip_link_release(uint64_t first, uint64_t last)
 
 void *ip_link_sender_main(void *arg)
 {
-	(void)arg;
+	ip_sess_bind(arg);
 	pthread_mutex_lock(&S.q_lock);
 	for (;;) {
 		while ((!S.unsent || !S.link_up) && !atomic_load(&S.dead))

@@ -86,7 +86,9 @@ static int fetch_piece(const struct mrange *m, uint64_t a, uint64_t n, void *dst
 	q.size = n;
 	q.ctx = m->ctx ? m->ctx->o.id : 0; /* none: a library's variable (device 0's primary) */
 	mm_internal = 1;
+	int prev = ip_pin_dev(m->ctx ? m->ctx->device : 0);
 	r = ip_call_status(RGPU_MSG_MEMCPY_DTOH, &q.base, NULL, 0, dst, n, NULL, NULL);
+	ip_pin_server(prev);
 	mm_internal = 0;
 	return r == CUDA_SUCCESS ? 0 : -EIO;
 }
@@ -100,11 +102,13 @@ static int send_piece(const struct mrange *m, uint64_t a, uint64_t n, const uint
 	q.ctx = m->ctx ? m->ctx->o.id : 0;
 	q.flags = RGPU__COPY_FLAG__COPY_ASYNC;
 	mm_internal = 1;
+	int prev = ip_pin_dev(m->ctx ? m->ctx->device : 0);
 	for (uint64_t o = 0; o < n && r == CUDA_SUCCESS; o += RGPU_COPY_CHUNK) {
 		q.dst = a + o;
 		q.size = MIN(RGPU_COPY_CHUNK, n - o);
 		r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, src + o, q.size);
 	}
+	ip_pin_server(prev);
 	mm_internal = 0;
 	tail_len = MIN(sizeof(tail), n);
 	tail_addr = a + n - tail_len;
@@ -191,7 +195,9 @@ static CUresult post_sync_copy(const struct ip_ctx *c, uint64_t addr, const void
 	q.size = len;
 	q.ctx = c ? c->o.id : 0;
 	mm_internal = 1;
+	int prev = ip_pin_dev(c ? c->device : 0);
 	r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, bytes, len);
+	ip_pin_server(prev);
 	mm_internal = 0;
 	return r;
 }
@@ -374,7 +380,9 @@ static CUresult zero_device(struct ip_ctx *c, uint64_t addr, uint64_t size)
 	s.height = 1;
 	s.ctx = c->o.id;
 	mm_internal = 1;
+	int prev = ip_pin_dev(c->device);
 	r = ip_post(RGPU_MSG_MEMSET, &s.base, NULL, 0);
+	ip_pin_server(prev);
 	mm_internal = 0;
 	/* a synchronous copy of the same zeros: the worker waits for the set there */
 	if (r == CUDA_SUCCESS)

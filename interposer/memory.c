@@ -161,6 +161,7 @@ CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 	m.device = c->device;
 	m.map_addr = res.map_addr;
 	m.map_size = res.map_size;
+	int prev = ip_pin_dev(c->device);
 	if (res.map_size) {
 		/*
 		 * New backing: wait for the server, holding the allocator so no other thread
@@ -174,6 +175,7 @@ CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 	} else {
 		r = ip_post(RGPU_MSG_MEM_ALLOC, &m.base, NULL, 0);
 	}
+	ip_pin_server(prev);
 	pthread_mutex_unlock(&ip.mem_lock);
 	if (r == CUDA_SUCCESS)
 		*out = res.addr;
@@ -263,6 +265,7 @@ static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 	}
 	if (a->managed)
 		atomic_fetch_sub(&nmanaged, 1);
+	int prev = ip_pin_dev(a->device);
 	ip_vaw_free(&ip.vaw, addr, &ua, &us);
 	for (int i = 0; i < FREED_LISTENERS && freed_listeners[i]; i++)
 		freed_listeners[i](addr);
@@ -271,6 +274,7 @@ static CUresult mem_free(uint64_t addr, struct ip_ctx *only)
 	m.unmap_size = us;
 	/* posted under the lock: the server must unmap before it can see this range mapped again */
 	CUresult r = ip_post(RGPU_MSG_MEM_FREE, &m.base, NULL, 0);
+	ip_pin_server(prev);
 	pthread_mutex_unlock(&ip.mem_lock);
 	return r;
 }
@@ -494,6 +498,159 @@ static CUresult host_copy(void *dst, const void *src, size_t n, CUstream s, int 
 
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int ptds);
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int ptds);
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async, int ptds);
+static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
+			   size_t width, size_t height, CUstream s, int ptds, int async);
+
+/* ---- copies and sets that reach another server's device (RGPU_SERVERS) ---------------------- */
+
+/* p is device memory of a device whose server is not c's */
+static int elsewhere(const struct ip_ctx *c, uint64_t p)
+{
+	int d;
+
+	if (!ip_multi_server())
+		return 0;
+	d = ip_addr_device(p);
+	return d >= 0 && ip_dev_server(d) != ip_dev_server(c->device);
+}
+
+/* The context that owns the allocation holding p, or its device's primary context. */
+static struct ip_ctx *owner_of(uint64_t p)
+{
+	const struct ip_vaw_alloc *a;
+	struct ip_ctx *o = NULL;
+	int d = ip_addr_device(p);
+
+	pthread_mutex_lock(&ip.mem_lock);
+	a = ip_vaw_find(&ip.vaw, p);
+	if (a && a->owner && !((struct ip_ctx *)a->owner)->o.dead)
+		o = a->owner;
+	pthread_mutex_unlock(&ip.mem_lock);
+	if (!o && d >= 0 && ip.dev[d].primary->active)
+		o = ip.dev[d].primary;
+	return o;
+}
+
+/* What a copy or set does, to be done again on the other server. */
+struct xop {
+	int kind; /* 0 host to device, 1 device to host, 2 device to device, 3 set */
+	CUdeviceptr dst, src;
+	void *hdst;
+	const void *hsrc;
+	size_t n;
+	size_t pitch, width, height;
+	unsigned value, elem;
+};
+
+static CUresult xop_run(const struct xop *x)
+{
+	switch (x->kind) {
+	case 0:
+		return htod(x->dst, x->hsrc, x->n, NULL, 0, 0);
+	case 1:
+		return dtoh(x->hdst, x->src, x->n, NULL, 0, 0);
+	case 2:
+		return dtod(x->dst, x->src, x->n, NULL, 0);
+	default:
+		return memset_any(x->dst, x->pitch, x->value, x->elem, x->width, x->height, NULL, 0, 0);
+	}
+}
+
+/*
+ * A copy or set on stream s (of context c) whose device memory at `where` belongs to another
+ * server's device. The stream's earlier work is waited for first, then the operation runs,
+ * synchronously, in the context owning that memory on its server, where every later command
+ * is ordered after it: the program sees it complete in stream order, at the price of the wait.
+ */
+static CUresult across(CUstream s, int ptds, uint64_t where, const struct xop *x)
+{
+	struct ip_ctx *o = owner_of(where);
+	CUresult r;
+	int prev;
+
+	if (!o)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_sync(s, ptds);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (ip_ctx_stack_full())
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ip_ctx_push(o);
+	prev = ip_pin_dev(o->device);
+	r = xop_run(x);
+	ip_pin_server(prev);
+	ip_ctx_pop();
+	return r;
+}
+
+#define IP_RELAY_CHUNK RGPU_COPY_CHUNK
+
+/*
+ * A device-to-device copy between two servers, relayed through this process: each chunk is
+ * read from the source's server into one of two buffers while the chunk before it is written
+ * to the destination's server, so both links are busy at once. The stream s (of either side)
+ * is waited for first; the last chunk is written as a synchronous copy, so the destination's
+ * server orders every later command after it; the source's reads end before this returns.
+ */
+static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
+{
+	Rgpu__Memcpy rd = RGPU__MEMCPY__INIT, wr = RGPU__MEMCPY__INIT;
+	Rgpu__StreamOp sync = RGPU__STREAM_OP__INIT;
+	struct ip_ctx *so = owner_of(src), *dn = owner_of(dst);
+	uint8_t *buf[2] = {NULL, NULL};
+	size_t chunk = MIN(n, IP_RELAY_CHUNK);
+	CUresult r;
+	int prev;
+
+	if (!so || !dn || !ip_devptr_ok(src, n) || !ip_devptr_ok(dst, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	r = ip_stream_sync(s, ptds);
+	if (r != CUDA_SUCCESS)
+		return r;
+	buf[0] = malloc(chunk);
+	buf[1] = n > chunk ? malloc(chunk) : NULL;
+	if (!buf[0] || (n > chunk && !buf[1])) {
+		free(buf[0]);
+		free(buf[1]);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	rd.ctx = sync.ctx = so->o.id;
+	rd.flags = RGPU__COPY_FLAG__COPY_ASYNC;
+	wr.ctx = dn->o.id;
+	prev = ip_pin_dev(so->device);
+	/* the first chunk, then each next one on its way while the one before is written */
+	rd.src = src;
+	rd.size = chunk;
+	r = ip_post_dtoh(&rd.base, buf[0], chunk, NULL);
+	if (r == CUDA_SUCCESS)
+		r = ip_call_status(RGPU_MSG_STREAM_SYNC, &sync.base, NULL, 0, NULL, 0, NULL, NULL);
+	for (size_t off = 0, k = 0; off < n && r == CUDA_SUCCESS; off += chunk, k++) {
+		size_t len = MIN(chunk, n - off), next = off + len;
+		if (next < n) {
+			ip_pin_dev(so->device);
+			rd.src = src + next;
+			rd.size = MIN(chunk, n - next);
+			r = ip_post_dtoh(&rd.base, buf[(k + 1) & 1], rd.size, NULL);
+		}
+		ip_pin_dev(dn->device);
+		wr.dst = dst + off;
+		wr.size = len;
+		wr.flags = next < n ? RGPU__COPY_FLAG__COPY_ASYNC : 0;
+		if (r == CUDA_SUCCESS) /* copied or written before it returns: the buffer is free */
+			r = ip_post(RGPU_MSG_MEMCPY_HTOD, &wr.base, buf[k & 1], len);
+		if (r == CUDA_SUCCESS && next < n) {
+			ip_pin_dev(so->device);
+			r = ip_call_status(RGPU_MSG_STREAM_SYNC, &sync.base, NULL, 0, NULL, 0, NULL,
+					   NULL);
+		}
+	}
+	ip_pin_server(prev);
+	free(buf[0]);
+	free(buf[1]);
+	return r;
+}
 
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int ptds)
 {
@@ -516,6 +673,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 		return host_copy((void *)(uintptr_t)dst, src, n, s, ptds, async);
 	if (!src || !ip_devptr_ok(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (elsewhere(c, dst))
+		return across(s, ptds, dst, &(struct xop){.kind = 0, .dst = dst, .hsrc = src, .n = n});
 	m.stream = sid;
 	m.ctx = c->o.id;
 	for (size_t off = 0; off < n && r == CUDA_SUCCESS; off += RGPU_COPY_CHUNK) {
@@ -569,6 +728,8 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 		return host_copy(dst, (const void *)(uintptr_t)src, n, s, ptds, async);
 	if (!dst || !ip_devptr_ok(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (elsewhere(c, src))
+		return across(s, ptds, src, &(struct xop){.kind = 1, .src = src, .hdst = dst, .n = n});
 	m.src = src;
 	m.size = n;
 	m.stream = so ? so->o.id : 0;
@@ -613,6 +774,14 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int
 	}
 	if (!ip_devptr_ok(src, n) || !ip_devptr_ok(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (ip_multi_server()) {
+		int ds = ip_addr_device(src), dd = ip_addr_device(dst);
+		if (ds >= 0 && dd >= 0 && ip_dev_server(ds) != ip_dev_server(dd))
+			return relay(dst, src, n, s, ptds);
+		if (elsewhere(c, dst) || elsewhere(c, src))
+			return across(s, ptds, elsewhere(c, dst) ? dst : src,
+				      &(struct xop){.kind = 2, .dst = dst, .src = src, .n = n});
+	}
 	m.dst = dst;
 	m.src = src;
 	m.size = n;
@@ -724,6 +893,43 @@ IP_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, siz
 	return unified(dst, src, n, s, 1, 1);
 }
 
+/*
+ * Copies between contexts (cuMemcpyPeer): with unified addressing the addresses say where each
+ * side lives, so this is a device-to-device copy; between two servers it is relayed.
+ */
+static CUresult peer_copy(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n,
+			  CUstream s, int ptds)
+{
+	CUresult r = ip_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ip_obj_get(dc, ST_KIND_CONTEXT) || !ip_obj_get(sc, ST_KIND_CONTEXT))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return dtod(dst, src, n, s, ptds);
+}
+
+IP_API CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc,
+				     size_t n)
+{
+	return peer_copy(dst, dc, src, sc, n, NULL, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dc, CUdeviceptr src,
+					  CUcontext sc, size_t n)
+{
+	return peer_copy(dst, dc, src, sc, n, NULL, 1);
+}
+IP_API CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dc, CUdeviceptr src,
+					  CUcontext sc, size_t n, CUstream s)
+{
+	return peer_copy(dst, dc, src, sc, n, s, 0);
+}
+IP_API CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dc, CUdeviceptr src,
+					       CUcontext sc, size_t n, CUstream s)
+{
+	return peer_copy(dst, dc, src, sc, n, s, 1);
+}
+
 /* ---- sets --------------------------------------------------------------------------------- */
 
 static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
@@ -752,6 +958,10 @@ static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsign
 	}
 	if (!ip_devptr_ok(dst, span))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (elsewhere(c, dst))
+		return across(s, ptds, dst,
+			      &(struct xop){.kind = 3, .dst = dst, .pitch = pitch, .value = value,
+					    .elem = elem, .width = width, .height = height});
 	m.dst = dst;
 	m.value = value;
 	m.elem_size = elem;

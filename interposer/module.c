@@ -103,6 +103,53 @@ static CUresult take_functions(struct ip_module *m, Rgpu__ModuleLoadReply *rep)
 	return CUDA_SUCCESS;
 }
 
+/* Send a load: the hash first, the image only when the server's cache misses it. */
+static CUresult send_load(Rgpu__ModuleLoad *req, const struct rgpu_image *img,
+			  Rgpu__ModuleLoadReply **rep)
+{
+	CUresult r = ip_call_status(RGPU_MSG_MODULE_LOAD, &req->base, NULL, 0, NULL, 0,
+				    &rgpu__module_load_reply__descriptor, (ProtobufCMessage **)rep);
+	if (r == CUDA_SUCCESS && (*rep)->need_image) {
+		rgpu__module_load_reply__free_unpacked(*rep, NULL);
+		*rep = NULL;
+		req->has_image = 1;
+		pr_debug("shipping a %zu-byte image", img->size);
+		r = ip_call_status(RGPU_MSG_MODULE_LOAD, &req->base, img->data, img->size, NULL, 0,
+				   &rgpu__module_load_reply__descriptor, (ProtobufCMessage **)rep);
+		req->has_image = 0;
+	} else if (r == CUDA_SUCCESS) {
+		pr_debug("image of %zu bytes found in the server's cache", img->size);
+	}
+	if (r == CUDA_SUCCESS && (*rep)->need_image)
+		r = CUDA_ERROR_INVALID_IMAGE;
+	return r;
+}
+
+/*
+ * Where a module's messages go: its context's server. A library belongs to no context, so
+ * every server holds it (with devices of several servers, its loads, kernels and unload go to
+ * each): for_each_server() runs fn once per server for a library, once for a module.
+ */
+static CUresult for_each_server(const struct ip_module *m, CUresult (*fn)(void *), void *arg)
+{
+	CUresult r = CUDA_SUCCESS;
+	int prev;
+
+	if (!m->library || !ip_multi_server()) {
+		prev = m->ctx ? ip_pin_dev(m->ctx->device) : ip_pin_server(-1);
+		r = fn(arg);
+		ip_pin_server(prev);
+		return r;
+	}
+	prev = ip_pin_server(0);
+	for (int k = 0; k < ip_nservers() && r == CUDA_SUCCESS; k++) {
+		ip_pin_server(k);
+		r = fn(arg);
+	}
+	ip_pin_server(prev);
+	return r;
+}
+
 /* Load an image (module or library) for the current context. */
 static CUresult load(const void *image, int library, struct ip_module **out)
 {
@@ -165,20 +212,18 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 	req.image_size = img.size;
 	req.library = library;
 	req.ctx = c ? c->o.id : 0;
-	r = ip_call_status(RGPU_MSG_MODULE_LOAD, &req.base, NULL, 0, NULL, 0,
-			   &rgpu__module_load_reply__descriptor, (ProtobufCMessage **)&rep);
-	if (r == CUDA_SUCCESS && rep->need_image) {
-		rgpu__module_load_reply__free_unpacked(rep, NULL);
-		rep = NULL;
-		req.has_image = 1;
-		pr_debug("shipping a %zu-byte image", img.size);
-		r = ip_call_status(RGPU_MSG_MODULE_LOAD, &req.base, img.data, img.size, NULL, 0,
-				   &rgpu__module_load_reply__descriptor, (ProtobufCMessage **)&rep);
-	} else if (r == CUDA_SUCCESS) {
-		pr_debug("image of %zu bytes found in the server's cache", img.size);
+	/* a library goes to every server; the first server's reply describes its functions */
+	int prev = library ? ip_pin_server(0) : ip_pin_dev(c->device);
+	r = send_load(&req, &img, &rep);
+	ip_pin_server(prev);
+	for (int k = 1; library && k < ip_nservers() && r == CUDA_SUCCESS; k++) {
+		Rgpu__ModuleLoadReply *more = NULL;
+		ip_pin_server(k);
+		r = send_load(&req, &img, &more);
+		ip_pin_server(prev);
+		if (more)
+			rgpu__module_load_reply__free_unpacked(more, NULL);
 	}
-	if (r == CUDA_SUCCESS && rep->need_image)
-		r = CUDA_ERROR_INVALID_IMAGE;
 	if (r == CUDA_SUCCESS)
 		r = take_functions(m, rep);
 	if (rep)
@@ -263,6 +308,16 @@ IP_API CUresult CUDAAPI cuModuleLoad(CUmodule *mod, const char *fname)
 	return r;
 }
 
+static CUresult post_unload(void *req)
+{
+	return ip_post(RGPU_MSG_MODULE_UNLOAD, req, NULL, 0);
+}
+
+static CUresult post_func_get(void *req)
+{
+	return ip_post(RGPU_MSG_FUNC_GET, req, NULL, 0);
+}
+
 /* Forget a module's client objects; `tell` also unloads it on the server. */
 static CUresult unload(struct ip_module *m, int tell)
 {
@@ -291,7 +346,7 @@ static CUresult unload(struct ip_module *m, int tell)
 	if (tell) {
 		req.id = m->o.id;
 		req.ctx = m->ctx ? m->ctx->o.id : 0;
-		r = ip_post(RGPU_MSG_MODULE_UNLOAD, &req.base, NULL, 0);
+		r = for_each_server(m, post_unload, &req);
 	}
 	/* the function objects stay allocated: stale handles must remain recognisably dead */
 	return r;
@@ -383,7 +438,7 @@ static CUresult get_func(struct ip_module *m, struct ip_funcinfo *fi, int kind,
 		req.kind = kind == ST_KIND_KERNEL ? RGPU__FUNC_KIND__FUNC_LIBRARY_KERNEL
 					     : RGPU__FUNC_KIND__FUNC_MODULE;
 		req.ctx = m->ctx ? m->ctx->o.id : 0;
-		r = ip_post(RGPU_MSG_FUNC_GET, &req.base, NULL, 0);
+		r = for_each_server(m, post_func_get, &req);
 		fi->handle = f;
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -483,8 +538,10 @@ static CUresult get_global(struct ip_module *m, const char *name, CUdeviceptr *d
 		req.library = m->library;
 		req.ctx = c ? c->o.id : 0;
 		req.global = ip_new_id();
+		int prev = c ? ip_pin_dev(c->device) : ip_pin_server(0);
 		r = ip_call_status(RGPU_MSG_GLOBAL_GET, &req.base, NULL, 0, NULL, 0,
 				   &rgpu__global_reply__descriptor, (ProtobufCMessage **)&rep);
+		ip_pin_server(prev);
 		if (r != CUDA_SUCCESS) {
 			if (rep)
 				rgpu__global_reply__free_unpacked(rep, NULL);
@@ -760,7 +817,9 @@ static CUresult attr_get(struct ip_func *f, CUfunction_attribute a, int dev, int
 	req.func = f->o.id;
 	req.attrib = a;
 	req.device = dev;
-	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx ? f->mod->ctx->o.id : 0;
+	struct ip_ctx *in = f->ctx ? f->ctx : c ? c : f->mod->ctx;
+	req.ctx = in ? in->o.id : 0;
+	ip_route_ctx(in);
 	r = ip_call_status(RGPU_MSG_FUNC_GET_ATTR, &req.base, NULL, 0, NULL, 0,
 			   &rgpu__value_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS) {
@@ -783,7 +842,9 @@ static CUresult attr_set(struct ip_func *f, CUfunction_attribute a, int dev, int
 	req.attrib = a;
 	req.value = v;
 	req.device = dev;
-	req.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx ? f->mod->ctx->o.id : 0;
+	struct ip_ctx *in = f->ctx ? f->ctx : c ? c : f->mod->ctx;
+	req.ctx = in ? in->o.id : 0;
+	ip_route_ctx(in);
 	if ((int)a >= 0 && a < IP_FUNC_ATTR_CACHE)
 		f->attr_valid[a] = 0; /* the driver may round the value: ask again next time */
 	/* shared memory and carve-out change what fits on an SM: occupancy answers are stale */

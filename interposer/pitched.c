@@ -229,6 +229,17 @@ static CUresult copy3d(struct shape *c, size_t src_x, size_t dst_x, CUstream s, 
 			 : span_of(c, &c->dst, &span) ||
 			       (c->dst.dev && !ip_devptr_ok(c->dst.addr, span)))
 		return CUDA_ERROR_INVALID_VALUE;
+	/* device sides on another server than the stream's: not relayed (route.c) */
+	if (ip_multi_server() &&
+	    ((c->src.dev && ip_addr_device(c->src.addr) >= 0 &&
+	      ip_dev_server(ip_addr_device(c->src.addr)) != ip_dev_server(ctx->device)) ||
+	     (c->dst.dev && ip_addr_device(c->dst.addr) >= 0 &&
+	      ip_dev_server(ip_addr_device(c->dst.addr)) != ip_dev_server(ctx->device)))) {
+		pr_warn_once("refused: a 2D/3D copy with device memory of another server than its "
+			     "stream's (device %d, %s): copy it with a 1D copy",
+			     ctx->device, ip_dev_server_name(ctx->device));
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	if (!c->src.dev && !c->dst.dev)
 		return host_to_host(c, s, ptds, total);
 	if (!c->src.dev)

@@ -32,6 +32,7 @@
  *    is our reading of how 11.x drivers answered the 11.x runtimes that call it (the "v1"
  *    queries of procaddr_queries.txt check it against the real driver).
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,34 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 }
 
 /*
+ * NCCL moves data between GPUs with its own transports (peer memory through IPC handles,
+ * shared host memory, its network plugins), which devices of several rgpu servers cannot give
+ * it: left alone it would wait for ever for peers that never answer. With RGPU_SERVERS naming
+ * more than one server, the CUDA runtime built into libnccl finds no driver function, so NCCL
+ * fails at once with an error of its own, and this logs why. Returns 1 for such a caller.
+ */
+static int refused_caller(const void *ret_addr)
+{
+	static int said;
+	const char *list = getenv("RGPU_SERVERS"), *c, *name;
+	Dl_info di;
+
+	if (!list || !(c = strchr(list, ',')) || !strchr(c, ':'))
+		return 0; /* one server (a bare number after the comma is one more device) */
+	if (!dladdr(ret_addr, &di) || !di.dli_fname)
+		return 0;
+	name = strrchr(di.dli_fname, '/');
+	name = name ? name + 1 : di.dli_fname;
+	if (strncmp(name, "libnccl", 7))
+		return 0;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		pr_err("refused: NCCL (%s) with devices of several servers: NCCL's own transports "
+		       "cannot reach GPUs of other rgpu servers, so it gets no CUDA driver and fails",
+		       di.dli_fname);
+	return 1;
+}
+
+/*
  * cuGetProcAddress_v2() - the driver function for (symbol, cudaVersion, flags).
  * @symbol:	 API base name ("cuMemAlloc"); "" and unknown names are not errors
  * @pfn:	 receives the function, or NULL
@@ -166,6 +195,11 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
 	CUdriverProcAddressQueryResult status;
 	CUresult rc;
 
+	if (refused_caller(__builtin_return_address(0))) {
+		if (pfn)
+			*pfn = NULL;
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	rc = lookup(symbol, pfn, cudaVersion, flags, &status);
 	if (rc == CUDA_SUCCESS && symbolStatus)
 		*symbolStatus = status;
@@ -182,6 +216,11 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
 	CUdriverProcAddressQueryResult status;
 	CUresult rc;
 
+	if (refused_caller(__builtin_return_address(0))) {
+		if (pfn)
+			*pfn = NULL;
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	rc = lookup(symbol, pfn, cudaVersion, flags, &status);
 	if (rc == CUDA_SUCCESS && status != CU_GET_PROC_ADDRESS_SUCCESS)
 		return CUDA_ERROR_NOT_FOUND;

@@ -65,9 +65,6 @@ static void on_error(const struct rgpu_frame_hdr *h, const uint8_t *body)
 
 static int resume(const char *why);
 
-/* Where a redirect sent the job (receiver thread only): the next resume goes there. */
-static char redirect_to[300];
-
 /* A MSG_REDIRECT's server, kept for the resume; 0, or -1 when it is not HOST:PORT. */
 static int take_redirect(const struct rgpu_frame_hdr *h, const uint8_t *body, char *reason,
 			 size_t rlen)
@@ -78,7 +75,7 @@ static int take_redirect(const struct rgpu_frame_hdr *h, const uint8_t *body, ch
 
 	if (rd && rd->server && !rgpu_parse_hostport(rd->server, "127.0.0.1", host, sizeof(host),
 						       &port) && port) {
-		snprintf(redirect_to, sizeof(redirect_to), "%s", rd->server);
+		snprintf(S.redirect_to, sizeof(S.redirect_to), "%s", rd->server);
 		snprintf(reason, rlen, "%s", rd->reason && *rd->reason ? rd->reason : "moved");
 		ret = 0;
 	}
@@ -87,20 +84,20 @@ static int take_redirect(const struct rgpu_frame_hdr *h, const uint8_t *body, ch
 	return ret;
 }
 
-/* Follow a redirect: the job's server is now redirect_to (the receiver thread's own S.host). */
+/* Follow a redirect: the job's server is now S.redirect_to (the receiver thread's own S.host). */
 static void follow_redirect(void)
 {
 	char host[256];
 	int port;
 
-	if (!redirect_to[0] ||
-	    rgpu_parse_hostport(redirect_to, "127.0.0.1", host, sizeof(host), &port))
+	if (!S.redirect_to[0] ||
+	    rgpu_parse_hostport(S.redirect_to, "127.0.0.1", host, sizeof(host), &port))
 		return;
-	pr_info("job %s: moved from %s to %s", S.job_hex, S.server, redirect_to);
-	snprintf(S.server, sizeof(S.server), "%s", redirect_to);
+	pr_info("job %s: moved from %s to %s", S.job_hex, S.server, S.redirect_to);
+	snprintf(S.server, sizeof(S.server), "%s", S.redirect_to);
 	snprintf(S.host, sizeof(S.host), "%s", host);
 	S.port = port;
-	redirect_to[0] = '\0';
+	S.redirect_to[0] = '\0';
 }
 
 /*
@@ -204,7 +201,7 @@ static int on_host_update(const struct rgpu_frame_hdr *h, const uint8_t *body)
 
 static void *receiver_main(void *arg)
 {
-	(void)arg;
+	ip_sess_bind(arg);
 	while (!atomic_load(&S.dead)) {
 		struct rgpu_frame_hdr h;
 		uint8_t *body = NULL;
@@ -376,6 +373,9 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
+	hm.device_base = (uint32_t)S.dev_base;
+	hm.devices = S.sel;
+	hm.n_devices = (size_t)S.nsel;
 	if (resuming) {
 		hm.job_id.data = S.job_id;
 		hm.job_id.len = IP_JOB_ID_LEN;
@@ -572,21 +572,56 @@ lost:
 			(unsigned long long)rep->max_queued);
 		S.kept_max = rep->max_queued;
 	}
+	if ((S.dev_base || S.nsel) && !(rep->capabilities & RGPU_CAP_DEVICE_SELECT)) {
+		pr_err("the GPU server %s cannot number its devices from %d or choose among them "
+		       "(an rgpud older than RGPU_SERVERS)", S.server, S.dev_base);
+		r = CUDA_ERROR_NO_DEVICE;
+		goto out;
+	}
+	if ((S.nsel && rep->n_devices != (size_t)S.nsel) ||
+	    rep->n_devices > (size_t)(IP_MAX_DEVICES - S.dev_base)) {
+		pr_err("the GPU server %s offers %zu device(s): %d asked for, room for %d more "
+		       "(at most %d in all)", S.server, rep->n_devices, S.nsel,
+		       IP_MAX_DEVICES - S.dev_base, IP_MAX_DEVICES);
+		r = CUDA_ERROR_NO_DEVICE;
+		goto out;
+	}
+	if (S.index && (rep->window_base != ip.vaw.base || rep->window_size != ip.vaw.size ||
+			(rep->granularity ? rep->granularity : RGPU_GRANULE) != ip.vaw.granule)) {
+		pr_err("the GPU server %s's device address window 0x%llx+0x%llx is not %s's "
+		       "0x%llx+0x%llx: servers of one program must share it (rgpud --window)",
+		       S.server, (unsigned long long)rep->window_base,
+		       (unsigned long long)rep->window_size, ip_sessions[0].server,
+		       (unsigned long long)ip.vaw.base, (unsigned long long)ip.vaw.size);
+		r = CUDA_ERROR_NO_DEVICE;
+		goto out;
+	}
 	S.session = rep->session_id;
 	memcpy(S.job_id, rep->job_id.data, IP_JOB_ID_LEN);
 	hex(S.job_id, IP_JOB_ID_LEN, S.job_hex);
 	S.grace_s = (int)rep->resume_grace_s;
-	ip.driver_version = rep->driver_version;
-	ip.server_caps = rep->capabilities;
-	ip.ndev = (int)MIN(rep->n_devices, (size_t)IP_MAX_DEVICES);
-	for (int i = 0; i < ip.ndev; i++) {
+	if (!S.index || rep->driver_version < ip.driver_version)
+		ip.driver_version = rep->driver_version;
+	/* what every server can do: a capability one lacks is one the program cannot count on */
+	ip.server_caps = S.index ? ip.server_caps & rep->capabilities : rep->capabilities;
+	S.ndev = (int)rep->n_devices;
+	ip.ndev = S.dev_base + S.ndev;
+	ip_route_devices(S.index, S.dev_base, S.ndev);
+	for (int i = 0; i < S.ndev; i++) {
 		Rgpu__DeviceInfo *d = rep->devices[i];
-		snprintf(ip.dev[i].name, sizeof(ip.dev[i].name), "%s", d->name);
+		struct ip_device *dv = &ip.dev[S.dev_base + i];
+		snprintf(dv->name, sizeof(dv->name), "%s", d->name);
 		if (d->uuid.len == 16)
-			memcpy(ip.dev[i].uuid.bytes, d->uuid.data, 16);
-		ip.dev[i].total_mem = d->total_mem;
+			memcpy(dv->uuid.bytes, d->uuid.data, 16);
+		dv->total_mem = d->total_mem;
 		for (size_t a = 0; a < d->n_attributes && a < CU_DEVICE_ATTRIBUTE_MAX; a++)
-			ip.dev[i].attr[a] = d->attributes[a];
+			dv->attr[a] = d->attributes[a];
+	}
+	if (S.index) {
+		pr_info("job %s on %s: device(s) %d..%d", S.job_hex, S.server, S.dev_base,
+			ip.ndev - 1);
+		r = CUDA_SUCCESS;
+		goto out;
 	}
 	/*
 	 * The same range, inaccessible, in this process: no host allocation can ever land on a
@@ -646,7 +681,7 @@ static int resume(const char *why)
 		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
 		return 0;
 	}
-	if (redirect_to[0]) {
+	if (S.redirect_to[0]) {
 		follow_redirect();
 		pr_info("job %s: %s; resuming on %s", S.job_hex, why, S.server);
 	} else {
@@ -671,7 +706,7 @@ static int resume(const char *why)
 				snprintf(msg, sizeof(msg),
 					 "job %s: sent from server to server more than 8 times, last "
 					 "to %s",
-					 S.job_hex, redirect_to);
+					 S.job_hex, S.redirect_to);
 				ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
 				return 0;
 			}
@@ -799,25 +834,68 @@ static int load_tls(void)
 	return 0;
 }
 
-CUresult ip_session_open(void)
+/*
+ * RGPU_SERVERS=HOST:PORT[/DEV[,DEV...]][,HOST:PORT...]: the servers whose devices the program
+ * sees, in order, each with the devices chosen (by the server's numbers; none: all). A bare
+ * number continues the list of the server before it. Fills ip_sessions[].server and .sel.
+ * Returns the number of servers, or -1 with one log line.
+ */
+static int parse_servers(const char *list)
 {
-	const char *server = getenv("RGPU_SERVER");
-	const char *tmo = getenv("RGPU_CONNECT_TIMEOUT_MS");
-	const char *max = getenv("RGPU_UNACKED_MAX");
+	char buf[4096], *save = NULL, *tok;
+	int n = 0;
+
+	if (strlen(list) >= sizeof(buf)) {
+		pr_err("RGPU_SERVERS is longer than %zu characters", sizeof(buf) - 1);
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		struct ip_session *s = n ? &ip_sessions[n - 1] : NULL;
+		char *end, *slash;
+		long d;
+
+		d = strtol(tok, &end, 10);
+		if (*tok && !*end && s && s->nsel) { /* one more device of the server before */
+			if (d < 0 || d > 255 || s->nsel == IP_MAX_DEVICES)
+				goto bad;
+			s->sel[s->nsel++] = (int)d;
+			continue;
+		}
+		if (n == IP_MAX_SESSIONS) {
+			pr_err("RGPU_SERVERS names more than %d servers", IP_MAX_SESSIONS);
+			return -1;
+		}
+		s = &ip_sessions[n++];
+		slash = strchr(tok, '/');
+		if (slash) {
+			*slash++ = '\0';
+			d = strtol(slash, &end, 10);
+			if (!*slash || *end || d < 0 || d > 255)
+				goto bad;
+			s->sel[s->nsel++] = (int)d;
+		}
+		snprintf(s->server, sizeof(s->server), "%s", tok);
+		if (rgpu_parse_hostport(tok, "127.0.0.1", s->host, sizeof(s->host), &s->port) ||
+		    s->port == 0)
+			goto bad;
+	}
+	if (!n)
+		goto bad;
+	return n;
+bad:
+	pr_err("RGPU_SERVERS='%s' is not HOST:PORT[/DEV[,DEV...]][,HOST:PORT...]", list);
+	return -1;
+}
+
+/* Open session S (the calling thread is routed to it): connect, shake hands, start its threads. */
+static CUresult open_one(const char *tmo, const char *max)
+{
 	pthread_t t;
 	int ret;
 	CUresult r;
 
-	if (!server || !*server)
-		server = RGPU_DEFAULT_SERVER;
-	snprintf(S.server, sizeof(S.server), "%s", server);
-	if (rgpu_parse_hostport(server, "127.0.0.1", S.host, sizeof(S.host), &S.port) ||
-	    S.port == 0) {
-		pr_err("RGPU_SERVER='%s' is not HOST:PORT", server);
-		return CUDA_ERROR_NO_DEVICE;
-	}
-	ret = load_key();
-	if (ret)
+	if (load_key())
 		return CUDA_ERROR_NOT_PERMITTED;
 	S.kept_max = IP_UNACKED_MAX;
 	if (max && *max) {
@@ -834,10 +912,10 @@ CUresult ip_session_open(void)
 	/* a TLS handshake the link cut (not refused: that is RGPU_ETLS) is tried again by hello() */
 	if (ret && !(ret == RGPU_ECLOSED && S.tls)) {
 		if (S.tls && ret != RGPU_ECONNECT && ret != RGPU_ETIMEDOUT)
-			pr_err("no TLS with the GPU server %s: %s", server, why);
+			pr_err("no TLS with the GPU server %s: %s", S.server, why);
 		else
 			pr_err("cannot reach the GPU server %s: %s (set RGPU_SERVER=HOST:PORT)",
-			       server, why);
+			       S.server, why);
 		return CUDA_ERROR_NO_DEVICE;
 	}
 	r = hello(tmo ? atoi(tmo) : 5000);
@@ -850,9 +928,9 @@ CUresult ip_session_open(void)
 	S.link_up = 1;
 	ip_statelog_init();
 	rgpu_conn_set_spin(S.conn, (uint32_t)rgpu_spin_budget_ns(30000));
-	if (pthread_create(&t, NULL, receiver_main, NULL) ||
-	    pthread_detach(t) || pthread_create(&t, NULL, ip_link_sender_main, NULL) ||
-	    pthread_detach(t) || pthread_create(&t, NULL, ip_callback_main, NULL) ||
+	if (pthread_create(&t, NULL, receiver_main, &S) ||
+	    pthread_detach(t) || pthread_create(&t, NULL, ip_link_sender_main, &S) ||
+	    pthread_detach(t) || pthread_create(&t, NULL, ip_callback_main, &S) ||
 	    pthread_detach(t)) {
 		pr_err("cannot start the session threads");
 		ip_session_die(CUDA_ERROR_OPERATING_SYSTEM, "no threads");
@@ -861,11 +939,59 @@ CUresult ip_session_open(void)
 	return CUDA_SUCCESS;
 }
 
+/* The window cut into one slice per device (vawindow.c): 0, or -1 with one log line. */
+static int window_slices(int n)
+{
+	(void)n; /* MERGE: ip_vaw_init with nparts */
+	return 0;
+}
+
+CUresult ip_session_open(void)
+{
+	const char *list = getenv("RGPU_SERVERS"), *server = getenv("RGPU_SERVER");
+	const char *tmo = getenv("RGPU_CONNECT_TIMEOUT_MS");
+	const char *max = getenv("RGPU_UNACKED_MAX");
+	CUresult r = CUDA_SUCCESS;
+	int n;
+
+	if (list && *list) {
+		n = parse_servers(list);
+		if (n < 0)
+			return CUDA_ERROR_NO_DEVICE;
+	} else {
+		struct ip_session *s = &ip_sessions[0];
+		if (!server || !*server)
+			server = RGPU_DEFAULT_SERVER;
+		snprintf(s->server, sizeof(s->server), "%s", server);
+		if (rgpu_parse_hostport(server, "127.0.0.1", s->host, sizeof(s->host), &s->port) ||
+		    s->port == 0) {
+			pr_err("RGPU_SERVER='%s' is not HOST:PORT", server);
+			return CUDA_ERROR_NO_DEVICE;
+		}
+		n = 1;
+	}
+	ip_nsessions = n;
+	for (int k = 0; k < n && r == CUDA_SUCCESS; k++) {
+		struct ip_session *s = &ip_sessions[k];
+		s->index = k;
+		s->dev_base = k ? ip_sessions[k - 1].dev_base + ip_sessions[k - 1].ndev : 0;
+		ip_sess_enter(s);
+		r = open_one(tmo, max);
+	}
+	ip_sess_enter(NULL);
+	/* every device its own slice of the window, at the same place on every server */
+	if (r == CUDA_SUCCESS && window_slices(ip.ndev))
+		r = CUDA_ERROR_NO_DEVICE;
+	if (r == CUDA_SUCCESS && n > 1)
+		pr_info("%d devices from %d servers", ip.ndev, n);
+	return r;
+}
+
 /*
  * At exit: say goodbye, so the worker frees the job at once instead of keeping it for a
  * resume. Only the process that opened the session may (a forked child shares the socket).
  */
-__attribute__((destructor)) static void session_close(void)
+static void close_one(void)
 {
 	if (!S.conn || atomic_load(&S.dead) || getpid() != S.pid)
 		return;
@@ -892,4 +1018,13 @@ __attribute__((destructor)) static void session_close(void)
 		pthread_cond_timedwait(&S.q_cond, &S.q_lock, &ts);
 	}
 	pthread_mutex_unlock(&S.q_lock);
+}
+
+__attribute__((destructor)) static void session_close(void)
+{
+	for (int k = 0; k < ip_nsessions; k++) {
+		ip_sess_enter(&ip_sessions[k]);
+		close_one();
+	}
+	ip_sess_enter(NULL);
 }

@@ -71,9 +71,17 @@ struct cbreg {
 	struct cbreg *next;
 };
 
+#define IP_COPY_CACHE 8
+
 struct ip_session {
 	char server[300], host[256];
 	int port;
+	int index;                   /* in ip_sessions[] */
+	int dev_base, ndev;          /* the client's numbers for its devices: dev_base.. */
+	int sel[IP_MAX_DEVICES], nsel; /* RGPU_SERVERS' /dev,...: the server's devices (0: all) */
+	char redirect_to[300];       /* where a redirect sent the job (receiver thread only) */
+	void *copy_cache[IP_COPY_CACHE]; /* link.c: chunk-sized payload copies, under q_lock */
+	int copy_cached;
 	struct rgpu_conn *conn;      /* changed by the receiver only, under send_lock */
 	uint64_t session;
 	uint8_t job_id[IP_JOB_ID_LEN], token[IP_TOKEN_LEN];
@@ -126,8 +134,21 @@ struct ip_session {
 	unsigned log_checked;        /* digests sent */
 };
 
-/* The session of this process. One letter: it is on nearly every line of these files. */
-extern struct ip_session S;
+/*
+ * The sessions of this process: one per server of RGPU_SERVERS (RGPU_SERVER: one). S is the
+ * session the calling thread works for (route.c): a session's own threads always their own,
+ * an application thread the one its call was routed to. One letter: it is on nearly every
+ * line of these files.
+ */
+#define IP_MAX_SESSIONS IP_MAX_DEVICES
+extern struct ip_session ip_sessions[IP_MAX_SESSIONS];
+extern int ip_nsessions;
+struct ip_session *ip_sess_cur(void);
+#define S (*ip_sess_cur())
+/* ip_sess_bind() - the calling thread works for s for good (a session's own thread) */
+void ip_sess_bind(struct ip_session *s);
+/* ip_sess_enter() - route the calling thread to s until ip_sess_leave (s NULL: by context) */
+void ip_sess_enter(struct ip_session *s);
 
 /* ---- link.c ------------------------------------------------------------------------------- */
 

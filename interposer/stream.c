@@ -86,6 +86,7 @@ CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stre
 		r = ip_ctx_require(ctx);
 		if (r != CUDA_SUCCESS)
 			return r;
+		ip_route_ctx(*ctx);
 		if (h == CU_STREAM_PER_THREAD || (h == NULL && ptds))
 			return per_thread_stream(*ctx, out);
 		return CUDA_SUCCESS; /* the context's legacy NULL stream */
@@ -98,6 +99,7 @@ CUresult ip_stream_get(CUstream h, int ptds, struct ip_ctx **ctx, struct ip_stre
 		return CUDA_ERROR_INVALID_HANDLE;
 	*ctx = s->ctx;
 	*out = s;
+	ip_route_ctx(s->ctx);
 	return CUDA_SUCCESS;
 }
 
@@ -173,6 +175,7 @@ IP_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream h)
 		return CUDA_ERROR_INVALID_HANDLE;
 	m.stream = s->o.id;
 	m.ctx = s->ctx->o.id;
+	ip_route_ctx(s->ctx);
 	ip_obj_unregister(&s->o);
 	ip_capture_abandon(s);
 	ip_capture_set(&s->capture, NULL);
@@ -223,6 +226,32 @@ IP_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream h)
 	return stream_call(RGPU_MSG_STREAM_QUERY, h, 1, "cuStreamQuery");
 }
 
+/*
+ * A stream waits for an event of another server's device. No worker can see the other's
+ * events, so this thread waits for the event itself before anything more is queued on the
+ * stream: everything the program queues there afterwards starts after the event, as natively,
+ * at the price of the host's wait. A capture cannot record such a wait: refused, logged.
+ */
+static CUresult wait_across(CUstream h, int ptds, struct ip_ctx *c, struct ip_event *e)
+{
+	Rgpu__EventOp m = RGPU__EVENT_OP__INIT;
+	struct ip_stream *so = NULL;
+	CUresult r;
+
+	if (ip_stream_get(h, ptds, &c, &so) == CUDA_SUCCESS && ip_capture_of(so)) {
+		pr_warn("cuStreamWaitEvent: a capturing stream of device %d cannot wait for an event "
+			"of device %d, on another server (%s)", c->device, e->ctx->device,
+			ip_dev_server_name(e->ctx->device));
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	m.event = e->o.id;
+	m.ctx = e->ctx->o.id;
+	int prev = ip_pin_dev(e->ctx->device);
+	r = ip_call_status(RGPU_MSG_EVENT_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	ip_pin_server(prev);
+	return r;
+}
+
 static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
 {
 	Rgpu__StreamOp m = RGPU__STREAM_OP__INIT;
@@ -237,6 +266,8 @@ static CUresult stream_wait(CUstream h, CUevent eh, unsigned flags, int ptds)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (flags & ~CU_EVENT_WAIT_EXTERNAL)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (ip_dev_server(e->ctx->device) != ip_dev_server(c->device))
+		return wait_across(h, ptds, c, e);
 	m.stream = sid;
 	m.ctx = c->o.id;
 	m.event = e->o.id;
@@ -415,6 +446,7 @@ IP_API CUresult CUDAAPI cuEventDestroy_v2(CUevent h)
 		return CUDA_ERROR_INVALID_HANDLE;
 	m.event = e->o.id;
 	m.ctx = e->ctx->o.id;
+	ip_route_ctx(e->ctx);
 	ip_obj_unregister(&e->o);
 	ip_capture_set(&e->capture, NULL);
 	return ip_post(RGPU_MSG_EVENT_DESTROY, &m.base, NULL, 0);
@@ -480,6 +512,7 @@ static CUresult event_call(uint16_t type, CUevent h, const char *call)
 		return r;
 	m.event = e->o.id;
 	m.ctx = e->ctx->o.id;
+	ip_route_ctx(e->ctx);
 	return ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 }
 
@@ -509,9 +542,12 @@ IP_API CUresult CUDAAPI cuEventElapsedTime_v2(float *ms, CUevent start, CUevent 
 		return CUDA_ERROR_INVALID_HANDLE;
 	if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)
 		return CUDA_ERROR_INVALID_HANDLE;
+	if (ip_dev_server(a->ctx->device) != ip_dev_server(b->ctx->device))
+		return CUDA_ERROR_INVALID_HANDLE; /* events of two contexts, as natively */
 	m.event = a->o.id;
 	m.end_event = b->o.id;
 	m.ctx = a->ctx->o.id;
+	ip_route_ctx(a->ctx);
 	r = ip_call_status(RGPU_MSG_EVENT_ELAPSED, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__elapsed_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (rep) {

@@ -161,6 +161,7 @@ IP_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t
 	m.handle = pm->o.id;
 	m.size = size;
 	m.device = prop->location.id;
+	ip_route_dev(prop->location.id);
 	r = ip_call_status(RGPU_MSG_VMM_CREATE, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	if (r != CUDA_SUCCESS) {
 		ip_obj_drop(pm);
@@ -192,6 +193,7 @@ IP_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 	}
 	if (--pm->refs == 0 && pm->nmaps == 0) {
 		m.handle = pm->o.id;
+		ip_route_dev(pm->prop.location.id);
 		r = ip_post(RGPU_MSG_VMM_RELEASE, &m.base, NULL, 0);
 		physmem_end(pm);
 	}
@@ -338,6 +340,7 @@ IP_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 	m.offset = offset;
 	m.handle = pm->o.id;
 	m.device = pm->prop.location.id;
+	ip_route_dev(pm->prop.location.id);
 	r = ip_post(RGPU_MSG_VMM_MAP, &m.base, NULL, 0);
 	if (r == CUDA_SUCCESS)
 		pm->nmaps++;
@@ -379,6 +382,7 @@ IP_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 		m.size = maps[i]->size;
 		if (--pm->nmaps == 0 && pm->refs == 0)
 			m.release = pm->o.id; /* its handle was released while it was mapped */
+		ip_route_dev(maps[i]->device);
 		r2 = ip_post(RGPU_MSG_VMM_UNMAP, &m.base, NULL, 0);
 		if (r == CUDA_SUCCESS)
 			r = r2;
@@ -439,6 +443,18 @@ IP_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmem
 		struct ip_physmem *pm = maps[i]->handle;
 		CUresult r2;
 
+		/* no device reaches memory on another server (route.c) */
+		if (ip_multi_server())
+			for (int d = 0; d < ip.ndev && d < 16; d++)
+				if ((devices >> d & 1) &&
+				    ip_dev_server(d) != ip_dev_server(maps[i]->device)) {
+					pr_warn_once("cuMemSetAccess: device %d cannot reach memory of "
+						     "device %d, on another server (%s)", d,
+						     maps[i]->device,
+						     ip_dev_server_name(maps[i]->device));
+					r2 = CUDA_ERROR_INVALID_DEVICE;
+					goto next;
+				}
 		maps[i]->access = (maps[i]->access & ~clear) | set;
 		m.addr = maps[i]->addr;
 		m.size = maps[i]->size;
@@ -447,7 +463,9 @@ IP_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmem
 		m.device = maps[i]->device;
 		m.access = maps[i]->access;
 		m.devices = devices;
+		ip_route_dev(maps[i]->device);
 		r2 = ip_post(RGPU_MSG_VMM_ACCESS, &m.base, NULL, 0);
+next:
 		if (r == CUDA_SUCCESS)
 			r = r2;
 	}
