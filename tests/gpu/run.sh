@@ -5,7 +5,8 @@
 # or several, space-separated (the whole run passes the device tool's 10 minutes): main (the programs, frameworks, state logs,
 # cuts), bench (the benchmarks, TLS, the chunk hash), ckpt (checkpoints, cold migration and their
 # benchmark; RGPU_CKPT_BENCH_MIB sizes) or live (live migration and its benchmark;
-# RGPU_LIVE_BENCH_MIB sizes, RGPU_LIVE_RUNS); all (default) runs them all; RGPU_BENCH_ROUNDS (default 2)
+# RGPU_LIVE_BENCH_MIB sizes, RGPU_LIVE_RUNS), multi (devices of several servers); all (default)
+# runs them all; RGPU_BENCH_ROUNDS (default 2)
 # is how many times the benchmark alternates between this build and the previous one.
 # Starts rgpud on the real driver, runs every test program natively and through rgpu, the
 # hostile-input and killed-client checks, the cuGetProcAddress cross-check against the real
@@ -370,6 +371,51 @@ if want live; then
 	unset RGPU_E2E_DRIVER
 fi
 
+# ---- devices of several servers (issue 13): rgpud servers on this one GPU seen as two and four
+# devices by one program; peer-copy bandwidth; a PyTorch model split over two devices against
+# the same program on one native device; NCCL refused, not hung
+if want multi; then
+	export RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system}
+	timeout 400 tests/e2e/multiserver.sh "$B" >"$OUT/multiserver.log" 2>&1; rc=$?
+	row multiserver - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	echo "-- multiserver: $rc"
+	unset RGPU_E2E_DRIVER
+	MPIDS=()
+	MSRV=()
+	for k in 1 2; do
+		"$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/m$k.port" "${DRIVER_ARG[@]}" \
+			--log-level info 2>"$OUT/rgpud.m$k.log" &
+		MPIDS+=($!)
+		for _ in $(seq 100); do [ -s "$OUT/m$k.port" ] && break; sleep 0.1; done
+		MSRV+=(--server "127.0.0.1:$(cat "$OUT/m$k.port")")
+	done
+	RGPU_LOG=warn timeout 300 "$B/bin/rgpuctl" run "${MSRV[@]}" -- "$B/bin/peer_bw" 1024 \
+		>"$OUT/peer_bw.txt" 2>&1; rc=$?
+	row peer_bw - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	if python3 -c "import torch" 2>/dev/null && [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
+		t0=$(secs)
+		DEVS=0,0 timeout 300 python3 tests/gpu/torch_multi.py >"$OUT/torch_multi.native.log" 2>&1; rn=$?
+		t1=$(secs)
+		DEVS=0,1 RGPU_LOG=warn timeout 300 "$B/bin/rgpuctl" run "${MSRV[@]}" -- \
+			python3 tests/gpu/torch_multi.py >"$OUT/torch_multi.rgpu.log" 2>&1; rr=$?
+		t2=$(secs)
+		same=no
+		[ $rn = 0 ] && [ $rr = 0 ] &&
+			cmp -s <(grep '^step' "$OUT/torch_multi.native.log") <(grep '^step' "$OUT/torch_multi.rgpu.log") &&
+			same=equal
+		row torch_multi "$([ $rn = 0 ] && echo ok || echo FAIL:$rn)" \
+			"$([ $rr = 0 ] && [ $same = equal ] && echo ok || echo FAIL:$rr/$same)" \
+			"$(calc "$t1 - $t0")" "$(calc "$t2 - $t1")" "$(calc "($t2 - $t1) / ($t1 - $t0)")"
+		echo "-- torch_multi: native $rn, rgpu $rr, losses $same"
+		RGPU_LOG=warn timeout 120 "$B/bin/rgpuctl" run "${MSRV[@]}" -- python3 tests/gpu/nccl_multi.py \
+			>"$OUT/nccl_multi.log" 2>&1; rc=$?
+		ok=FAIL:$rc
+		[ $rc = 0 ] && grep -q "refused: NCCL" "$OUT/nccl_multi.log" && ok=ok
+		row nccl_refused - "$ok" "" "" ""
+	fi
+	kill "${MPIDS[@]}" 2>/dev/null; wait "${MPIDS[@]}" 2>/dev/null
+fi
+
 # ---- consolidation and telemetry (issue 11): NVML's figures in status and /metrics, idle and
 # busy; three rgpud on the one GPU, five jobs consolidated, the power-off command run
 if want consolidate; then
@@ -484,6 +530,13 @@ if [ -s "$OUT/ckpt_bench.txt" ]; then
 	echo "== checkpoints (tests/bench/ckpt_bench.sh)"
 	sed 's/^/   /' "$OUT/ckpt_bench.txt" | head -40
 	grep -h "^ok\|FAIL" "$OUT/migrate.log" "$OUT/ckpt_damage.log" "$OUT/ckpt_kill.log" 2>/dev/null | cut -c1-200
+fi
+if [ -s "$OUT/peer_bw.txt" ] || [ -s "$OUT/multiserver.log" ]; then
+	echo "== devices of several servers (tests/e2e/multiserver.sh, peer_bw through two servers)"
+	grep -h "^ok\|FAIL" "$OUT/multiserver.log" 2>/dev/null | cut -c1-200
+	sed 's/^/   /' "$OUT/peer_bw.txt" 2>/dev/null
+	tail -n 1 "$OUT/torch_multi.rgpu.log" 2>/dev/null
+	grep -h "ncclCommInitAll\|refused: NCCL" "$OUT/nccl_multi.log" 2>/dev/null | cut -c1-200
 fi
 if [ -s "$OUT/mm_bench.txt" ]; then
 	echo "== managed memory ping-pong (rt_managed bench: the CPU, then a kernel, add 1 to every word)"
