@@ -38,7 +38,7 @@ static int setup(void **state)
 	struct ip_vaw *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -1;
-	if (ip_vaw_init(w, BASE, WSIZE, GRAN) != 0) {
+	if (ip_vaw_init(w, BASE, WSIZE, GRAN, 1) != 0) {
 		free(w);
 		return -1;
 	}
@@ -90,14 +90,14 @@ static void test_init_args(void **state)
 	(void)state;
 	struct ip_vaw w;
 
-	assert_int_equal(ip_vaw_init(&w, BASE + 4096, WSIZE, GRAN), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE + 4096, GRAN), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, 0, GRAN), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 0), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE + 4096, WSIZE, GRAN, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE + 4096, GRAN, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, 0, GRAN, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 0, 1), RGPU_EINVAL);
 	/* a 4 MiB granule would need 16384 units per slab: more than a slab holds */
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 4 * MiB), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 4 * MiB, 1), RGPU_EINVAL);
 
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, GRAN), 0);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, GRAN, 1), 0);
 	assert_int_equal(w.mapped_bytes, 0);
 	assert_int_equal(w.nallocs, 0);
 	assert_true(ip_vaw_in_window(&w, BASE));
@@ -119,9 +119,9 @@ static void test_granule_below_small(void **state)
 	(void)state;
 	struct ip_vaw w;
 	/* a slab must hold two of the largest small allocations: 2 MiB is the least granule */
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 64 * KiB), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 1 * MiB), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 2 * MiB), 0);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 64 * KiB, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 1 * MiB, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 2 * MiB, 1), 0);
 	ip_vaw_fini(&w);
 }
 
@@ -777,7 +777,7 @@ static int phys_a, phys_b; /* physical memory objects: only compared by address 
 static uint64_t reserve_ok(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint)
 {
 	uint64_t a = 0x5a5a;
-	int ret = ip_vaw_reserve(w, size, align, hint, &a);
+	int ret = ip_vaw_reserve(w, size, align, hint, 0, &a);
 	if (ret != 0)
 		fail_msg("reserve(%llu) failed: %d", (unsigned long long)size, ret);
 	return a;
@@ -803,9 +803,9 @@ static void test_reserve(void **state)
 	assert_int_equal(reserve_ok(w, 2 * MiB, 8 * MiB, 0), BASE + 16 * MiB);
 	alloc_ok(w, 2 * MiB, 0, &owner_a, BASE + 14 * MiB, BASE + 14 * MiB, 2 * MiB);
 	/* an alignment that is not a power of two, a size of 0, more than the window */
-	assert_int_equal(ip_vaw_reserve(w, 2 * MiB, 3 * MiB, 0, &a), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_reserve(w, 0, 0, 0, &a), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_reserve(w, WSIZE, 0, 0, &a), RGPU_ENOSPC);
+	assert_int_equal(ip_vaw_reserve(w, 2 * MiB, 3 * MiB, 0, 0, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(w, 0, 0, 0, 0, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(w, WSIZE, 0, 0, 0, &a), RGPU_ENOSPC);
 
 	assert_non_null(ip_vaw_resv_find(w, BASE + 3 * MiB + 17));
 	assert_int_equal(ip_vaw_resv_find(w, BASE + 3 * MiB)->size, 3 * MiB);
