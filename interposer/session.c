@@ -635,8 +635,9 @@ lost:
 		r = CUDA_ERROR_NO_DEVICE;
 		goto out;
 	}
+	/* one slice, shared by this server's devices, until devices of several servers come */
 	if (ip_vaw_init(&ip.vaw, rep->window_base, rep->window_size,
-			rep->granularity ? rep->granularity : RGPU_GRANULE)) {
+			rep->granularity ? rep->granularity : RGPU_GRANULE, 1)) {
 		r = CUDA_ERROR_NO_DEVICE;
 		goto out;
 	}

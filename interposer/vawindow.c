@@ -7,6 +7,11 @@
  * It never talks to the server: it only says what must be mapped or may be unmapped. The
  * application's reservations are a fourth tree, cut from the same free list, and its mappings
  * share the tree of mapped ranges with the allocator's own.
+ *
+ * The slices are not separate structures: there is one free list for the whole window, and a
+ * device's allocations take first fit from it clipped to that device's slice. Free ranges
+ * coalesce across a slice boundary; clipping makes that harmless, and one list keeps a release
+ * and the application's hints (which may fall in any slice) as simple as before.
  */
 #include <search.h>
 #include <stdlib.h>
@@ -42,22 +47,67 @@ static int range_cmp(const void *a, const void *b)
 	return 0;
 }
 
-int ip_vaw_init(struct ip_vaw *w, uint64_t base, uint64_t size, uint64_t granule)
+int ip_vaw_init(struct ip_vaw *w, uint64_t base, uint64_t size, uint64_t granule, int nparts)
 {
+	uint64_t part;
+
 	memset(w, 0, sizeof(*w));
 	/* a slab must hold at least two of the largest small allocations */
 	if (!granule || base % granule || size % granule || !size ||
 	    granule / IP_VAW_UNIT > SLAB_BITS_MAX || granule < 2 * IP_VAW_SMALL)
 		return RGPU_EINVAL;
+	if (nparts < 1 || nparts > IP_VAW_MAX_PARTS)
+		return RGPU_EINVAL;
+	/* rounded down, so that every slice starts on a granule and no two share one */
+	part = size / (uint64_t)nparts / granule * granule;
+	if (part < granule)
+		return RGPU_EINVAL;
 	w->base = base;
 	w->size = size;
 	w->granule = granule;
+	w->part = part;
+	w->nparts = nparts;
 	w->free = malloc(sizeof(*w->free));
 	if (!w->free)
 		return RGPU_ENOMEM;
+	/* the top that rounding left over is never free: nothing can be handed out there */
 	w->free->start = base;
-	w->free->end = base + size;
+	w->free->end = base + (uint64_t)nparts * part;
 	w->free->next = NULL;
+	return 0;
+}
+
+int ip_vaw_part_of(const struct ip_vaw *w, uint64_t p)
+{
+	uint64_t d;
+
+	if (!ip_vaw_in_window(w, p))
+		return -1;
+	d = (p - w->base) / w->part;
+	return d < (uint64_t)w->nparts ? (int)d : -1;
+}
+
+int ip_vaw_part_range(const struct ip_vaw *w, int d, uint64_t *lo, uint64_t *len)
+{
+	if (d < 0 || d >= w->nparts)
+		return RGPU_EINVAL;
+	*lo = w->base + (uint64_t)d * w->part;
+	*len = w->part;
+	return 0;
+}
+
+/*
+ * The slice device takes its addresses from, as [*lo, *hi). An unpartitioned window (nparts
+ * 1) is every device's: the devices of one server shared it before there were slices.
+ */
+static int device_bounds(const struct ip_vaw *w, int device, uint64_t *lo, uint64_t *hi)
+{
+	if (device < 0 || (w->nparts > 1 && device >= w->nparts))
+		return RGPU_EINVAL;
+	if (w->nparts == 1)
+		device = 0;
+	*lo = w->base + (uint64_t)device * w->part;
+	*hi = *lo + w->part;
 	return 0;
 }
 
@@ -84,21 +134,54 @@ void ip_vaw_fini(struct ip_vaw *w)
 	w->allocs = w->maps = w->resvs = NULL;
 }
 
-/* First fit from the free list. */
-static int va_take(struct ip_vaw *w, uint64_t len, uint64_t *out)
+/* Take [start, start+len) out of the free range *pp, which holds it. */
+static int carve(struct ip_vaw_range **pp, uint64_t start, uint64_t len)
 {
-	struct ip_vaw_range **pp = &w->free;
-	for (; *pp; pp = &(*pp)->next) {
-		struct ip_vaw_range *r = *pp;
-		if (r->end - r->start < len)
-			continue;
-		*out = r->start;
+	struct ip_vaw_range *r = *pp, *tail;
+
+	if (start == r->start) {
 		r->start += len;
 		if (r->start == r->end) {
 			*pp = r->next;
 			free(r);
 		}
 		return 0;
+	}
+	if (start + len == r->end) {
+		r->end = start;
+		return 0;
+	}
+	tail = malloc(sizeof(*tail));
+	if (!tail)
+		return RGPU_ENOMEM;
+	tail->start = start + len;
+	tail->end = r->end;
+	tail->next = r->next;
+	r->end = start;
+	r->next = tail;
+	return 0;
+}
+
+/*
+ * First fit from the free list, within [lo, hi) (a slice). A free range that crosses lo is
+ * clipped to it, so the taken part may be its middle: carve() then needs a node.
+ */
+static int va_take(struct ip_vaw *w, uint64_t len, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	struct ip_vaw_range **pp;
+
+	for (pp = &w->free; *pp; pp = &(*pp)->next) {
+		struct ip_vaw_range *r = *pp;
+		uint64_t start = MAX(r->start, lo), end = MIN(r->end, hi);
+
+		if (r->end <= lo)
+			continue;
+		if (r->start >= hi)
+			break; /* sorted: nothing further lies in the slice */
+		if (end - start < len)
+			continue;
+		*out = start;
+		return carve(pp, start, len);
 	}
 	return RGPU_ENOSPC;
 }
@@ -210,8 +293,8 @@ static int record_alloc(struct ip_vaw *w, const struct ip_vaw_alloc *a)
 	return 0;
 }
 
-static int alloc_small(struct ip_vaw *w, uint64_t size, int device, void *owner,
-		       struct ip_vaw_res *res)
+static int alloc_small(struct ip_vaw *w, uint64_t size, int device, uint64_t lo, uint64_t hi,
+		       void *owner, struct ip_vaw_res *res)
 {
 	uint32_t n = (uint32_t)(ALIGN_UP(size, IP_VAW_UNIT) / IP_VAW_UNIT);
 	struct ip_vaw_slab *s;
@@ -219,6 +302,7 @@ static int alloc_small(struct ip_vaw *w, uint64_t size, int device, void *owner,
 	long at = -1;
 	int ret;
 
+	/* a device's slabs all lie in its slice: they were taken from it */
 	for (s = w->slabs; s; s = s->next)
 		if (s->device == device && (at = slab_find(s, n)) >= 0)
 			break;
@@ -227,7 +311,7 @@ static int alloc_small(struct ip_vaw *w, uint64_t size, int device, void *owner,
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return RGPU_ENOMEM;
-		ret = va_take(w, w->granule, &base);
+		ret = va_take(w, w->granule, lo, hi, &base);
 		if (ret) {
 			free(s);
 			return ret;
@@ -266,8 +350,8 @@ static int alloc_small(struct ip_vaw *w, uint64_t size, int device, void *owner,
 	return 0;
 }
 
-static int alloc_large(struct ip_vaw *w, uint64_t size, int device, void *owner,
-		       struct ip_vaw_res *res)
+static int alloc_large(struct ip_vaw *w, uint64_t size, int device, uint64_t lo, uint64_t hi,
+		       void *owner, struct ip_vaw_res *res)
 {
 	uint64_t len = ALIGN_UP(size, w->granule), base;
 	struct ip_vaw_alloc a = {.size = size, .device = device, .owner = owner};
@@ -275,7 +359,7 @@ static int alloc_large(struct ip_vaw *w, uint64_t size, int device, void *owner,
 
 	if (len < size)
 		return RGPU_ENOSPC;
-	ret = va_take(w, len, &base);
+	ret = va_take(w, len, lo, hi, &base);
 	if (ret)
 		return ret;
 	a.addr = base;
@@ -299,14 +383,16 @@ static int alloc_large(struct ip_vaw *w, uint64_t size, int device, void *owner,
 int ip_vaw_alloc(struct ip_vaw *w, uint64_t size, int device, void *owner,
 		 struct ip_vaw_res *res)
 {
+	uint64_t lo, hi;
+
 	memset(res, 0, sizeof(*res));
-	if (size == 0)
+	if (size == 0 || device_bounds(w, device, &lo, &hi))
 		return RGPU_EINVAL;
-	if (size > w->size)
+	if (size > w->part)
 		return RGPU_ENOSPC;
 	if (size <= IP_VAW_SMALL)
-		return alloc_small(w, size, device, owner, res);
-	return alloc_large(w, size, device, owner, res);
+		return alloc_small(w, size, device, lo, hi, owner, res);
+	return alloc_large(w, size, device, lo, hi, owner, res);
 }
 
 int ip_vaw_free(struct ip_vaw *w, uint64_t addr, uint64_t *unmap_addr, uint64_t *unmap_size)
@@ -410,50 +496,35 @@ int ip_vaw_collect(struct ip_vaw *w, void *owner, uint64_t **addrs, size_t *n)
 
 /* ---- the application's reservations and mappings ------------------------------------------ */
 
-/* Take [start, start+len) out of the free range *pp, which holds it. */
-static int carve(struct ip_vaw_range **pp, uint64_t start, uint64_t len)
-{
-	struct ip_vaw_range *r = *pp, *tail;
-
-	if (start == r->start) {
-		r->start += len;
-		if (r->start == r->end) {
-			*pp = r->next;
-			free(r);
-		}
-		return 0;
-	}
-	if (start + len == r->end) {
-		r->end = start;
-		return 0;
-	}
-	tail = malloc(sizeof(*tail));
-	if (!tail)
-		return RGPU_ENOMEM;
-	tail->start = start + len;
-	tail->end = r->end;
-	tail->next = r->next;
-	r->end = start;
-	r->next = tail;
-	return 0;
-}
-
-/* [start, start+len) if it is free, else the first free range so aligned: RGPU_ENOSPC if none. */
+/*
+ * [hint, hint+len) if it is free and inside one slice, else the first free range so aligned
+ * within [lo, hi): RGPU_ENOSPC if none. The free list never holds the unused top, so a hint
+ * there is never free.
+ */
 static int va_take_aligned(struct ip_vaw *w, uint64_t len, uint64_t align, uint64_t hint,
-			   uint64_t *out)
+			   uint64_t lo, uint64_t hi, uint64_t *out)
 {
 	struct ip_vaw_range **pp;
+	int d = ip_vaw_part_of(w, hint);
 
-	if (hint && hint % align == 0 && ip_vaw_in_window(w, hint) &&
-	    len <= w->base + w->size - hint)
+	/* the slice's end, not the window's: a reservation never straddles two devices */
+	if (hint && hint % align == 0 && d >= 0 &&
+	    len <= w->base + (uint64_t)(d + 1) * w->part - hint)
 		for (pp = &w->free; *pp; pp = &(*pp)->next)
 			if ((*pp)->start <= hint && hint + len <= (*pp)->end) {
 				*out = hint;
 				return carve(pp, hint, len);
 			}
 	for (pp = &w->free; *pp; pp = &(*pp)->next) {
-		uint64_t a = ALIGN_UP((*pp)->start, align);
-		if (a >= (*pp)->start && a < (*pp)->end && len <= (*pp)->end - a) {
+		struct ip_vaw_range *r = *pp;
+		uint64_t start = MAX(r->start, lo), end = MIN(r->end, hi), a;
+
+		if (r->end <= lo)
+			continue;
+		if (r->start >= hi)
+			break;
+		a = ALIGN_UP(start, align);
+		if (a >= start && a < end && len <= end - a) {
 			*out = a;
 			return carve(pp, a, len);
 		}
@@ -461,23 +532,23 @@ static int va_take_aligned(struct ip_vaw *w, uint64_t len, uint64_t align, uint6
 	return RGPU_ENOSPC;
 }
 
-int ip_vaw_reserve(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint,
+int ip_vaw_reserve(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint, int device,
 		   uint64_t *addr)
 {
 	struct ip_vaw_resv *r;
-	uint64_t len = ALIGN_UP(size, w->granule), at;
+	uint64_t len = ALIGN_UP(size, w->granule), at, lo, hi;
 	int ret;
 
-	if (!size || (align & (align - 1)))
+	if (!size || (align & (align - 1)) || device_bounds(w, device, &lo, &hi))
 		return RGPU_EINVAL;
-	if (size > w->size || len < size)
+	if (size > w->part || len < size)
 		return RGPU_ENOSPC;
 	if (align < w->granule)
 		align = w->granule;
 	r = malloc(sizeof(*r));
 	if (!r)
 		return RGPU_ENOMEM;
-	ret = va_take_aligned(w, len, align, hint, &at);
+	ret = va_take_aligned(w, len, align, hint, lo, hi, &at);
 	if (ret) {
 		free(r);
 		return ret;

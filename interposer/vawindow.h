@@ -7,6 +7,14 @@
  * whole granules. The application's own reservations (cuMemAddressReserve) are granule-aligned
  * ranges of the same window, and its mappings in them (cuMemMap) are kept beside the
  * allocator's, so that every device address, whoever placed it, is the same on every server.
+ *
+ * The window is cut into nparts equal slices, one per device of the client (devices of several
+ * servers are numbered 0..nparts-1): slice d is [base + d*part, base + (d+1)*part), with part =
+ * size / nparts rounded down to the granule. A device's allocations and slabs come only from its
+ * own slice, so when that device's job moves to another server, every address it holds is
+ * still free there and is recreated as it was. What rounding leaves at the top of the window
+ * (less than nparts granules) is never handed out. nparts 1 leaves the window whole and shared
+ * by every device, as one server's devices always shared it.
  * Not thread-safe: callers lock.
  */
 #ifndef IP_VAWINDOW_H
@@ -16,6 +24,7 @@
 
 #define IP_VAW_SMALL (1ull << 20)
 #define IP_VAW_UNIT 256ull
+#define IP_VAW_MAX_PARTS 16 /* slices: as many as the client has devices (IP_MAX_DEVICES) */
 
 struct ip_vaw_slab;
 struct ip_vaw_range;
@@ -55,6 +64,8 @@ struct ip_vaw_resv {
 
 struct ip_vaw {
 	uint64_t base, size, granule;
+	uint64_t part;              /* bytes in each slice: a multiple of the granule */
+	int nparts;                 /* slices, 1..IP_VAW_MAX_PARTS */
 	struct ip_vaw_range *free;  /* unused address ranges, sorted */
 	struct ip_vaw_slab *slabs;
 	void *allocs;               /* tsearch tree of struct ip_vaw_alloc by range */
@@ -70,14 +81,24 @@ struct ip_vaw_res {
 	uint64_t map_addr, map_size;
 };
 
-/* ip_vaw_init() - an empty window. 0, or RGPU_EINVAL for unaligned arguments. */
-int ip_vaw_init(struct ip_vaw *w, uint64_t base, uint64_t size, uint64_t granule);
+/*
+ * ip_vaw_init() - an empty window of nparts slices.
+ * @base, @size: the window, granule-aligned; @granule: the server's mapping granule (a slab).
+ * @nparts: 1..IP_VAW_MAX_PARTS, the client's devices; 1 keeps the window unpartitioned.
+ * part = floor(size / nparts / granule) * granule: each slice is a whole number of granules,
+ * and the top size - nparts*part bytes (fewer than nparts granules) stay unused.
+ * Returns 0, RGPU_EINVAL (unaligned arguments, nparts out of range, a slice smaller than one
+ * granule) or RGPU_ENOMEM.
+ */
+int ip_vaw_init(struct ip_vaw *w, uint64_t base, uint64_t size, uint64_t granule, int nparts);
 void ip_vaw_fini(struct ip_vaw *w);
 
 /*
- * ip_vaw_alloc() - choose an address for size bytes on device.
- * Returns 0 with *res filled, RGPU_EINVAL for size 0, RGPU_ENOSPC when the window has no room,
- * RGPU_ENOMEM when host memory runs out.
+ * ip_vaw_alloc() - choose an address for size bytes on device, inside device's slice (a small
+ * allocation in a slab of that device, a new slab taken from that slice).
+ * @device: 0..nparts-1; with nparts 1, any device >= 0 (the one slice is shared).
+ * Returns 0 with *res filled, RGPU_EINVAL for size 0 or a device with no slice, RGPU_ENOSPC
+ * when the device's slice has no room, RGPU_ENOMEM when host memory runs out.
  */
 int ip_vaw_alloc(struct ip_vaw *w, uint64_t size, int device, void *owner,
 		 struct ip_vaw_res *res);
@@ -101,6 +122,18 @@ int ip_vaw_mapped(struct ip_vaw *w, uint64_t p, uint64_t n);
 /* ip_vaw_in_window() - p lies inside the window (mapped or not). */
 int ip_vaw_in_window(const struct ip_vaw *w, uint64_t p);
 
+/*
+ * ip_vaw_part_of() - the slice (the device) p lies in: (p - base) / part, by arithmetic alone.
+ * Returns 0..nparts-1, or -1 when p is outside the window or in the unused top left by rounding.
+ */
+int ip_vaw_part_of(const struct ip_vaw *w, uint64_t p);
+
+/*
+ * ip_vaw_part_range() - slice d of the window: *lo = base + d*part, *len = part.
+ * Returns 0, or RGPU_EINVAL for d outside 0..nparts-1 (nothing is written).
+ */
+int ip_vaw_part_range(const struct ip_vaw *w, int d, uint64_t *lo, uint64_t *len);
+
 /* ip_vaw_collect() - addresses of the allocations owned by owner (malloc'd array). */
 int ip_vaw_collect(struct ip_vaw *w, void *owner, uint64_t **addrs, size_t *n);
 
@@ -109,13 +142,16 @@ int ip_vaw_collect(struct ip_vaw *w, void *owner, uint64_t **addrs, size_t *n);
 /*
  * ip_vaw_reserve() - reserve size bytes for the application: a granule-aligned range of the
  * window, aligned to align (a power of two; 0 or less than a granule: the granule), at hint
- * when hint is so aligned and [hint, hint+size) is free, else first fit (a hint is only a
- * hint, as the driver treats it). The range is taken from the window whole, rounded up to
- * granules, so no allocation or other reservation can share a granule with it.
- * Returns 0 with *addr set, RGPU_EINVAL (size 0, align not a power of two), RGPU_ENOSPC (no
- * room) or RGPU_ENOMEM.
+ * when hint is so aligned and [hint, hint+size) is free and inside one slice (any device's: a
+ * hint is the application's choice), else first fit in device's slice (a hint is only a hint,
+ * as the driver treats it). The range is taken from the window whole, rounded up to granules,
+ * so no allocation or other reservation can share a granule with it, and never straddles two
+ * slices.
+ * @device: the current context's device, as for ip_vaw_alloc().
+ * Returns 0 with *addr set, RGPU_EINVAL (size 0, align not a power of two, a device with no
+ * slice), RGPU_ENOSPC (no room) or RGPU_ENOMEM.
  */
-int ip_vaw_reserve(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint,
+int ip_vaw_reserve(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint, int device,
 		   uint64_t *addr);
 
 /*

@@ -254,6 +254,7 @@ IP_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_
 {
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), at = 0;
 	CUresult r = ip_check_init();
+	struct ip_ctx *c = ip_ctx_cur();
 	int ret;
 
 	if (r != CUDA_SUCCESS)
@@ -261,7 +262,8 @@ IP_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_
 	if (!ptr || !size || flags || size % page || addr % page || (alignment && !pow2(alignment)))
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&ip.mem_lock);
-	ret = ip_vaw_reserve(&ip.vaw, size, alignment, addr, &at);
+	/* first fit in the slice of the current context's device (none current: device 0's) */
+	ret = ip_vaw_reserve(&ip.vaw, size, alignment, addr, c && !c->o.dead ? c->device : 0, &at);
 	pthread_mutex_unlock(&ip.mem_lock);
 	if (ret == RGPU_EINVAL)
 		return CUDA_ERROR_INVALID_VALUE;

@@ -132,13 +132,13 @@ static int setup(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(ip_vaw_init(&ip.vaw, WINDOW_BASE, 64 * GRANULE, GRANULE), 0);
+	assert_int_equal(ip_vaw_init(&ip.vaw, WINDOW_BASE, 64 * GRANULE, GRANULE, 1), 0);
 	assert_int_equal(ip_vaw_alloc(&ip.vaw, 1000, 0, &mock_ctx, &res), 0);
 	small_addr = res.addr;
 	assert_int_equal(ip_vaw_alloc(&ip.vaw, 5ull << 20, 0, &mock_ctx, &res), 0);
 	large_addr = res.addr;
 	mock_pool_addr = large_addr;
-	assert_int_equal(ip_vaw_reserve(&ip.vaw, 4 * GRANULE, 0, 0, &vmm_resv), 0);
+	assert_int_equal(ip_vaw_reserve(&ip.vaw, 4 * GRANULE, 0, 0, 0, &vmm_resv), 0);
 	vmm_addr = vmm_resv + GRANULE;
 	assert_int_equal(ip_vaw_map_app(&ip.vaw, vmm_addr, 2 * GRANULE, &mock_physmem, 0, 0), 0);
 	ip_vaw_map_find(&ip.vaw, vmm_addr)->access = CU_MEM_ACCESS_FLAGS_PROT_READ;

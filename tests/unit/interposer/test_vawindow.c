@@ -3,7 +3,9 @@
  * alignment, large allocations and first fit, fragmentation and coalescing, what must be mapped
  * and unmapped, exhaustion, lookups, mapped-range queries, collection by owner, per-device slabs,
  * a seeded randomized stress checked against a model of the window kept by the test, and the
- * application's own reservations (hints, alignment) and mappings in them (tiling, access).
+ * application's own reservations (hints, alignment) and mappings in them (tiling, access),
+ * and the window cut into one slice per device (bounds, allocations and reservations kept in
+ * the device's slice, a slice filling up alone, a seeded stress over four slices).
  *
  * Every expected address is written out from the rules (window base RGPU_WINDOW_BASE, 64 MiB,
  * 2 MiB granules, 256-byte units, small means <= 1 MiB, first fit), never asked of the
@@ -38,7 +40,7 @@ static int setup(void **state)
 	struct ip_vaw *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -1;
-	if (ip_vaw_init(w, BASE, WSIZE, GRAN) != 0) {
+	if (ip_vaw_init(w, BASE, WSIZE, GRAN, 1) != 0) {
 		free(w);
 		return -1;
 	}
@@ -90,14 +92,14 @@ static void test_init_args(void **state)
 	(void)state;
 	struct ip_vaw w;
 
-	assert_int_equal(ip_vaw_init(&w, BASE + 4096, WSIZE, GRAN), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE + 4096, GRAN), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, 0, GRAN), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 0), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE + 4096, WSIZE, GRAN, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE + 4096, GRAN, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, 0, GRAN, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 0, 1), RGPU_EINVAL);
 	/* a 4 MiB granule would need 16384 units per slab: more than a slab holds */
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 4 * MiB), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 4 * MiB, 1), RGPU_EINVAL);
 
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, GRAN), 0);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, GRAN, 1), 0);
 	assert_int_equal(w.mapped_bytes, 0);
 	assert_int_equal(w.nallocs, 0);
 	assert_true(ip_vaw_in_window(&w, BASE));
@@ -119,9 +121,9 @@ static void test_granule_below_small(void **state)
 	(void)state;
 	struct ip_vaw w;
 	/* a slab must hold two of the largest small allocations: 2 MiB is the least granule */
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 64 * KiB), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 1 * MiB), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 2 * MiB), 0);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 64 * KiB, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 1 * MiB, 1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, WSIZE, 2 * MiB, 1), 0);
 	ip_vaw_fini(&w);
 }
 
@@ -777,7 +779,7 @@ static int phys_a, phys_b; /* physical memory objects: only compared by address 
 static uint64_t reserve_ok(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint)
 {
 	uint64_t a = 0x5a5a;
-	int ret = ip_vaw_reserve(w, size, align, hint, &a);
+	int ret = ip_vaw_reserve(w, size, align, hint, 0, &a);
 	if (ret != 0)
 		fail_msg("reserve(%llu) failed: %d", (unsigned long long)size, ret);
 	return a;
@@ -803,9 +805,9 @@ static void test_reserve(void **state)
 	assert_int_equal(reserve_ok(w, 2 * MiB, 8 * MiB, 0), BASE + 16 * MiB);
 	alloc_ok(w, 2 * MiB, 0, &owner_a, BASE + 14 * MiB, BASE + 14 * MiB, 2 * MiB);
 	/* an alignment that is not a power of two, a size of 0, more than the window */
-	assert_int_equal(ip_vaw_reserve(w, 2 * MiB, 3 * MiB, 0, &a), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_reserve(w, 0, 0, 0, &a), RGPU_EINVAL);
-	assert_int_equal(ip_vaw_reserve(w, WSIZE, 0, 0, &a), RGPU_ENOSPC);
+	assert_int_equal(ip_vaw_reserve(w, 2 * MiB, 3 * MiB, 0, 0, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(w, 0, 0, 0, 0, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(w, WSIZE, 0, 0, 0, &a), RGPU_ENOSPC);
 
 	assert_non_null(ip_vaw_resv_find(w, BASE + 3 * MiB + 17));
 	assert_int_equal(ip_vaw_resv_find(w, BASE + 3 * MiB)->size, 3 * MiB);
@@ -890,6 +892,384 @@ static void test_app_maps(void **state)
 	alloc_ok(w, WSIZE, 0, NULL, BASE, BASE, WSIZE);
 }
 
+/* --- slices: one per device ------------------------------------------------------------------- */
+
+/*
+ * A window of 35 granules (70 MiB), a multiple of no slice count but 1, so rounding leaves a
+ * top unused: nparts 2 gives 17 granules each (34 MiB) and 1 granule left; nparts 4 gives 8
+ * granules each (16 MiB) and 3 left; nparts 16 gives 2 granules each (4 MiB) and 3 left.
+ */
+#define PSIZE (35 * GRAN)
+
+static void parts_init(struct ip_vaw *w, int nparts)
+{
+	int ret = ip_vaw_init(w, BASE, PSIZE, GRAN, nparts);
+	if (ret != 0)
+		fail_msg("init with %d slices failed: %d", nparts, ret);
+}
+
+static void expect_part_range(const struct ip_vaw *w, int d, uint64_t want_lo, uint64_t want_len)
+{
+	uint64_t lo = 0x5a5a, len = 0x5a5a;
+	assert_int_equal(ip_vaw_part_range(w, d, &lo, &len), 0);
+	assert_int_equal(lo, want_lo);
+	assert_int_equal(len, want_len);
+}
+
+static void test_parts_init_args(void **state)
+{
+	(void)state;
+	struct ip_vaw w;
+	uint64_t lo = 0x77, len = 0x77;
+
+	assert_int_equal(ip_vaw_init(&w, BASE, PSIZE, GRAN, 0), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, PSIZE, GRAN, -1), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_init(&w, BASE, PSIZE, GRAN, 17), RGPU_EINVAL);
+	/* 16 slices of 15 granules: 30 MiB / 16 = 1.875 MiB, less than a granule */
+	assert_int_equal(ip_vaw_init(&w, BASE, 15 * GRAN, GRAN, 16), RGPU_EINVAL);
+	/* 16 granules: one each, nothing left over */
+	assert_int_equal(ip_vaw_init(&w, BASE, 16 * GRAN, GRAN, 16), 0);
+	assert_int_equal(w.part, GRAN);
+	assert_int_equal(w.nparts, 16);
+	expect_part_range(&w, 15, BASE + 15 * GRAN, GRAN);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + 16 * GRAN - 1), 15);
+	ip_vaw_fini(&w);
+
+	parts_init(&w, 16);
+	assert_int_equal(w.part, 4 * MiB);
+	/* a slice number outside 0..nparts-1: refused, nothing written */
+	assert_int_equal(ip_vaw_part_range(&w, 16, &lo, &len), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_part_range(&w, -1, &lo, &len), RGPU_EINVAL);
+	assert_int_equal(lo, 0x77);
+	assert_int_equal(len, 0x77);
+	ip_vaw_fini(&w);
+}
+
+/* Slice bounds and ip_vaw_part_of at the first and last byte of each slice and of the window. */
+static void test_parts_bounds(void **state)
+{
+	(void)state;
+	struct ip_vaw w;
+	uint64_t lo, len;
+
+	/* one slice: the whole window, every byte of it slice 0 */
+	parts_init(&w, 1);
+	assert_int_equal(w.part, PSIZE);
+	expect_part_range(&w, 0, BASE, PSIZE);
+	assert_int_equal(ip_vaw_part_range(&w, 1, &lo, &len), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_part_of(&w, BASE), 0);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + PSIZE - 1), 0);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + PSIZE), -1);
+	assert_int_equal(ip_vaw_part_of(&w, BASE - 1), -1);
+	assert_int_equal(ip_vaw_part_of(&w, 0), -1);
+	assert_int_equal(ip_vaw_part_of(&w, UINT64_MAX), -1);
+	ip_vaw_fini(&w);
+
+	/* two: 34 MiB each, [68, 70) MiB unused */
+	parts_init(&w, 2);
+	assert_int_equal(w.part, 34 * MiB);
+	expect_part_range(&w, 0, BASE, 34 * MiB);
+	expect_part_range(&w, 1, BASE + 34 * MiB, 34 * MiB);
+	assert_int_equal(ip_vaw_part_range(&w, 2, &lo, &len), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_part_of(&w, BASE), 0);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + 34 * MiB - 1), 0);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + 34 * MiB), 1);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + 68 * MiB - 1), 1);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + 68 * MiB), -1); /* the unused top */
+	assert_int_equal(ip_vaw_part_of(&w, BASE + PSIZE - 1), -1);
+	assert_true(ip_vaw_in_window(&w, BASE + PSIZE - 1)); /* still the window */
+	assert_int_equal(ip_vaw_part_of(&w, BASE + PSIZE), -1);
+	assert_int_equal(ip_vaw_part_of(&w, BASE - 1), -1);
+	ip_vaw_fini(&w);
+
+	/* four: 16 MiB each, [64, 70) MiB unused */
+	parts_init(&w, 4);
+	assert_int_equal(w.part, 16 * MiB);
+	for (int d = 0; d < 4; d++) {
+		uint64_t first = BASE + (uint64_t)d * 16 * MiB;
+		expect_part_range(&w, d, first, 16 * MiB);
+		assert_int_equal(ip_vaw_part_of(&w, first), d);
+		assert_int_equal(ip_vaw_part_of(&w, first + 16 * MiB - 1), d);
+	}
+	assert_int_equal(ip_vaw_part_range(&w, 4, &lo, &len), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + 64 * MiB), -1);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + PSIZE), -1);
+	ip_vaw_fini(&w);
+}
+
+/* Each device's allocations start at its own slice, whatever order the devices come in. */
+static void test_parts_alloc(void **state)
+{
+	(void)state;
+	struct ip_vaw w;
+	struct ip_vaw_res r;
+	const uint64_t P = 16 * MiB;
+
+	parts_init(&w, 4);
+	/* a small one opens a slab at the slice's first granule; a large one follows it */
+	alloc_ok(&w, 100, 3, &owner_a, BASE + 3 * P, BASE + 3 * P, GRAN);
+	alloc_ok(&w, 100, 0, &owner_a, BASE, BASE, GRAN);
+	alloc_ok(&w, 3 * MiB, 2, &owner_b, BASE + 2 * P, BASE + 2 * P, 4 * MiB);
+	alloc_ok(&w, 100, 2, &owner_b, BASE + 2 * P + 4 * MiB, BASE + 2 * P + 4 * MiB, GRAN);
+	alloc_ok(&w, 3 * MiB, 1, &owner_c, BASE + P, BASE + P, 4 * MiB);
+	alloc_ok(&w, 3 * MiB, 3, &owner_a, BASE + 3 * P + GRAN, BASE + 3 * P + GRAN, 4 * MiB);
+	alloc_ok(&w, 100, 3, &owner_a, BASE + 3 * P + 256, 0, 0);
+	assert_int_equal(ip_vaw_find(&w, BASE + 3 * P + 256)->device, 3);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + 2 * P + 4 * MiB), 2);
+	assert_int_equal(w.nallocs, 7);
+	assert_int_equal(w.mapped_bytes, 3 * GRAN + 12 * MiB);
+
+	/* devices with no slice; 0 bytes; more than a slice */
+	memset(&r, 0x5a, sizeof(r));
+	assert_int_equal(ip_vaw_alloc(&w, 100, 4, NULL, &r), RGPU_EINVAL);
+	assert_int_equal(r.map_size, 0);
+	assert_int_equal(ip_vaw_alloc(&w, 100, -1, NULL, &r), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_alloc(&w, 4 * MiB, 16, NULL, &r), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_alloc(&w, 0, 1, NULL, &r), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_alloc(&w, P + 1, 1, NULL, &r), RGPU_ENOSPC);
+	assert_int_equal(w.nallocs, 7);
+	ip_vaw_fini(&w);
+
+	/* one slice is every device's: devices share the window and only slabs are per device */
+	parts_init(&w, 1);
+	alloc_ok(&w, 100, 9, NULL, BASE, BASE, GRAN);
+	alloc_ok(&w, 100, 0, NULL, BASE + GRAN, BASE + GRAN, GRAN);
+	alloc_ok(&w, 3 * MiB, 15, NULL, BASE + 2 * GRAN, BASE + 2 * GRAN, 4 * MiB);
+	assert_int_equal(ip_vaw_alloc(&w, 100, -1, NULL, &r), RGPU_EINVAL);
+	ip_vaw_fini(&w);
+}
+
+/* Small allocations of two devices never share a slab, nor a granule. */
+static void test_parts_separate_slabs(void **state)
+{
+	(void)state;
+	struct ip_vaw w;
+	const uint64_t S0 = BASE, S1 = BASE + 34 * MiB;
+
+	parts_init(&w, 2);
+	alloc_ok(&w, 100, 0, NULL, S0, S0, GRAN);
+	alloc_ok(&w, 100, 1, NULL, S1, S1, GRAN); /* slab 0 has room, but is device 0's */
+	alloc_ok(&w, 100, 0, NULL, S0 + 256, 0, 0);
+	alloc_ok(&w, 100, 1, NULL, S1 + 256, 0, 0);
+	assert_ptr_not_equal(ip_vaw_find(&w, S0)->slab, ip_vaw_find(&w, S1)->slab);
+	assert_ptr_equal(ip_vaw_find(&w, S1)->slab, ip_vaw_find(&w, S1 + 256)->slab);
+	assert_int_not_equal((S0 + 256 - BASE) / GRAN, (S1 + 256 - BASE) / GRAN);
+	assert_int_equal(ip_vaw_part_of(&w, S0 + 256), 0);
+	assert_int_equal(ip_vaw_part_of(&w, S1 + 256), 1);
+
+	/* device 1 fills its slab; its next slab comes from its own slice, not from device 0's */
+	alloc_ok(&w, 1 * MiB, 1, NULL, S1 + 512, 0, 0);
+	alloc_ok(&w, 1 * MiB, 1, NULL, S1 + GRAN, S1 + GRAN, GRAN);
+	/* emptied, device 1's slab goes back, and device 0 never gets that granule */
+	free_ok(&w, S1, 0, 0);
+	free_ok(&w, S1 + 256, 0, 0);
+	free_ok(&w, S1 + 512, S1, GRAN);
+	alloc_ok(&w, 1 * MiB, 0, NULL, S0 + 512, 0, 0);
+	alloc_ok(&w, 1 * MiB, 0, NULL, S0 + GRAN, S0 + GRAN, GRAN);
+	alloc_ok(&w, 1, 1, NULL, S1 + GRAN + 1 * MiB, 0, 0);
+	alloc_ok(&w, 1 * MiB, 1, NULL, S1, S1, GRAN);
+	ip_vaw_fini(&w);
+}
+
+/* A slice fills up: that device gets RGPU_ENOSPC, the other still allocates. */
+static void test_parts_full(void **state)
+{
+	(void)state;
+	struct ip_vaw w;
+	struct ip_vaw_res r;
+	const uint64_t S1 = BASE + 34 * MiB;
+
+	parts_init(&w, 2);
+	alloc_ok(&w, 34 * MiB, 0, NULL, BASE, BASE, 34 * MiB); /* device 0's whole slice */
+	assert_int_equal(ip_vaw_alloc(&w, 2 * MiB, 0, NULL, &r), RGPU_ENOSPC);
+	assert_int_equal(ip_vaw_alloc(&w, 1, 0, NULL, &r), RGPU_ENOSPC); /* a new slab */
+	alloc_ok(&w, 1, 1, NULL, S1, S1, GRAN);
+	alloc_ok(&w, 32 * MiB, 1, NULL, S1 + GRAN, S1 + GRAN, 32 * MiB);
+	/* device 1 full too; the unused top [68, 70) MiB is free but no one's */
+	assert_int_equal(ip_vaw_alloc(&w, 2 * MiB, 1, NULL, &r), RGPU_ENOSPC);
+	alloc_ok(&w, 1 * MiB, 1, NULL, S1 + 256, 0, 0); /* its slab still has room */
+	assert_int_equal(w.mapped_bytes, 68 * MiB);
+
+	/* freed, device 0's slice is its own again; more than a slice never fits */
+	free_ok(&w, BASE, BASE, 34 * MiB);
+	assert_int_equal(ip_vaw_alloc(&w, 34 * MiB + 1, 0, NULL, &r), RGPU_ENOSPC);
+	alloc_ok(&w, 6 * MiB, 0, NULL, BASE, BASE, 6 * MiB);
+	free_ok(&w, BASE, BASE, 6 * MiB);
+
+	/*
+	 * All free again: one free range [0, 68) MiB crosses the slice boundary. Device 1 takes
+	 * from its middle, at its own slice's start, and device 0 the whole of what is below.
+	 */
+	free_ok(&w, S1 + GRAN, S1 + GRAN, 32 * MiB);
+	free_ok(&w, S1, 0, 0);
+	free_ok(&w, S1 + 256, S1, GRAN);
+	assert_int_equal(w.nallocs, 0);
+	alloc_ok(&w, 100, 1, NULL, S1, S1, GRAN);
+	alloc_ok(&w, 34 * MiB, 0, NULL, BASE, BASE, 34 * MiB);
+	alloc_ok(&w, 32 * MiB, 1, NULL, S1 + GRAN, S1 + GRAN, 32 * MiB);
+	assert_int_equal(ip_vaw_alloc(&w, 2 * MiB, 1, NULL, &r), RGPU_ENOSPC);
+	ip_vaw_fini(&w);
+
+	/* sixteen slices of 4 MiB: the last one, [60, 64) MiB, fills with a slab and 2 MiB */
+	parts_init(&w, 16);
+	alloc_ok(&w, 100, 15, NULL, BASE + 60 * MiB, BASE + 60 * MiB, GRAN);
+	assert_int_equal(ip_vaw_alloc(&w, 4 * MiB, 15, NULL, &r), RGPU_ENOSPC);
+	alloc_ok(&w, 2 * MiB, 15, NULL, BASE + 62 * MiB, BASE + 62 * MiB, 2 * MiB);
+	assert_int_equal(ip_vaw_alloc(&w, 2 * MiB, 15, NULL, &r), RGPU_ENOSPC);
+	alloc_ok(&w, 4 * MiB, 14, NULL, BASE + 56 * MiB, BASE + 56 * MiB, 4 * MiB);
+	ip_vaw_fini(&w);
+}
+
+static uint64_t reserve_dev_ok(struct ip_vaw *w, uint64_t size, uint64_t align, uint64_t hint,
+			       int device)
+{
+	uint64_t a = 0x5a5a;
+	int ret = ip_vaw_reserve(w, size, align, hint, device, &a);
+	if (ret != 0)
+		fail_msg("reserve(%llu) on device %d failed: %d", (unsigned long long)size, device,
+			 ret);
+	return a;
+}
+
+/*
+ * Reservations: first fit in the device's slice; a free hint is taken in any slice, but not
+ * across a slice boundary, not in the unused top, not outside the window.
+ */
+static void test_parts_reserve(void **state)
+{
+	(void)state;
+	struct ip_vaw w;
+	const uint64_t P = 16 * MiB;
+	uint64_t a = 0x77;
+
+	parts_init(&w, 4);
+	assert_int_equal(reserve_dev_ok(&w, 3 * MiB, 0, 0, 2), BASE + 2 * P);
+	assert_int_equal(ip_vaw_resv_find(&w, BASE + 2 * P + 3 * MiB)->len, 4 * MiB);
+	/* a free hint in another device's slice is the application's choice */
+	assert_int_equal(reserve_dev_ok(&w, 2 * MiB, 0, BASE + 4 * MiB, 2), BASE + 4 * MiB);
+	/* across slices 0 and 1: first fit in device 0's slice instead */
+	assert_int_equal(reserve_dev_ok(&w, 4 * MiB, 0, BASE + 14 * MiB, 0), BASE);
+	/* in the unused top, outside the window, unaligned: first fit in the device's slice */
+	assert_int_equal(reserve_dev_ok(&w, 2 * MiB, 0, BASE + 64 * MiB, 3), BASE + 3 * P);
+	assert_int_equal(reserve_dev_ok(&w, 2 * MiB, 0, BASE + PSIZE, 3), BASE + 3 * P + GRAN);
+	assert_int_equal(reserve_dev_ok(&w, 2 * MiB, 0, BASE + 40 * MiB + 4096, 2),
+			 BASE + 2 * P + 4 * MiB);
+	/* a hint ending exactly at the slice's end is inside it */
+	assert_int_equal(reserve_dev_ok(&w, 4 * MiB, 0, BASE + 28 * MiB, 0), BASE + 28 * MiB);
+	assert_int_equal(ip_vaw_part_of(&w, BASE + 28 * MiB), 1);
+
+	/* alignment, within the slice: slice 1 is [16, 32) MiB, [28, 32) taken by the hint */
+	assert_int_equal(reserve_dev_ok(&w, 2 * MiB, 8 * MiB, 0, 1), BASE + P);
+	assert_int_equal(reserve_dev_ok(&w, 2 * MiB, 8 * MiB, 0, 1), BASE + P + 8 * MiB);
+	/* the next 8 MiB boundary is 32 MiB: device 2's, so none */
+	assert_int_equal(ip_vaw_reserve(&w, 2 * MiB, 8 * MiB, 0, 1, &a), RGPU_ENOSPC);
+	/* the rest of slice 1, [18, 24) and [26, 28) MiB, fills it */
+	assert_int_equal(reserve_dev_ok(&w, 6 * MiB, 0, 0, 1), BASE + P + 2 * MiB);
+	assert_int_equal(reserve_dev_ok(&w, 2 * MiB, 0, 0, 1), BASE + P + 10 * MiB);
+	assert_int_equal(ip_vaw_reserve(&w, 2 * MiB, 0, 0, 1, &a), RGPU_ENOSPC);
+	struct ip_vaw_res r;
+	assert_int_equal(ip_vaw_alloc(&w, 1, 1, NULL, &r), RGPU_ENOSPC);
+	/* another device still reserves and allocates */
+	assert_int_equal(reserve_dev_ok(&w, 2 * MiB, 0, 0, 0), BASE + 4 * MiB + GRAN);
+	alloc_ok(&w, 100, 0, NULL, BASE + 8 * MiB, BASE + 8 * MiB, GRAN);
+
+	/* bad arguments: a device with no slice, more than a slice, size 0, align not pow2 */
+	a = 0x77;
+	assert_int_equal(ip_vaw_reserve(&w, 2 * MiB, 0, 0, 4, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(&w, 2 * MiB, 0, 0, -1, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(&w, 2 * MiB, 0, BASE + 4 * MiB, 7, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(&w, P + 1, 0, 0, 0, &a), RGPU_ENOSPC);
+	assert_int_equal(ip_vaw_reserve(&w, 0, 0, 0, 0, &a), RGPU_EINVAL);
+	assert_int_equal(ip_vaw_reserve(&w, 2 * MiB, 3 * MiB, 0, 0, &a), RGPU_EINVAL);
+	assert_int_equal(a, 0x77);
+
+	/* given back, its granules are the slice's again */
+	assert_int_equal(ip_vaw_unreserve(&w, BASE + P + 2 * MiB, 6 * MiB), 0);
+	alloc_ok(&w, 6 * MiB, 1, NULL, BASE + P + 2 * MiB, BASE + P + 2 * MiB, 6 * MiB);
+	ip_vaw_fini(&w);
+
+	/* one slice: a hint anywhere in the window, any device */
+	parts_init(&w, 1);
+	assert_int_equal(reserve_dev_ok(&w, 4 * MiB, 0, BASE + 66 * MiB, 5), BASE + 66 * MiB);
+	assert_int_equal(reserve_dev_ok(&w, 4 * MiB, 0, 0, 0), BASE);
+	ip_vaw_fini(&w);
+}
+
+/*
+ * Seeded random allocations and frees of four devices over four slices: every allocation lies
+ * wholly in its device's slice, every slab granule is one device's, nothing overlaps, and once
+ * all is freed each slice is whole again.
+ */
+static void test_parts_stress(void **state)
+{
+	(void)state;
+	enum { PLIVE = 1024, POPS = 8000, NG = PSIZE / GRAN };
+	static struct live live[PLIVE];
+	static int gdev[NG]; /* granule's slab device + 1; 0: no slab seen there */
+	struct ip_vaw w;
+	size_t nlive = 0;
+	unsigned nenospc = 0;
+
+	parts_init(&w, 4);
+	memset(gdev, 0, sizeof(gdev));
+	rng_state = 0x2545f4914f6cdd1dull;
+	for (int op = 0; op < POPS; op++) {
+		int do_free =
+		    nlive && (nlive == PLIVE || rnd() % 100 < ((op / 1000) % 2 ? 70 : 30));
+		if (do_free) {
+			size_t k = rnd() % nlive;
+			uint64_t ua, us;
+			assert_int_equal(ip_vaw_free(&w, live[k].addr, &ua, &us), 0);
+			if (us && live[k].size <= IP_VAW_SMALL)
+				gdev[(ua - BASE) / GRAN] = 0;
+			live[k] = live[--nlive];
+			continue;
+		}
+		struct live a;
+		struct ip_vaw_res r;
+		a.size = rnd() % 4 ? 1 + rnd() % (64 * KiB) : IP_VAW_SMALL + 1 + rnd() % (5 * MiB);
+		a.dev = (int)(rnd() % 4);
+		a.owner = NULL;
+		int ret = ip_vaw_alloc(&w, a.size, a.dev, NULL, &r);
+		if (ret == RGPU_ENOSPC) {
+			nenospc++;
+			continue;
+		}
+		assert_int_equal(ret, 0);
+		a.addr = r.addr;
+		assert_int_equal(ip_vaw_part_of(&w, a.addr), a.dev);
+		assert_int_equal(ip_vaw_part_of(&w, a.addr + a.size - 1), a.dev);
+		if (a.size <= IP_VAW_SMALL) {
+			uint64_t gi = (a.addr - BASE) / GRAN;
+			if (r.map_size) {
+				assert_int_equal(gdev[gi], 0);
+				gdev[gi] = a.dev + 1;
+			}
+			assert_int_equal(gdev[gi], a.dev + 1);
+		}
+		live[nlive++] = a;
+		if (op % 61 == 0) {
+			static struct live sorted[PLIVE];
+			memcpy(sorted, live, nlive * sizeof(*live));
+			qsort(sorted, nlive, sizeof(*sorted), cmp_u64);
+			for (size_t i = 1; i < nlive; i++)
+				assert_true(sorted[i - 1].addr + sorted[i - 1].size <=
+					    sorted[i].addr);
+		}
+	}
+	assert_true(nenospc > 0);
+	while (nlive) {
+		uint64_t ua, us;
+		assert_int_equal(ip_vaw_free(&w, live[nlive - 1].addr, &ua, &us), 0);
+		nlive--;
+	}
+	assert_int_equal(w.mapped_bytes, 0);
+	for (int d = 0; d < 4; d++)
+		alloc_ok(&w, 16 * MiB, d, NULL, BASE + (uint64_t)d * 16 * MiB,
+			 BASE + (uint64_t)d * 16 * MiB, 16 * MiB);
+	ip_vaw_fini(&w);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -913,6 +1293,13 @@ int main(void)
 	    T(test_stress),
 	    T(test_reserve),
 	    T(test_app_maps),
+	    cmocka_unit_test(test_parts_init_args),
+	    cmocka_unit_test(test_parts_bounds),
+	    cmocka_unit_test(test_parts_alloc),
+	    cmocka_unit_test(test_parts_separate_slabs),
+	    cmocka_unit_test(test_parts_full),
+	    cmocka_unit_test(test_parts_reserve),
+	    cmocka_unit_test(test_parts_stress),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
