@@ -96,11 +96,7 @@ void ip_route_ctx(const struct ip_ctx *c)
 
 int ip_addr_device(uint64_t p)
 {
-	/* MERGE: ip_vaw_part_of */
-	if (!ip_vaw_in_window(&ip.vaw, p) || ip.ndev <= 0)
-		return -1;
-	uint64_t part = (ip.vaw.size / (uint64_t)ip.ndev) & ~(ip.vaw.granule - 1);
-	return part ? (int)MIN((p - ip.vaw.base) / part, (uint64_t)ip.ndev - 1) : 0;
+	return ip_vaw_part_of(&ip.vaw, p);
 }
 
 int ip_route_addr(uint64_t p)

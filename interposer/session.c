@@ -635,7 +635,7 @@ lost:
 		r = CUDA_ERROR_NO_DEVICE;
 		goto out;
 	}
-	/* one slice, shared by this server's devices, until devices of several servers come */
+	/* one slice, shared by this server's devices; cut per device once all servers answered */
 	if (ip_vaw_init(&ip.vaw, rep->window_base, rep->window_size,
 			rep->granularity ? rep->granularity : RGPU_GRANULE, 1)) {
 		r = CUDA_ERROR_NO_DEVICE;
@@ -940,10 +940,26 @@ static CUresult open_one(const char *tmo, const char *max)
 	return CUDA_SUCCESS;
 }
 
-/* The window cut into one slice per device (vawindow.c): 0, or -1 with one log line. */
+/*
+ * With devices of several servers, the window cut into one slice per device (vawindow.c), the
+ * same on every server, so that a device's addresses never meet another's and stay its own when
+ * its server's job moves. One server keeps one slice for all its devices, as before. Returns 0,
+ * or -1 with one log line.
+ */
 static int window_slices(int n)
 {
-	(void)n; /* MERGE: ip_vaw_init with nparts */
+	uint64_t base = ip.vaw.base, size = ip.vaw.size, granule = ip.vaw.granule;
+
+	if (ip_nsessions <= 1 || n <= 1)
+		return 0;
+	ip_vaw_fini(&ip.vaw);
+	if (ip_vaw_init(&ip.vaw, base, size, granule, n)) {
+		pr_err("the device address window 0x%llx+0x%llx cannot be cut into %d slices",
+		       (unsigned long long)base, (unsigned long long)size, n);
+		return -1;
+	}
+	pr_info("device address window cut into %d slices of 0x%llx bytes", n,
+		(unsigned long long)ip.vaw.part);
 	return 0;
 }
 
