@@ -671,9 +671,12 @@ int srv_log_verify(struct srv_worker *w, const struct srv_frame *f, uint8_t **se
 		   size_t *len);
 /*
  * srv_log_dump() - RGPU_STATE_DUMP=DIR (tests): when the log holds more records than it ever
- * did, write it to DIR/JOB.stlog (a sealed statetrack stream) and the kept capture journals to
- * DIR/JOB.journals, for the replay tests (rgpud --replay). Nothing without the variable.
+ * did, write it to DIR/JOB.stlog (a sealed statetrack stream), the kept capture journals to
+ * DIR/JOB.journals and, for a job whose client numbers its devices from a base or chose some,
+ * DIR/JOB.devices (one line: SRV_DUMP_DEVICES_MAGIC " base=B count=N"), for the replay tests
+ * (rgpud --replay). Nothing without the variable.
  */
+#define SRV_DUMP_DEVICES_MAGIC "rgpu-devices 1"
 void srv_log_dump(struct srv_worker *w);
 /* srv_log_journal() - the kept capture journal of graph id, or NULL */
 const struct rgpu_journal *srv_log_journal(struct srv_worker *w, uint64_t graph);
