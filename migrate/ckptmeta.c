@@ -62,6 +62,12 @@ int rgpu_ckpt_meta_decode(const void *buf, size_t len, size_t n, Rgpu__CkptMeta 
 		snprintf(why, whylen, "its metadata names no job");
 		goto bad;
 	}
+	/* a client has at most 16 devices, numbered 0..15: the job's are some of them */
+	if (m->device_base >= 16 || m->n_device_cc > 16 - m->device_base) {
+		snprintf(why, whylen, "its %zu devices are numbered from %u, past a client's 16",
+			 m->n_device_cc, m->device_base);
+		goto bad;
+	}
 	if (m->device_hashes.len % RGPU_HASH_LEN) {
 		snprintf(why, whylen, "its device chunk hashes are %zu bytes, not a whole number",
 			 m->device_hashes.len);

@@ -192,16 +192,19 @@ static int collect_rec(const struct st_rec *rec, void *arg)
 		/* an application's mapping nobody may read yet holds nothing a program can see */
 		if (rec->parent && !rec->vmm.access)
 			return 0;
-		if (rec->vmm.device != 0)
+		/* the record names the client's number: the job's first GPU is its dev_base */
+		if (rec->vmm.device > INT32_MAX ||
+		    srv_dev_local(w, (int)rec->vmm.device, NULL) != 0)
 			return fail(tk, RGPU_EUNSUPPORTED,
-				    "the job has memory on GPU %llu: checkpoints of jobs on more than "
-				    "one GPU are not built yet",
-				    (unsigned long long)rec->vmm.device);
+				    "the job has memory on its device %llu, not its first (%d): "
+				    "checkpoints of jobs on more than one GPU are not built yet",
+				    (unsigned long long)rec->vmm.device, w->dev_base);
 		struct dev_range *d = realloc(tk->dev, (tk->ndev + 1) * sizeof(*d));
 		if (!d)
 			return fail(tk, RGPU_ENOMEM, "out of memory");
 		tk->dev = d;
-		d[tk->ndev++] = (struct dev_range){rec->id, rec->vmm.addr, rec->vmm.size, 0};
+		d[tk->ndev++] = (struct dev_range){rec->id, rec->vmm.addr, rec->vmm.size,
+						   (uint32_t)rec->vmm.device};
 		tk->device_bytes += rec->vmm.size;
 	} else if (rec->kind == ST_KIND_GLOBAL && rec->global.size) {
 		/* read back now: the driver keeps it outside the window, out of the hash's reach */
@@ -991,7 +994,9 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 	m.async_error = tk->async_err;
 	m.window_base = w->cfg->window_base;
 	m.window_size = w->cfg->window_size;
+	/* the job's own GPUs, in the client's order from device_base: what a restore needs */
 	m.n_device_cc = m.n_device_name = (size_t)MIN(w->ndev, 16);
+	m.device_base = (uint32_t)w->dev_base;
 	m.device_cc = cc;
 	m.device_name = names;
 	m.n_blobs = nb;

@@ -23,23 +23,26 @@
 int h_ctx_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxCreate, ctx_create, w, f);
-	struct srv_obj o = {.id = m->ctx, .kind = ST_KIND_CONTEXT, .device = m->device,
+	/* the client's device number; the object keeps the index of its GPU here */
+	int dev = srv_dev_local(w, m->device, "context create");
+	struct srv_obj o = {.id = m->ctx, .kind = ST_KIND_CONTEXT, .device = dev,
 			    .primary = m->primary};
 	CUresult r = CUDA_SUCCESS;
 	CUcontext c = NULL;
 
-	if (m->device < 0 || m->device >= w->ndev) {
+	if (dev < 0) {
 		r = CUDA_ERROR_INVALID_DEVICE;
 	} else if (m->primary) {
 		/*
 		 * The flags the client set while its primary context was inactive. The worker
-		 * already holds device 0's primary context (its staging buffers live there), so
-		 * the driver may find it active and keep its flags: best effort, result ignored.
+		 * already holds the primary context of the job's first GPU (its staging buffers
+		 * live there), so the driver may find it active and keep its flags: best effort,
+		 * result ignored.
 		 */
-		w->drv.cuDevicePrimaryCtxSetFlags(w->dev[m->device], m->flags);
-		r = w->drv.cuDevicePrimaryCtxRetain(&c, w->dev[m->device]);
+		w->drv.cuDevicePrimaryCtxSetFlags(w->dev[dev], m->flags);
+		r = w->drv.cuDevicePrimaryCtxRetain(&c, w->dev[dev]);
 	} else {
-		r = w->drv.cuCtxCreate(&c, NULL, m->flags, w->dev[m->device]);
+		r = w->drv.cuCtxCreate(&c, NULL, m->flags, w->dev[dev]);
 		w->cur_ctx_id = 0; /* cuCtxCreate pushed it */
 	}
 	if (r == CUDA_SUCCESS) {

@@ -285,7 +285,9 @@ int h_mem_alloc(struct srv_worker *w, struct srv_frame *f)
 	int ret = 0;
 
 	if (m->map_size) {
-		r = srv_map_range(w, m->map_addr, m->map_size, m->device);
+		int dev = srv_dev_local(w, m->device, "allocation");
+		r = dev < 0 ? CUDA_ERROR_INVALID_VALUE
+			    : srv_map_range(w, m->map_addr, m->map_size, dev);
 		ret = srv_reply_status(w, f, r);
 	} else if (!srv_in_window(w, m->addr, m->size)) {
 		srv_async_error(w, CUDA_ERROR_INVALID_VALUE, "allocation record");
@@ -629,13 +631,14 @@ int h_memset(struct srv_worker *w, struct srv_frame *f)
 int h_vmm_create(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, VmmCreate, vmm_create, w, f);
-	struct srv_obj o = {.id = m->handle, .kind = ST_KIND_PHYSMEM, .device = m->device,
+	int dev = srv_dev_local(w, m->device, "physical memory create");
+	struct srv_obj o = {.id = m->handle, .kind = ST_KIND_PHYSMEM, .device = dev,
 			    .size = m->size};
 	CUmemAllocationProp prop = {0};
 	CUmemGenericAllocationHandle h = 0;
 	CUresult r = CUDA_SUCCESS;
 
-	if (m->device < 0 || m->device >= w->ndev)
+	if (dev < 0)
 		r = CUDA_ERROR_INVALID_DEVICE;
 	else if (!m->size || m->size % RGPU_GRANULE)
 		r = CUDA_ERROR_INVALID_VALUE;
@@ -643,14 +646,14 @@ int h_vmm_create(struct srv_worker *w, struct srv_frame *f)
 		r = CUDA_ERROR_INVALID_HANDLE;
 	/* counted first: over the tenant's quota the driver is never asked (quota.c) */
 	if (r == CUDA_SUCCESS)
-		r = srv_mem_charge(w, m->device, m->size);
+		r = srv_mem_charge(w, dev, m->size);
 	if (r == CUDA_SUCCESS) {
 		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		prop.location.id = w->dev[m->device];
+		prop.location.id = w->dev[dev];
 		r = w->drv.cuMemCreate(&h, m->size, &prop, 0);
 		if (r != CUDA_SUCCESS)
-			srv_mem_uncharge(w, m->device, m->size);
+			srv_mem_uncharge(w, dev, m->size);
 	}
 	if (r == CUDA_SUCCESS) {
 		/* a refused registration releases the memory, and uncounts it (objects.c) */
@@ -677,8 +680,8 @@ int h_vmm_map(struct srv_worker *w, struct srv_frame *f)
 	const struct srv_obj *pm = srv_obj_find(w, m->handle, ST_KIND_PHYSMEM);
 	CUresult r = CUDA_ERROR_INVALID_VALUE;
 
-	/* the device the record names must be the memory's own */
-	if (pm && pm->device == m->device)
+	/* the device the record names (the client's number) must be the memory's own */
+	if (pm && pm->device == srv_dev_local(w, m->device, "map"))
 		r = srv_map_app(w, m->addr, m->size, m->offset, pm);
 	srv_async_error(w, r, "map");
 	rgpu__vmm_map__free_unpacked(m, NULL);
@@ -706,17 +709,19 @@ int h_vmm_access(struct srv_worker *w, struct srv_frame *f)
 	CUresult r = CUDA_SUCCESS;
 
 	if (!map || !map->owner || map->owner != m->handle || map->offset != m->offset ||
-	    map->device != m->device || m->devices >> 16)
+	    map->device != srv_dev_local(w, m->device, "set access") || m->devices >> 16)
 		r = CUDA_ERROR_INVALID_VALUE;
+	/* bit d of devices and bits 2d..2d+1 of access are the client's device d */
 	for (int d = 0; r == CUDA_SUCCESS && d < 16; d++) {
 		if (!(m->devices >> d & 1))
 			continue;
-		if (d >= w->ndev) {
+		int i = srv_dev_local(w, d, "set access");
+		if (i < 0) {
 			r = CUDA_ERROR_INVALID_DEVICE;
 			break;
 		}
 		desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		desc[n].location.id = w->dev[d];
+		desc[n].location.id = w->dev[i];
 		desc[n].flags = (CUmemAccess_flags)(m->access >> (2 * d) & 3);
 		n++;
 	}

@@ -303,17 +303,18 @@ int h_func_attr(struct srv_worker *w, struct srv_frame *f)
 
 	if (o && (o->kind == ST_KIND_FUNCTION || o->kind == ST_KIND_KERNEL)) {
 		CUfunction_attribute a = (CUfunction_attribute)m->attrib;
-		int dev = m->device >= 0 && m->device < w->ndev ? w->dev[m->device] : -1;
+		int dev;
 		if (o->kind == ST_KIND_FUNCTION) {
 			r = srv_use_ctx(w, o->ctx ? o->ctx : m->ctx);
 			if (r == CUDA_SUCCESS)
 				r = set ? w->drv.cuFuncSetAttribute(o->h, a, (int)m->value)
 					: w->drv.cuFuncGetAttribute(&v, a, o->h);
-		} else if (dev < 0) {
+		} else if ((dev = srv_dev_local(w, m->device, "kernel attribute")) < 0) {
+			/* a kernel's attribute is per device: the client's number */
 			r = CUDA_ERROR_INVALID_DEVICE;
 		} else {
-			r = set ? w->drv.cuKernelSetAttribute(a, (int)m->value, o->h, dev)
-				: w->drv.cuKernelGetAttribute(&v, a, o->h, dev);
+			r = set ? w->drv.cuKernelSetAttribute(a, (int)m->value, o->h, w->dev[dev])
+				: w->drv.cuKernelGetAttribute(&v, a, o->h, w->dev[dev]);
 		}
 	}
 	if (set) {

@@ -37,8 +37,10 @@ static void release_handle(struct srv_worker *w, const struct srv_obj *o)
 		/*
 		 * A primary context's object is one activation by the application: its removal is
 		 * the application's last release or a reset. The worker keeps its own reference
-		 * on device 0's (the staging buffers live in it), so it gives that up and takes
-		 * it back (srv_base_ctx_renew), and the driver tears the context down as natively.
+		 * on the job's first GPU's (the staging buffers live in it), so it gives that up
+		 * and takes it back (srv_base_ctx_renew), and the driver tears the context down as
+		 * natively. o->device is the index in w->dev (h_ctx_create translated the client's
+		 * number), so 0 is that first GPU whatever the client calls it.
 		 */
 		if (o->primary) {
 			/* finish the context's work and flush its device printf buffer first */

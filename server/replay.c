@@ -1258,6 +1258,40 @@ static void summary(struct st_log *log, char *buf, size_t len)
 }
 
 /*
+ * The job's device numbering beside the log (srv_log_dump), if there: the client's number for
+ * its first device and how many it had; the replay takes this server's first that many, as a
+ * restore does. No file: numbered from 0, all this server's GPUs. 0, or -1 (said on stderr).
+ */
+static int read_devices(struct srv_worker *w, const char *path)
+{
+	uint8_t *buf;
+	size_t len;
+	char line[64];
+	int base = -1, count = -1, end = 0;
+	int ret = read_all(path, &buf, &len);
+
+	if (ret == ENOENT)
+		return 0;
+	if (ret) {
+		fprintf(stderr, "rgpud: cannot read the job's devices %s: %s\n", path,
+			strerror(ret));
+		return -1;
+	}
+	snprintf(line, sizeof(line), "%.*s", (int)MIN(len, sizeof(line) - 1), (char *)buf);
+	free(buf);
+	if (sscanf(line, SRV_DUMP_DEVICES_MAGIC " base=%d count=%d\n%n", &base, &count, &end) != 2 ||
+	    (size_t)end != len || base < 0 || count < 1 || base + count > 16) {
+		fprintf(stderr,
+			"rgpud: %s is not a job's devices (\"" SRV_DUMP_DEVICES_MAGIC
+			" base=B count=N\", B + N at most 16)\n",
+			path);
+		return -1;
+	}
+	srv_dev_want_first(w, (uint32_t)base, (size_t)count);
+	return 0;
+}
+
+/*
  * Exit statuses of rgpud --replay: equal; the rebuild failed or differs (or the file could not
  * be replayed at all); equal but for module globals the driver placed elsewhere.
  */
@@ -1320,6 +1354,11 @@ int srv_replay_file(const struct srv_config *cfg, const char *path)
 
 	srv_worker_init(w, cfg, -1, path);
 	snprintf(w->job_hex, sizeof(w->job_hex), "replay");
+	if (plen > 6 && strcmp(path + plen - 6, ".stlog") == 0 && plen - 6 + 9 < sizeof(jpath)) {
+		snprintf(jpath, sizeof(jpath), "%.*s.devices", (int)(plen - 6), path);
+		if (read_devices(w, jpath))
+			goto out_journals;
+	}
 	r = srv_worker_setup(w, why, sizeof(why));
 	if (r != CUDA_SUCCESS) {
 		fprintf(stderr, "rgpud: cannot replay %s: %s\n", path, why);

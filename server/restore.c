@@ -896,9 +896,25 @@ static int rebuild(struct restore *rs)
 			    (unsigned long long)m->window_base, (unsigned long long)m->window_size,
 			    (unsigned long long)w->cfg->window_base,
 			    (unsigned long long)w->cfg->window_size);
+	/*
+	 * The client numbers the job's devices from device_base (its other servers' devices
+	 * have the other numbers), and the state log names them so: the job gets the same base
+	 * here, on this server's first n GPUs, n the job's (device_cc lists them; an older
+	 * checkpoint lists all its server's, from base 0). The same ordinals as where it ran
+	 * would be no better: the client never sees them, and a target need not have them.
+	 * rgpu_ckpt_meta_decode() checked that the numbers fit the client's 16.
+	 */
+	srv_dev_want_first(w, m->device_base, m->n_device_cc);
 	r = srv_worker_setup(w, why, sizeof(why));
+	if (r == CUDA_ERROR_INVALID_DEVICE)
+		return fail(rs, RGPU_EUNSUPPORTED, "the job used %zu GPUs: %s", m->n_device_cc,
+			    why);
 	if (r != CUDA_SUCCESS)
 		return fail(rs, RGPU_ECUDA, "%s", why);
+	if (m->device_base)
+		pr_info("the job's client numbers its devices from %u: its %d here are this "
+			"server's first",
+			m->device_base, w->ndev);
 	rs->t_setup = rgpu_now_ns();
 	for (size_t d = 0; d < m->n_device_cc && d < (size_t)w->ndev; d++) {
 		int maj = 0, min = 0;
@@ -908,10 +924,11 @@ static int rebuild(struct restore *rs)
 					    w->dev[d]);
 		if ((uint32_t)(maj * 10 + min) != m->device_cc[d])
 			return fail(rs, RGPU_EUNSUPPORTED,
-				    "the job ran on a GPU of compute capability %u.%u (%s); GPU %zu "
-				    "here is %d.%d: its code would not load",
+				    "the job ran on a GPU of compute capability %u.%u (%s); GPU %d "
+				    "here, its device %zu, is %d.%d: its code would not load",
 				    m->device_cc[d] / 10, m->device_cc[d] % 10,
-				    d < m->n_device_name ? m->device_name[d] : "?", d, maj, min);
+				    d < m->n_device_name ? m->device_name[d] : "?", w->dev_ord[d],
+				    m->device_base + d, maj, min);
 	}
 	if ((size_t)w->ndev < m->n_device_cc)
 		return fail(rs, RGPU_EUNSUPPORTED, "the job used %zu GPUs; this server has %d",
@@ -1100,6 +1117,12 @@ static int same_job(const struct restore *rs, const Rgpu__CkptMeta *m, const uin
 
 	if (m->job_id.len != o->job_id.len || memcmp(m->job_id.data, o->job_id.data, o->job_id.len)) {
 		snprintf(why, whylen, "a checkpoint of another job");
+		return 0;
+	}
+	/* the staged worker's GPUs were chosen from the first round's (rebuild) */
+	if (m->device_base != o->device_base || m->n_device_cc != o->n_device_cc) {
+		snprintf(why, whylen, "its devices changed (%zu from %u, were %zu from %u)",
+			 m->n_device_cc, m->device_base, o->n_device_cc, o->device_base);
 		return 0;
 	}
 	for (;;) {

@@ -155,9 +155,10 @@ void srv_acct_uncharge(uint64_t bytes);
 /* srv_acct_usage() - what tenant's sessions hold now; RGPU_ENOTFOUND for a tenant never seen */
 int srv_acct_usage(const char *tenant, uint64_t *bytes, unsigned *sessions);
 /*
- * srv_mem_charge() - device memory of bytes on device is about to be made for w's job: count it
- * (w->dev_bytes, its tenant's use). CUDA_ERROR_OUT_OF_MEMORY, said once at warn, when that
- * would take the tenant over its memory quota; what the driver answers when the GPU is full.
+ * srv_mem_charge() - device memory of bytes on w->dev[device] is about to be made for w's job:
+ * count it (w->dev_bytes, w->dev_bytes_by[device], its tenant's use). CUDA_ERROR_OUT_OF_MEMORY,
+ * said once at warn, when that would take the tenant over its memory quota; what the driver
+ * answers when the GPU is full.
  * srv_mem_uncharge() - the memory is released (or was never made).
  */
 struct srv_worker;
@@ -214,7 +215,7 @@ struct srv_obj {
 	void *h;            /* CUcontext, CUstream, CUevent, CUmodule, CUlibrary, CUfunction... */
 	uint64_t ctx;       /* owning client context id (0 for contexts) */
 	uint64_t parent;    /* module/library of a function or kernel */
-	int device;
+	int device;         /* contexts, physical memory: its index in w->dev (srv_dev_local) */
 	int primary;        /* contexts: a retained primary context */
 	int library;        /* modules: a CUlibrary */
 	uint64_t size;      /* physical memory (ST_KIND_PHYSMEM, h its handle): bytes; functions
@@ -238,7 +239,7 @@ struct srv_map {
 	uint64_t addr;
 	uint64_t size;
 	CUmemGenericAllocationHandle h;
-	int device;
+	int device;      /* its index in w->dev (srv_dev_local), not the client's number */
 	uint64_t owner;  /* the application's mapping: the physical memory's id; 0: owns h;
 			  * a module global (w->globals): its module's id */
 	uint64_t offset; /* the application's mapping: where in that memory it starts */
@@ -355,13 +356,26 @@ struct srv_worker {
 	atomic_uint token_gen;       /* +1 at every new token */
 	atomic_uint resumes;
 	atomic_uint_fast64_t dev_bytes; /* device memory mapped for the job */
-	atomic_uint_fast64_t dev_bytes_by[16]; /* the same by device */
+	atomic_uint_fast64_t dev_bytes_by[16]; /* the same by device (index in w->dev) */
 	atomic_uint nobjs;
 
+	/*
+	 * The job's GPUs (devices.c): dev[i] is the one the client numbers dev_base + i, this
+	 * server's GPU dev_ord[i]; all the server's GPUs, or those the client chose (its Hello), in
+	 * its order. Messages and the state log name devices by the client's numbers:
+	 * srv_dev_local() gives the index here, which srv_obj.device and srv_map.device hold.
+	 */
 	int ndev;
 	CUdevice dev[16];
-	CUcontext base_ctx;      /* device 0's primary context, retained by the worker (given up and
-				    taken again when the application resets it) */
+	int dev_ord[16];
+	int dev_base;
+	/* what the table is to hold, asked for before srv_worker_setup makes it: the server's
+	 * ordinals, ndev_want of them (0: all the server's GPUs) */
+	int dev_want[16];
+	int ndev_want;
+	CUcontext base_ctx;      /* the primary context of the job's first GPU (dev[0]), retained by
+				    the worker (given up and taken again when the application
+				    resets it) */
 	CUdeviceptr window;
 
 	/* client ids -> driver objects; window mappings (tsearch trees) */
@@ -476,11 +490,42 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl_fd,
 		     const char *peer);
 /*
- * srv_worker_setup() - the driver, device 0's primary context, the device window at its fixed
- * base and the staging buffers, as a worker sets them up before serving (worker.c). On failure
- * *why says what. Returns CUDA_SUCCESS or the CUDA error.
+ * srv_worker_setup() - the driver, the job's GPUs (what srv_dev_want or srv_dev_want_first asked
+ * for, else all), the first one's primary context, the device window at its fixed base and the
+ * staging buffers, as a worker sets them up before serving (worker.c). On failure *why says
+ * what. Returns CUDA_SUCCESS or the CUDA error (CUDA_ERROR_INVALID_DEVICE: GPUs asked for that
+ * the server does not have).
  */
 CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen);
+
+/* ---- the job's devices (devices.c) ------------------------------------------------------ */
+
+/*
+ * srv_dev_want() - a new job's Hello: the client numbers this server's GPUs from base and uses
+ * the n of ordinals ords, in that order (n 0: all of them). Checks what needs no driver: the
+ * client's numbers base..base+n-1 within its 16, each ordinal in 0..15 and named once; kept for
+ * srv_dev_table(). Returns 0, or RGPU_EINVAL with why filled (for the client; nothing kept).
+ */
+int srv_dev_want(struct srv_worker *w, uint32_t base, const int32_t *ords, size_t n, char *why,
+		 size_t whylen);
+/*
+ * srv_dev_want_first() - a restored or replayed job: numbered from base, on this server's first
+ * n GPUs (n 0: all).
+ */
+void srv_dev_want_first(struct srv_worker *w, uint32_t base, size_t n);
+/*
+ * srv_dev_table() - srv_worker_setup, once it knows the server has nserver GPUs: the job's
+ * table (w->ndev, w->dev_ord; the CUdevices are the caller's to look up) from what was asked.
+ * Returns 0, or RGPU_EINVAL with why filled: an ordinal the server does not have, or all its
+ * GPUs numbered from the base would pass the client's 16.
+ */
+int srv_dev_table(struct srv_worker *w, int nserver, char *why, size_t whylen);
+/*
+ * srv_dev_local() - the index in w->dev of the device the client numbers client_dev, or -1 when
+ * it is not one of the job's here. what: the request, for the refusal's log line (said once per
+ * job); NULL: say nothing.
+ */
+int srv_dev_local(struct srv_worker *w, int client_dev, const char *what);
 
 /* ---- replay (replay.c) ------------------------------------------------------------------ */
 
@@ -577,8 +622,8 @@ void srv_obj_del(struct srv_worker *w, uint64_t id);
 /* srv_use_ctx() - make client context id current on the executor; CUDA error if unknown */
 CUresult srv_use_ctx(struct srv_worker *w, uint64_t ctx);
 /*
- * srv_use_ctx_or_base() - srv_use_ctx, and for ctx 0 device 0's primary context (the worker's
- * own reference): a library's __managed__ variables, which the runtime looks up before any
+ * srv_use_ctx_or_base() - srv_use_ctx, and for ctx 0 the job's first GPU's primary context
+ * (the worker's own reference): a library's __managed__ variables, which the runtime looks up before any
  * context exists, and the copies of their bytes.
  */
 CUresult srv_use_ctx_or_base(struct srv_worker *w, uint64_t ctx);
@@ -626,9 +671,12 @@ int srv_log_verify(struct srv_worker *w, const struct srv_frame *f, uint8_t **se
 		   size_t *len);
 /*
  * srv_log_dump() - RGPU_STATE_DUMP=DIR (tests): when the log holds more records than it ever
- * did, write it to DIR/JOB.stlog (a sealed statetrack stream) and the kept capture journals to
- * DIR/JOB.journals, for the replay tests (rgpud --replay). Nothing without the variable.
+ * did, write it to DIR/JOB.stlog (a sealed statetrack stream), the kept capture journals to
+ * DIR/JOB.journals and, for a job whose client numbers its devices from a base or chose some,
+ * DIR/JOB.devices (one line: SRV_DUMP_DEVICES_MAGIC " base=B count=N"), for the replay tests
+ * (rgpud --replay). Nothing without the variable.
  */
+#define SRV_DUMP_DEVICES_MAGIC "rgpu-devices 1"
 void srv_log_dump(struct srv_worker *w);
 /* srv_log_journal() - the kept capture journal of graph id, or NULL */
 const struct rgpu_journal *srv_log_journal(struct srv_worker *w, uint64_t graph);
@@ -668,8 +716,8 @@ void srv_remember_global(struct srv_worker *w, uint64_t module, uint64_t addr, u
 /* srv_forget_globals() - module is unloaded: its globals are no longer the job's memory */
 void srv_forget_globals(struct srv_worker *w, uint64_t module);
 /*
- * srv_map_range() - back [addr, addr+size) of the window with memory of device; both granule
- * aligned, not overlapping a live mapping. CUDA_ERROR_INVALID_VALUE for a bad range, else the
+ * srv_map_range() - back [addr, addr+size) of the window with memory of w->dev[device] (the
+ * index, not the client's number); both granule aligned, not overlapping a live mapping. CUDA_ERROR_INVALID_VALUE for a bad range, else the
  * driver's error.
  */
 CUresult srv_map_range(struct srv_worker *w, uint64_t addr, uint64_t size, int device);
@@ -956,7 +1004,8 @@ void *srv_staging_get(struct srv_staging *s);   /* blocks until one is free */
 void *srv_staging_tryget(struct srv_staging *s); /* NULL when all are in flight */
 void srv_staging_put(struct srv_staging *s, void *buf);
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
-/* srv_base_ctx_renew() - device 0's primary context torn down and taken again (staging.c) */
+/* srv_base_ctx_renew() - the job's first GPU's primary context torn down and taken again
+ * (staging.c) */
 int srv_base_ctx_renew(struct srv_worker *w);
 
 /* ---- module image cache (tables of the server's store, shared by its workers; modcache.c) */

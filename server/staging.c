@@ -104,7 +104,8 @@ static void staging_drain(struct srv_staging *s)
 }
 
 /*
- * srv_base_ctx_renew() - the application's last reference on device 0's primary context went
+ * srv_base_ctx_renew() - the application's last reference on the primary context of the job's
+ * first GPU (w->dev[0], the client's device w->dev_base) went
  * (cuDevicePrimaryCtxRelease to zero, cuDevicePrimaryCtxReset, cudaDeviceReset): let the
  * driver tear the context down, as it does natively, then take it back.
  *
@@ -135,8 +136,9 @@ int srv_base_ctx_renew(struct srv_worker *w)
 	/* without its context and buffers the worker cannot serve the job: end it, its client
 	 * then finds the job gone (CUDA_ERROR_DEVICE_UNAVAILABLE) rather than a worker that crashes */
 	if (r != CUDA_SUCCESS) {
-		pr_err("device 0's primary context could not be taken again (%s): ending the job",
-		       srv_cu_name(d, r));
+		pr_err("the primary context of device %d (the job's first) could not be taken "
+		       "again (%s): ending the job",
+		       w->dev_base, srv_cu_name(d, r));
 		_exit(1);
 	}
 	if (srv_staging_new(w, n, RGPU_COPY_CHUNK, &w->staging)) {
@@ -144,6 +146,8 @@ int srv_base_ctx_renew(struct srv_worker *w)
 		_exit(1);
 	}
 	srv_hm_register(w); /* the area's registration went with the context */
-	pr_info("device 0's primary context was reset by the application: made again");
+	pr_info("the primary context of device %d (the job's first) was reset by the application: "
+		"made again",
+		w->dev_base);
 	return 0;
 }

@@ -207,8 +207,21 @@ void srv_log_dump(struct srv_worker *w)
 	}
 	if (!dir || !*dir || st_count(w->log) <= w->dump_max || st_serialize(w->log, &buf, &len))
 		return;
+	/*
+	 * A job whose client numbers its devices from a base, or chose some: the log names them
+	 * by the client's numbers, and a replay needs the base and count to make sense of them.
+	 * Before the log, like the journals, so a reader that finds the log finds this too.
+	 */
+	int ok = 1;
+	if (w->dev_base || w->ndev_want) {
+		char line[64];
+		int n = snprintf(line, sizeof(line), SRV_DUMP_DEVICES_MAGIC " base=%d count=%d\n",
+				 w->dev_base, w->ndev);
+		snprintf(path, sizeof(path), "%s/%s.devices", dir, w->job_hex);
+		ok = write_file(path, line, (size_t)n, NULL) == 0;
+	}
 	snprintf(path, sizeof(path), "%s/%s.journals", dir, w->job_hex);
-	if (write_file(path, "", 0, w->journals.kept) == 0) {
+	if (ok && write_file(path, "", 0, w->journals.kept) == 0) {
 		snprintf(path, sizeof(path), "%s/%s.stlog", dir, w->job_hex);
 		if (write_file(path, buf, len, NULL) == 0)
 			w->dump_max = st_count(w->log);

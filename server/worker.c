@@ -554,9 +554,19 @@ static void fill_info(struct srv_worker *w, Rgpu__JobInfo *ji, uint64_t *gpu_mem
 	ji->bytes_out = w->bytes_out;
 	ji->started_unix_ms = w->started_ns / 1000000ull;
 	ji->resumes = atomic_load(&w->resumes);
-	for (int i = 0; i < w->ndev && i < 16; i++)
-		gpu_mem[i] = atomic_load(&w->dev_bytes_by[i]);
-	ji->n_gpu_memory = (size_t)(w->ndev < 16 ? w->ndev : 16);
+	/*
+	 * By the server's GPU index, as the supervisor sums them per GPU: a job on some of them
+	 * has 0 on the others below the last of its own.
+	 */
+	size_t n = 0;
+	memset(gpu_mem, 0, 16 * sizeof(*gpu_mem));
+	for (int i = 0; i < w->ndev && i < 16; i++) {
+		if (w->dev_ord[i] < 0 || w->dev_ord[i] >= 16)
+			continue;
+		gpu_mem[w->dev_ord[i]] = atomic_load(&w->dev_bytes_by[i]);
+		n = MAX(n, (size_t)w->dev_ord[i] + 1);
+	}
+	ji->n_gpu_memory = n;
 	ji->gpu_memory = gpu_mem;
 }
 
@@ -723,8 +733,9 @@ static void fill_device(struct srv_worker *w, int i, Rgpu__DeviceInfo *di, int32
 }
 
 /*
- * srv_worker_setup() - load the driver (w->cfg->driver), initialise it, retain device 0's
- * primary context, reserve the device address window at its fixed base and allocate the pinned
+ * srv_worker_setup() - load the driver (w->cfg->driver), initialise it, make the job's table of
+ * GPUs (devices.c: those asked for, else all), retain the first one's primary context, reserve
+ * the device address window at its fixed base and allocate the pinned
  * staging buffers: what every worker does before it serves a job, and what a replay
  * (replay.c) does before it rebuilds one.
  * @why, @whylen: on failure, receives what went wrong, for the client or the operator.
@@ -750,9 +761,17 @@ CUresult srv_worker_setup(struct srv_worker *w, char *why, size_t whylen)
 			 srv_cu_name(&w->drv, r));
 		return r ? r : CUDA_ERROR_NO_DEVICE;
 	}
-	w->ndev = MIN(n, (int)ARRAY_SIZE(w->dev));
-	for (int i = 0; i < w->ndev; i++)
-		w->drv.cuDeviceGet(&w->dev[i], i);
+	/* the job's GPUs before anything uses the table: the base context is on the first */
+	if (srv_dev_table(w, n, why, whylen))
+		return CUDA_ERROR_INVALID_DEVICE;
+	for (int i = 0; i < w->ndev; i++) {
+		r = w->drv.cuDeviceGet(&w->dev[i], w->dev_ord[i]);
+		if (r != CUDA_SUCCESS) {
+			snprintf(why, whylen, "the server's driver refuses its GPU %d: %s",
+				 w->dev_ord[i], srv_cu_name(&w->drv, r));
+			return r;
+		}
+	}
 	r = w->drv.cuDevicePrimaryCtxRetain(&w->base_ctx, w->dev[0]);
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuCtxSetCurrent(w->base_ctx);
@@ -1030,17 +1049,23 @@ static int handshake(struct srv_worker *w)
 	snprintf(w->client_program, sizeof(w->client_program), "%s", hello->client_program);
 	w->client_pid = hello->client_pid;
 	w->client_caps = hello->capabilities;
-	rgpu__hello__free_unpacked(hello, NULL);
 
 	CUresult r;
+	int dev_refused = 0;
 	tenant_admit(w, why, sizeof(why));
 	if (w->refuse_new) {
 		/* the server or the tenant is full: what a CUDA program sees of a GPU in use */
 		pr_warn("client %s pid %d program %s refused: %s", w->peer, w->client_pid,
 			w->client_program, why);
 		r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+	} else if (srv_dev_want(w, hello->device_base, hello->devices, hello->n_devices, why,
+				sizeof(why))) {
+		/* checked before the driver is loaded: a choice no server could serve */
+		dev_refused = 1;
+		r = CUDA_ERROR_INVALID_DEVICE;
 	} else {
 		r = srv_worker_setup(w, why, sizeof(why));
+		dev_refused = r == CUDA_ERROR_INVALID_DEVICE;
 		if (r == CUDA_SUCCESS &&
 		    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w))) {
 			snprintf(why, sizeof(why), "the server has no randomness for a job id");
@@ -1050,10 +1075,18 @@ static int handshake(struct srv_worker *w)
 	memcpy(&w->session, w->job_id, sizeof(w->session));
 	if (w->session == 0)
 		w->session = 1;
+	rgpu__hello__free_unpacked(hello, NULL);
 	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
-	if (!w->refuse_new)
+	if (!w->refuse_new && !dev_refused)
 		pr_info("job %s: client %s pid %d program %s%s%s", w->job_hex, w->peer, w->client_pid,
 			w->client_program, w->tenant[0] ? " tenant " : "", w->tenant);
+	if (r == CUDA_SUCCESS && (w->dev_base || w->ndev_want)) {
+		char ords[16 * 4] = "";
+		for (int i = 0, o = 0; i < w->ndev && o < (int)sizeof(ords); i++)
+			o += snprintf(ords + o, sizeof(ords) - o, "%s%d", i ? "," : "", w->dev_ord[i]);
+		pr_info("job %s: the client numbers this server's GPUs %s as its devices %d..%d",
+			w->job_hex, ords, w->dev_base, w->dev_base + w->ndev - 1);
+	}
 	gethostname(host, sizeof(host) - 1);
 	rep.result = (int32_t)r;
 	rep.protocol_version = RGPU_PROTO_VERSION;
@@ -1089,6 +1122,10 @@ static int handshake(struct srv_worker *w)
 		}
 		rep.n_devices = (size_t)w->ndev;
 		rep.devices = dip;
+	} else if (dev_refused) {
+		/* the client's choice of devices, not the server, is wrong */
+		pr_warn("client %s pid %d program %s refused: %s", w->peer, w->client_pid,
+			w->client_program, why);
 	} else if (!w->refuse_new) {
 		pr_err("job %s refused: %s", w->job_hex, why);
 	}
@@ -1126,7 +1163,11 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 {
 	w->cfg = cfg;
 	w->ctl_fd = ctl_fd;
-	w->caps = RGPU_CAPS_SERVER;
+	/*
+	 * DEVICE_SELECT has no message of its own, so the generated mask lacks it: its fields
+	 * (Hello.device_base, Hello.devices) are served by every worker (devices.c)
+	 */
+	w->caps = RGPU_CAPS_SERVER | RGPU_CAP_DEVICE_SELECT;
 	srv_limits_for(cfg, "", &w->limits); /* its tenant's once authenticated (handshake) */
 	snprintf(w->peer, sizeof(w->peer), "%s", peer);
 	snprintf(w->job_hex, sizeof(w->job_hex), "?");

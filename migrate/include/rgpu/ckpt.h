@@ -34,7 +34,8 @@ static inline uint64_t rgpu_ckpt_nchunks(uint64_t size)
 /*
  * rgpu_ckpt_meta_decode() - unpack a manifest's metadata and check it against its list of n
  * chunks: the format, every blob a known kind with the chunk count its size needs, inside the
- * list; a device blob inside the window it names, 2 MiB aligned. Returns 0 with *out set (free
+ * list; a device blob inside the window it names, 2 MiB aligned; the job's devices numbered
+ * within a client's 16 (device_base). Returns 0 with *out set (free
  * it with rgpu__ckpt_meta__free_unpacked), RGPU_EVERSION (another format) or RGPU_ECORRUPT,
  * with why saying what is wrong.
  */

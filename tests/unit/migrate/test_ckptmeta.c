@@ -2,7 +2,8 @@
  * A checkpoint's metadata (migrate/ckptmeta.c) is checked before anything uses it: its format,
  * every blob a known kind, with exactly the chunks its size needs, inside the manifest's list;
  * device memory in 2 MiB units inside its window; an image with its hash; a CUDA array's contents
- * with its record. Each refusal says which blob and why.
+ * with its record; the job's devices numbered within a client's 16. Each refusal says which blob
+ * and why.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,6 +128,21 @@ static void test_refused(void **state)
 	assert_string_equal(w, "blob 1: a CUDA array's contents without its record");
 	log_.id = 12;
 	assert_int_equal(decode(&m, 5, w, sizeof(w)), 0);
+	/* the job's devices, numbered by its client from device_base: within its 16 */
+	{
+		uint32_t cc[2] = {90, 90};
+		m = meta();
+		m.device_cc = cc;
+		m.n_device_cc = 2;
+		m.device_base = 14;
+		assert_int_equal(decode(&m, 5, w, sizeof(w)), 0);
+		m.device_base = 15;
+		assert_int_equal(decode(&m, 5, w, sizeof(w)), RGPU_ECORRUPT);
+		assert_string_equal(w, "its 2 devices are numbered from 15, past a client's 16");
+		m.n_device_cc = 0;
+		m.device_base = 16;
+		assert_int_equal(decode(&m, 5, w, sizeof(w)), RGPU_ECORRUPT);
+	}
 	/* not protobuf at all */
 	{
 		Rgpu__CkptMeta *out = NULL;
