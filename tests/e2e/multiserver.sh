@@ -83,13 +83,13 @@ refused() { # WHAT PATTERN ENV...
 	what=$1
 	pat=$2
 	shift 2
-	env "$@" RGPU_LOG=warn LD_LIBRARY_PATH="$build/lib" ZDTM_NO_WAIT=1 "$prog" >"$tmp/r.out" 2>&1 &&
+	env "$@" RGPU_LOG=warn LD_LIBRARY_PATH="$build/lib/interposer" ZDTM_NO_WAIT=1 "$prog" >"$tmp/r.out" 2>&1 &&
 		fail "$what: the program ran: $(cat "$tmp/r.out")"
 	grep -q "$pat" "$tmp/r.out" || fail "$what: no line saying '$pat': $(cat "$tmp/r.out")"
 	echo "ok: refused: $what: $(grep "$pat" "$tmp/r.out" | head -n 1)"
 }
 refused "a list that does not parse" "is not HOST:PORT\[/DEV" RGPU_SERVERS="$pa,,x:"
-refused "a device the server does not have" "device 5" RGPU_SERVERS="$pa,$pb/5"
+refused "a device the server does not have" "asked for GPU 5" RGPU_SERVERS="$pa,$pb/5"
 srv_start E -- --window 0x300000000000:16T
 refused "servers with different windows" "must share it" \
 	RGPU_SERVERS="$pa,127.0.0.1:$(srv_port E)"
