@@ -586,22 +586,27 @@ static CUresult across(CUstream s, int ptds, uint64_t where, const struct xop *x
 }
 
 #define IP_RELAY_CHUNK RGPU_COPY_CHUNK
+#define IP_RELAY_BUFS 3
 
 /*
- * A device-to-device copy between two servers, relayed through this process: each chunk is
- * read from the source's server into one of two buffers while the chunk before it is written
- * to the destination's server, so both links are busy at once. The stream s (of either side)
- * is waited for first; the last chunk is written as a synchronous copy, so the destination's
- * server orders every later command after it; the source's reads end before this returns.
+ * A device-to-device copy between two servers, relayed through this process in chunks through
+ * three buffers: while chunk k is written to the destination's server, chunk k + 1 is on its
+ * way from the source's, and the write of chunk k - 1 may still be executing there (a write
+ * borrows its buffer, which is let go only before the buffer is filled again, so no chunk is
+ * copied on the way). The stream s (of either side) is waited for first; the last chunk is
+ * written as a synchronous copy, so the destination's server orders every later command after
+ * it; the source's reads end before this returns.
  */
 static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
 {
 	Rgpu__Memcpy rd = RGPU__MEMCPY__INIT, wr = RGPU__MEMCPY__INIT;
 	Rgpu__StreamOp sync = RGPU__STREAM_OP__INIT;
 	struct ip_ctx *so = owner_of(src), *dn = owner_of(dst);
-	uint8_t *buf[2] = {NULL, NULL};
+	uint8_t *buf[IP_RELAY_BUFS] = {NULL};
+	uint64_t seq[IP_RELAY_BUFS] = {0}; /* the borrowed write of each buffer, or 0 */
 	size_t chunk = MIN(n, IP_RELAY_CHUNK);
-	CUresult r;
+	size_t nchunks = (n + chunk - 1) / chunk, nbufs = MIN(nchunks, (size_t)IP_RELAY_BUFS);
+	CUresult r, r2;
 	int prev;
 
 	if (!so || !dn || !ip_devptr_ok(src, n) || !ip_devptr_ok(dst, n))
@@ -609,13 +614,9 @@ static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, in
 	r = ip_stream_sync(s, ptds);
 	if (r != CUDA_SUCCESS)
 		return r;
-	buf[0] = malloc(chunk);
-	buf[1] = n > chunk ? malloc(chunk) : NULL;
-	if (!buf[0] || (n > chunk && !buf[1])) {
-		free(buf[0]);
-		free(buf[1]);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
+	for (size_t b = 0; b < nbufs; b++)
+		if (!(buf[b] = malloc(chunk)))
+			r = CUDA_ERROR_OUT_OF_MEMORY;
 	rd.ctx = sync.ctx = so->o.id;
 	rd.flags = RGPU__COPY_FLAG__COPY_ASYNC;
 	wr.ctx = dn->o.id;
@@ -623,32 +624,46 @@ static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, in
 	/* the first chunk, then each next one on its way while the one before is written */
 	rd.src = src;
 	rd.size = chunk;
-	r = ip_post_dtoh(&rd.base, buf[0], chunk, NULL);
+	if (r == CUDA_SUCCESS)
+		r = ip_post_dtoh(&rd.base, buf[0], chunk, NULL);
 	if (r == CUDA_SUCCESS)
 		r = ip_call_status(RGPU_MSG_STREAM_SYNC, &sync.base, NULL, 0, NULL, 0, NULL, NULL);
-	for (size_t off = 0, k = 0; off < n && r == CUDA_SUCCESS; off += chunk, k++) {
-		size_t len = MIN(chunk, n - off), next = off + len;
-		if (next < n) {
+	for (size_t k = 0; k < nchunks && r == CUDA_SUCCESS; k++) {
+		size_t off = k * chunk, len = MIN(chunk, n - off), b = k % nbufs;
+		size_t nb = (k + 1) % nbufs;
+		if (k + 1 < nchunks) {
+			if (seq[nb]) { /* the buffer's last write must be done with it */
+				ip_pin_dev(dn->device);
+				r = ip_release_borrowed(seq[nb], seq[nb]);
+				seq[nb] = 0;
+			}
 			ip_pin_dev(so->device);
-			rd.src = src + next;
-			rd.size = MIN(chunk, n - next);
-			r = ip_post_dtoh(&rd.base, buf[(k + 1) & 1], rd.size, NULL);
+			rd.src = src + off + len;
+			rd.size = MIN(chunk, n - off - len);
+			if (r == CUDA_SUCCESS)
+				r = ip_post_dtoh(&rd.base, buf[nb], rd.size, NULL);
 		}
 		ip_pin_dev(dn->device);
 		wr.dst = dst + off;
 		wr.size = len;
-		wr.flags = next < n ? RGPU__COPY_FLAG__COPY_ASYNC : 0;
-		if (r == CUDA_SUCCESS) /* copied or written before it returns: the buffer is free */
-			r = ip_post(RGPU_MSG_MEMCPY_HTOD, &wr.base, buf[k & 1], len);
-		if (r == CUDA_SUCCESS && next < n) {
+		wr.flags = k + 1 < nchunks ? RGPU__COPY_FLAG__COPY_ASYNC : 0;
+		if (r == CUDA_SUCCESS)
+			r = ip_post_borrowed(RGPU_MSG_MEMCPY_HTOD, &wr.base, buf[b], len, &seq[b]);
+		if (r == CUDA_SUCCESS && k + 1 < nchunks) {
 			ip_pin_dev(so->device);
 			r = ip_call_status(RGPU_MSG_STREAM_SYNC, &sync.base, NULL, 0, NULL, 0, NULL,
 					   NULL);
 		}
 	}
+	/* the buffers go: what the destination has not executed yet is copied */
+	ip_pin_dev(dn->device);
+	for (size_t b = 0; b < nbufs; b++)
+		if (seq[b] && (r2 = ip_release_borrowed(seq[b], seq[b])) != CUDA_SUCCESS &&
+		    r == CUDA_SUCCESS)
+			r = r2;
 	ip_pin_server(prev);
-	free(buf[0]);
-	free(buf[1]);
+	for (size_t b = 0; b < nbufs; b++)
+		free(buf[b]);
 	return r;
 }
 

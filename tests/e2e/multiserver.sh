@@ -37,7 +37,7 @@ run_multi() {
 	args=""
 	for s in "$@"; do args="$args --server $s"; done
 	# shellcheck disable=SC2086 # the server options and the launcher are lists
-	ZDTM_NO_WAIT=1 ZDTM_NDEV=$n RGPU_LOG=info "$ctl" run $args -- ${RGPU_APP_LAUNCHER:-} "$prog" \
+	RGPU_VERIFY_LOG=1 ZDTM_NO_WAIT=1 ZDTM_NDEV=$n RGPU_LOG=info "$ctl" run $args -- ${RGPU_APP_LAUNCHER:-} "$prog" \
 		>"$tmp/run.out" 2>"$tmp/run.err" || fail "$n devices ($*): $(cat "$tmp/run.out" "$tmp/run.err")"
 	grep -q "^zdtm multidev: OK rounds=1 .* devices=$n$" "$tmp/run.out" ||
 		fail "$n devices: no OK line: $(cat "$tmp/run.out")"
