@@ -83,7 +83,9 @@ refused() { # WHAT PATTERN ENV...
 	what=$1
 	pat=$2
 	shift 2
-	env "$@" RGPU_LOG=warn LD_LIBRARY_PATH="$build/lib/interposer" ZDTM_NO_WAIT=1 "$prog" >"$tmp/r.out" 2>&1 &&
+	# shellcheck disable=SC2086 # the launcher is a command prefix
+	env "$@" RGPU_LOG=warn LD_LIBRARY_PATH="$build/lib/interposer" ZDTM_NO_WAIT=1 \
+		${RGPU_APP_LAUNCHER:-} "$prog" >"$tmp/r.out" 2>&1 &&
 		fail "$what: the program ran: $(cat "$tmp/r.out")"
 	grep -q "$pat" "$tmp/r.out" || fail "$what: no line saying '$pat': $(cat "$tmp/r.out")"
 	echo "ok: refused: $what: $(grep "$pat" "$tmp/r.out" | head -n 1)"
