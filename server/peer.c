@@ -34,7 +34,7 @@
 #include "srv_handlers.h"
 
 #define PEER_TIMEOUT_MS_DEFAULT 60000
-#define PEER_MAX_LINKS 64	/* links into one job at once: one per source job, with room */
+#define PEER_MAX_LINKS 64 /* links into one job at once: one per source job, with room */
 
 /* One MSG_PEER_DATA payload, waiting for the executor. */
 struct peer_chunk {
@@ -48,8 +48,8 @@ struct peer_chunk {
 struct peer_copy {
 	struct peer_copy *next;
 	uint64_t id;
-	uint64_t next_off;      /* where the next frame must start */
-	uint64_t size;          /* its MSG_PEER_RECV's size; UINT64_MAX until that runs */
+	uint64_t next_off; /* where the next frame must start */
+	uint64_t size;	   /* its MSG_PEER_RECV's size; UINT64_MAX until that runs */
 	struct peer_chunk *head, *tail;
 };
 
@@ -57,17 +57,17 @@ struct peer_copy {
 struct srv_plink {
 	struct srv_plink *next;
 	struct srv_worker *w;
-	struct rgpu_conn *c;    /* freed only with the link, after its reader was joined */
+	struct rgpu_conn *c; /* freed only with the link, after its reader was joined */
 	pthread_t reader;
-	int starting;           /* added, its reader not started yet: not to be reaped */
+	int starting; /* added, its reader not started yet: not to be reaped */
 	int has_reader;
-	char src[96];           /* the source's address, for logs */
-	uint64_t session;       /* what its frames must carry */
-	uint64_t queued;        /* payload bytes waiting for the executor */
-	int paused;             /* its reader waits for room (said once per pause at debug) */
-	int ended;              /* its reader is done: nothing more comes on it */
-	int broke;              /* ... for a reason other than the source closing it */
-	char why[160];          /* why it ended */
+	char src[96];	  /* the source's address, for logs */
+	uint64_t session; /* what its frames must carry */
+	uint64_t queued;  /* payload bytes waiting for the executor */
+	int paused;	  /* its reader waits for room (said once per pause at debug) */
+	int ended;	  /* its reader is done: nothing more comes on it */
+	int broke;	  /* ... for a reason other than the source closing it */
+	char why[160];	  /* why it ended */
 	struct peer_copy *copies;
 };
 
@@ -83,15 +83,15 @@ struct peer_out {
 
 struct srv_peer {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;     /* broadcast at every change: a chunk, room, a link's end */
+	pthread_cond_t cond; /* broadcast at every change: a chunk, room, a link's end */
 	struct srv_plink *links;
 	int nlinks;
-	int closing;             /* the job ends: no new link, every wait returns */
-	void *done;              /* ids of copies received whole (tsearch of uint64_t *) */
-	void *failed;            /* ids of copies whose MSG_PEER_RECV failed */
+	int closing;  /* the job ends: no new link, every wait returns */
+	void *done;   /* ids of copies received whole (tsearch of uint64_t *) */
+	void *failed; /* ids of copies whose MSG_PEER_RECV failed */
 	uint64_t max_queued;
 	int timeout_ms;
-	struct peer_out *out;    /* executor only */
+	struct peer_out *out; /* executor only */
 };
 
 static int id_cmp(const void *a, const void *b)
@@ -139,9 +139,8 @@ int srv_peer_init(struct srv_worker *w, uint64_t max_queued)
 		char *end;
 		long v = strtol(env, &end, 10);
 		if (*end || v <= 0 || v > 24 * 3600 * 1000L)
-			pr_warn("RGPU_PEER_TIMEOUT_MS=%s is not a number of milliseconds in 1..86400000; "
-				"using %d",
-				env, PEER_TIMEOUT_MS_DEFAULT);
+			pr_warn("RGPU_PEER_TIMEOUT_MS=%s is not in 1..86400000 ms; using %d", env,
+				PEER_TIMEOUT_MS_DEFAULT);
 		else
 			p->timeout_ms = (int)v;
 	}
@@ -226,8 +225,8 @@ static struct peer_copy *find_copy(struct srv_peer *p, uint64_t id, struct srv_p
 	return NULL;
 }
 
-int srv_plink_put(struct srv_worker *w, struct srv_plink *l, uint64_t id, uint64_t off,
-		  void *data, size_t len, char *why, size_t whylen)
+int srv_plink_put(struct srv_worker *w, struct srv_plink *l, uint64_t id, uint64_t off, void *data,
+		  size_t len, char *why, size_t whylen)
 {
 	struct srv_peer *p = w->peer_links;
 	struct srv_plink *other = NULL;
@@ -238,11 +237,13 @@ int srv_plink_put(struct srv_worker *w, struct srv_plink *l, uint64_t id, uint64
 
 	pthread_mutex_lock(&p->lock);
 	if (!len) {
-		snprintf(why, whylen, "an empty MSG_PEER_DATA for copy %llu", (unsigned long long)id);
+		snprintf(why, whylen, "an empty MSG_PEER_DATA for copy %llu",
+			 (unsigned long long)id);
 		goto out;
 	}
 	if (id_in(&p->done, id)) {
-		snprintf(why, whylen, "MSG_PEER_DATA for copy %llu, which was received whole already",
+		snprintf(why, whylen,
+			 "MSG_PEER_DATA for copy %llu, which was received whole already",
 			 (unsigned long long)id);
 		goto out;
 	}
@@ -256,13 +257,14 @@ int srv_plink_put(struct srv_worker *w, struct srv_plink *l, uint64_t id, uint64
 	}
 	cp = find_copy(p, id, &other);
 	if (cp && other != l) {
-		snprintf(why, whylen, "MSG_PEER_DATA for copy %llu, which comes on another link (%s)",
+		snprintf(why, whylen,
+			 "MSG_PEER_DATA for copy %llu, which comes on another link (%s)",
 			 (unsigned long long)id, other->src);
 		goto out;
 	}
 	if (!cp && off) {
-		snprintf(why, whylen, "copy %llu starts at offset %llu, not 0", (unsigned long long)id,
-			 (unsigned long long)off);
+		snprintf(why, whylen, "copy %llu starts at offset %llu, not 0",
+			 (unsigned long long)id, (unsigned long long)off);
 		goto out;
 	}
 	if (cp && off != cp->next_off) {
@@ -381,9 +383,9 @@ int srv_peer_take(struct srv_worker *w, uint64_t id, uint64_t size, uint64_t off
 			/* queued before the size was known: checked now */
 			if (ch->off != off || rgpu_range_end(ch->off, 1, ch->len, &end) ||
 			    end > size) {
-				snprintf(why, whylen, "%zu bytes at offset %llu go past its %llu bytes",
-					 ch->len, (unsigned long long)ch->off,
-					 (unsigned long long)size);
+				snprintf(why, whylen,
+					 "%zu bytes at offset %llu go past its %llu bytes", ch->len,
+					 (unsigned long long)ch->off, (unsigned long long)size);
 				ret = RGPU_EPROTO;
 				break;
 			}
@@ -475,12 +477,14 @@ static void *plink_main(void *arg)
 		}
 		if (ret) {
 			snprintf(why, sizeof(why), "%s",
-				 ret == RGPU_EIO ? strerror(rgpu_conn_errno(l->c)) : rgpu_strerror(ret));
+				 ret == RGPU_EIO ? strerror(rgpu_conn_errno(l->c))
+						 : rgpu_strerror(ret));
 			break;
 		}
 		if (h.type != RGPU_MSG_PEER_DATA || (h.flags & RGPU_FRAME_REPLY) ||
 		    h.session != l->session) {
-			snprintf(why, sizeof(why), "%s%s for session %llu: a peer link carries only "
+			snprintf(why, sizeof(why),
+				 "%s%s for session %llu: a peer link carries only "
 				 "MSG_PEER_DATA of this job",
 				 rgpu_msg_name(h.type), h.flags & RGPU_FRAME_REPLY ? " reply" : "",
 				 (unsigned long long)h.session);
@@ -505,10 +509,12 @@ static void *plink_main(void *arg)
 			free(data);
 			rgpu__peer_data__free_unpacked(pd, NULL);
 			snprintf(why, sizeof(why), "%s",
-				 ret == RGPU_EIO ? strerror(rgpu_conn_errno(l->c)) : rgpu_strerror(ret));
+				 ret == RGPU_EIO ? strerror(rgpu_conn_errno(l->c))
+						 : rgpu_strerror(ret));
 			break;
 		}
-		ret = srv_plink_put(w, l, pd->id, pd->offset, data, h.payload_len, why, sizeof(why));
+		ret =
+		    srv_plink_put(w, l, pd->id, pd->offset, data, h.payload_len, why, sizeof(why));
 		rgpu__peer_data__free_unpacked(pd, NULL);
 		if (ret) {
 			free(data);
@@ -548,8 +554,9 @@ struct srv_plink *srv_plink_add(struct srv_worker *w, struct rgpu_conn *c, const
 	snprintf(l->src, sizeof(l->src), "%s", src);
 	pthread_mutex_lock(&p->lock);
 	if (p->closing || p->nlinks >= PEER_MAX_LINKS) {
-		snprintf(why, whylen, p->closing ? "the job is ending"
-						 : "the job has its limit of %d peer links",
+		snprintf(why, whylen,
+			 p->closing ? "the job is ending"
+				    : "the job has its limit of %d peer links",
 			 PEER_MAX_LINKS);
 		pthread_mutex_unlock(&p->lock);
 		free(l);
@@ -646,8 +653,9 @@ static int out_open(struct srv_worker *w, const char *to, const uint8_t *job, co
 		Rgpu__ProtocolError *pe = RGPU_PB_UNPACK(rgpu__protocol_error, h.body_len, body);
 		if (pe && pe->code == RGPU_ETLS) {
 			/* this version speaks plaintext to other servers only */
-			snprintf(why, whylen, "it requires TLS, and copies between servers do not "
-					      "speak TLS yet");
+			snprintf(why, whylen,
+				 "it requires TLS, and copies between servers do not "
+				 "speak TLS yet");
 			ret = RGPU_ETLS;
 		} else {
 			snprintf(why, whylen, "refused: %s",
@@ -663,8 +671,9 @@ static int out_open(struct srv_worker *w, const char *to, const uint8_t *job, co
 	}
 	Rgpu__HelloReply *rep = RGPU_PB_UNPACK(rgpu__hello_reply, h.body_len, body);
 	if (!rep || rep->result != CUDA_SUCCESS || !rep->session_id) {
-		snprintf(why, whylen, "%s", !rep ? "an undecodable reply to its hello"
-						 : "its reply to the hello refuses");
+		snprintf(why, whylen, "%s",
+			 !rep ? "an undecodable reply to its hello"
+			      : "its reply to the hello refuses");
 		if (rep)
 			rgpu__hello_reply__free_unpacked(rep, NULL);
 		goto out_close;
@@ -767,8 +776,8 @@ static int peer_range(struct srv_worker *w, const char *what, uint64_t *addr, ui
 }
 
 /* ctx, stream, range, no capture; then the stream synchronised (earlier work on it done). */
-static CUresult peer_prepare(struct srv_worker *w, const char *what, uint64_t ctx,
-			     uint64_t stream, uint64_t *addr, uint64_t size, CUstream *s)
+static CUresult peer_prepare(struct srv_worker *w, const char *what, uint64_t ctx, uint64_t stream,
+			     uint64_t *addr, uint64_t size, CUstream *s)
 {
 	CUresult r = srv_use_ctx(w, ctx);
 
@@ -811,8 +820,9 @@ int h_peer_recv(struct srv_worker *w, struct srv_frame *f)
 	}
 	r = peer_prepare(w, "peer receive", m->ctx, m->stream, &dst, m->size, &s);
 	if (r == CUDA_SUCCESS && srv_peer_seen(w, m->id)) {
-		pr_warn("job %s: copy %llu from another server refused: its id was received already",
-			w->job_hex, (unsigned long long)m->id);
+		pr_warn(
+		    "job %s: copy %llu from another server refused: its id was received already",
+		    w->job_hex, (unsigned long long)m->id);
 		r = CUDA_ERROR_INVALID_VALUE;
 	}
 	if (r != CUDA_SUCCESS) {
@@ -862,10 +872,11 @@ int h_peer_recv(struct srv_worker *w, struct srv_frame *f)
 	}
 	srv_peer_done(w, m->id, r == CUDA_SUCCESS);
 	if (r != CUDA_SUCCESS) {
-		pr_warn("job %s: copy %llu from another server (%s) failed after %llu of %llu bytes: "
-			"%s",
-			w->job_hex, (unsigned long long)m->id, src,
-			(unsigned long long)MIN(off, m->size), (unsigned long long)m->size, why);
+		pr_warn(
+		    "job %s: copy %llu from another server (%s) failed after %llu of %llu bytes: "
+		    "%s",
+		    w->job_hex, (unsigned long long)m->id, src,
+		    (unsigned long long)MIN(off, m->size), (unsigned long long)m->size, why);
 		srv_async_error(w, r, "peer receive");
 	}
 	ret = 0;
@@ -897,14 +908,14 @@ int h_peer_send(struct srv_worker *w, struct srv_frame *f)
 		goto out;
 	}
 	r = peer_prepare(w, "peer send", m->ctx, m->stream, &src, m->size, &s);
-	if (r == CUDA_SUCCESS &&
-	    (!m->to || !*m->to || m->job_id.len != SRV_JOB_ID_LEN ||
-	     m->peer_token.len != SRV_TOKEN_LEN ||
-	     !memcmp(m->job_id.data, w->job_id, SRV_JOB_ID_LEN))) {
+	if (r == CUDA_SUCCESS && (!m->to || !*m->to || m->job_id.len != SRV_JOB_ID_LEN ||
+				  m->peer_token.len != SRV_TOKEN_LEN ||
+				  !memcmp(m->job_id.data, w->job_id, SRV_JOB_ID_LEN))) {
 		/* to itself, the executor would wait on its own queue */
-		pr_warn_once("peer send refused: no target, a job id of %zu bytes or a token of %zu "
-			     "bytes, or this very job",
-			     m->job_id.len, m->peer_token.len);
+		pr_warn_once(
+		    "peer send refused: no target, a job id of %zu bytes or a token of %zu "
+		    "bytes, or this very job",
+		    m->job_id.len, m->peer_token.len);
 		r = CUDA_ERROR_INVALID_VALUE;
 	}
 	if (r != CUDA_SUCCESS) {
@@ -923,8 +934,8 @@ int h_peer_send(struct srv_worker *w, struct srv_frame *f)
 		r = w->drv.cuStreamSynchronize(s);
 	for (int k = 0; r == CUDA_SUCCESS && off < m->size; k ^= 1) {
 		uint64_t len = MIN(RGPU_COPY_CHUNK, m->size - off), next = off + len;
-		struct rgpu_frame_hdr h = {.type = RGPU_MSG_PEER_DATA, .session = o->session,
-					   .payload_len = len};
+		struct rgpu_frame_hdr h = {
+		    .type = RGPU_MSG_PEER_DATA, .session = o->session, .payload_len = len};
 		int ret;
 
 		if (next < m->size) {
@@ -939,7 +950,8 @@ int h_peer_send(struct srv_worker *w, struct srv_frame *f)
 		ret = rgpu_frame_send_hdr(o->c, &h, &pd.base, buf[k]);
 		if (ret) {
 			snprintf(why, sizeof(why), "sending to %s: %s", m->to,
-				 ret == RGPU_EIO ? strerror(rgpu_conn_errno(o->c)) : rgpu_strerror(ret));
+				 ret == RGPU_EIO ? strerror(rgpu_conn_errno(o->c))
+						 : rgpu_strerror(ret));
 			r = CUDA_ERROR_DEVICE_UNAVAILABLE;
 			break;
 		}
@@ -947,7 +959,8 @@ int h_peer_send(struct srv_worker *w, struct srv_frame *f)
 		if (r == CUDA_SUCCESS && next < m->size)
 			r = w->drv.cuStreamSynchronize(s);
 		if (r != CUDA_SUCCESS)
-			snprintf(why, sizeof(why), "reading the device: %s", srv_cu_name(&w->drv, r));
+			snprintf(why, sizeof(why), "reading the device: %s",
+				 srv_cu_name(&w->drv, r));
 		off = next;
 	}
 	/* a failed read may still be filling the other buffer */
@@ -959,8 +972,8 @@ int h_peer_send(struct srv_worker *w, struct srv_frame *f)
 		goto out;
 fail:
 	rgpu_hex(m->job_id.data, SRV_JOB_ID_LEN, target);
-	pr_warn("job %s: copy %llu to job %s at %s failed after %llu of %llu bytes: %s",
-		w->job_hex, (unsigned long long)m->id, target, m->to, (unsigned long long)sent,
+	pr_warn("job %s: copy %llu to job %s at %s failed after %llu of %llu bytes: %s", w->job_hex,
+		(unsigned long long)m->id, target, m->to, (unsigned long long)sent,
 		(unsigned long long)m->size, why);
 	if (o)
 		out_close(w->peer_links, o); /* the target may hold half a copy: never reuse it */

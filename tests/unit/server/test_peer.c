@@ -53,16 +53,14 @@ static void *bytes(size_t n, int v)
 }
 
 /* take the next chunk of copy id and check its length and first byte */
-static void take(struct srv_worker *w, uint64_t id, uint64_t size, uint64_t off, size_t len,
-		 int v)
+static void take(struct srv_worker *w, uint64_t id, uint64_t size, uint64_t off, size_t len, int v)
 {
 	char src[96], why[200];
 	void *data = NULL;
 	size_t got = 0;
 
-	assert_int_equal(srv_peer_take(w, id, size, off, &data, &got, src, sizeof(src), why,
-				       sizeof(why)),
-			 0);
+	assert_int_equal(
+	    srv_peer_take(w, id, size, off, &data, &got, src, sizeof(src), why, sizeof(why)), 0);
 	assert_int_equal(got, len);
 	assert_int_equal(((uint8_t *)data)[0], v);
 	free(data);
@@ -115,9 +113,8 @@ static void test_refusals(void **state)
 	assert_int_equal(srv_plink_put(w, l2, 1, 8, d, 8, why, sizeof(why)), RGPU_EPROTO);
 	assert_string_equal(why, "MSG_PEER_DATA for copy 1, which comes on another link (a:1)");
 	/* once its receive knows the size, nothing past it */
-	assert_int_equal(srv_peer_take(w, 1, 12, 0, &data, &len, src, sizeof(src), why,
-				       sizeof(why)),
-			 0);
+	assert_int_equal(
+	    srv_peer_take(w, 1, 12, 0, &data, &len, src, sizeof(src), why, sizeof(why)), 0);
 	free(data);
 	assert_string_equal(src, "a:1");
 	assert_int_equal(srv_plink_put(w, l, 1, 8, d, 8, why, sizeof(why)), RGPU_EPROTO);
@@ -131,8 +128,7 @@ static void test_refusals(void **state)
 	assert_string_equal(why, "MSG_PEER_DATA for copy 1, which was received whole already");
 	/* bytes queued before the size was known, past it: the receive fails */
 	assert_int_equal(srv_plink_put(w, l2, 2, 0, d, 4, why, sizeof(why)), 0);
-	assert_int_equal(srv_peer_take(w, 2, 3, 0, &data, &len, src, sizeof(src), why,
-				       sizeof(why)),
+	assert_int_equal(srv_peer_take(w, 2, 3, 0, &data, &len, src, sizeof(src), why, sizeof(why)),
 			 RGPU_EPROTO);
 	srv_peer_done(w, 2, 0);
 	/* a failed copy's late bytes are dropped quietly */
@@ -151,16 +147,14 @@ static void test_timeout_and_end(void **state)
 	struct srv_plink *l = srv_plink_add(w, NULL, "a:1", why, sizeof(why));
 
 	/* nothing comes: RGPU_PEER_TIMEOUT_MS (200 here) */
-	assert_int_equal(srv_peer_take(w, 3, 8, 0, &data, &len, src, sizeof(src), why,
-				       sizeof(why)),
+	assert_int_equal(srv_peer_take(w, 3, 8, 0, &data, &len, src, sizeof(src), why, sizeof(why)),
 			 RGPU_ETIMEDOUT);
 	assert_string_equal(why, "nothing came for 200 ms (RGPU_PEER_TIMEOUT_MS)");
 	/* what came before the link ended is still taken; then its end is the failure */
 	assert_int_equal(srv_plink_put(w, l, 4, 0, bytes(4, 9), 4, why, sizeof(why)), 0);
 	srv_plink_end(w, l, 1, "Connection reset by peer");
 	take(w, 4, 8, 0, 4, 9);
-	assert_int_equal(srv_peer_take(w, 4, 8, 4, &data, &len, src, sizeof(src), why,
-				       sizeof(why)),
+	assert_int_equal(srv_peer_take(w, 4, 8, 4, &data, &len, src, sizeof(src), why, sizeof(why)),
 			 RGPU_ECLOSED);
 	assert_string_equal(why, "its link broke (Connection reset by peer)");
 	srv_peer_done(w, 4, 0);
@@ -257,9 +251,9 @@ static void test_reader(void **state)
 	send_data(srcc, RGPU_MSG_PEER_DATA, w->session, 12, 0, buf, 10);
 	send_data(srcc, RGPU_MSG_PEER_DATA, w->session + 1, 12, 10, buf, 10);
 	take(w, 12, 30, 0, 10, 5);
-	assert_int_equal(srv_peer_take(w, 12, 30, 10, &data, &len, src, sizeof(src), why,
-				       sizeof(why)),
-			 RGPU_ECLOSED);
+	assert_int_equal(
+	    srv_peer_take(w, 12, 30, 10, &data, &len, src, sizeof(src), why, sizeof(why)),
+	    RGPU_ECLOSED);
 	assert_string_equal(why, "its link broke (MSG_PEER_DATA for session 120: a peer link "
 				 "carries only MSG_PEER_DATA of this job)");
 	srv_peer_done(w, 12, 0);
@@ -270,10 +264,8 @@ static void test_reader(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_order),
-	    cmocka_unit_test(test_refusals),
-	    cmocka_unit_test(test_timeout_and_end),
-	    cmocka_unit_test(test_flow_control),
+	    cmocka_unit_test(test_order),	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_timeout_and_end), cmocka_unit_test(test_flow_control),
 	    cmocka_unit_test(test_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
