@@ -194,24 +194,17 @@ static void test_flow_control(void **state)
 	take(w, 1, 1500, 0, 1000, 1);
 	pthread_join(t, NULL);
 	assert_int_equal(a.ret, 0);
-	/* and the job's end releases a waiting reader */
-	assert_int_equal(srv_plink_put(w, a.l, 1, 1500, bytes(1000, 3), 1000, why, sizeof(why)),
-			 RGPU_EPROTO); /* past the 1500 bytes its receive named */
-	a.done = 0;
+	/* past the 1500 bytes its receive named */
+	void *d = bytes(1000, 3);
+	assert_int_equal(srv_plink_put(w, a.l, 1, 1500, d, 1000, why, sizeof(why)), RGPU_EPROTO);
+	free(d);
+	srv_peer_done(w, 1, 0);
+	/* the other link is not held by this one's bound */
 	struct srv_plink *l2 = srv_plink_add(w, NULL, "b:2", why, sizeof(why));
 	assert_int_equal(srv_plink_put(w, l2, 2, 0, bytes(2000, 4), 2000, why, sizeof(why)), 0);
-	a.l = l2;
-	assert_int_equal(pthread_create(&t, NULL, room_main, &a), 0);
-	usleep(20000);
-	assert_false(__atomic_load_n(&a.done, __ATOMIC_SEQ_CST));
-	/* the other link is not held by this one's bound */
 	assert_int_equal(srv_plink_wait_room(w, srv_plink_add(w, NULL, "c:3", why, sizeof(why))),
 			 0);
-	srv_peer_fini(w);
-	pthread_join(t, NULL);
-	assert_int_equal(a.ret, RGPU_ECLOSED);
-	free(w->peer_links);
-	free(w);
+	free_worker(w);
 }
 
 /* A source writing frames on a socketpair, a real reader on the other end. */
@@ -227,7 +220,8 @@ static void send_data(struct rgpu_conn *c, uint16_t type, uint64_t session, uint
 
 static void test_reader(void **state)
 {
-	struct srv_worker *w = new_worker(0);
+	/* a bound below one frame: the reader waits for the executor after each */
+	struct srv_worker *w = new_worker(100);
 	char why[200], src[96];
 	uint8_t buf[3000];
 	void *data;
@@ -257,8 +251,21 @@ static void test_reader(void **state)
 	assert_string_equal(why, "its link broke (MSG_PEER_DATA for session 120: a peer link "
 				 "carries only MSG_PEER_DATA of this job)");
 	srv_peer_done(w, 12, 0);
+	/* a second link, whose reader waits for room when the job ends: it is released, joined */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	struct rgpu_conn *dst2 = rgpu_tcp_wrap(sp[0]), *src2 = rgpu_tcp_wrap(sp[1]);
+	rgpu_conn_set_msgs(dst2, &rgpu_job_msgs);
+	l = srv_plink_add(w, dst2, "peer:10", why, sizeof(why));
+	assert_non_null(l);
+	assert_int_equal(srv_plink_start(w, l), 0);
+	send_data(src2, RGPU_MSG_PEER_DATA, w->session, 13, 0, buf, 500);
+	send_data(src2, RGPU_MSG_PEER_DATA, w->session, 13, 500, buf, 500);
+	for (int i = 0; i < 100 && srv_plink_queued(w, l) < 500; i++)
+		usleep(10000);
+	assert_int_equal(srv_plink_queued(w, l), 500); /* the second frame waits in the socket */
 	rgpu_conn_close(srcc);
 	free_worker(w);
+	rgpu_conn_close(src2);
 }
 
 int main(void)
