@@ -596,6 +596,8 @@ static CUresult across(CUstream s, int ptds, uint64_t where, const struct xop *x
  * command to either server is ordered after the copy; nothing waits here. Returns
  * CUDA_ERROR_NOT_SUPPORTED when the destination's server gave no peer token (then relay()).
  */
+static pthread_mutex_t peer_order = PTHREAD_MUTEX_INITIALIZER;
+
 static CUresult peer_direct(CUdeviceptr dst, CUdeviceptr src, size_t n, struct ip_ctx *so,
 			    struct ip_ctx *dn, CUstream s, int ptds)
 {
@@ -634,12 +636,19 @@ static CUresult peer_direct(CUdeviceptr dst, CUdeviceptr src, size_t n, struct i
 	sd.job_id.len = sizeof(job);
 	sd.peer_token.data = token;
 	sd.peer_token.len = sizeof(token);
+	/*
+	 * Every pair in one order on both servers: two threads crossing their pairs could leave
+	 * a destination waiting for a copy queued behind another on the same link, past the
+	 * link's bound (docs/protocol.md, "Copies between two servers' workers").
+	 */
+	pthread_mutex_lock(&peer_order);
 	prev = ip_pin_dev(dn->device);
 	r = ip_post(RGPU_MSG_PEER_RECV, &rv.base, NULL, 0);
 	ip_pin_dev(so->device);
 	if (r == CUDA_SUCCESS)
 		r = ip_post(RGPU_MSG_PEER_SEND, &sd.base, NULL, 0);
 	ip_pin_server(prev);
+	pthread_mutex_unlock(&peer_order);
 	pr_debug("copy %llu: %zu bytes from device %d to device %d, worker to worker",
 		 (unsigned long long)rv.id, n, so->device, dn->device);
 	return r;

@@ -637,7 +637,7 @@ static void take_peer(struct srv_worker *w, struct rgpu_conn *c, Rgpu__Hello *he
 	h.session = w->session;
 	/* a source gone already: its reader reads the end at once, and the link goes */
 	rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
-	pr_debug("job %s: peer link from %s", w->job_hex, src);
+	pr_info("job %s: peer link from %s (copies from another server's worker)", w->job_hex, src);
 	srv_plink_start(w, l);
 }
 
