@@ -332,6 +332,12 @@ int ip_route_addr(uint64_t p);
 int ip_dev_server(int d);
 /* ip_dev_server_name() - device d's server, as RGPU_SERVERS named it */
 const char *ip_dev_server_name(int d);
+/*
+ * ip_session_peer() - what another server's worker needs to send data to server k's job: the
+ * server as this client reaches it (HOST:PORT), the job's id (16 bytes) and its peer token (32
+ * bytes). 0, or -1 when that server gave no peer token (it cannot take such data).
+ */
+int ip_session_peer(int k, char *to, size_t tolen, uint8_t job[16], uint8_t token[32]);
 /* ip_multi_server() - the devices come from more than one server */
 int ip_multi_server(void);
 /* ip_nservers() - how many servers (sessions) */

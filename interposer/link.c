@@ -27,6 +27,7 @@ struct ip_session ip_sessions[IP_MAX_SESSIONS] = {[0 ... IP_MAX_SESSIONS - 1] = 
 	.async_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cb_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cb_cond = PTHREAD_COND_INITIALIZER,
+	.peer_lock = PTHREAD_MUTEX_INITIALIZER,
 }};
 int ip_nsessions = 1;
 

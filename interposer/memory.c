@@ -589,6 +589,72 @@ static CUresult across(CUstream s, int ptds, uint64_t where, const struct xop *x
 #define IP_RELAY_BUFS 3
 
 /*
+ * A device-to-device copy between two servers, worker to worker (capability PEER_COPY): the
+ * destination's worker is told to expect copy `id` (MSG_PEER_RECV), then the source's to send it
+ * there (MSG_PEER_SEND, with the destination job's peer token). Each executes its part when its
+ * NULL stream reaches it and holds its later commands until its part is done, so every later
+ * command to either server is ordered after the copy; nothing waits here. Returns
+ * CUDA_ERROR_NOT_SUPPORTED when the destination's server gave no peer token (then relay()).
+ */
+static pthread_mutex_t peer_order = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult peer_direct(CUdeviceptr dst, CUdeviceptr src, size_t n, struct ip_ctx *so,
+			    struct ip_ctx *dn, CUstream s, int ptds)
+{
+	struct ip_ctx *sc;
+	uint64_t sid;
+	Rgpu__PeerRecv rv = RGPU__PEER_RECV__INIT;
+	Rgpu__PeerSend sd = RGPU__PEER_SEND__INIT;
+	uint8_t job[16], token[32];
+	char to[300];
+	const char *relay_env = getenv("RGPU_PEER_RELAY");
+	CUresult r;
+	int prev;
+
+	if (!(ip.server_caps & RGPU_CAP_PEER_COPY) || (relay_env && !strcmp(relay_env, "1")) ||
+	    ip_session_peer(ip_dev_server(dn->device), to, sizeof(to), job, token))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	/* the stream's side waits for the stream's earlier work, the other side for its NULL
+	 * stream's; a stream of another context is waited for here */
+	r = ip_stream_resolve(s, ptds, &sc, &sid);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (sc == so)
+		sd.stream = sid;
+	else if (sc == dn)
+		rv.stream = sid;
+	else if ((r = ip_stream_sync(s, ptds)) != CUDA_SUCCESS)
+		return r;
+	rv.id = sd.id = ip_new_id();
+	rv.dst = dst;
+	rv.size = sd.size = n;
+	rv.ctx = dn->o.id;
+	sd.src = src;
+	sd.ctx = so->o.id;
+	sd.to = to;
+	sd.job_id.data = job;
+	sd.job_id.len = sizeof(job);
+	sd.peer_token.data = token;
+	sd.peer_token.len = sizeof(token);
+	/*
+	 * Every pair in one order on both servers: two threads crossing their pairs could leave
+	 * a destination waiting for a copy queued behind another on the same link, past the
+	 * link's bound (docs/protocol.md, "Copies between two servers' workers").
+	 */
+	pthread_mutex_lock(&peer_order);
+	prev = ip_pin_dev(dn->device);
+	r = ip_post(RGPU_MSG_PEER_RECV, &rv.base, NULL, 0);
+	ip_pin_dev(so->device);
+	if (r == CUDA_SUCCESS)
+		r = ip_post(RGPU_MSG_PEER_SEND, &sd.base, NULL, 0);
+	ip_pin_server(prev);
+	pthread_mutex_unlock(&peer_order);
+	pr_debug("copy %llu: %zu bytes from device %d to device %d, worker to worker",
+		 (unsigned long long)rv.id, n, so->device, dn->device);
+	return r;
+}
+
+/*
  * A device-to-device copy between two servers, relayed through this process in chunks through
  * three buffers: while chunk k is written to the destination's server, chunk k + 1 is on its
  * way from the source's, and the write of chunk k - 1 may still be executing there (a write
@@ -611,6 +677,9 @@ static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, in
 
 	if (!so || !dn || !ip_devptr_ok(src, n) || !ip_devptr_ok(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	r = peer_direct(dst, src, n, so, dn, s, ptds);
+	if (r != CUDA_ERROR_NOT_SUPPORTED)
+		return r;
 	r = ip_stream_sync(s, ptds);
 	if (r != CUDA_SUCCESS)
 		return r;

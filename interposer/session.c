@@ -94,7 +94,9 @@ static void follow_redirect(void)
 	    rgpu_parse_hostport(S.redirect_to, "127.0.0.1", host, sizeof(host), &port))
 		return;
 	pr_info("job %s: moved from %s to %s", S.job_hex, S.server, S.redirect_to);
+	pthread_mutex_lock(&S.peer_lock); /* ip_session_peer reads it from other threads */
 	snprintf(S.server, sizeof(S.server), "%s", S.redirect_to);
+	pthread_mutex_unlock(&S.peer_lock);
 	snprintf(S.host, sizeof(S.host), "%s", host);
 	S.port = port;
 	S.redirect_to[0] = '\0';
@@ -474,6 +476,13 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	}
 	if ((*out)->resume_token.len == IP_TOKEN_LEN)
 		memcpy(S.token, (*out)->resume_token.data, IP_TOKEN_LEN);
+	/* a job moved to another server has a new peer token there */
+	pthread_mutex_lock(&S.peer_lock);
+	if ((*out)->peer_token.len == IP_TOKEN_LEN)
+		memcpy(S.peer_token, (*out)->peer_token.data, IP_TOKEN_LEN);
+	else
+		memset(S.peer_token, 0, IP_TOKEN_LEN);
+	pthread_mutex_unlock(&S.peer_lock);
 	return 0;
 }
 
@@ -1002,6 +1011,27 @@ CUresult ip_session_open(void)
 	if (r == CUDA_SUCCESS && n > 1)
 		pr_info("%d devices from %d servers", ip.ndev, n);
 	return r;
+}
+
+int ip_session_peer(int k, char *to, size_t tolen, uint8_t job[16], uint8_t token[32])
+{
+	static const uint8_t none[IP_TOKEN_LEN];
+	struct ip_session *s;
+	int ret = -1;
+
+	if (k < 0 || k >= ip_nsessions)
+		return -1;
+	s = &ip_sessions[k];
+	/* the receiver thread owns server[] (a redirect changes it): read it under the lock too */
+	pthread_mutex_lock(&s->peer_lock);
+	if (memcmp(s->peer_token, none, IP_TOKEN_LEN)) {
+		snprintf(to, tolen, "%s", s->server);
+		memcpy(job, s->job_id, IP_JOB_ID_LEN);
+		memcpy(token, s->peer_token, IP_TOKEN_LEN);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&s->peer_lock);
+	return ret;
 }
 
 /*

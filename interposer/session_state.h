@@ -85,6 +85,9 @@ struct ip_session {
 	struct rgpu_conn *conn;      /* changed by the receiver only, under send_lock */
 	uint64_t session;
 	uint8_t job_id[IP_JOB_ID_LEN], token[IP_TOKEN_LEN];
+	pthread_mutex_t peer_lock;   /* peer_token: the receiver changes it at a resume */
+	uint8_t peer_token[IP_TOKEN_LEN]; /* HelloReply.peer_token: another server's worker
+				     presents it to send this job data (memory.c); all 0: none */
 	char job_hex[2 * IP_JOB_ID_LEN + 1];
 	int grace_s;
 	pid_t pid;

@@ -1038,6 +1038,9 @@ static int link_state(struct restore *rs, const Rgpu__PushRequest *req)
 		memcpy(w->token_prev, req->token_prev.data, SRV_TOKEN_LEN);
 		atomic_store(&w->token_prev_ok, 1);
 	}
+	/* the peer token is this server's: the client reads the new one in its resume's reply */
+	if (srv_peer_token_new(w))
+		return fail(rs, RGPU_ESYS, "no randomness for its peer token");
 	atomic_store(&w->executed, m->executed);
 	atomic_store(&w->rx_seq, m->executed);
 	w->ack_told = m->executed;

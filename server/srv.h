@@ -335,6 +335,10 @@ struct srv_worker {
 	uint64_t bytes_in, bytes_out;
 	uint8_t job_id[SRV_JOB_ID_LEN];
 	uint8_t token[SRV_TOKEN_LEN];
+	/* another server's worker presents it to send this job copies (peer.c); the job's for
+	 * its life here, a new one where it is restored */
+	uint8_t peer_token[SRV_TOKEN_LEN];
+	struct srv_peer *peer_links; /* links from and to other servers' workers (peer.c) */
 	char job_hex[2 * SRV_JOB_ID_LEN + 1];
 	uint64_t started_ns;         /* wall clock, for the job's age */
 	char client_host[64], client_program[256], peer[96];
@@ -945,6 +949,59 @@ void srv_worker_serve(struct srv_worker *w) __attribute__((noreturn));
  * (u64 LE); *sent: the last seq sent. srv_link_kept_load() installs them in a restored job. */
 int srv_link_kept_save(struct srv_worker *w, uint8_t **buf, size_t *len, uint64_t *sent);
 int srv_link_kept_load(struct srv_worker *w, const uint8_t *buf, size_t len, uint64_t sent);
+
+/* ---- copies between two servers' workers (peer.c) ------------------------------------------ */
+
+/* payload bytes one peer link may queue ahead of the executor before its reader stops reading */
+#define SRV_PEER_MAX_QUEUED (64ull << 20)
+struct srv_peer;
+struct srv_plink;
+/*
+ * srv_peer_init() - the job's peer state (w->peer_links), before its threads start: a link
+ * queues at most max_queued bytes (0: SRV_PEER_MAX_QUEUED); a MSG_PEER_RECV waits at most
+ * RGPU_PEER_TIMEOUT_MS (default 60000) for each chunk. Returns 0 or RGPU_ENOMEM.
+ * srv_peer_fini() - the job ends: every link closed, its reader joined, every queue freed.
+ */
+int srv_peer_init(struct srv_worker *w, uint64_t max_queued);
+/* srv_peer_token_new() - w->peer_token from getrandom: 0 or RGPU_ESYS */
+int srv_peer_token_new(struct srv_worker *w);
+void srv_peer_fini(struct srv_worker *w);
+/*
+ * srv_plink_add() - a link from src (for logs) whose Hello presented the job's peer token: c
+ * becomes the link's. NULL with why filled (the job ends, too many links, no memory): c stays
+ * the caller's. srv_plink_start() then starts its reader; RGPU_ESYS (logged) if it cannot, and
+ * the link is gone.
+ */
+struct srv_plink *srv_plink_add(struct srv_worker *w, struct rgpu_conn *c, const char *src,
+				char *why, size_t whylen);
+int srv_plink_start(struct srv_worker *w, struct srv_plink *l);
+/*
+ * The queue of a link (the reader's side): srv_plink_wait_room() - wait while the link holds
+ * more than its bound (RGPU_ECLOSED: the job ends). srv_plink_put() - len bytes at data (the
+ * queue takes them over on 0) of copy id from off: 0, or RGPU_EPROTO with why filled for a
+ * frame that must drop the link (empty; a copy received whole already; an offset that is not
+ * where the copy goes on; past the copy's size once known; a copy that comes on another link),
+ * or RGPU_ENOMEM. A copy whose receive failed takes its late bytes and drops them.
+ * srv_plink_end() - the reader is done (broke: not a clean close by the source).
+ * srv_plink_queued() - the bytes queued on l.
+ */
+int srv_plink_wait_room(struct srv_worker *w, struct srv_plink *l);
+int srv_plink_put(struct srv_worker *w, struct srv_plink *l, uint64_t id, uint64_t off,
+		  void *data, size_t len, char *why, size_t whylen);
+void srv_plink_end(struct srv_worker *w, struct srv_plink *l, int broke, const char *why);
+uint64_t srv_plink_queued(struct srv_worker *w, struct srv_plink *l);
+/*
+ * The executor's side. srv_peer_take() - the next chunk of copy id (size bytes; the chunk must
+ * start at off), waiting for it up to the timeout: 0 with *data (malloc'd, the caller's) and
+ * *len, or RGPU_ETIMEDOUT, RGPU_ECLOSED (its link ended, or the job ends), RGPU_EPROTO (bytes
+ * past size), with why filled; src names the link once the copy was seen on one.
+ * srv_peer_done() - copy id is over (ok: received whole): what is left of it is freed, and a
+ * later frame of it drops its link (ok) or is dropped (not ok). srv_peer_seen() - was it?
+ */
+int srv_peer_take(struct srv_worker *w, uint64_t id, uint64_t size, uint64_t off, void **data,
+		  size_t *len, char *src, size_t srclen, char *why, size_t whylen);
+void srv_peer_done(struct srv_worker *w, uint64_t id, int ok);
+int srv_peer_seen(struct srv_worker *w, uint64_t id);
 
 /* ---- the driver's output, for the program (stdio.c) ----------------------------------- */
 

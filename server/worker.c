@@ -206,6 +206,8 @@ static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__He
 	rep.job_id.len = SRV_JOB_ID_LEN;
 	rep.resume_token.data = w->token;
 	rep.resume_token.len = SRV_TOKEN_LEN;
+	rep.peer_token.data = w->peer_token;
+	rep.peer_token.len = SRV_TOKEN_LEN;
 	rep.received = atomic_load(&w->rx_seq);
 	rep.resumed = 1;
 	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
@@ -589,6 +591,56 @@ void srv_worker_report(struct srv_worker *w)
 	send_info(w);
 }
 
+/*
+ * A peer link handed over by the supervisor (a Hello with `peer`): check the job's peer token,
+ * answer, and give the connection a reader of its own (peer.c). The token is the only
+ * credential (no tenant proof: see handshake). c and hello are this function's.
+ */
+static void take_peer(struct srv_worker *w, struct rgpu_conn *c, Rgpu__Hello *hello)
+{
+	Rgpu__HelloReply rep = RGPU__HELLO_REPLY__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ERROR};
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct srv_plink *l = NULL;
+	char why[160] = "", src[96];
+	int code = RGPU_EAUTH;
+
+	snprintf(src, sizeof(src), "%s", rgpu_conn_peer(c));
+	if (hello->peer_token.len != SRV_TOKEN_LEN ||
+	    !token_eq(hello->peer_token.data, w->peer_token)) {
+		snprintf(why, sizeof(why), "wrong peer token");
+	} else if (atomic_load(&w->dead)) {
+		snprintf(why, sizeof(why), "the job is ending");
+		code = RGPU_ECLOSED;
+	} else if (!(l = srv_plink_add(w, c, src, why, sizeof(why)))) {
+		code = RGPU_EBUSY;
+	}
+	rgpu__hello__free_unpacked(hello, NULL);
+	if (!l) {
+		pr_warn("job %s: refused a peer link from %s: %s", w->job_hex, src, why);
+		pe.code = code;
+		pe.message = why;
+		h.session = w->session;
+		rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
+		rgpu_conn_close(c);
+		return;
+	}
+	/* written before the reader starts: nothing else is ever written on this link */
+	rep.result = CUDA_SUCCESS;
+	rep.protocol_version = RGPU_PROTO_VERSION;
+	rep.capabilities = w->caps;
+	rep.session_id = w->session;
+	rep.job_id.data = w->job_id;
+	rep.job_id.len = SRV_JOB_ID_LEN;
+	h.type = RGPU_MSG_HELLO;
+	h.flags = RGPU_FRAME_REPLY;
+	h.session = w->session;
+	/* a source gone already: its reader reads the end at once, and the link goes */
+	rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
+	pr_info("job %s: peer link from %s (copies from another server's worker)", w->job_hex, src);
+	srv_plink_start(w, l);
+}
+
 /* A resume handed over by the supervisor: check the token, then give it to the reader. */
 static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 {
@@ -608,7 +660,10 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 	if (!hello || hello->job_id.len != SRV_JOB_ID_LEN ||
 	    memcmp(hello->job_id.data, w->job_id, SRV_JOB_ID_LEN))
 		bad = "it names another job";
-	else if (strcmp(m->tenant ? m->tenant : "", w->tenant))
+	else if (hello->peer) {
+		take_peer(w, c, hello);
+		return;
+	} else if (strcmp(m->tenant ? m->tenant : "", w->tenant))
 		bad = "it comes from another tenant than the job's";
 	else if (hello->resume_token.len != SRV_TOKEN_LEN)
 		bad = "it has no resume token";
@@ -890,6 +945,18 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 			rgpu__ctl__free_unpacked(r, NULL);
 		r = NULL;
 	}
+	if (!ret && result == RGPU_EMOVED && r && r->error && *r->error && hello->peer) {
+		/* a peer cannot follow: the job has another peer token where it went */
+		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+		char msg[200];
+		snprintf(msg, sizeof(msg), "job %s moved to %s", job, r->error);
+		pr_warn("refused a peer link from %s: %s", peer, msg);
+		pe.code = RGPU_EMOVED;
+		pe.message = msg;
+		answer_unrouted(c, fd, relay, RGPU_MSG_ERROR, &pe.base);
+		rgpu__ctl__free_unpacked(r, NULL);
+		_exit(0);
+	}
 	if (!ret && result == RGPU_EMOVED && r && r->error && *r->error) {
 		/* the job moved away while its client's link was down: send the client on */
 		Rgpu__Redirect rd = RGPU__REDIRECT__INIT;
@@ -908,12 +975,13 @@ static void route(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *
 		char msg[160];
 		snprintf(msg, sizeof(msg),
 			 "no job %s on this server (it ended, or its grace period passed)", job);
-		pr_warn("refused a resume from %s: %s", peer, msg);
+		pr_warn("refused a %s from %s: %s", hello->peer ? "peer link" : "resume", peer, msg);
 		pe.code = RGPU_ENOTFOUND;
 		pe.message = msg;
 		answer_unrouted(c, fd, relay, RGPU_MSG_ERROR, &pe.base);
 	} else {
-		pr_debug("resume of job %s from %s handed to its worker%s", job, peer,
+		pr_debug("%s of job %s from %s handed to its worker%s",
+			 hello->peer ? "peer link" : "resume", job, peer,
 			 relay ? " (relayed: TLS)" : "");
 		close(fd);
 		if (relay) {
@@ -1012,6 +1080,22 @@ static int handshake(struct srv_worker *w)
 		rgpu__hello__free_unpacked(hello, NULL);
 		return RGPU_EVERSION;
 	}
+	if (hello->peer) {
+		/*
+		 * Another server's worker with data for one of this server's jobs (peer.c). It has
+		 * no tenant key to prove anything with: the job's peer token, which only the job's
+		 * client was given and which the job's worker checks (take_peer), is its credential,
+		 * with or without --keys. Routed to the job as a resume is; never returns.
+		 */
+		if (hello->job_id.len != SRV_JOB_ID_LEN || hello->peer_token.len != SRV_TOKEN_LEN) {
+			free(body);
+			rgpu__hello__free_unpacked(hello, NULL);
+			srv_protocol_error(w, RGPU_EPROTO, "a peer hello without a job id or token");
+			return RGPU_EPROTO;
+		}
+		rgpu_conn_set_deadline(w->conn, 0);
+		route(w, w->conn, hello, body, h.body_len, NULL);
+	}
 	/* who the client is, before anything is done for it (auth.c): within the hello deadline */
 	uint8_t proof[RGPU_AUTH_MAC_LEN];
 	int has_proof = 0;
@@ -1067,7 +1151,8 @@ static int handshake(struct srv_worker *w)
 		r = srv_worker_setup(w, why, sizeof(why));
 		dev_refused = r == CUDA_ERROR_INVALID_DEVICE;
 		if (r == CUDA_SUCCESS &&
-		    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w))) {
+		    (getrandom(w->job_id, SRV_JOB_ID_LEN, 0) != SRV_JOB_ID_LEN || new_token(w) ||
+		     srv_peer_token_new(w))) {
 			snprintf(why, sizeof(why), "the server has no randomness for a job id");
 			r = CUDA_ERROR_OPERATING_SYSTEM;
 		}
@@ -1101,6 +1186,10 @@ static int handshake(struct srv_worker *w)
 	rep.job_id.len = SRV_JOB_ID_LEN;
 	rep.resume_token.data = w->token;
 	rep.resume_token.len = SRV_TOKEN_LEN;
+	if (r == CUDA_SUCCESS) {
+		rep.peer_token.data = w->peer_token;
+		rep.peer_token.len = SRV_TOKEN_LEN;
+	}
 	rep.resume_grace_s = (uint32_t)w->cfg->resume_grace_s;
 	rep.max_queued = w->limits.queued;
 	if (has_proof) {
@@ -1221,6 +1310,9 @@ void srv_worker_serve(struct srv_worker *w)
 	if (!w->log && srv_log_init(w))
 		pr_warn("job %s: out of memory for the state log: nothing is recorded", w->job_hex);
 	srv_worker_modcache(w, "images are not kept");
+	/* before the control thread can hand over a peer link */
+	if (srv_peer_init(w, 0))
+		pr_warn("job %s: out of memory for copies between servers: refused", w->job_hex);
 	if (w->conn)
 		rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
 	atomic_store(&w->active_ns, rgpu_now_ns());
@@ -1275,6 +1367,7 @@ out:
 	 */
 	srv_link_end(w);
 	srv_link_down(w);
+	srv_peer_fini(w);
 	srv_acct_leave(); /* its tenant's again now; the supervisor's reap would be later */
 	_exit(0);
 }

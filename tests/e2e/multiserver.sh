@@ -2,7 +2,8 @@
 # One program on the devices of several rgpud servers (issue 13), on simgpu:
 #   multiserver.sh BUILD
 #
-# 1. tests/zdtm/zdtm_multidev on two servers (RGPU_SERVERS=A,B), then on four (A, B, C with two
+# 1. tests/zdtm/zdtm_multidev on two servers (RGPU_SERVERS=A,B: its copies between the servers
+#    worker to worker, then relayed by the client, RGPU_PEER_RELAY=1), then on four (A, B, C with two
 #    devices of which it chooses the second, D): a vector add split over every device, peer
 #    copies both ways round the ring with patterned data, cross-device event waits, copies and
 #    sets that reach a device that is not current, every byte checked (its OK line names the
@@ -46,6 +47,12 @@ run_multi() {
 	echo "ok: $n devices of $# servers: $(tail -n 1 "$tmp/run.out")"
 }
 run_multi 2 "$pa" "$pb"
+# the copies between servers went worker to worker (PEER_COPY): each server took a peer link
+for s in A B; do
+	grep -q "peer link from" "$tmp/$s/log" || fail "no copy came to $s worker to worker: $(tail -n 5 "$tmp/$s/log")"
+done
+# and the relay through the client, which a server without PEER_COPY still gets, works too
+RGPU_PEER_RELAY=1 run_multi 2 "$pa" "$pb"
 run_multi 4 "$pa" "$pb" "$pc/$cdev" "$pd"
 [ $cdev = 1 ] && run_multi 4 "$pc" "$pa" "$pd"
 

@@ -131,7 +131,7 @@ static void test_numbers_and_names(void **state)
 /*
  * The handshake's bits: the same five as before the table (31), the application's virtual
  * memory (64), the queries (128), the host area (256), pitched copies (2048), arrays (4096) and
- * graphs built node by node (8192) for what the
+ * graphs built node by node (8192) and copies between servers' workers (32768) for what the
  * client sends, and the server's besides MSG_OUTPUT (32) and MSG_REDIRECT (512), which only it
  * sends.
  */
@@ -152,8 +152,12 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_PITCHED, 2048);
 	assert_int_equal(RGPU_CAP_ARRAYS, 4096);
 	assert_int_equal(RGPU_CAP_GRAPH_NODES, 8192);
-	assert_int_equal(RGPU_CAPS_CLIENT, 31 | 64 | 128 | 256 | 1024 | 2048 | 4096 | 8192);
-	assert_int_equal(RGPU_CAPS_SERVER, 63 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4096 | 8192);
+	assert_int_equal(RGPU_CAP_PEER_COPY, 32768);
+	assert_int_equal(RGPU_CAPS_CLIENT,
+			 31 | 64 | 128 | 256 | 1024 | 2048 | 4096 | 8192 | 32768);
+	assert_int_equal(RGPU_CAPS_SERVER,
+			 63 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4096 | 8192 | 32768);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_PEER_DATA)->cap, RGPU_CAP_PEER_COPY);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_GRAPH_NODE)->cap, RGPU_CAP_GRAPH_NODES);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_CAPTURE_DEPS)->cap, RGPU_CAP_GRAPH_NODES);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_ARRAY_CREATE)->cap, RGPU_CAP_ARRAYS);

@@ -139,6 +139,9 @@ static const struct tspec types[] = {
     {147, "MSG_CAPTURE_INFO", TO_SRV, 0, 0},
     {148, "MSG_CAPTURE_DEPS", TO_SRV, 0, 0},
     {149, "MSG_GRAPH_COND", TO_SRV, 0, 0},
+    {150, "MSG_PEER_SEND", TO_SRV, 0, 0},
+    {151, "MSG_PEER_RECV", TO_SRV, 0, 0},
+    {152, "MSG_PEER_DATA", TO_SRV, 0, RGPU_MAX_CHUNK},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -163,6 +166,7 @@ _Static_assert(RGPU_MSG_GRAPH_NODE == 140, "MSG_GRAPH_NODE");
 _Static_assert(RGPU_MSG_CAPTURE_DEPS == 148, "MSG_CAPTURE_DEPS");
 _Static_assert(RGPU_MSG_OUTPUT == 44, "MSG_OUTPUT");
 _Static_assert(RGPU_MSG_REDIRECT == 8, "MSG_REDIRECT");
+_Static_assert(RGPU_MSG_PEER_DATA == 152, "MSG_PEER_DATA");
 
 static const struct tspec *spec_of(unsigned type)
 {
