@@ -392,6 +392,10 @@ if want multi; then
 	RGPU_LOG=warn timeout 300 "$B/bin/rgpuctl" run "${MSRV[@]}" -- "$B/bin/peer_bw" 1024 \
 		>"$OUT/peer_bw.txt" 2>&1; rc=$?
 	row peer_bw - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	# the same copies relayed through the client, as with a server without PEER_COPY
+	RGPU_PEER_RELAY=1 RGPU_LOG=warn timeout 300 "$B/bin/rgpuctl" run "${MSRV[@]}" -- \
+		"$B/bin/peer_bw" 1024 >"$OUT/peer_bw_relay.txt" 2>&1; rc=$?
+	row peer_bw_relay - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
 	if python3 -c "import torch" 2>/dev/null && [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
 		t0=$(secs)
 		DEVS=0,0 timeout 300 python3 tests/gpu/torch_multi.py >"$OUT/torch_multi.native.log" 2>&1; rn=$?
@@ -534,7 +538,10 @@ fi
 if [ -s "$OUT/peer_bw.txt" ] || [ -s "$OUT/multiserver.log" ]; then
 	echo "== devices of several servers (tests/e2e/multiserver.sh, peer_bw through two servers)"
 	grep -h "^ok\|FAIL" "$OUT/multiserver.log" 2>/dev/null | cut -c1-200
+	echo "   peer copies worker to worker:"
 	sed 's/^/   /' "$OUT/peer_bw.txt" 2>/dev/null
+	echo "   relayed through the client (RGPU_PEER_RELAY=1):"
+	sed 's/^/   /' "$OUT/peer_bw_relay.txt" 2>/dev/null
 	tail -n 1 "$OUT/torch_multi.rgpu.log" 2>/dev/null
 	grep -h "ncclCommInitAll\|refused: NCCL" "$OUT/nccl_multi.log" 2>/dev/null | cut -c1-200
 fi
