@@ -186,6 +186,17 @@ static int new_token(struct srv_worker *w)
 	return getrandom(w->token, SRV_TOKEN_LEN, 0) == SRV_TOKEN_LEN ? 0 : RGPU_ESYS;
 }
 
+/* A HelloReply accepting a link to this job: what a resume's and a peer link's share. */
+static void reply_ok(struct srv_worker *w, Rgpu__HelloReply *rep)
+{
+	rep->result = CUDA_SUCCESS;
+	rep->protocol_version = RGPU_PROTO_VERSION;
+	rep->capabilities = w->caps;
+	rep->session_id = w->session;
+	rep->job_id.data = w->job_id;
+	rep->job_id.len = SRV_JOB_ID_LEN;
+}
+
 /*
  * Answer a resume on c: the new token and how far this worker's reader got, so the client
  * resends exactly what never arrived; then everything the client has not received goes out
@@ -198,12 +209,7 @@ static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__He
 	struct rgpu_frame_hdr h = {.type = RGPU_MSG_HELLO, .flags = RGPU_FRAME_REPLY};
 	int ret;
 
-	rep.result = CUDA_SUCCESS;
-	rep.protocol_version = RGPU_PROTO_VERSION;
-	rep.capabilities = w->caps;
-	rep.session_id = w->session;
-	rep.job_id.data = w->job_id;
-	rep.job_id.len = SRV_JOB_ID_LEN;
+	reply_ok(w, &rep);
 	rep.resume_token.data = w->token;
 	rep.resume_token.len = SRV_TOKEN_LEN;
 	rep.peer_token.data = w->peer_token;
@@ -626,12 +632,7 @@ static void take_peer(struct srv_worker *w, struct rgpu_conn *c, Rgpu__Hello *he
 		return;
 	}
 	/* written before the reader starts: nothing else is ever written on this link */
-	rep.result = CUDA_SUCCESS;
-	rep.protocol_version = RGPU_PROTO_VERSION;
-	rep.capabilities = w->caps;
-	rep.session_id = w->session;
-	rep.job_id.data = w->job_id;
-	rep.job_id.len = SRV_JOB_ID_LEN;
+	reply_ok(w, &rep);
 	h.type = RGPU_MSG_HELLO;
 	h.flags = RGPU_FRAME_REPLY;
 	h.session = w->session;
