@@ -436,13 +436,33 @@ static CUresult texobj_create(const char *fn, unsigned long long *out, const CUD
 	return CUDA_SUCCESS;
 }
 
-/* The live object with this value, or NULL. Under arr_lock. */
+/*
+ * The live object with this value, or NULL. Under arr_lock. The value is the server driver's,
+ * so two servers' drivers may give the same one (RGPU_SERVERS): then the current context's
+ * server's object is the one meant.
+ */
+static struct ip_texobj **tex_slot(unsigned long long v, int surface)
+{
+	struct ip_ctx *c = ip_ctx_cur();
+	struct ip_texobj **pp, **any = NULL;
+
+	for (pp = &texobjs; *pp; pp = &(*pp)->next) {
+		struct ip_texobj *t = *pp;
+		if (t->value != v || t->surface != surface)
+			continue;
+		if (!c || ip_dev_server(t->ctx->device) == ip_dev_server(c->device))
+			return pp;
+		if (!any)
+			any = pp;
+	}
+	return any;
+}
+
 static struct ip_texobj *tex_find(unsigned long long v, int surface)
 {
-	for (struct ip_texobj *t = texobjs; t; t = t->next)
-		if (t->value == v && t->surface == surface)
-			return t;
-	return NULL;
+	struct ip_texobj **pp = tex_slot(v, surface);
+
+	return pp ? *pp : NULL;
 }
 
 static CUresult texobj_destroy(unsigned long long v, int surface)
@@ -454,12 +474,11 @@ static CUresult texobj_destroy(unsigned long long v, int surface)
 	if (r != CUDA_SUCCESS)
 		return r;
 	pthread_mutex_lock(&arr_lock);
-	for (pp = &texobjs; *pp; pp = &(*pp)->next)
-		if ((*pp)->value == v && (*pp)->surface == surface) {
-			t = *pp;
-			*pp = t->next;
-			break;
-		}
+	pp = tex_slot(v, surface);
+	if (pp) {
+		t = *pp;
+		*pp = t->next;
+	}
 	pthread_mutex_unlock(&arr_lock);
 	if (!t)
 		return CUDA_ERROR_INVALID_VALUE;

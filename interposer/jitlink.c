@@ -152,6 +152,7 @@ static CUresult link_call(struct ip_link *l, size_t first, size_t count, int com
 	for (unsigned i = 0; i < l->nopt; i++)
 		optp[i] = &l->opt[i];
 	m.ctx = l->ctx->o.id;
+	ip_route_ctx(l->ctx); /* the link's context's server (route.c) */
 	m.n_options = l->nopt;
 	m.options = optp;
 	m.n_inputs = count;

@@ -268,6 +268,13 @@ void ip_link_broken(void)
 	pthread_mutex_lock(&S.q_lock);
 	link_broken_locked();
 	pthread_mutex_unlock(&S.q_lock);
+	/*
+	 * The job may be moving: its peer token is the old worker's until the resume's reply
+	 * brings the new one, and copies from other servers are relayed till then (memory.c)
+	 */
+	pthread_mutex_lock(&S.peer_lock);
+	memset(S.peer_token, 0, sizeof(S.peer_token));
+	pthread_mutex_unlock(&S.peer_lock);
 }
 
 /*

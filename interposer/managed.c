@@ -69,10 +69,15 @@ static __thread int mm_internal;   /* this thread is sending or fetching for the
 static struct sigaction old_segv;
 static int handler_installed;
 
-/* The last bytes a flush sent: sent again synchronously, the flush's end for the worker. */
-static uint64_t tail_addr, tail_len;
-static uint8_t tail[8];
-static struct ip_ctx *tail_ctx;
+/*
+ * The last bytes a flush sent to each server: sent again synchronously, the flush's end for
+ * that server's worker (with devices of several servers, each has its own).
+ */
+static struct {
+	uint64_t addr, len;
+	uint8_t bytes[8];
+	struct ip_ctx *ctx;
+} tails[IP_MAX_DEVICES];
 
 /* ---- I/O for the protocol ------------------------------------------------------------------- */
 
@@ -110,10 +115,11 @@ static int send_piece(const struct mrange *m, uint64_t a, uint64_t n, const uint
 	}
 	ip_pin_server(prev);
 	mm_internal = 0;
-	tail_len = MIN(sizeof(tail), n);
-	tail_addr = a + n - tail_len;
-	memcpy(tail, src + n - tail_len, tail_len);
-	tail_ctx = m->ctx;
+	int k = ip_dev_server(m->ctx ? m->ctx->device : 0);
+	tails[k].len = MIN(sizeof(tails[k].bytes), n);
+	tails[k].addr = a + n - tails[k].len;
+	memcpy(tails[k].bytes, src + n - tails[k].len, tails[k].len);
+	tails[k].ctx = m->ctx;
 	return r == CUDA_SUCCESS ? 0 : -EIO;
 }
 
@@ -216,7 +222,8 @@ static CUresult settle(struct ip_ctx *ctx)
 	if (!ctx && !(ctx = ip_ctx_cur()))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	r = ip_ctx_sync(ctx);
-	if (r == CUDA_SUCCESS)
+	/* one context's synchronisation says nothing of work on other servers */
+	if (r == CUDA_SUCCESS && !ip_multi_server())
 		ip_ctx_work_synced(e);
 	return r;
 }
@@ -231,8 +238,12 @@ static int flush_locked(void)
 		ret = mm_flush(&m->mm, scratch, &n);
 		total += n;
 	}
-	if (total && !ret)
-		ret = post_sync_copy(tail_ctx, tail_addr, tail, tail_len) == CUDA_SUCCESS ? 0 : -EIO;
+	for (int k = 0; k < IP_MAX_DEVICES; k++) {
+		if (total && !ret && tails[k].len)
+			ret = post_sync_copy(tails[k].ctx, tails[k].addr, tails[k].bytes,
+					     tails[k].len) == CUDA_SUCCESS ? 0 : -EIO;
+		tails[k].len = 0;
+	}
 	return ret;
 }
 

@@ -37,6 +37,8 @@ struct range {
 	unsigned flags;
 	int pinned_by_us;         /* allocated here (cuMemAllocHost/cuMemHostAlloc) */
 	struct ip_ctx *ctx;
+	int refs;                 /* a global: the look-ups that named it (two servers' drivers
+				     may place one module's global at the same address) */
 };
 
 static int range_cmp(const void *a, const void *b)
@@ -54,9 +56,13 @@ static pthread_mutex_t globals_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void ip_global_add(uint64_t addr, uint64_t size, int managed)
 {
-	struct range key = {.addr = addr, .size = size ? size : 1, .flags = managed != 0}, *g;
+	struct range key = {.addr = addr, .size = size ? size : 1, .flags = managed != 0, .refs = 1},
+		     **have, *g;
 	pthread_mutex_lock(&globals_lock);
-	if (!tfind(&key, &globals, range_cmp) && (g = malloc(sizeof(*g)))) {
+	have = tfind(&key, &globals, range_cmp);
+	if (have && (*have)->addr == addr && (*have)->size == key.size) {
+		(*have)->refs++;
+	} else if (!have && (g = malloc(sizeof(*g)))) {
 		*g = key;
 		if (!tsearch(g, &globals, range_cmp))
 			free(g);
@@ -69,7 +75,7 @@ void ip_global_del(uint64_t addr, uint64_t size)
 	struct range key = {.addr = addr, .size = size ? size : 1}, **g, *r;
 	pthread_mutex_lock(&globals_lock);
 	g = tfind(&key, &globals, range_cmp);
-	if (g && (*g)->addr == addr) {
+	if (g && (*g)->addr == addr && --(*g)->refs <= 0) {
 		r = *g;
 		tdelete(r, &globals, range_cmp);
 		free(r);
@@ -616,9 +622,15 @@ static CUresult peer_direct(CUdeviceptr dst, CUdeviceptr src, size_t n, struct i
 		return CUDA_ERROR_NOT_SUPPORTED;
 	/* the stream's side waits for the stream's earlier work, the other side for its NULL
 	 * stream's; a stream of another context is waited for here */
-	r = ip_stream_resolve(s, ptds, &sc, &sid);
+	struct ip_stream *st;
+	r = ip_stream_get(s, ptds, &sc, &st);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (ip_capture_of(st)) {
+		pr_warn_once("refused: a copy between two servers' devices inside a stream capture");
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	sid = st ? st->o.id : 0;
 	if (sc == so)
 		sd.stream = sid;
 	else if (sc == dn)
@@ -723,6 +735,11 @@ static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, in
 			r = ip_call_status(RGPU_MSG_STREAM_SYNC, &sync.base, NULL, 0, NULL, 0, NULL,
 					   NULL);
 		}
+	}
+	/* a failure may leave a chunk on its way into a buffer: let it land before they go */
+	if (r != CUDA_SUCCESS && nchunks > 1) {
+		ip_pin_dev(so->device);
+		(void)ip_call_status(RGPU_MSG_STREAM_SYNC, &sync.base, NULL, 0, NULL, 0, NULL, NULL);
 	}
 	/* the buffers go: what the destination has not executed yet is copied */
 	ip_pin_dev(dn->device);

@@ -108,7 +108,9 @@ static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
 	if (!nq)
 		return CUDA_SUCCESS;
 	m.func = f->o.id;
-	m.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx ? f->mod->ctx->o.id : 0;
+	struct ip_ctx *in = f->ctx ? f->ctx : c ? c : f->mod->ctx;
+	m.ctx = in ? in->o.id : 0;
+	ip_route_ctx(in); /* the function's context's server (route.c) */
 	m.kind = kind;
 	m.flags = flags;
 	m.n_block_size = nq;
@@ -279,7 +281,9 @@ static CUresult cluster_query(int *out, CUfunction h, const CUlaunchConfig *cfg,
 	if (r != CUDA_SUCCESS)
 		return r;
 	m.func = f->o.id;
-	m.ctx = f->ctx ? f->ctx->o.id : c ? c->o.id : f->mod->ctx ? f->mod->ctx->o.id : 0;
+	struct ip_ctx *in = f->ctx ? f->ctx : c ? c : f->mod->ctx;
+	m.ctx = in ? in->o.id : 0;
+	ip_route_ctx(in); /* the function's context's server (route.c) */
 	m.kind = kind;
 	m.grid_x = cfg->gridDimX;
 	m.grid_y = cfg->gridDimY;

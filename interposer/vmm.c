@@ -331,6 +331,17 @@ IP_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 		pthread_mutex_unlock(&ip.mem_lock);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
+	/* an address says its device's server (route.c): memory of another server's device
+	 * cannot be mapped in that device's slice */
+	if (ip_multi_server() && ip_addr_device(ptr) >= 0 &&
+	    ip_dev_server(ip_addr_device(ptr)) != ip_dev_server(pm->prop.location.id)) {
+		pthread_mutex_unlock(&ip.mem_lock);
+		pr_warn_once("refused: cuMemMap of device %d's memory at 0x%llx, reserved for device "
+			     "%d, on another server (reserve with device %d's context current)",
+			     pm->prop.location.id, (unsigned long long)ptr, ip_addr_device(ptr),
+			     pm->prop.location.id);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	ret = ip_vaw_map_app(&ip.vaw, ptr, size, pm, offset, pm->prop.location.id);
 	if (ret) {
 		pthread_mutex_unlock(&ip.mem_lock);

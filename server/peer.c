@@ -588,6 +588,7 @@ int srv_plink_start(struct srv_worker *w, struct srv_plink *l)
 		l->has_reader = 1;
 	}
 	l->starting = 0;
+	pthread_cond_broadcast(&p->cond); /* srv_peer_fini may wait for it */
 	pthread_mutex_unlock(&p->lock);
 	reap(p);
 	return ret ? RGPU_ESYS : 0;
@@ -735,6 +736,17 @@ void srv_peer_fini(struct srv_worker *w)
 		out_close(p, p->out);
 	pthread_mutex_lock(&p->lock);
 	p->closing = 1;
+	/*
+	 * A link being handed over (take_peer: srv_plink_start comes next) is still the control
+	 * thread's. One without a connection is a unit test's, which starts none.
+	 */
+	for (int again = 1; again;) {
+		again = 0;
+		for (struct srv_plink *l = p->links; l; l = l->next)
+			again |= l->starting && l->c;
+		if (again)
+			pthread_cond_wait(&p->cond, &p->lock);
+	}
 	for (struct srv_plink *l = p->links; l; l = l->next)
 		if (l->c)
 			rgpu_conn_shutdown(l->c);
