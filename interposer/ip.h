@@ -335,7 +335,8 @@ const char *ip_dev_server_name(int d);
 /*
  * ip_session_peer() - what another server's worker needs to send data to server k's job: the
  * server as this client reaches it (HOST:PORT), the job's id (16 bytes) and its peer token (32
- * bytes). 0, or -1 when that server gave no peer token (it cannot take such data).
+ * bytes). 0, or -1 when that server gave no peer token (it cannot take such data) or is
+ * reached by TLS (peer links speak none).
  */
 int ip_session_peer(int k, char *to, size_t tolen, uint8_t job[16], uint8_t token[32]);
 /* ip_multi_server() - the devices come from more than one server */

@@ -1024,7 +1024,8 @@ int ip_session_peer(int k, char *to, size_t tolen, uint8_t job[16], uint8_t toke
 	s = &ip_sessions[k];
 	/* the receiver thread owns server[] (a redirect changes it): read it under the lock too */
 	pthread_mutex_lock(&s->peer_lock);
-	if (memcmp(s->peer_token, none, IP_TOKEN_LEN)) {
+	/* peer links speak no TLS: a server this client reaches by TLS gets its copies relayed */
+	if (!s->tls && memcmp(s->peer_token, none, IP_TOKEN_LEN)) {
 		snprintf(to, tolen, "%s", s->server);
 		memcpy(job, s->job_id, IP_JOB_ID_LEN);
 		memcpy(token, s->peer_token, IP_TOKEN_LEN);
