@@ -968,6 +968,12 @@ int h_peer_send(struct srv_worker *w, struct srv_frame *f)
 			break;
 		}
 		sent = next;
+		/* a test's source that stops halfway: the destination must fail, not hang */
+		if (next < m->size && rgpu_fault("peer_send_cut")) {
+			snprintf(why, sizeof(why), "fault site peer_send_cut");
+			r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+			break;
+		}
 		if (r == CUDA_SUCCESS && next < m->size)
 			r = w->drv.cuStreamSynchronize(s);
 		if (r != CUDA_SUCCESS)

@@ -11,6 +11,8 @@
 # 2. One device's job migrated while the others run: zdtm_multidev on A and B for three rounds;
 #    at its first READY B's job moves to C (cold), at its second back to B live; A's job stays
 #    where it was, and the program checks every byte on every device after each round.
+#    A source that stops sending halfway through a copy (a fault site): the program ends with
+#    the error, both servers name the copy and the bytes that came.
 # 3. Refusals, each one clear line: a server list that does not parse, a device a server does
 #    not have, servers whose device address windows differ.
 set -u
@@ -84,6 +86,23 @@ grep -q "job $jb: moved from $pb to $pc" "$tmp/z.err" || fail "the client did no
 echo "ok: device 1's job B -> C (cold) -> B (live) while device 0's stayed on A; $(tail -n 1 "$zout")"
 echo "    $(json "$tmp/m1.json" '"B->C: held %.1f ms" % (j["pause_ns"]/1e6)');" \
 	"$(json "$tmp/m2.json" '"C->B: held %.1f ms" % (j["pause_ns"]/1e6)')"
+
+# a source that stops sending halfway through a copy (RGPU_FAULT=peer_send_cut): both jobs get
+# the error, each server says which copy failed after how many bytes, the program ends with it
+srv_start F RGPU_FAULT=peer_send_cut -- --resume-grace 30
+t0=$(date +%s)
+# shellcheck disable=SC2086 # the launcher is a command prefix
+ZDTM_NO_WAIT=1 ZDTM_NDEV=2 RGPU_LOG=warn timeout 120 "$ctl" run --server "127.0.0.1:$(srv_port F)" \
+	--server "$pb" -- ${RGPU_APP_LAUNCHER:-} "$prog" >"$tmp/cut.out" 2>&1 &&
+	fail "a copy cut halfway went unnoticed: $(cat "$tmp/cut.out")"
+[ $(($(date +%s) - t0)) -lt 60 ] || fail "the program took $(($(date +%s) - t0)) s to see the cut copy"
+grep -q "zdtm multidev: FAIL .*cudaError" "$tmp/cut.out" || fail "no CUDA error for the cut copy: $(cat "$tmp/cut.out")"
+grep -q "copy [0-9]* to job .* failed after 4194304 of 5246979 bytes: fault site peer_send_cut" "$tmp/F/log" ||
+	fail "the source did not name the cut copy: $(tail -n 5 "$tmp/F/log")"
+grep -q "copy [0-9]* from another server .* failed after 4194304 of 5246979 bytes" "$tmp/B/log" ||
+	fail "the destination did not name the cut copy: $(grep copy "$tmp/B/log" | tail -n 3)"
+echo "ok: a copy cut halfway by its source: the program fails with $(grep -o 'cudaError[A-Za-z]*' "$tmp/cut.out" | head -n 1), both servers name it"
+srv_stop F
 
 # 3: refusals
 refused() { # WHAT PATTERN ENV...

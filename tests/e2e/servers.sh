@@ -16,7 +16,7 @@
 # SRV_RM (more paths) removed (SRV_KEEP=1: tmp kept and named, for its logs). RGPU_APP_LAUNCHER prefixes programs (the sanitizer build's ASan
 # runtime).
 srv_cleanup() {
-	for s in A B C D E; do srv_stop $s; done
+	for s in A B C D E F; do srv_stop $s; done
 	[ -n "${zpid:-}" ] && kill -KILL "$zpid" 2>/dev/null
 	if [ "${SRV_KEEP:-0}" = 1 ]; then
 		echo "kept: $tmp"
@@ -29,7 +29,7 @@ trap srv_cleanup EXIT
 trap 'exit 143' INT TERM
 fail() {
 	echo "FAIL${run:+ (run $run)}: $*"
-	for s in A B C D E; do
+	for s in A B C D E F; do
 		[ -e "$tmp/$s/log" ] && { echo "--- rgpud $s log"; tail -n 30 "$tmp/$s/log"; }
 	done
 	exit 1
