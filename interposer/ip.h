@@ -326,8 +326,6 @@ void ip_route_ctx(const struct ip_ctx *c);
 void ip_route_dev(int d);
 /* ip_addr_device() - the device whose slice of the window p lies in, or -1 outside it */
 int ip_addr_device(uint64_t p);
-/* ip_route_addr() - this call goes to the server of the device p lies on; that device, or -1 */
-int ip_route_addr(uint64_t p);
 /* ip_dev_server() - the index of device d's server (0 with one server) */
 int ip_dev_server(int d);
 /* ip_dev_server_name() - device d's server, as RGPU_SERVERS named it */

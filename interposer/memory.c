@@ -595,15 +595,21 @@ static CUresult across(CUstream s, int ptds, uint64_t where, const struct xop *x
 #define IP_RELAY_BUFS 3
 
 /*
+ * Every pair of a direct copy's halves goes out in one order on both servers: two threads
+ * crossing their pairs could leave a destination waiting for a copy queued behind another on
+ * the same link, past the link's bound (docs/protocol.md, "Copies between two servers'
+ * workers").
+ */
+static pthread_mutex_t peer_order = PTHREAD_MUTEX_INITIALIZER;
+
+/*
  * A device-to-device copy between two servers, worker to worker (capability PEER_COPY): the
  * destination's worker is told to expect copy `id` (MSG_PEER_RECV), then the source's to send it
  * there (MSG_PEER_SEND, with the destination job's peer token). Each executes its part when its
  * NULL stream reaches it and holds its later commands until its part is done, so every later
  * command to either server is ordered after the copy; nothing waits here. Returns
- * CUDA_ERROR_NOT_SUPPORTED when the destination's server gave no peer token (then relay()).
+ * CUDA_ERROR_NOT_SUPPORTED when it cannot go that way (then relay()).
  */
-static pthread_mutex_t peer_order = PTHREAD_MUTEX_INITIALIZER;
-
 static CUresult peer_direct(CUdeviceptr dst, CUdeviceptr src, size_t n, struct ip_ctx *so,
 			    struct ip_ctx *dn, CUstream s, int ptds)
 {
@@ -613,11 +619,15 @@ static CUresult peer_direct(CUdeviceptr dst, CUdeviceptr src, size_t n, struct i
 	Rgpu__PeerSend sd = RGPU__PEER_SEND__INIT;
 	uint8_t job[16], token[32];
 	char to[300];
-	const char *relay_env = getenv("RGPU_PEER_RELAY");
+	static int relay_only = -1; /* RGPU_PEER_RELAY=1, read once */
 	CUresult r;
 	int prev;
 
-	if (!(ip.server_caps & RGPU_CAP_PEER_COPY) || (relay_env && !strcmp(relay_env, "1")) ||
+	if (relay_only < 0) {
+		const char *e = getenv("RGPU_PEER_RELAY");
+		relay_only = e && !strcmp(e, "1");
+	}
+	if (!(ip.server_caps & RGPU_CAP_PEER_COPY) || relay_only ||
 	    ip_session_peer(ip_dev_server(dn->device), to, sizeof(to), job, token))
 		return CUDA_ERROR_NOT_SUPPORTED;
 	/* the stream's side waits for the stream's earlier work, the other side for its NULL
@@ -648,11 +658,6 @@ static CUresult peer_direct(CUdeviceptr dst, CUdeviceptr src, size_t n, struct i
 	sd.job_id.len = sizeof(job);
 	sd.peer_token.data = token;
 	sd.peer_token.len = sizeof(token);
-	/*
-	 * Every pair in one order on both servers: two threads crossing their pairs could leave
-	 * a destination waiting for a copy queued behind another on the same link, past the
-	 * link's bound (docs/protocol.md, "Copies between two servers' workers").
-	 */
 	pthread_mutex_lock(&peer_order);
 	prev = ip_pin_dev(dn->device);
 	r = ip_post(RGPU_MSG_PEER_RECV, &rv.base, NULL, 0);
@@ -667,19 +672,19 @@ static CUresult peer_direct(CUdeviceptr dst, CUdeviceptr src, size_t n, struct i
 }
 
 /*
- * A device-to-device copy between two servers, relayed through this process in chunks through
- * three buffers: while chunk k is written to the destination's server, chunk k + 1 is on its
+ * A device-to-device copy from so's device to dn's, on two servers, relayed through this
+ * process in chunks through three buffers: while chunk k is written to the destination's server, chunk k + 1 is on its
  * way from the source's, and the write of chunk k - 1 may still be executing there (a write
  * borrows its buffer, which is let go only before the buffer is filled again, so no chunk is
  * copied on the way). The stream s (of either side) is waited for first; the last chunk is
  * written as a synchronous copy, so the destination's server orders every later command after
  * it; the source's reads end before this returns.
  */
-static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
+static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, struct ip_ctx *so,
+		      struct ip_ctx *dn, CUstream s, int ptds)
 {
 	Rgpu__Memcpy rd = RGPU__MEMCPY__INIT, wr = RGPU__MEMCPY__INIT;
 	Rgpu__StreamOp sync = RGPU__STREAM_OP__INIT;
-	struct ip_ctx *so = owner_of(src), *dn = owner_of(dst);
 	uint8_t *buf[IP_RELAY_BUFS] = {NULL};
 	uint64_t seq[IP_RELAY_BUFS] = {0}; /* the borrowed write of each buffer, or 0 */
 	size_t chunk = MIN(n, IP_RELAY_CHUNK);
@@ -687,11 +692,6 @@ static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, in
 	CUresult r, r2;
 	int prev;
 
-	if (!so || !dn || !ip_devptr_ok(src, n) || !ip_devptr_ok(dst, n))
-		return CUDA_ERROR_INVALID_VALUE;
-	r = peer_direct(dst, src, n, so, dn, s, ptds);
-	if (r != CUDA_ERROR_NOT_SUPPORTED)
-		return r;
 	r = ip_stream_sync(s, ptds);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -751,6 +751,18 @@ static CUresult relay(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, in
 	for (size_t b = 0; b < nbufs; b++)
 		free(buf[b]);
 	return r;
+}
+
+/* A device-to-device copy between two servers: worker to worker where it can, else relayed. */
+static CUresult between(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
+{
+	struct ip_ctx *so = owner_of(src), *dn = owner_of(dst);
+	CUresult r;
+
+	if (!so || !dn)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = peer_direct(dst, src, n, so, dn, s, ptds);
+	return r != CUDA_ERROR_NOT_SUPPORTED ? r : relay(dst, src, n, so, dn, s, ptds);
 }
 
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int ptds)
@@ -878,9 +890,10 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int
 	if (ip_multi_server()) {
 		int ds = ip_addr_device(src), dd = ip_addr_device(dst);
 		if (ds >= 0 && dd >= 0 && ip_dev_server(ds) != ip_dev_server(dd))
-			return relay(dst, src, n, s, ptds);
-		if (elsewhere(c, dst) || elsewhere(c, src))
-			return across(s, ptds, elsewhere(c, dst) ? dst : src,
+			return between(dst, src, n, s, ptds);
+		uint64_t where = elsewhere(c, dst) ? dst : elsewhere(c, src) ? src : 0;
+		if (where)
+			return across(s, ptds, where,
 				      &(struct xop){.kind = 2, .dst = dst, .src = src, .n = n});
 	}
 	m.dst = dst;
@@ -996,7 +1009,7 @@ IP_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, siz
 
 /*
  * Copies between contexts (cuMemcpyPeer): with unified addressing the addresses say where each
- * side lives, so this is a device-to-device copy; between two servers it is relayed.
+ * side lives, so this is a device-to-device copy (between two servers: between()).
  */
 static CUresult peer_copy(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n,
 			  CUstream s, int ptds)

@@ -99,15 +99,6 @@ int ip_addr_device(uint64_t p)
 	return ip_vaw_part_of(&ip.vaw, p);
 }
 
-int ip_route_addr(uint64_t p)
-{
-	int d = ip_addr_device(p);
-
-	if (d >= 0)
-		ip_route_dev(d);
-	return d;
-}
-
 int ip_dev_server(int d)
 {
 	return d >= 0 && d < IP_MAX_DEVICES ? dev_sess[d] : 0;
