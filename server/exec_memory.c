@@ -24,26 +24,6 @@
 /* ---- memory ----------------------------------------------------------------------------- */
 
 /*
- * May the client name [*addr, *addr+size) as device memory in request `what`? The refusal is
- * said at warn (once per session: a client can repeat it at will). When it may, *addr becomes
- * the address the driver knows (another one only inside a module global a restore placed
- * elsewhere).
- */
-static int dev_range(struct srv_worker *w, const char *what, uint64_t *addrp, uint64_t size)
-{
-	uint64_t addr = *addrp;
-
-	if (srv_dev_range_ok(w, addr, size)) {
-		*addrp = srv_dev_translate(w, addr);
-		return 1;
-	}
-	pr_warn_once("%s refused: [%#llx, +%llu bytes) is not device memory of this job (the "
-		     "window and the module globals it looked up)",
-		     what, (unsigned long long)addr, (unsigned long long)size);
-	return 0;
-}
-
-/*
  * A memset writes height rows (one when height is 0 or 1) of width elements, pitch bytes
  * apart: [dst, dst + pitch * (rows - 1) + width * elem_size). That span is computed without
  * wrapping around 2^64, or the window check would see a few bytes where the driver is asked to
@@ -66,7 +46,7 @@ static int memset_ok(struct srv_worker *w, Rgpu__Memset *m)
 		    (unsigned long long)m->pitch);
 		return 0;
 	}
-	return dev_range(w, "memset", &m->dst, span);
+	return srv_dev_range(w, "memset", &m->dst, span);
 }
 
 /*
@@ -146,7 +126,7 @@ static int pitched_ok(struct srv_worker *w, const char *what, struct pitched *p,
 	}
 	if (p->array)
 		return array_ok(w, what, p);
-	return dev_range(w, what, &p->base, span);
+	return srv_dev_range(w, what, &p->base, span);
 }
 
 /*
@@ -351,7 +331,7 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 		    !rgpu_range_in(m->offset, f->hdr.payload_len, 1, packed))
 			r = CUDA_ERROR_INVALID_VALUE;
 	} else if (r == CUDA_SUCCESS &&
-		   !dev_range(w, "host-to-device copy", &m->dst, f->hdr.payload_len)) {
+		   !srv_dev_range(w, "host-to-device copy", &m->dst, f->hdr.payload_len)) {
 		r = CUDA_ERROR_INVALID_VALUE;
 	}
 	if (r == CUDA_SUCCESS && f->hdr.payload_len && srv_capturing(w, s)) {
@@ -515,7 +495,7 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS && m->width) {
 		if (!pitched_ok(w, "device-to-host copy", &p, &packed) || packed != m->size)
 			r = CUDA_ERROR_INVALID_VALUE;
-	} else if (r == CUDA_SUCCESS && !dev_range(w, "device-to-host copy", &m->src, m->size)) {
+	} else if (r == CUDA_SUCCESS && !srv_dev_range(w, "device-to-host copy", &m->src, m->size)) {
 		r = CUDA_ERROR_INVALID_VALUE;
 	}
 	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
@@ -578,8 +558,8 @@ int h_memcpy_dtod(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS && m->width) {
 		r = dtod_pitched(w, m, s);
 	} else if (r == CUDA_SUCCESS && m->size) {
-		if (!dev_range(w, "device-to-device copy", &m->dst, m->size) ||
-		    !dev_range(w, "device-to-device copy", &m->src, m->size))
+		if (!srv_dev_range(w, "device-to-device copy", &m->dst, m->size) ||
+		    !srv_dev_range(w, "device-to-device copy", &m->src, m->size))
 			r = CUDA_ERROR_INVALID_VALUE;
 		else
 			r = w->drv.cuMemcpyDtoDAsync(m->dst, m->src, m->size, s);

@@ -775,18 +775,6 @@ void srv_peer_fini(struct srv_worker *w)
 
 /* ---- the handlers ------------------------------------------------------------------------ */
 
-/* The device side of a copy: the job's memory, translated (srv_dev_range_ok's rules). */
-static int peer_range(struct srv_worker *w, const char *what, uint64_t *addr, uint64_t size)
-{
-	if (srv_dev_range_ok(w, *addr, size)) {
-		*addr = srv_dev_translate(w, *addr);
-		return 1;
-	}
-	pr_warn_once("%s refused: [%#llx, +%llu bytes) is not device memory of this job", what,
-		     (unsigned long long)*addr, (unsigned long long)size);
-	return 0;
-}
-
 /* ctx, stream, range, no capture; then the stream synchronised (earlier work on it done). */
 static CUresult peer_prepare(struct srv_worker *w, const char *what, uint64_t ctx, uint64_t stream,
 			     uint64_t *addr, uint64_t size, CUstream *s)
@@ -795,7 +783,7 @@ static CUresult peer_prepare(struct srv_worker *w, const char *what, uint64_t ct
 
 	if (r == CUDA_SUCCESS)
 		r = srv_stream(w, stream, s);
-	if (r == CUDA_SUCCESS && size && !peer_range(w, what, addr, size))
+	if (r == CUDA_SUCCESS && size && !srv_dev_range(w, what, addr, size))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS && srv_capturing(w, *s)) {
 		/* a graph cannot hold a copy that another server's worker takes part in */

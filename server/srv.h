@@ -756,6 +756,11 @@ int srv_maps_list(struct srv_worker *w, struct srv_map **out, size_t *n);
  */
 uint64_t srv_dev_translate(struct srv_worker *w, uint64_t addr);
 /*
+ * srv_dev_range() - srv_dev_range_ok() for request `what`, refused with one warning per session,
+ * and *addr translated (srv_dev_translate) when it may. 1 or 0.
+ */
+int srv_dev_range(struct srv_worker *w, const char *what, uint64_t *addr, uint64_t size);
+/*
  * srv_translate_params() - a launch's packed parameters: every 8-byte aligned word equal to an
  * address inside a moved global is rewritten (nothing when no global moved).
  */

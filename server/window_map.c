@@ -9,10 +9,12 @@
  * address it takes from the client through srv_dev_range_ok() (or map it here) before the driver
  * sees it.
  */
+#define LOG_PREFIX "exec: "
 #include <search.h>
 #include <stdlib.h>
 
 #include "rgpu/err.h"
+#include "rgpu/log.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
 #include "srv.h"
@@ -64,6 +66,26 @@ uint64_t srv_dev_translate(struct srv_worker *w, uint64_t addr)
 		if (addr >= w->gmoves[i].addr && addr - w->gmoves[i].addr < w->gmoves[i].size)
 			return w->gmoves[i].now + (addr - w->gmoves[i].addr);
 	return addr;
+}
+
+/*
+ * May the client name [*addr, *addr+size) as device memory in request `what`? The refusal is
+ * said at warn (once per session: a client can repeat it at will). When it may, *addr becomes
+ * the address the driver knows (another one only inside a module global a restore placed
+ * elsewhere).
+ */
+int srv_dev_range(struct srv_worker *w, const char *what, uint64_t *addrp, uint64_t size)
+{
+	uint64_t addr = *addrp;
+
+	if (srv_dev_range_ok(w, addr, size)) {
+		*addrp = srv_dev_translate(w, addr);
+		return 1;
+	}
+	pr_warn_once("%s refused: [%#llx, +%llu bytes) is not device memory of this job (the "
+		     "window and the module globals it looked up)",
+		     what, (unsigned long long)addr, (unsigned long long)size);
+	return 0;
 }
 
 void srv_translate_params(struct srv_worker *w, void *params, uint64_t len)
