@@ -7,7 +7,7 @@
  * An application thread's call is routed to the session of its current context unless the call
  * names something else: a stream, an event, a module, a context or a device address names the
  * device whose session executes it, and the code that resolves that handle routes the call
- * there (ip_route_ctx, ip_route_addr). The route lasts until the next call starts
+ * there (ip_route_ctx, ip_route_dev, ip_pin_dev). The route lasts until the next call starts
  * (ip_check_init clears it). A session's own threads (receiver, sender, callbacks) always work
  * for their session. With one server there is nothing to choose and none of this costs more
  * than a load and a branch.
