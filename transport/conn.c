@@ -75,17 +75,43 @@ static int recv_in_frame(struct rgpu_conn *c, void *buf, size_t len)
 	return ret;
 }
 
+static int recv_byref(struct rgpu_conn *c, void *buf, size_t len);
+
 int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len)
 {
 	size_t got;
+	if (c->byref)
+		return recv_byref(c, buf, len);
 	int ret = recv_exact(c, buf, len, 0, &got);
 	if (ret == RGPU_ECLOSED && got)
 		return RGPU_ETRUNC;
 	return ret;
 }
 
+int rgpu_conn_recv_payload_raw(struct rgpu_conn *c, void *buf, size_t len)
+{
+	c->byref = 0;
+	return recv_in_frame(c, buf, len);
+}
+
+/* A payload sent by reference, copied where the caller wants it (or dropped: buf NULL). */
+static int recv_byref(struct rgpu_conn *c, void *buf, size_t len)
+{
+	struct rgpu_frame_hdr h = {.flags = RGPU_FRAME_BYREF, .payload_len = len};
+	struct rgpu_payload p;
+	int ret = rgpu_conn_take_payload(c, &h, &p);
+	if (ret)
+		return ret == RGPU_EUNSUPPORTED ? RGPU_EPROTO : ret;
+	if (buf)
+		memcpy(buf, p.p, len);
+	rgpu_payload_release(&p);
+	return 0;
+}
+
 int rgpu_conn_recv_payload(struct rgpu_conn *c, void *buf, size_t len)
 {
+	if (c->byref)
+		return recv_byref(c, buf, len);
 	return recv_in_frame(c, buf, len);
 }
 
@@ -215,6 +241,7 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 	int ret;
 
 	*body = NULL;
+	c->byref = 0;
 	/* wait as told (-1: for ever) for a frame to begin; from its first byte, its deadline */
 	ret = recv_exact(c, raw, 1, rgpu_deadline_after(timeout_ms), &got);
 	if (ret)
@@ -229,6 +256,9 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 	ret = rgpu_frame_check(h, receiver, c->msgs);
 	if (ret)
 		return ret;
+	/* by reference only where both ends map the bytes, and only with a payload */
+	if ((h->flags & RGPU_FRAME_BYREF) && (!c->shm || !h->payload_len))
+		return RGPU_EPROTO;
 	if (h->body_len) {
 		*body = malloc(h->body_len);
 		if (!*body)
@@ -242,6 +272,7 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 			return ret;
 		}
 	}
+	c->byref = !!(h->flags & RGPU_FRAME_BYREF);
 	return 0;
 }
 
@@ -249,6 +280,8 @@ int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 {
 	char buf[16384];
 	uint64_t done = 0;
+	if (c->byref && len)
+		return recv_byref(c, NULL, (size_t)len);
 	while (len) {
 		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
 		int ret = recv_in_frame(c, buf, n);

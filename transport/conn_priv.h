@@ -1,5 +1,5 @@
 /*
- * The inside of a connection: only transports (tcp.c, and later shm and verbs) and the frame
+ * The inside of a connection: only transports (tcp.c, shm.c, and later verbs) and the frame
  * code in conn.c see it; everyone else holds an opaque struct rgpu_conn.
  */
 #ifndef RGPU_CONN_PRIV_H
@@ -10,6 +10,7 @@
 #include "rgpu/transport.h"
 
 struct ssl_st;
+struct shm_link;
 
 struct rgpu_transport_ops {
 	const char *name;
@@ -51,6 +52,8 @@ struct rgpu_conn {
 	 */
 	struct ssl_st *ssl;
 	pthread_mutex_t ssl_lock;
+	struct shm_link *shm;  /* the shared-memory transport's state (shm.c) */
+	int byref;             /* the frame being received sends its payload by reference */
 	size_t rpos, rlen;
 	uint8_t rbuf[RGPU_CONN_RBUF];
 };

@@ -35,7 +35,12 @@
 #define RGPU_FRAME_HDR_LEN 56
 
 #define RGPU_FRAME_REPLY 0x1u /* this frame answers request `seq` */
-#define RGPU_FRAME_FLAGS_KNOWN RGPU_FRAME_REPLY
+/*
+ * shared-memory links only (transport/shm.c): the payload_len bytes lie in memory both ends
+ * map, and the stream carries a reference to them instead; set and read by the transport
+ */
+#define RGPU_FRAME_BYREF 0x2u
+#define RGPU_FRAME_FLAGS_KNOWN (RGPU_FRAME_REPLY | RGPU_FRAME_BYREF)
 
 #define RGPU_MAX_BODY (16u << 20)          /* protobuf body */
 #define RGPU_MAX_CHUNK (16ull << 20)       /* payload of one copy chunk */

@@ -1,6 +1,6 @@
 /*
  * Transports move frames between a client and a server. They share one small interface so
- * TCP, a shared-memory ring and RDMA verbs are interchangeable; TCP is the one built today.
+ * TCP, a shared-memory ring and RDMA verbs are interchangeable; TCP and shared memory are built.
  */
 #ifndef RGPU_TRANSPORT_H
 #define RGPU_TRANSPORT_H
@@ -181,6 +181,93 @@ int rgpu_conn_tls_binding(struct rgpu_conn *c, uint8_t *out);
  */
 int rgpu_connect(const char *host, int port, int timeout_ms, struct rgpu_tls *tls,
 		 const char *name, struct rgpu_conn **out, char *why, size_t whylen);
+
+/*
+ * Shared memory (shm.c): a client and a server on one host. The link is a Unix-domain stream
+ * socket first (rgpu_unix_connect; the server accepts on its listening socket as for TCP),
+ * speaks the handshake there, and is then upgraded by rgpu_shm_offer (client) and
+ * rgpu_shm_accept (server), after which frames go through rings in a memfd both map and the
+ * socket only tells each end when the other is gone.
+ */
+int rgpu_unix_listen(const char *path, int *lfd);
+int rgpu_unix_connect(const char *path, int timeout_ms, struct rgpu_conn **out);
+int rgpu_conn_is_unix(const struct rgpu_conn *c);
+int rgpu_conn_is_shm(const struct rgpu_conn *c);
+
+/* payloads this short always travel in the ring; longer ones may go by reference */
+#define RGPU_SHM_BYREF_MIN (64u << 10)
+
+/*
+ * The client's pinned-memory arena: a memfd the interposer maps (base, size) and carves
+ * pinned allocations from. find() says whether [p, p + len) lies in one allocation and which
+ * (its offset and length in the arena): such payloads go by reference, and the server reads
+ * them where they are.
+ */
+struct rgpu_shm_arena {
+	int fd;                 /* -1: none */
+	void *base;
+	uint64_t size;
+	void *ctx;
+	int (*find)(void *ctx, const void *p, uint64_t len, uint64_t *reg_off, uint64_t *reg_len);
+};
+
+struct rgpu_shm_opts {
+	uint64_t ring_size;     /* each direction's ring: a power of two, 64 KiB .. 64 MiB */
+	uint64_t slot_size;     /* the slots' and staging buffers' size (RGPU_COPY_CHUNK) */
+	uint32_t nslots;        /* the client's slots for large payloads from other memory */
+	uint32_t nstage;        /* the server's staging buffers in the shared memory */
+	struct rgpu_shm_arena arena;
+};
+
+/*
+ * rgpu_shm_offer() - the client's side of the upgrade, right after the server's HelloReply
+ * accepted it: make and send the shared memory, wait for the answer. Returns 0 (c now speaks
+ * shared memory), or an error with why filled (c is unchanged; the caller closes it).
+ */
+int rgpu_shm_offer(struct rgpu_conn *c, const struct rgpu_shm_opts *opt, int timeout_ms,
+		   char *why, size_t whylen);
+
+/* What the server got: the areas its driver should register, and the arena. */
+struct rgpu_shm_accepted {
+	void *link_map, *arena_map;    /* references: rgpu_shm_map_put() when done with them */
+	uint8_t *stage;                /* nstage staging buffers of slot_size */
+	uint32_t nstage;
+	uint8_t *slots;                /* the client's slots: slots_size bytes */
+	uint64_t slots_size, slot_size;
+	void *arena;                   /* NULL: none */
+	uint64_t arena_size, arena_dev, arena_ino;
+};
+/*
+ * rgpu_shm_accept() - the server's side, right after sending a HelloReply that accepts the
+ * upgrade: take the client's offer within timeout_ms, check it, map it, answer. Returns 0
+ * (c now speaks shared memory; *acc filled), or an error with why filled (the caller closes c).
+ */
+int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepted *acc,
+		    char *why, size_t whylen);
+void rgpu_shm_map_put(void *map);
+
+/*
+ * A payload received by reference, used where it lies: p, len. Release it when done (a slot
+ * then goes back to the client); it stays mapped until then, whatever happens to the link.
+ */
+struct rgpu_payload {
+	void *p;
+	uint64_t len;
+	int in_arena;                  /* in the client's arena, allocation [arena_off, +arena_len) */
+	uint64_t arena_off, arena_len;
+	int slot;                      /* 1 + the slot's number, 0: none */
+	void *map;
+};
+/*
+ * rgpu_conn_take_payload() - the payload of frame h (just received) where it lies. Returns 0,
+ * RGPU_EUNSUPPORTED (not sent by reference: read it with rgpu_conn_recv_payload), or an
+ * error (RGPU_EPROTO: a reference outside its area).
+ */
+int rgpu_conn_take_payload(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
+			   struct rgpu_payload *out);
+void rgpu_payload_release(struct rgpu_payload *p);
+/* the bytes of the payload as they are on the stream (a reference, for shm.c) */
+int rgpu_conn_recv_payload_raw(struct rgpu_conn *c, void *buf, size_t len);
 
 /*
  * rgpu_conn_relay() - copy bytes both ways between c and the socket fd until either side ends
