@@ -7,7 +7,8 @@
 # benchmark; RGPU_CKPT_BENCH_MIB sizes) or live (live migration and its benchmark;
 # RGPU_LIVE_BENCH_MIB sizes, RGPU_LIVE_RUNS), multi (devices of several servers); all (default)
 # runs them all; RGPU_BENCH_ROUNDS (default 2)
-# is how many times the benchmark alternates between this build and the previous one.
+# is how many times the benchmark runs through rgpu over each transport (tcp, shm) and through
+# the previous build; RGPU_BENCH_MAX_MIB caps its copy sizes (tests/bench/bench.c; dry runs).
 # Starts rgpud on the real driver, runs every test program natively and through rgpu, the
 # hostile-input and killed-client checks, the cuGetProcAddress cross-check against the real
 # driver, and the benchmarks (rgpu and native side by side from this one run). Full logs go to
@@ -433,10 +434,19 @@ fi
 
 if want bench; then
 # ---- benchmarks -------------------------------------------------------------------------
-# With gpubundle/before (the previous build's rgpud and interposer, scripts/gpu-bundle.sh
-# BEFORE=DIR), the same benchmark also runs through it, alternating with this build twice.
+# From this one run (issue 14's table): natively, through rgpu over TCP loopback and over shared
+# memory (RGPU_TRANSPORT=tcp and shm, one rgpud), and the host's loopback TCP ceiling
+# (tcp_ceiling). With gpubundle/before (the previous build's rgpud and interposer,
+# scripts/gpu-bundle.sh BEFORE=DIR), the benchmark also runs through it, over TCP and without
+# the pageable and streams modes (time). rgpu runs RGPU_BENCH_ROUNDS times, the order turned
+# round every round; the tables show each side's best. A copy that reads back wrong fails the
+# benchmark (bench_* rows of the tests table).
+BENCH_TESTS="rtt launch small bw pageable streams"
+BEFORE_TESTS="rtt launch small bw"
 BEFORE=$B/before
-timeout 300 "$P/bench" rtt launch bw >"$OUT/bench.native.txt" 2>"$OUT/bench.native.err"
+# shellcheck disable=SC2086 # BENCH_TESTS is a list
+timeout 300 "$P/bench" $BENCH_TESTS >"$OUT/bench.native.txt" 2>"$OUT/bench.native.err"; BENCH_RC_native=$?
+timeout 120 "$B/bin/tcp_ceiling" >"$OUT/bench.ceiling.txt" 2>&1 || echo "tcp_ceiling failed: $?" >>"$OUT/bench.ceiling.txt"
 if [ -x "$BEFORE/bin/rgpud" ]; then
 	"$BEFORE/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/before.port" --state-dir "$OUT/before-state" \
 		"${DRIVER_ARG[@]}" --log-level warn 2>"$OUT/rgpud.before.log" &
@@ -444,40 +454,59 @@ if [ -x "$BEFORE/bin/rgpud" ]; then
 	for _ in $(seq 100); do [ -s "$OUT/before.port" ] && break; sleep 0.1; done
 fi
 # this build's benchmark runs on a fresh rgpud started exactly as the previous build's (no
-# state dump, log level warn), and the two take turns going first
+# state dump, log level warn)
 "$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/after.port" --state-dir "$OUT/after-state" \
 	"${DRIVER_ARG[@]}" --log-level warn 2>"$OUT/rgpud.after.log" &
 SRVA=$!
 for _ in $(seq 100); do [ -s "$OUT/after.port" ] && break; sleep 0.1; done
-bench_after() {
-	timeout 300 "$B/bin/rgpuctl" run --server 127.0.0.1:$(cat "$OUT/after.port") -- \
-		"$P/bench" rtt launch bw >"$OUT/bench.rgpu$1.txt" 2>"$OUT/bench.rgpu$1.err"
-	AFTER_FILES="$AFTER_FILES${AFTER_FILES:+,}$OUT/bench.rgpu$1.txt"
+# bench_rgpu TRANSPORT ROUND: this build, bench.TRANSPORTROUND.txt; BENCH_RC_TRANSPORT: the last
+# failure's status
+bench_rgpu() {
+	local rc
+	# shellcheck disable=SC2086 # BENCH_TESTS is a list
+	RGPU_TRANSPORT=$1 timeout 300 "$B/bin/rgpuctl" run --server "127.0.0.1:$(cat "$OUT/after.port")" -- \
+		"$P/bench" $BENCH_TESTS >"$OUT/bench.$1$2.txt" 2>"$OUT/bench.$1$2.err"; rc=$?
+	[ $rc = 0 ] || printf -v "BENCH_RC_$1" %s $rc
+	local files=FILES_$1
+	printf -v "$files" %s "${!files}${!files:+,}$OUT/bench.$1$2.txt"
 }
 bench_before() {
 	[ -n "${SRVB:-}" ] || return 0
-	RGPU_INTERPOSER_DIR=$(realpath "$BEFORE/lib/interposer") timeout 300 "$B/bin/rgpuctl" run \
-		--server 127.0.0.1:$(cat "$OUT/before.port") -- "$P/bench" rtt launch bw \
+	# shellcheck disable=SC2086 # BEFORE_TESTS is a list
+	RGPU_TRANSPORT=tcp RGPU_INTERPOSER_DIR=$(realpath "$BEFORE/lib/interposer") timeout 300 "$B/bin/rgpuctl" run \
+		--server "127.0.0.1:$(cat "$OUT/before.port")" -- "$P/bench" $BEFORE_TESTS \
 		>"$OUT/bench.before$1.txt" 2>"$OUT/bench.before$1.err"
-	BEFORE_FILES="$BEFORE_FILES${BEFORE_FILES:+,}$OUT/bench.before$1.txt"
+	FILES_before="${FILES_before}${FILES_before:+,}$OUT/bench.before$1.txt"
 }
-AFTER_FILES="" BEFORE_FILES=""
+# shellcheck disable=SC2034 # BENCH_RC_*: read as ${!rc} below
+FILES_tcp="" FILES_shm="" FILES_before="" BENCH_RC_tcp=0 BENCH_RC_shm=0
 for i in $(seq "${RGPU_BENCH_ROUNDS:-2}"); do
-	if [ $((i % 2)) = 1 ]; then bench_after "$i"; bench_before "$i"; else bench_before "$i"; bench_after "$i"; fi
+	if [ $((i % 2)) = 1 ]; then order="tcp shm before"; else order="before shm tcp"; fi
+	for t in $order; do
+		if [ "$t" = before ]; then bench_before "$i"; else bench_rgpu "$t" "$i"; fi
+	done
 done
 kill $SRVA 2>/dev/null; wait $SRVA 2>/dev/null
 [ -n "${SRVB:-}" ] && { kill $SRVB 2>/dev/null; wait $SRVB 2>/dev/null; }
-cp "$OUT/bench.rgpu1.txt" "$OUT/bench.rgpu.txt" 2>/dev/null
-python3 tests/gpu/report.py "$OUT/bench.native.txt" "$AFTER_FILES" $BEFORE_FILES >"$OUT/bench.table" 2>&1
+for t in tcp shm; do
+	rc=BENCH_RC_$t
+	row "bench_$t" "$([ $BENCH_RC_native = 0 ] && echo ok || echo FAIL:$BENCH_RC_native)" \
+		"$([ "${!rc}" = 0 ] && echo ok || echo "FAIL:${!rc}")" "" "" ""
+done
+python3 tests/gpu/report.py --transports "$OUT/bench.native.txt" "$FILES_tcp" "$FILES_shm" \
+	"$OUT/bench.ceiling.txt" >"$OUT/bench.table" 2>&1
+[ -n "$FILES_before" ] && python3 tests/gpu/report.py "$OUT/bench.native.txt" "$FILES_tcp" "$FILES_before" \
+	>"$OUT/bench.before.table" 2>&1
 
 # the delay one resume adds, as the clients saw it (link lost -> resumed)
 cat "$OUT"/*.ilog "$OUT"/cut_*.log 2>/dev/null | grep -o 'resumed on [^ ]* after [0-9.]* s' |
 	awk '{ print $(NF-1) * 1000 }' | sort -n >"$OUT/resume_ms.txt"
 
 # ---- the cost of TLS: the benchmark against a plaintext and a TLS rgpud from one run ------
-# (RGPU_GPU_TLS=0 leaves it out; it needs the openssl command for its throw-away certificate)
+# (RGPU_GPU_TLS=0 leaves it out; it needs the openssl command for its throw-away certificate;
+# the plaintext side over TCP, RGPU_TRANSPORT=tcp, which TLS is the alternative to)
 if [ "${RGPU_GPU_TLS:-1}" = 1 ]; then
-	RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system} timeout 600 tests/bench/tls_compare.sh "$B" \
+	RGPU_TRANSPORT=tcp RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system} timeout 600 tests/bench/tls_compare.sh "$B" \
 		rtt launch bw >"$OUT/bench.tls.table" 2>&1 || echo "tls_compare failed" >>"$OUT/bench.tls.table"
 fi
 
@@ -503,8 +532,9 @@ echo "== state log"
 [ -s "$OUT/statelog.txt" ] && cat "$OUT/statelog.txt"
 grep -h "^FAILED" "$OUT/replay.txt" 2>/dev/null | head -10
 grep -h "^moved" "$OUT/replay.txt" 2>/dev/null | sort | uniq -c | head -5
-echo "== benchmarks (rgpu over TCP loopback vs native, same run; best of ${RGPU_BENCH_ROUNDS:-2} for rgpu and before)"
+echo "== benchmarks: native, rgpu over TCP loopback (RGPU_TRANSPORT=tcp) and over shared memory (RGPU_TRANSPORT=shm), one rgpud, same run; best of ${RGPU_BENCH_ROUNDS:-2} for rgpu"
 [ -s "$OUT/bench.table" ] && cat "$OUT/bench.table"
+[ -s "$OUT/bench.before.table" ] && { echo "== benchmarks: this build vs the previous build (TCP, best of ${RGPU_BENCH_ROUNDS:-2})"; cat "$OUT/bench.before.table"; }
 echo "== chunk hash on the GPU (tests/gpu/gpuhash_check.c)"
 [ -s "$OUT/gpuhash.txt" ] && sed 's/^/   /' "$OUT/gpuhash.txt"
 echo "== resume: the delay one resume added, as the client saw it (ms)"

@@ -1,0 +1,282 @@
+/*
+ * The loopback TCP ceiling of this host, iperf-style, for the benchmark table of
+ * tests/gpu/run.sh: what rgpu over TCP could reach at best on the same host in the same run.
+ * For each count k of parallel connections over 127.0.0.1, k sender threads write 4 MiB
+ * buffers and k receiver threads read into 4 MiB buffers for the given time (default socket
+ * options plus TCP_NODELAY, as rgpu's transport sets); the bytes received in that time give
+ *
+ *   tcp_ceiling_<k> X GB/s        one line per k
+ *   tcp_ceiling_best X GB/s       the highest of them
+ *
+ *   tcp_ceiling [-t SECONDS] [-s STREAMS,...]     defaults: -t 2 -s 1,2,4,8
+ *
+ * It needs no GPU and no CUDA. It never checks the bytes: it measures the kernel's loopback,
+ * not a protocol.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUF_BYTES (4u << 20)
+enum { MAX_STREAMS = 64, MAX_COUNTS = 16 };
+
+struct conn {
+	int send_fd, recv_fd;
+	pthread_t sender, receiver;
+	atomic_ullong received;
+};
+
+static atomic_int stop;
+static atomic_int failed; /* a thread met an error (and said which) */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Writes whole buffers until told to stop, then closes its side (the receiver sees EOF). */
+static void *sender(void *arg)
+{
+	struct conn *c = arg;
+	char *buf = malloc(BUF_BYTES);
+	if (buf) {
+		memset(buf, 0x5a, BUF_BYTES);
+		while (!atomic_load(&stop)) {
+			size_t off = 0;
+			while (off < BUF_BYTES) {
+				ssize_t n =
+				    send(c->send_fd, buf + off, BUF_BYTES - off, MSG_NOSIGNAL);
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n <= 0) {
+					perror("tcp_ceiling: send");
+					atomic_store(&failed, 1);
+					goto out;
+				}
+				off += (size_t)n;
+			}
+		}
+	} else {
+		fprintf(stderr, "tcp_ceiling: out of memory\n");
+		atomic_store(&failed, 1);
+	}
+out:
+	shutdown(c->send_fd, SHUT_WR);
+	free(buf);
+	return NULL;
+}
+
+/* Reads until EOF, counting the bytes. */
+static void *receiver(void *arg)
+{
+	struct conn *c = arg;
+	char *buf = malloc(BUF_BYTES);
+	if (!buf) {
+		fprintf(stderr, "tcp_ceiling: out of memory\n");
+		atomic_store(&failed, 1);
+		return NULL;
+	}
+	for (;;) {
+		ssize_t n = recv(c->recv_fd, buf, BUF_BYTES, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			perror("tcp_ceiling: recv");
+			atomic_store(&failed, 1);
+		}
+		if (n <= 0)
+			break;
+		atomic_fetch_add(&c->received, (unsigned long long)n);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* A listening socket on 127.0.0.1 at a port the kernel picks; -1 after printing why. */
+static int listen_loopback(struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof(*addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0) {
+		perror("tcp_ceiling: socket");
+		return -1;
+	}
+	memset(addr, 0, sizeof(*addr));
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)addr, sizeof(*addr)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)addr, &len) < 0 || listen(fd, MAX_STREAMS) < 0) {
+		perror("tcp_ceiling: listen on 127.0.0.1");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* c->send_fd and c->recv_fd: the two ends of one new connection, TCP_NODELAY on both. */
+static int connect_pair(int lfd, const struct sockaddr_in *addr, struct conn *c)
+{
+	int one = 1;
+	c->send_fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (c->send_fd < 0) {
+		perror("tcp_ceiling: socket");
+		return -1;
+	}
+	if (connect(c->send_fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
+		perror("tcp_ceiling: connect to 127.0.0.1");
+		goto out_close;
+	}
+	c->recv_fd = accept(lfd, NULL, NULL);
+	if (c->recv_fd < 0) {
+		perror("tcp_ceiling: accept");
+		goto out_close;
+	}
+	setsockopt(c->send_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(c->recv_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+out_close:
+	close(c->send_fd);
+	return -1;
+}
+
+/*
+ * k connections for secs seconds; returns GB/s received over all of them, or a negative value
+ * after printing why.
+ */
+static double measure(int lfd, const struct sockaddr_in *addr, int k, double secs)
+{
+	struct conn conns[MAX_STREAMS];
+	int made = 0, started = 0;
+	double gbs = -1, t0;
+	unsigned long long total = 0;
+
+	memset(conns, 0, sizeof(conns));
+	atomic_store(&stop, 0);
+	for (; made < k; made++)
+		if (connect_pair(lfd, addr, &conns[made]) < 0)
+			goto out_close;
+	t0 = now_s();
+	for (; started < k; started++) {
+		struct conn *c = &conns[started];
+		if (pthread_create(&c->receiver, NULL, receiver, c)) {
+			fprintf(stderr, "tcp_ceiling: cannot start a thread\n");
+			goto out_stop;
+		}
+		if (pthread_create(&c->sender, NULL, sender, c)) {
+			fprintf(stderr, "tcp_ceiling: cannot start a thread\n");
+			shutdown(c->recv_fd, SHUT_RDWR); /* its receiver sees EOF */
+			pthread_join(c->receiver, NULL);
+			goto out_stop;
+		}
+	}
+	{
+		struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	/* the bytes in by now, over the time they took: what is still in flight is not counted */
+	for (int i = 0; i < k; i++)
+		total += atomic_load(&conns[i].received);
+	gbs = total / (now_s() - t0) / 1e9;
+out_stop:
+	atomic_store(&stop, 1);
+	for (int i = 0; i < started; i++) {
+		pthread_join(conns[i].sender, NULL);
+		pthread_join(conns[i].receiver, NULL);
+	}
+out_close:
+	for (int i = 0; i < made; i++) {
+		close(conns[i].send_fd);
+		close(conns[i].recv_fd);
+	}
+	return started == k && !atomic_load(&failed) ? gbs : -1;
+}
+
+/* "1,2,4,8" into counts[]; the number of them, or -1. */
+static int parse_counts(const char *s, int *counts)
+{
+	int n = 0;
+	while (*s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+		if (end == s || v < 1 || v > MAX_STREAMS || n == MAX_COUNTS ||
+		    (*end && *end != ','))
+			return -1;
+		counts[n++] = (int)v;
+		s = *end ? end + 1 : end;
+	}
+	return n ? n : -1;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: tcp_ceiling [-t SECONDS] [-s STREAMS,...]   (default -t 2 -s 1,2,4,8;"
+		" 1 to %d streams each)\n",
+		MAX_STREAMS);
+}
+
+int main(int argc, char **argv)
+{
+	int counts[MAX_COUNTS] = {1, 2, 4, 8}, ncounts = 4, opt, lfd;
+	double secs = 2, best = 0;
+	struct sockaddr_in addr;
+	char *end;
+
+	while ((opt = getopt(argc, argv, "t:s:h")) != -1) {
+		switch (opt) {
+		case 't':
+			secs = strtod(optarg, &end);
+			if (end == optarg || *end || !(secs > 0 && secs <= 3600)) {
+				fprintf(stderr, "tcp_ceiling: -t %s: want seconds, more than 0\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 's':
+			ncounts = parse_counts(optarg, counts);
+			if (ncounts < 0) {
+				fprintf(stderr,
+					"tcp_ceiling: -s %s: want a comma-separated list of stream "
+					"counts, each 1 to %d (at most %d)\n",
+					optarg, MAX_STREAMS, MAX_COUNTS);
+				return 2;
+			}
+			break;
+		default:
+			usage();
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage();
+		return 2;
+	}
+	lfd = listen_loopback(&addr);
+	if (lfd < 0)
+		return 1;
+	for (int i = 0; i < ncounts; i++) {
+		double gbs = measure(lfd, &addr, counts[i], secs);
+		if (gbs < 0) {
+			close(lfd);
+			return 1;
+		}
+		printf("tcp_ceiling_%d %.3f GB/s\n", counts[i], gbs);
+		fflush(stdout);
+		if (gbs > best)
+			best = gbs;
+	}
+	printf("tcp_ceiling_best %.3f GB/s\n", best);
+	close(lfd);
+	return 0;
+}
