@@ -335,6 +335,9 @@ int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
 				    : rgpu_conn_recv(S.conn, (uint8_t *)w->dst + dc->offset, h->payload_len);
 		if (!ret)
 			w->received += h->payload_len;
+		/* bytes the worker put straight into this process's memory (shared memory) */
+		if (!ret && !h->payload_len && dc->landed <= w->dst_size - w->received)
+			w->received += dc->landed;
 		if (!ret && w->async && w->received == w->dst_size) {
 			pthread_mutex_lock(&S.wait_lock);
 			ip_waiter_remove_locked(w);
@@ -346,11 +349,27 @@ int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
 	return ret;
 }
 
-void ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body)
+int ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body)
 {
 	struct waiter *w;
+	int ret = 0;
 	pthread_mutex_lock(&S.wait_lock);
 	w = ip_waiter_find_locked(h->ref);
+	if (h->payload_len) {
+		/* a small device-to-host copy's bytes, in its reply, before the caller wakes */
+		if (w && !w->async && w->dst && h->payload_len <= w->dst_size) {
+			ret = w->rows.width ? recv_rows(w, 0, h->payload_len)
+					    : rgpu_conn_recv(S.conn, w->dst, h->payload_len);
+			if (!ret)
+				w->received += h->payload_len;
+		} else {
+			ret = rgpu_conn_discard(S.conn, h->payload_len);
+		}
+		if (ret) {
+			pthread_mutex_unlock(&S.wait_lock);
+			return ret;
+		}
+	}
 	if (w && !w->async) {
 		pthread_mutex_lock(&w->m);
 		w->body = *body;
@@ -361,4 +380,5 @@ void ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body)
 		*body = NULL;
 	}
 	pthread_mutex_unlock(&S.wait_lock);
+	return 0;
 }

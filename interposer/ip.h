@@ -347,6 +347,16 @@ int ip_nservers(void);
  * between servers). Returns the previous pin, which ip_pin_server(prev) restores (-1: none).
  */
 int ip_pin_server(int k);
+/*
+ * Pinned memory shared with a worker on this host (shmarena.c). ip_arena_alloc() - size bytes
+ * of the calling thread's session's arena; NULL when it has none (not shared memory) or is
+ * full. ip_arena_free() - 1: p was an arena allocation, let go; 0: not arena memory; -1: inside
+ * one but not its start. ip_arena_dst() - [p, p + n) lies in an allocation of the session's
+ * arena: where (*at) and which allocation; 0 when it does not.
+ */
+void *ip_arena_alloc(size_t size);
+int ip_arena_free(void *p);
+int ip_arena_dst(const void *p, uint64_t n, uint64_t *at, uint64_t *reg_off, uint64_t *reg_len);
 int ip_pin_dev(int d);
 
 /* ip_session_open() - connect to RGPU_SERVERS (or RGPU_SERVER), shake hands, fill ip.dev. */

@@ -847,6 +847,9 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
 	m.size = n;
 	m.stream = so ? so->o.id : 0;
 	m.ctx = c->o.id;
+	/* into pinned memory the worker maps too (shared memory): it lands there directly */
+	if (ip_arena_dst(dst, n, &m.host_arena, &m.host_reg_off, &m.host_reg_len))
+		m.host_arena++;
 	/*
 	 * Into pinned memory an async copy returns at once and lands in stream order; into
 	 * pageable memory the driver returns only once the copy is complete, and programs rely
@@ -1201,6 +1204,9 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags, const char *c
 			*pp = (void *)(uintptr_t)d;
 		return r;
 	}
+	/* shared with a worker on this host, which copies from and into it directly */
+	if (!p)
+		p = ip_arena_alloc(size);
 	if (!p) {
 		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
@@ -1208,7 +1214,7 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags, const char *c
 	}
 	r = host_add(p, size, flags, 1);
 	if (r != CUDA_SUCCESS) {
-		if (!ip_hm_free(p))
+		if (!ip_hm_free(p) && ip_arena_free(p) <= 0)
 			munmap(p, size);
 		return r;
 	}
@@ -1263,7 +1269,7 @@ IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
 	h = host_remove(p, 1);
 	if (!h)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!ip_hm_free(p))
+	if (!ip_hm_free(p) && ip_arena_free(p) <= 0)
 		munmap(p, h->size);
 	free(h);
 	return CUDA_SUCCESS;

@@ -63,6 +63,10 @@ static void on_error(const struct rgpu_frame_hdr *h, const uint8_t *body)
 	ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, why);
 }
 
+/* RGPU_TRANSPORT: tcp (never shared memory), auto (when the server is on this host), shm (must) */
+enum { IP_TCP = 0, IP_AUTO = 1, IP_SHM = 2 };
+static int transport = IP_AUTO;
+
 static int resume(const char *why);
 
 /* A MSG_REDIRECT's server, kept for the resume; 0, or -1 when it is not HOST:PORT. */
@@ -261,9 +265,7 @@ static void *receiver_main(void *arg)
 		}
 		ret = 0;
 		if (h.flags & RGPU_FRAME_REPLY) {
-			ip_call_on_reply(&h, &body);
-			if (h.payload_len)
-				ret = rgpu_conn_discard(S.conn, h.payload_len);
+			ret = ip_call_on_reply(&h, &body);
 		} else if (h.type == RGPU_MSG_DATA) {
 			ret = ip_call_on_data(&h, body);
 		} else if (h.type == RGPU_MSG_OUTPUT) {
@@ -375,6 +377,7 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
+	hm.want_shm = transport != IP_TCP && rgpu_conn_is_unix(c);
 	hm.device_base = (uint32_t)S.dev_base;
 	hm.devices = S.sel;
 	hm.n_devices = (size_t)S.nsel;
@@ -486,11 +489,33 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	return 0;
 }
 
-/* A connection to the server: TCP, then TLS when configured (RGPU_TLS, RGPU_TLS_CA). */
+/*
+ * A connection to the server: its Unix-domain socket (RGPU_SERVER=unix:PATH), else TCP, then
+ * TLS when configured (RGPU_TLS, RGPU_TLS_CA).
+ */
 static int ip_connect(int timeout_ms, struct rgpu_conn **c, char *why, size_t whylen)
 {
+	if (S.is_unix) {
+		int ret = rgpu_unix_connect(S.host, timeout_ms, c);
+		if (ret)
+			snprintf(why, whylen, "cannot connect to %s: %s", S.server, strerror(errno));
+		return ret;
+	}
 	return rgpu_connect(S.host, S.port, timeout_ms, S.tls, S.tls_name[0] ? S.tls_name : NULL,
 			    c, why, whylen);
+}
+
+/* The link c, whose server's reply said so, moves to shared memory: 0, or an error with why. */
+static int shm_offer(struct rgpu_conn *c, char *why, size_t whylen)
+{
+	struct rgpu_shm_opts o = {
+		.ring_size = 2u << 20,
+		.slot_size = RGPU_COPY_CHUNK,
+		.nslots = 8,
+		.nstage = 16,
+	};
+	ip_arena_opts(&o.arena);
+	return rgpu_shm_offer(c, &o, IP_HELLO_TIMEOUT_MS, why, whylen);
 }
 
 static CUresult hello(int connect_ms)
@@ -608,6 +633,13 @@ lost:
 	S.session = rep->session_id;
 	memcpy(S.job_id, rep->job_id.data, IP_JOB_ID_LEN);
 	hex(S.job_id, IP_JOB_ID_LEN, S.job_hex);
+	snprintf(S.shm_socket, sizeof(S.shm_socket), "%s", rep->shm_socket ? rep->shm_socket : "");
+	S.same_host = rep->host_id && *rep->host_id && !strcmp(rep->host_id, rgpu_host_id());
+	if (rep->shm && (ret = shm_offer(S.conn, why, sizeof(why)))) {
+		pr_err("no shared memory with the GPU server %s: %s", S.server, why);
+		r = CUDA_ERROR_NO_DEVICE;
+		goto out;
+	}
 	S.grace_s = (int)rep->resume_grace_s;
 	if (!S.index || rep->driver_version < ip.driver_version)
 		ip.driver_version = rep->driver_version;
@@ -754,6 +786,8 @@ static int resume(const char *why)
 			ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
 			return 0;
 		}
+		if (!ret && rep->shm && (ret = shm_offer(c, msg, sizeof(msg))))
+			rgpu__hello_reply__free_unpacked(rep, NULL);
 		if (!ret) {
 			ip_link_install(c, rep->received, 0);
 			rgpu__hello_reply__free_unpacked(rep, NULL);
@@ -898,6 +932,68 @@ bad:
 	return -1;
 }
 
+/*
+ * A session just opened over TCP with a server on this host (its reply named this kernel and
+ * a socket): move the job's link to shared memory, as a resume on that socket. Nothing has
+ * run yet. Returns 0 when the link moved, or stayed on TCP as allowed (RGPU_TRANSPORT=auto),
+ * -1 when RGPU_TRANSPORT=shm and it could not move (logged).
+ */
+static int upgrade(void)
+{
+	struct rgpu_conn *c = NULL;
+	Rgpu__HelloReply *rep = NULL;
+	char why[512] = "";
+	int ret;
+
+	if (transport == IP_TCP || rgpu_conn_is_shm(S.conn))
+		return 0;
+	if (!S.same_host || !S.shm_socket[0] || S.tls) {
+		if (transport == IP_SHM)
+			pr_err("RGPU_TRANSPORT=shm, but the GPU server %s %s", S.server,
+			       S.tls ? "is reached by TLS"
+			       : !S.same_host ? "is on another host"
+					      : "has no socket for this host's clients (rgpud --socket)");
+		return transport == IP_SHM ? -1 : 0;
+	}
+	ret = rgpu_unix_connect(S.shm_socket, 2000, &c);
+	if (ret) {
+		/* (a container without the socket mounted in, say): the TCP link is untouched */
+		if (transport == IP_SHM) {
+			pr_err("RGPU_TRANSPORT=shm, but %s cannot be reached: %s", S.shm_socket,
+			       strerror(errno));
+			return -1;
+		}
+		pr_info("job %s stays on TCP: %s cannot be reached (%s)", S.job_hex, S.shm_socket,
+			strerror(errno));
+		return 0;
+	}
+	ret = exchange_hello(c, 1, IP_RESUME_HELLO_TIMEOUT_MS, &rep, why, sizeof(why));
+	if (!ret && (rep->result != CUDA_SUCCESS || !rep->resumed || !rep->shm)) {
+		snprintf(why, sizeof(why), "the server did not move the link (%s)",
+			 rep->error && *rep->error ? rep->error : "no shared memory offered");
+		ret = RGPU_EPROTO;
+	}
+	if (!ret)
+		ret = shm_offer(c, why, sizeof(why));
+	if (rep)
+		rgpu__hello_reply__free_unpacked(rep, NULL);
+	if (!ret) {
+		rgpu_conn_close(S.conn); /* the worker let it go when it took the resume */
+		S.conn = c;
+		pr_info("job %s: link to %s moved to shared memory (%s)", S.job_hex, S.server,
+			S.shm_socket);
+		return 0;
+	}
+	rgpu_conn_close(c);
+	if (transport == IP_SHM) {
+		pr_err("RGPU_TRANSPORT=shm, but the link to %s could not move: %s", S.server, why);
+		return -1;
+	}
+	/* the worker may have taken the new link over: go back to TCP as after any break */
+	pr_info("job %s stays on TCP: %s", S.job_hex, why);
+	return resume("shared memory refused") ? 0 : -1;
+}
+
 /* Open session S (the calling thread is routed to it): connect, shake hands, start its threads. */
 static CUresult open_one(const char *tmo, const char *max)
 {
@@ -936,6 +1032,11 @@ static CUresult open_one(const char *tmo, const char *max)
 	}
 	S.pid = getpid();
 	S.link_up = 1;
+	if (upgrade()) {
+		rgpu_conn_close(S.conn);
+		S.conn = NULL;
+		return CUDA_ERROR_NO_DEVICE;
+	}
 	ip_statelog_init();
 	rgpu_conn_set_spin(S.conn, (uint32_t)rgpu_spin_budget_ns(30000));
 	if (pthread_create(&t, NULL, receiver_main, &S) ||
@@ -980,6 +1081,15 @@ CUresult ip_session_open(void)
 	CUresult r = CUDA_SUCCESS;
 	int n;
 
+	const char *tr = getenv("RGPU_TRANSPORT");
+	if (tr && *tr) {
+		if (!strcmp(tr, "tcp"))
+			transport = IP_TCP;
+		else if (!strcmp(tr, "shm"))
+			transport = IP_SHM;
+		else if (strcmp(tr, "auto"))
+			pr_warn("RGPU_TRANSPORT='%s' is not tcp, shm or auto; using auto", tr);
+	}
 	if (list && *list) {
 		n = parse_servers(list);
 		if (n < 0)
@@ -989,9 +1099,19 @@ CUresult ip_session_open(void)
 		if (!server || !*server)
 			server = RGPU_DEFAULT_SERVER;
 		snprintf(s->server, sizeof(s->server), "%s", server);
-		if (rgpu_parse_hostport(server, "127.0.0.1", s->host, sizeof(s->host), &s->port) ||
-		    s->port == 0) {
-			pr_err("RGPU_SERVER='%s' is not HOST:PORT", server);
+		if (!strncmp(server, "unix:", 5)) {
+			/* this host's rgpud by its socket: shared memory (a container, say) */
+			s->is_unix = 1;
+			snprintf(s->host, sizeof(s->host), "%s", server + 5);
+			if (!server[5] || strlen(server + 5) >= sizeof(S.shm_socket)) {
+				pr_err("RGPU_SERVER='%s' is not unix:PATH (at most %zu bytes)", server,
+				       sizeof(S.shm_socket) - 1);
+				return CUDA_ERROR_NO_DEVICE;
+			}
+		} else if (rgpu_parse_hostport(server, "127.0.0.1", s->host, sizeof(s->host),
+					       &s->port) ||
+			   s->port == 0) {
+			pr_err("RGPU_SERVER='%s' is not HOST:PORT or unix:PATH", server);
 			return CUDA_ERROR_NO_DEVICE;
 		}
 		n = 1;

@@ -80,6 +80,11 @@ struct ip_session {
 	int dev_base, ndev;          /* the client's numbers for its devices: dev_base.. */
 	int sel[IP_MAX_DEVICES], nsel; /* RGPU_SERVERS' /dev,...: the server's devices (0: all) */
 	char redirect_to[300];       /* where a redirect sent the job (receiver thread only) */
+	int is_unix;                 /* server is "unix:PATH" (RGPU_SERVER): host holds the path */
+	char shm_socket[108];        /* the server's socket for this host's clients (its reply) */
+	int same_host;               /* the server's reply named this kernel's boot id */
+	struct ip_arena *arena;      /* pinned memory shared with the worker (shmarena.c) */
+	int arena_failed;
 	void *copy_cache[IP_COPY_CACHE]; /* link.c: chunk-sized payload copies, under q_lock */
 	int copy_cached;
 	struct rgpu_conn *conn;      /* changed by the receiver only, under send_lock */
@@ -153,6 +158,11 @@ void ip_sess_bind(struct ip_session *s);
 /* ip_sess_enter() - route the calling thread to s until ip_sess_leave (s NULL: by context) */
 void ip_sess_enter(struct ip_session *s);
 
+/* ---- shmarena.c ------------------------------------------------------------------------- */
+
+/* ip_arena_opts() - S's arena for a shared-memory offer (made now); fd -1 when there is none */
+void ip_arena_opts(struct rgpu_shm_arena *out);
+
 /* ---- link.c ------------------------------------------------------------------------------- */
 
 /* ip_session_die() - end the session for good: log why once, wake every waiter and thread. */
@@ -213,8 +223,12 @@ struct waiter *ip_waiter_find_locked(uint64_t seq);
 
 /* ---- calls.c ------------------------------------------------------------------------------ */
 
-/* ip_call_on_reply() - hand a reply to its waiter; takes *body when one was waiting. */
-void ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body);
+/*
+ * ip_call_on_reply() - hand a reply to its waiter; takes *body when one was waiting. A reply's
+ * payload (a small copy's bytes) lands in the waiter's destination first. Returns 0, or the
+ * transport's error inside that payload.
+ */
+int ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body);
 /*
  * ip_call_on_data() - read a MSG_DATA payload into its request's destination. Returns 0, or the
  * transport error that broke the link in the middle of the payload.

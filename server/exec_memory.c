@@ -304,12 +304,16 @@ int h_mem_info(struct srv_worker *w, struct srv_frame *f)
 /* Host functions that run on driver threads once the stream reaches them. */
 struct put_staging {
 	struct srv_worker *w;
-	void *buf;
+	void *buf;                /* a staging buffer, or NULL: */
+	struct rgpu_payload pref; /* bytes where the client put them (shared memory) */
 };
 static void CUDA_CB release_staging_cb(void *arg)
 {
 	struct put_staging *p = arg;
-	srv_staging_put(p->w->staging, p->buf);
+	if (p->buf)
+		srv_staging_put(p->w->staging, p->buf);
+	else
+		rgpu_payload_release(&p->pref); /* a slot goes back to the client */
 	free(p);
 }
 
@@ -349,6 +353,9 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 		rgpu__memcpy__free_unpacked(m, NULL);
 		return 0;
 	}
+	/* the program's pinned memory, shared: registered, so the copy engine reads it there */
+	if (r == CUDA_SUCCESS && f->pref.in_arena)
+		srv_shm_arena_use(w, f->pref.arena_off, f->pref.arena_len);
 	if (r == CUDA_SUCCESS && f->hdr.payload_len)
 		r = land(w, m, &dev, f->payload, f->hdr.payload_len, s);
 	if (r == CUDA_SUCCESS && !(m->flags & RGPU__COPY_FLAG__COPY_ASYNC)) {
@@ -362,15 +369,17 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 		rgpu__memcpy__free_unpacked(m, NULL);
 		return 0;
 	}
-	if (r == CUDA_SUCCESS && f->payload_staged) {
+	if (r == CUDA_SUCCESS && (f->payload_staged || f->pref.map)) {
 		/* pinned source: the copy reads it later, so the stream gives it back */
 		struct put_staging *p = malloc(sizeof(*p));
 		if (p) {
 			p->w = w;
-			p->buf = f->payload;
+			p->buf = f->payload_staged ? f->payload : NULL;
+			p->pref = f->pref;
 			if (w->drv.cuLaunchHostFunc(s, release_staging_cb, p) == CUDA_SUCCESS) {
 				f->payload_staged = 0;
 				f->payload = NULL;
+				memset(&f->pref, 0, sizeof(f->pref));
 			} else {
 				free(p);
 				w->drv.cuStreamSynchronize(s);
@@ -478,6 +487,52 @@ static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, const str
 	return r;
 }
 
+/* The data of an asynchronous copy landed in the client's memory: tell it how much. */
+struct landed {
+	struct srv_worker *w;
+	uint64_t seq, size;
+};
+static void CUDA_CB landed_cb(void *arg)
+{
+	struct landed *l = arg;
+	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
+	dc.landed = l->size;
+	srv_send(l->w, RGPU_MSG_DATA, 0, l->seq, &dc.base, NULL, 0);
+	free(l);
+}
+
+/*
+ * Device-to-host into the client's pinned memory, which this worker maps (shared memory): the
+ * copy engine writes it there. A synchronous copy waits for the stream; an asynchronous one
+ * says how much landed when the stream reaches its end. Returns CUDA_ERROR_NOT_SUPPORTED when
+ * the destination is not in the arena this worker maps (the caller sends the bytes instead).
+ */
+static CUresult dtoh_direct(struct srv_worker *w, const Rgpu__Memcpy *m, uint64_t seq,
+			    CUstream s)
+{
+	void *dst;
+	CUresult r;
+
+	if (!m->host_arena || m->width)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	dst = srv_shm_arena_at(w, m->host_arena - 1, m->size, m->host_reg_off, m->host_reg_len);
+	if (!dst)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	r = w->drv.cuMemcpyDtoHAsync(dst, m->src, m->size, s);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!(m->flags & RGPU__COPY_FLAG__COPY_ASYNC))
+		return w->drv.cuStreamSynchronize(s);
+	struct landed *l = malloc(sizeof(*l));
+	if (!l)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*l = (struct landed){w, seq, m->size};
+	r = w->drv.cuLaunchHostFunc(s, landed_cb, l);
+	if (r != CUDA_SUCCESS)
+		free(l);
+	return r;
+}
+
 int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, Memcpy, memcpy, w, f);
@@ -498,10 +553,31 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 	} else if (r == CUDA_SUCCESS && !srv_dev_range(w, "device-to-host copy", &m->src, m->size)) {
 		r = CUDA_ERROR_INVALID_VALUE;
 	}
+	if (r == CUDA_SUCCESS && m->size) {
+		CUresult d = dtoh_direct(w, m, f->hdr.seq, s);
+		if (d != CUDA_ERROR_NOT_SUPPORTED) {
+			if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC)
+				srv_async_error(w, d, "device-to-host copy");
+			else
+				ret = srv_reply_status(w, f, d);
+			rgpu__memcpy__free_unpacked(m, NULL);
+			return ret;
+		}
+	}
 	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
 		if (r == CUDA_SUCCESS && m->size)
 			r = dtoh_async(w, m, &p, f->hdr.seq, s);
 		srv_async_error(w, r, "device-to-host copy");
+	} else if (m->size <= RGPU_MAX_REPLY_DATA && (w->client_caps & RGPU_CAP_SHM)) {
+		/* small: the bytes come in the reply, one frame for the whole call */
+		void *buf = m->size ? srv_staging_get(w->staging) : NULL;
+		if (r == CUDA_SUCCESS && m->size)
+			r = stage_out(w, m, &p, 0, m->size, buf, s);
+		if (r == CUDA_SUCCESS && m->size)
+			r = w->drv.cuStreamSynchronize(s);
+		ret = srv_reply_data(w, f, r, buf, m->size);
+		if (buf)
+			srv_staging_put(w->staging, buf);
 	} else {
 		if (r == CUDA_SUCCESS && m->size)
 			r = dtoh_sync(w, m, &p, f->hdr.seq, s);

@@ -28,6 +28,9 @@ static void usage(FILE *f)
 		"                          options on the command line override it\n"
 		"  -l, --listen HOST:PORT  address to listen on (default " RGPU_DEFAULT_SERVER "; loopback\n"
 		"                          only unless you name another address; PORT 0 picks one)\n"
+		"      --socket PATH       the Unix-domain socket clients on this host use, moving\n"
+		"                          to shared memory (default STATE_DIR/rgpud-PORT.sock;\n"
+		"                          'none': TCP only)\n"
 		"  -k, --keys DIR          authenticate clients: one key per tenant, DIR/TENANT.key\n"
 		"                          (32+ random bytes, hex or raw, mode 0600); clients\n"
 		"                          without a right key are refused before any CUDA call\n"
@@ -187,6 +190,7 @@ static int rgpud(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"listen", required_argument, NULL, 'l'},
+		{"socket", required_argument, NULL, 'U'},
 		{"driver", required_argument, NULL, 'd'},
 		{"state-dir", required_argument, NULL, 's'},
 		{"data", required_argument, NULL, 's'},
@@ -247,6 +251,7 @@ static int rgpud(int argc, char **argv)
 		conf_from = optind - 2 >= 0 && optind - 2 < conf.argc ? conf.where[optind - 2] : NULL;
 		switch (c) {
 		case 'l': cfg.listen = optarg; break;
+		case 'U': cfg.socket = optarg; break;
 		case 'd': cfg.driver = optarg; break;
 		case 's': cfg.state_dir = optarg; break;
 		case 'w':

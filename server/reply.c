@@ -32,7 +32,8 @@ void srv_async_error(struct srv_worker *w, CUresult r, const char *what)
 		w->async_err = r;
 }
 
-int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep)
+static int reply_with(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep,
+		      const void *payload, uint64_t plen)
 {
 	/* every reply message has `result` as field 1 and `async_error` as field 2 */
 	const ProtobufCFieldDescriptor *fd =
@@ -66,7 +67,21 @@ int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage 
 		srv_stdio_flush(w);
 	/* what the device wrote to mirrored host memory, before the call returns there */
 	srv_hm_sync(w);
-	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, NULL, 0);
+	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, payload, plen);
+}
+
+int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep)
+{
+	return reply_with(w, f, rep, NULL, 0);
+}
+
+int srv_reply_data(struct srv_worker *w, const struct srv_frame *f, CUresult r,
+		   const void *data, uint64_t len)
+{
+	Rgpu__Status st = RGPU__STATUS__INIT;
+	st.result = (int32_t)r;
+	return reply_with(w, f, &st.base, r == CUDA_SUCCESS ? data : NULL,
+			  r == CUDA_SUCCESS ? len : 0);
 }
 
 int srv_reply_status(struct srv_worker *w, const struct srv_frame *f, CUresult r)

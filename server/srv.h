@@ -51,6 +51,8 @@ struct srv_tenant_limits {
 
 struct srv_config {
 	const char *listen;     /* "HOST:PORT" */
+	const char *socket;     /* --socket: the Unix-domain socket of local clients (shared
+				 * memory); NULL: STATE_DIR/rgpud-PORT.sock, "none": no socket */
 	const char *driver;     /* path of libcuda.so.1 to load; NULL = the system's */
 	const char *state_dir;  /* rgpud --data (or --state-dir): the module cache in modules/,
 				 * the checkpoint store in checkpoints/ */
@@ -251,6 +253,7 @@ struct srv_frame {
 	uint8_t *body;
 	void *payload;
 	int payload_staged;   /* payload is a staging buffer (return it to the pool) */
+	struct rgpu_payload pref; /* payload is where the client put it (shared memory): release */
 	struct srv_frame *next;
 };
 
@@ -463,6 +466,8 @@ struct srv_worker {
 	int (*image_lookup)(struct srv_worker *w, const uint8_t hash[32], void **data, size_t *len);
 
 	struct srv_staging *staging;
+	struct srv_shm *shm;         /* shared memory with a client on this host (shm.c) */
+	atomic_int shm_pending;      /* a link to install before the next frame (srv_shm_point) */
 	struct srv_hm *hm;           /* the host area (hostmirror.c) */
 	struct rgpu_store *store;    /* the server's store, opened once (srv_worker_store) */
 	pthread_mutex_t store_lock;
@@ -594,6 +599,9 @@ void srv_link_end(struct srv_worker *w);
  */
 int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep);
 int srv_reply_status(struct srv_worker *w, const struct srv_frame *f, CUresult r);
+/* srv_reply_data() - a Status whose payload is data (len bytes; none when r failed) */
+int srv_reply_data(struct srv_worker *w, const struct srv_frame *f, CUresult r,
+		   const void *data, uint64_t len);
 int srv_reply_value(struct srv_worker *w, const struct srv_frame *f, CUresult r, int64_t v);
 void srv_protocol_error(struct srv_worker *w, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -1066,6 +1074,29 @@ void *srv_staging_get(struct srv_staging *s);   /* blocks until one is free */
 void *srv_staging_tryget(struct srv_staging *s); /* NULL when all are in flight */
 void srv_staging_put(struct srv_staging *s, void *buf);
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
+/*
+ * srv_staging_adopt() - n buffers of size at base (shared memory the driver has registered)
+ * become the pool; the worker's own go (freed now, or dropped when they come back). Executor.
+ */
+CUresult srv_staging_adopt(struct srv_worker *w, uint8_t *base, int n, size_t size);
+
+/* ---- shared memory with a client on this host (shm.c) ---------------------------------- */
+/* the socket local clients reach (supervisor.c); "" when there is none */
+extern char srv_shm_socket[108];
+/* srv_shm_attach() - an upgraded link's memory, for the executor to install (any thread) */
+void srv_shm_attach(struct srv_worker *w, struct rgpu_shm_accepted *acc);
+/* srv_shm_point() - the executor, before each frame: install an attached link */
+void srv_shm_point(struct srv_worker *w);
+/* srv_shm_arena_use() - register the client's arena allocation [off, +len): 1 when it is */
+int srv_shm_arena_use(struct srv_worker *w, uint64_t off, uint64_t len);
+/*
+ * srv_shm_arena_at() - where [off, +len) of the client's arena lies here, inside its
+ * allocation [reg_off, +reg_len) (registered); NULL when there is no arena or it is outside
+ */
+void *srv_shm_arena_at(struct srv_worker *w, uint64_t off, uint64_t len, uint64_t reg_off,
+		       uint64_t reg_len);
+/* srv_shm_ctx_renewed() - the base context was made again: registrations are gone */
+void srv_shm_ctx_renewed(struct srv_worker *w);
 /* srv_base_ctx_renew() - the job's first GPU's primary context torn down and taken again
  * (staging.c) */
 int srv_base_ctx_renew(struct srv_worker *w);

@@ -19,7 +19,16 @@ struct srv_staging {
 	size_t size;
 	void **all;
 	void **free;
+	uint8_t *adopted;        /* all[] are shared memory here (srv_staging_adopt), not ours */
 };
+
+static int in_pool(const struct srv_staging *s, const void *b)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->all[i] == b)
+			return 1;
+	return 0;
+}
 
 int srv_staging_new(struct srv_worker *w, int n, size_t size, struct srv_staging **out)
 {
@@ -78,6 +87,11 @@ void *srv_staging_tryget(struct srv_staging *s)
 void srv_staging_put(struct srv_staging *s, void *buf)
 {
 	pthread_mutex_lock(&s->lock);
+	if (s->adopted && !in_pool(s, buf)) {
+		/* one of the worker's own, replaced while in flight: it stays allocated, unused */
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	s->free[s->nfree++] = buf;
 	pthread_cond_signal(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -87,11 +101,42 @@ void srv_staging_free(struct srv_worker *w, struct srv_staging *s)
 {
 	if (!s)
 		return;
-	for (int i = 0; i < s->n; i++)
+	for (int i = 0; i < s->n && !s->adopted; i++)
 		w->drv.cuMemFreeHost(s->all[i]);
 	free(s->all);
 	free(s->free);
 	free(s);
+}
+
+CUresult srv_staging_adopt(struct srv_worker *w, uint8_t *base, int n, size_t size)
+{
+	struct srv_staging *s = w->staging;
+	void **all, **fr;
+
+	if (!s || n <= 0 || size != s->size)
+		return CUDA_ERROR_INVALID_VALUE;
+	all = calloc((size_t)n, sizeof(void *));
+	fr = calloc((size_t)n, sizeof(void *));
+	if (!all || !fr) {
+		free(all);
+		free(fr);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (int i = 0; i < n; i++)
+		all[i] = fr[i] = base + (size_t)i * size;
+	pthread_mutex_lock(&s->lock);
+	/* the old buffers that are back go now; those in flight are dropped when they return */
+	for (int i = 0; i < s->nfree && !s->adopted; i++)
+		w->drv.cuMemFreeHost(s->free[i]);
+	free(s->all);
+	free(s->free);
+	s->all = all;
+	s->free = fr;
+	s->n = s->nfree = n;
+	s->adopted = base;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return CUDA_SUCCESS;
 }
 
 /* Wait until every buffer is back (chunks still on their way to the client hold theirs). */
@@ -146,6 +191,7 @@ int srv_base_ctx_renew(struct srv_worker *w)
 		_exit(1);
 	}
 	srv_hm_register(w); /* the area's registration went with the context */
+	srv_shm_ctx_renewed(w);
 	pr_info("the primary context of device %d (the job's first) was reset by the application: "
 		"made again",
 		w->dev_base);

@@ -281,7 +281,8 @@ static size_t admin_body_len;
 /* a handler took the connection over (handed to a worker or a helper): not to be closed */
 static int admin_conn_taken;
 /* the listening sockets, which a helper forked for a request closes */
-static int sup_lfd = -1, sup_afd = -1;
+static int sup_lfd = -1, sup_afd = -1, sup_ufd = -1;
+char srv_shm_socket[108];
 
 static void admin_reply(struct rgpu_conn *c, const struct rgpu_frame_hdr *req,
 			const ProtobufCMessage *rep)
@@ -642,12 +643,58 @@ static int listen_on(const struct srv_config *cfg, const char *what, const char 
 	return 0;
 }
 
+/*
+ * The Unix-domain socket clients on this host reach the server by (rgpud --socket; by default
+ * STATE_DIR/rgpud-PORT.sock): the same handshake as on the TCP port, then the link moves to
+ * shared memory. Any problem costs only that: the server serves TCP alone, and says why.
+ */
+static void listen_unix(const struct srv_config *cfg, int port)
+{
+	char path[4200];
+	int ret;
+
+	if (cfg->socket && (!*cfg->socket || !strcmp(cfg->socket, "none")))
+		return;
+	if (cfg->socket)
+		snprintf(path, sizeof(path), "%s", cfg->socket);
+	else
+		snprintf(path, sizeof(path), "%s/rgpud-%d.sock", cfg->state_dir, port);
+	if (path[0] != '/') {
+		char cwd[2048];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(path, sizeof(path), "%s/%s", cwd, cfg->socket) >= (int)sizeof(path))
+			path[0] = 0;
+	}
+	if (strlen(path) >= sizeof(srv_shm_socket)) {
+		pr_warn("no shared memory for local clients: the socket path %s is longer than %zu "
+			"bytes (rgpud --socket PATH)",
+			path, sizeof(srv_shm_socket) - 1);
+		return;
+	}
+	if (!cfg->socket)
+		mkdir(cfg->state_dir, 0700);
+	ret = rgpu_unix_listen(path, &sup_ufd);
+	if (ret) {
+		pr_warn("no shared memory for local clients: cannot listen on %s: %s%s", path,
+			strerror(errno),
+			ret == RGPU_EEXIST ? " (another rgpud answers there; name another with "
+					     "--socket PATH)"
+					   : "");
+		sup_ufd = -1;
+		return;
+	}
+	snprintf(srv_shm_socket, sizeof(srv_shm_socket), "%s", path);
+	pr_info("local clients on %s (shared memory)", path);
+}
+
 /* In a new child: drop every descriptor that belongs to the supervisor or other children. */
 static void child_close(int lfd, int afd)
 {
 	close(lfd);
 	if (afd >= 0)
 		close(afd);
+	if (sup_ufd >= 0)
+		close(sup_ufd);
 	close(sig_pipe[0]);
 	close(sig_pipe[1]);
 	for (int i = 0; i < nworkers; i++)
@@ -1284,13 +1331,13 @@ int admin_ckpt_list(const struct srv_config *cfg, struct rgpu_conn *c,
  * hello, and a resume of a running job must still reach it. Over the limit the worker refuses
  * a new session in the handshake, and does not count as a job.
  */
-static void start_worker(const struct srv_config *cfg, int lfd, int afd)
+static void start_worker(const struct srv_config *cfg, int from, int lfd, int afd)
 {
 	struct rgpu_conn *conn;
 	int sp[2], admit, slot = -1;
 	pid_t pid;
 
-	if (rgpu_tcp_accept(lfd, &conn))
+	if (rgpu_tcp_accept(from, &conn))
 		return;
 	admit = !srv_server_drained && (!cfg->max_sessions || njobs() < cfg->max_sessions);
 	/* an admitted worker counts its tenant's memory and sessions in a slot (quota.c) */
@@ -1360,6 +1407,7 @@ int srv_supervise(const struct srv_config *cfg)
 	}
 	sup_lfd = lfd;
 	sup_afd = afd;
+	listen_unix(cfg, bound);
 	if ((ret = srv_metrics_start(cfg, metrics_page, &mfd)))
 		return ret;
 	pr_info("driver %s, resume grace %d s, at most %d sessions (0: no limit), idle timeout "
@@ -1397,7 +1445,7 @@ int srv_supervise(const struct srv_config *cfg)
 	start_gc(cfg, lfd, afd);
 
 	while (!stop_requested) {
-		int n = 4 + nworkers, k = 4;
+		int n = 5 + nworkers, k = 5;
 		if (n > cap_pfd) {
 			struct pollfd *np = realloc(pfd, (size_t)(n + 16) * sizeof(*np));
 			if (!np) {
@@ -1411,6 +1459,7 @@ int srv_supervise(const struct srv_config *cfg)
 		pfd[1] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
 		pfd[2] = (struct pollfd){.fd = afd, .events = POLLIN};
 		pfd[3] = (struct pollfd){.fd = mfd, .events = POLLIN}; /* -1 (off): ignored */
+		pfd[4] = (struct pollfd){.fd = sup_ufd, .events = POLLIN};
 		for (int i = 0; i < nworkers; i++)
 			pfd[k++] = (struct pollfd){.fd = workers[i].ctl, .events = POLLIN};
 		if (poll(pfd, (nfds_t)n, mfd >= 0 ? srv_metrics_timeout_ms() : -1) < 0 &&
@@ -1418,8 +1467,8 @@ int srv_supervise(const struct srv_config *cfg)
 			break;
 		/* control messages first: a reap may reorder the table */
 		for (int i = nworkers - 1; i >= 0; i--)
-			if (4 + i < n && pfd[4 + i].fd == workers[i].ctl && workers[i].ctl >= 0 &&
-			    pfd[4 + i].revents)
+			if (5 + i < n && pfd[5 + i].fd == workers[i].ctl && workers[i].ctl >= 0 &&
+			    pfd[5 + i].revents)
 				on_ctl(cfg, i);
 		if (mfd >= 0)
 			srv_metrics_run(); /* what is ready, and MHD's own timeouts */
@@ -1434,7 +1483,9 @@ int srv_supervise(const struct srv_config *cfg)
 		if (afd >= 0 && (pfd[2].revents & POLLIN))
 			on_admin(cfg, afd);
 		if (pfd[0].revents & POLLIN)
-			start_worker(cfg, lfd, afd);
+			start_worker(cfg, lfd, lfd, afd);
+		if (sup_ufd >= 0 && (pfd[4].revents & POLLIN))
+			start_worker(cfg, sup_ufd, lfd, afd);
 	}
 	free(pfd);
 
@@ -1443,6 +1494,10 @@ int srv_supervise(const struct srv_config *cfg)
 	close(lfd);
 	if (afd >= 0)
 		close(afd);
+	if (sup_ufd >= 0) {
+		close(sup_ufd);
+		unlink(srv_shm_socket);
+	}
 	if (nworkers > 0) {
 		for (int i = 0; i < nworkers; i++)
 			kill(workers[i].pid, SIGTERM);

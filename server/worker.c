@@ -152,7 +152,9 @@ static int queue_wait_room(struct srv_worker *w, struct rgpu_conn *c)
 static void frame_free(struct srv_worker *w, struct srv_frame *f)
 {
 	free(f->body);
-	if (f->payload_staged)
+	if (f->pref.map)
+		rgpu_payload_release(&f->pref); /* where the client put it: not ours to free */
+	else if (f->payload_staged)
 		srv_staging_put(w->staging, f->payload);
 	else
 		free(f->payload);
@@ -197,6 +199,35 @@ static void reply_ok(struct srv_worker *w, Rgpu__HelloReply *rep)
 	rep->job_id.len = SRV_JOB_ID_LEN;
 }
 
+/* May this link move to shared memory (the client asked, on this host's socket)? */
+static int shm_wanted(struct rgpu_conn *c, uint64_t client_caps, int want)
+{
+	return want && (client_caps & RGPU_CAP_SHM) && srv_shm_socket[0] && rgpu_conn_is_unix(c);
+}
+
+/* A reply's shared-memory fields: where local clients connect, and whether this link moves. */
+static void shm_reply(Rgpu__HelloReply *rep, int moves)
+{
+	rep->shm_socket = srv_shm_socket;
+	rep->host_id = (char *)rgpu_host_id();
+	rep->shm = moves;
+}
+
+/* After a reply that said the link moves: take the client's shared memory. 0 or an error. */
+static int shm_accept(struct srv_worker *w, struct rgpu_conn *c)
+{
+	struct rgpu_shm_accepted acc;
+	char why[256];
+	int ret = rgpu_shm_accept(c, w->cfg->hello_timeout_s * 1000, &acc, why, sizeof(why));
+	if (ret) {
+		pr_warn("job %s: no shared memory with %s: %s", w->job_hex, rgpu_conn_peer(c), why);
+		return ret;
+	}
+	srv_shm_attach(w, &acc);
+	pr_info("job %s: the link to %s moved to shared memory", w->job_hex, rgpu_conn_peer(c));
+	return 0;
+}
+
 /*
  * Answer a resume on c: the new token and how far this worker's reader got, so the client
  * resends exactly what never arrived; then everything the client has not received goes out
@@ -223,8 +254,11 @@ static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__He
 	}
 	h.session = w->session;
 	h.ack = atomic_load(&w->executed);
+	shm_reply(&rep, shm_wanted(c, hello->capabilities, hello->want_shm));
 	ret = rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
 	if (ret)
+		return ret;
+	if (rep.shm && (ret = shm_accept(w, c)))
 		return ret;
 	return srv_link_up(w, c, hello->received);
 }
@@ -481,7 +515,16 @@ static void *reader_main(void *arg)
 			rgpu__callback__free_unpacked(cb, NULL);
 			continue;
 		}
-		if (f->hdr.payload_len) {
+		if (f->hdr.payload_len && f->hdr.type == RGPU_MSG_MEMCPY_HTOD &&
+		    (ret = rgpu_conn_take_payload(c, &f->hdr, &f->pref)) != RGPU_EUNSUPPORTED) {
+			/* shared memory: a copy's bytes are used where the client put them */
+			if (ret) {
+				frame_free(w, f);
+				srv_protocol_error(w, ret, "a copy's payload outside the shared memory");
+				break;
+			}
+			f->payload = f->pref.p;
+		} else if (f->hdr.payload_len) {
 			/* bulk copy chunks land in pinned memory; the rest in plain memory */
 			if (f->hdr.type == RGPU_MSG_MEMCPY_HTOD &&
 			    f->hdr.payload_len > 65536 && f->hdr.payload_len <= RGPU_COPY_CHUNK) {
@@ -525,6 +568,16 @@ static void *reader_main(void *arg)
 lost:
 		if (atomic_load(&w->dead))
 			break;
+		if (rgpu_conn_is_shm(c)) {
+			/*
+			 * A shared-memory link ends only with its client's process (or its choice to
+			 * leave): there is no network to come back from, so no grace period
+			 */
+			pr_info("job %s: the client on this host is gone (%s): freeing the job",
+				w->job_hex, why);
+			srv_link_down(w);
+			_exit(0);
+		}
 		srv_link_down(w);
 		rgpu_conn_close(c);
 		c = await_resume(w, why, &link_gen);
@@ -1161,6 +1214,7 @@ static int handshake(struct srv_worker *w)
 	memcpy(&w->session, w->job_id, sizeof(w->session));
 	if (w->session == 0)
 		w->session = 1;
+	int want_shm = hello->want_shm;
 	rgpu__hello__free_unpacked(hello, NULL);
 	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
 	if (!w->refuse_new && !dev_refused)
@@ -1229,10 +1283,13 @@ static int handshake(struct srv_worker *w)
 	/* the handshake is not part of the job's stream: unsequenced, not kept */
 	rh.session = w->session;
 	rh.ref = h.seq;
+	shm_reply(&rep, r == CUDA_SUCCESS && shm_wanted(w->conn, w->client_caps, want_shm));
 	ret = rgpu_frame_send_hdr(w->conn, &rh, &rep.base, NULL);
 	for (size_t i = 0; i < rep.n_devices; i++)
 		free(di[i].uuid.data);
 	if (ret)
+		return ret;
+	if (rep.shm && (ret = shm_accept(w, w->conn)))
 		return ret;
 	return r == CUDA_SUCCESS ? 0 : RGPU_ECUDA;
 }
@@ -1288,7 +1345,9 @@ void srv_worker_run(const struct srv_config *cfg, struct rgpu_conn *conn, int ct
 	clock_gettime(CLOCK_REALTIME, &now);
 	w->started_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	/* TLS first (tls.c), within the same deadline as the hello */
-	if (srv_tls_start(cfg, conn, "client", RGPU_MSG_ERROR) || handshake(w)) {
+	/* (not on this host's socket: nothing crosses a network there) */
+	if ((!rgpu_conn_is_unix(conn) && srv_tls_start(cfg, conn, "client", RGPU_MSG_ERROR)) ||
+	    handshake(w)) {
 		srv_link_end(w);
 		srv_link_down(w);
 		srv_acct_leave();
@@ -1335,6 +1394,7 @@ void srv_worker_serve(struct srv_worker *w)
 				continue;
 			break;
 		}
+		srv_shm_point(w); /* a link that moved to shared memory, before its first frame */
 		atomic_store(&w->executed, f->hdr.seq);
 		uint64_t f_payload = f->hdr.payload_len;
 		nframes++;

@@ -76,6 +76,22 @@ uint64_t rgpu_spin_budget_ns(uint64_t want_ns)
 	return cpus >= 4 ? want_ns : 0;
 }
 
+const char *rgpu_host_id(void)
+{
+	static char id[64];
+	if (!id[0]) {
+		char buf[64] = "";
+		FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+		if (f) {
+			if (fgets(buf, sizeof(buf), f))
+				buf[strcspn(buf, "\n")] = 0;
+			fclose(f);
+		}
+		memcpy(id, buf, sizeof(id)); /* the same bytes whichever thread gets here */
+	}
+	return id;
+}
+
 char *rgpu_hex(const void *data, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";

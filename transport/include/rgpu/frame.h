@@ -50,6 +50,8 @@
 #define RGPU_MAX_OUTPUT (64ull << 10)      /* one MSG_OUTPUT: device printf or assert bytes */
 #define RGPU_COPY_CHUNK (4ull << 20)       /* chunk size senders use for bulk copies */
 #define RGPU_MAX_HOST_WRITE (64ull << 10)  /* MSG_HOST_WRITE/UPDATE: one region at most */
+#define RGPU_MAX_REPLY_DATA (64ull << 10) /* a synchronous device-to-host copy's bytes in its
+					      reply (capability SHM) */
 #define RGPU_MAX_MANIFEST (256ull << 20)   /* a checkpoint's chunk list (8M chunks: 16 TiB) */
 
 /* Who receives a frame: used to refuse frames that only the other side may send. */

@@ -77,6 +77,11 @@ static inline int rgpu_range_in(uint64_t off, uint64_t count, uint64_t size, uin
  * wait for need). RGPU_SPIN_NS overrides.
  */
 uint64_t rgpu_spin_budget_ns(uint64_t want_ns);
+/*
+ * rgpu_host_id() - this kernel's boot id (/proc/sys/kernel/random/boot_id): processes that
+ * see the same one share a kernel, so shared memory can pass between them. "" when unknown.
+ */
+const char *rgpu_host_id(void);
 
 /*
  * rgpu_map_at() - anonymous private memory at exactly [base, base + size) (the device window,
