@@ -15,6 +15,7 @@
 #include "rgpu/err.h"
 #include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
+#include "rgpu/trace.h"
 #include "rgpu/util.h"
 
 static CUresult send_error(int ret)
@@ -125,13 +126,19 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 	w.type = type;
 	pthread_mutex_init(&w.m, NULL);
 	pthread_cond_init(&w.c, NULL);
+	uint64_t t0 = rgpu_trace_on ? rgpu_now_ns() : 0;
 	ret = ip_link_enqueue(type, req, payload, plen, 0, &w, NULL);
 	if (ret) {
 		r = send_error(ret);
 		goto out;
 	}
 	ip_link_flush();
+	if (rgpu_trace_on) {
+		rgpu_trace_at(w.seq, RGPU_TR_CALL, t0);
+		rgpu_trace(w.seq, RGPU_TR_WRITTEN);
+	}
 	waiter_wait(&w);
+	rgpu_trace(w.seq, RGPU_TR_WOKEN);
 	pthread_mutex_lock(&S.wait_lock);
 	ip_waiter_remove_locked(&w);
 	pthread_mutex_unlock(&S.wait_lock);

@@ -47,6 +47,7 @@
 #include "rgpu/err.h"
 #include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
+#include "rgpu/trace.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
 
@@ -265,6 +266,7 @@ static void *receiver_main(void *arg)
 		}
 		ret = 0;
 		if (h.flags & RGPU_FRAME_REPLY) {
+			rgpu_trace(h.ref, RGPU_TR_RECEIVED);
 			ret = ip_call_on_reply(&h, &body);
 		} else if (h.type == RGPU_MSG_DATA) {
 			ret = ip_call_on_data(&h, body);
@@ -1082,6 +1084,7 @@ CUresult ip_session_open(void)
 	int n;
 
 	const char *tr = getenv("RGPU_TRANSPORT");
+	rgpu_trace_init();
 	if (tr && *tr) {
 		if (!strcmp(tr, "tcp"))
 			transport = IP_TCP;
@@ -1195,4 +1198,5 @@ __attribute__((destructor)) static void session_close(void)
 		close_one();
 	}
 	ip_sess_enter(NULL);
+	rgpu_trace_dump();
 }

@@ -13,6 +13,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/log.h"
+#include "rgpu/trace.h"
 #include "srv.h"
 
 CUresult srv_take_async_error(struct srv_worker *w)
@@ -35,6 +36,9 @@ void srv_async_error(struct srv_worker *w, CUresult r, const char *what)
 static int reply_with(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep,
 		      const void *payload, uint64_t plen)
 {
+	int ret;
+
+	rgpu_trace(f->hdr.seq, RGPU_TR_REPLY);
 	/* every reply message has `result` as field 1 and `async_error` as field 2 */
 	const ProtobufCFieldDescriptor *fd =
 		protobuf_c_message_descriptor_get_field(rep->descriptor, 2);
@@ -67,7 +71,9 @@ static int reply_with(struct srv_worker *w, const struct srv_frame *f, ProtobufC
 		srv_stdio_flush(w);
 	/* what the device wrote to mirrored host memory, before the call returns there */
 	srv_hm_sync(w);
-	return srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, payload, plen);
+	ret = srv_send(w, f->hdr.type, RGPU_FRAME_REPLY, f->hdr.seq, rep, payload, plen);
+	rgpu_trace(f->hdr.seq, RGPU_TR_SENT);
+	return ret;
 }
 
 int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep)

@@ -32,6 +32,7 @@
 #include "rgpu/err.h"
 #include "rgpu/pbdecode.h"
 #include "rgpu/log.h"
+#include "rgpu/trace.h"
 #include "rgpu/util.h"
 #include "rgpu/window.h"
 #include "srv.h"
@@ -317,6 +318,13 @@ static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why, uns
 		}
 		int ret = resume_link(w, c, hello, has_proof ? proof : NULL);
 		rgpu__hello__free_unpacked(hello, NULL);
+		if (ret == 0 && rgpu_conn_is_shm(c)) {
+			/* not a resume: a client on this host moving its link (no job survives the
+			 * loss of a shared-memory link, so none comes back on one) */
+			atomic_store(&w->state, SRV_JOB_RUNNING);
+			send_info(w);
+			return c;
+		}
 		if (ret == 0) {
 			atomic_fetch_add(&w->resumes, 1);
 			atomic_store(&w->state, SRV_JOB_RUNNING);
@@ -424,8 +432,10 @@ static void *reader_main(void *arg)
 			srv_end_session(w, RGPU_ETIMEDOUT, msg);
 			break;
 		}
-		if (ret == 0)
+		if (ret == 0) {
 			atomic_store(&w->active_ns, rgpu_now_ns());
+			rgpu_trace(f->hdr.seq, RGPU_TR_READ);
+		}
 		if (ret == RGPU_ECLOSED || ret == RGPU_EIO || ret == RGPU_ETRUNC ||
 		    ret == RGPU_ETIMEDOUT) {
 			why = ret == RGPU_EIO ? strerror(rgpu_conn_errno(c)) : rgpu_strerror(ret);
@@ -568,14 +578,16 @@ static void *reader_main(void *arg)
 lost:
 		if (atomic_load(&w->dead))
 			break;
-		if (rgpu_conn_is_shm(c)) {
+		if (rgpu_conn_is_shm(c) && !atomic_load(&w->admin_busy)) {
 			/*
 			 * A shared-memory link ends only with its client's process (or its choice to
-			 * leave): there is no network to come back from, so no grace period
+			 * leave): there is no network to come back from, so no grace period. (During
+			 * a migration the client leaves for the target: the migration ends the job.)
 			 */
 			pr_info("job %s: the client on this host is gone (%s): freeing the job",
 				w->job_hex, why);
 			srv_link_down(w);
+			rgpu_trace_dump();
 			_exit(0);
 		}
 		srv_link_down(w);
@@ -1367,6 +1379,7 @@ void srv_worker_serve(struct srv_worker *w)
 	 * program's (device printf, assert messages) and goes to the client (stdio.c).
 	 */
 	srv_stdio_init(w);
+	rgpu_trace_init();
 	if (!w->log && srv_log_init(w))
 		pr_warn("job %s: out of memory for the state log: nothing is recorded", w->job_hex);
 	srv_worker_modcache(w, "images are not kept");
@@ -1394,6 +1407,7 @@ void srv_worker_serve(struct srv_worker *w)
 				continue;
 			break;
 		}
+		rgpu_trace(f->hdr.seq, RGPU_TR_DEQUEUED);
 		srv_shm_point(w); /* a link that moved to shared memory, before its first frame */
 		atomic_store(&w->executed, f->hdr.seq);
 		uint64_t f_payload = f->hdr.payload_len;
@@ -1421,6 +1435,7 @@ void srv_worker_serve(struct srv_worker *w)
 		"calls, different at %u",
 		w->job_hex, w->log ? st_count(w->log) : 0, w->verified, w->mismatches);
 out:
+	rgpu_trace_dump();
 	/*
 	 * _exit, not exit: a host function may still be blocked in a driver thread waiting for a
 	 * client that is gone, and the driver's exit handlers would wait for it. Closing the

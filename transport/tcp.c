@@ -144,7 +144,13 @@ static void peer_name(int fd, char *out, size_t len)
 	socklen_t sl = sizeof(ss);
 	char host[64] = "?", serv[16] = "?";
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_UNIX) {
-		snprintf(out, len, "local"); /* a socket pair: a relayed connection, a test */
+		/* this host's socket (shared memory), or a socket pair (a relay, a test) */
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) && cr.pid > 0)
+			snprintf(out, len, "local pid %d", (int)cr.pid);
+		else
+			snprintf(out, len, "local");
 		return;
 	}
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)

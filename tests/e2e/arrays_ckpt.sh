@@ -17,6 +17,8 @@
 # few of each array (RGPU_FAULT=ckpt_array_short) is migrated cold and live: both restores fail
 # naming the array, nothing is left on the target, and the job runs on and passes.
 set -u
+# the proxy cuts TCP: a client on this host must not move its link to shared memory past it
+export RGPU_TRANSPORT=tcp
 build=$1
 tmp=$(mktemp -d)
 . "$(dirname "$0")/servers.sh"

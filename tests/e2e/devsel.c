@@ -133,7 +133,8 @@ static void post(struct sess *s, uint16_t type, const ProtobufCMessage *m, const
 
 /*
  * A request and its reply (acknowledgements skipped): the reply's result and async_error (every
- * reply has them as fields 1 and 2: read as a Status). MSG_DATA that came for it lands in data.
+ * reply has them as fields 1 and 2: read as a Status). MSG_DATA that came for it, or the
+ * reply's own payload (a small copy's bytes), lands in data.
  */
 static int call(struct sess *s, uint16_t type, const ProtobufCMessage *m, const void *payload,
 		uint64_t plen, int *async_err, uint8_t *data, size_t dlen)
@@ -154,6 +155,12 @@ static int call(struct sess *s, uint16_t type, const ProtobufCMessage *m, const 
 				FAIL("MSG_DATA outside the copy");
 			memcpy(data + dc->offset, pl, h.payload_len);
 			rgpu__data_chunk__free_unpacked(dc, NULL);
+		}
+		/* a small synchronous copy's bytes may come in its reply (capability SHM) */
+		if ((h.flags & RGPU_FRAME_REPLY) && h.ref == s->seq && h.payload_len && data) {
+			if (h.payload_len > dlen)
+				FAIL("a reply's bytes longer than the copy");
+			memcpy(data, pl, h.payload_len);
 		}
 		free(pl);
 		if ((h.flags & RGPU_FRAME_REPLY) && h.ref == s->seq)

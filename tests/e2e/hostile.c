@@ -269,7 +269,9 @@ static ProtobufCMessage *call(struct sess *s, uint16_t type, const ProtobufCMess
 			FAIL("%s ended the session with a protocol error", rgpu_msg_name(type));
 		if (h.payload_len && rgpu_conn_discard(s->c, h.payload_len))
 			FAIL("a payload was cut short");
-		if (h.type == RGPU_MSG_DATA && h.ref == s->seq && data)
+		/* a small synchronous copy's bytes may come in its reply (capability SHM) */
+		if ((h.type == RGPU_MSG_DATA || (h.flags & RGPU_FRAME_REPLY)) && h.ref == s->seq &&
+		    data)
 			*data += h.payload_len;
 		if ((h.flags & RGPU_FRAME_REPLY) && h.ref == s->seq)
 			break;

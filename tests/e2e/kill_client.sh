@@ -1,15 +1,20 @@
 #!/bin/sh
-# A client killed in the middle of a 1 GiB copy: its worker must be gone within a second, and
-# the server must serve the next client. Run by with_server.sh (RGPU_E2E_PID is rgpud).
-#   kill_client.sh PROGS_DIR
+# A client killed in the middle of its work (by default a 1 GiB copy): its worker must be gone
+# within a second, and the server must serve the next client. Run by with_server.sh
+# (RGPU_E2E_PID is rgpud).
+#   kill_client.sh PROGS_DIR [PROGRAM ARGS...]
+# Over TCP (RGPU_TRANSPORT=tcp) rgpud runs with --resume-grace 1 (tests/e2e/CMakeLists.txt): a
+# killed client looks like a cut link, so its job is kept for the grace period, then freed
+# within 1 s. Over shared memory the link ends only with the client's process: the job is
+# freed within 1 s of the kill, with no grace period.
 set -u
 progs=$1
-# rgpud runs with --resume-grace 1 (tests/e2e/CMakeLists.txt): a killed client looks like a
-# cut link, so its job is kept for the grace period, then freed within 1 s
-grace_ms=${RGPU_GRACE_MS:-1000}
+shift
+[ $# -gt 0 ] || set -- "$progs/bigcopy" 1024
+if [ "${RGPU_TRANSPORT:-auto}" = tcp ]; then grace_ms=${RGPU_GRACE_MS:-1000}; else grace_ms=0; fi
 workers() { pgrep -P "$RGPU_E2E_PID" | wc -l; }
 
-"$progs/bigcopy" 1024 >/dev/null 2>&1 &
+"$@" >/dev/null 2>&1 &
 victim=$!
 # wait until its worker exists and data is flowing, then kill it mid-copy
 i=0
@@ -28,6 +33,6 @@ while [ "$(workers)" -gt 0 ]; do
 	sleep 0.02
 done
 gone_ms=$(( ($(date +%s%N) - killed_at) / 1000000 ))
-echo "kill_client: worker gone ${gone_ms} ms after the client was killed (grace ${grace_ms} ms)"
+echo "kill_client: $1's worker gone ${gone_ms} ms after the client was killed (grace ${grace_ms} ms, ${RGPU_TRANSPORT:-auto})"
 [ "$gone_ms" -ge "$grace_ms" ] || { echo "FAIL: the job was freed before its grace period ended"; exit 1; }
 "$progs/vecadd" || { echo "FAIL: the next client was not served"; exit 1; }

@@ -27,6 +27,8 @@
 #   RGPU_CUT_PROXY_ARGS   extra cutproxy options, e.g. "--max-ms 500 --min-delay-ms 20"
 #   RGPU_CUT_KEEP_GOING   1: after a failed run go on to CUTS cuts, then fail with a count
 set -u
+# the proxy cuts TCP: a client on this host must not move its link to shared memory past it
+export RGPU_TRANSPORT=tcp
 
 if [ -z "${RGPU_CUT_INNER:-}" ]; then
 	# outside: start the private rgpud, and come back in as the command it serves

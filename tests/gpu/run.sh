@@ -243,7 +243,7 @@ if [ -x "$B/tests/e2e/cutproxy" ] && [ -f "$OUT/torch_train.native.log" ] && [ "
 		2>"$OUT/cutproxy.torch.log" &
 	CP=$!
 	for _ in $(seq 50); do [ -s "$OUT/cut.port" ] && break; sleep 0.1; done
-	RGPU_VERIFY_LOG=1 RGPU_SERVER=127.0.0.1:$(cat "$OUT/cut.port") RGPU_LOG=info RGPU_LOG_FILE="$OUT/torch_cut.rgpu.ilog" \
+	RGPU_TRANSPORT=tcp RGPU_VERIFY_LOG=1 RGPU_SERVER=127.0.0.1:$(cat "$OUT/cut.port") RGPU_LOG=info RGPU_LOG_FILE="$OUT/torch_cut.rgpu.ilog" \
 		timeout 600 "$B/bin/rgpuctl" run -- python3 tests/gpu/torch_train.py >"$OUT/torch_cut.rgpu.log" 2>&1
 	rc=$?
 	kill $CP 2>/dev/null; wait $CP 2>/dev/null
@@ -495,6 +495,24 @@ for t in tcp shm; do
 done
 python3 tests/gpu/report.py --transports "$OUT/bench.native.txt" "$FILES_tcp" "$FILES_shm" \
 	"$OUT/bench.ceiling.txt" >"$OUT/bench.table" 2>&1
+
+# ---- where a synchronous call's time goes: `bench small` with both sides stamping each call
+# (RGPU_TRACE_FILE, rgpu/trace.h), one fresh rgpud per transport so that one job's stamps are
+# alone in its files; tests/bench/sync_breakdown.py joins them (the stamps cost ~0.1 us each)
+native_d2h4=$(awk '$1 == "d2h4_median" { print $2 }' "$OUT/bench.native.txt")
+for t in tcp shm; do
+	rm -rf "$OUT/trace_$t"; mkdir -p "$OUT/trace_$t"
+	RGPU_TRACE_FILE="$OUT/trace_$t/t" "$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/trace_$t.port" \
+		--state-dir "$OUT/trace-state" "${DRIVER_ARG[@]}" --log-level warn 2>"$OUT/rgpud.trace_$t.log" &
+	SRVT=$!
+	for _ in $(seq 100); do [ -s "$OUT/trace_$t.port" ] && break; sleep 0.1; done
+	RGPU_TRANSPORT=$t RGPU_TRACE_FILE="$OUT/trace_$t/t" timeout 120 "$B/bin/rgpuctl" run \
+		--server "127.0.0.1:$(cat "$OUT/trace_$t.port")" -- "$P/bench" small >"$OUT/bench.trace_$t.txt" 2>&1
+	sleep 0.5 # the worker writes its stamps as its job ends, just after the client's goodbye
+	kill $SRVT 2>/dev/null; wait $SRVT 2>/dev/null
+	python3 tests/bench/sync_breakdown.py --label "$t, 4-byte cuMemcpyDtoH, traced run: $(awk '$1 == "d2h4_median" { print $2 }' "$OUT/bench.trace_$t.txt") us" \
+		${native_d2h4:+--native-us "$native_d2h4"} "$OUT/trace_$t/t" >"$OUT/breakdown_$t.txt" 2>&1
+done
 [ -n "$FILES_before" ] && python3 tests/gpu/report.py "$OUT/bench.native.txt" "$FILES_tcp" "$FILES_before" \
 	>"$OUT/bench.before.table" 2>&1
 
@@ -535,6 +553,7 @@ grep -h "^moved" "$OUT/replay.txt" 2>/dev/null | sort | uniq -c | head -5
 echo "== benchmarks: native, rgpu over TCP loopback (RGPU_TRANSPORT=tcp) and over shared memory (RGPU_TRANSPORT=shm), one rgpud, same run; best of ${RGPU_BENCH_ROUNDS:-2} for rgpu"
 [ -s "$OUT/bench.table" ] && cat "$OUT/bench.table"
 [ -s "$OUT/bench.before.table" ] && { echo "== benchmarks: this build vs the previous build (TCP, best of ${RGPU_BENCH_ROUNDS:-2})"; cat "$OUT/bench.before.table"; }
+for t in tcp shm; do [ -s "$OUT/breakdown_$t.txt" ] && cat "$OUT/breakdown_$t.txt"; done
 echo "== chunk hash on the GPU (tests/gpu/gpuhash_check.c)"
 [ -s "$OUT/gpuhash.txt" ] && sed 's/^/   /' "$OUT/gpuhash.txt"
 echo "== resume: the delay one resume added, as the client saw it (ms)"

@@ -83,7 +83,12 @@ static void test_old_limits(void **state)
 	assert_int_equal(chk(RGPU_MSG_DATA, RGPU_FRAME_REPLY, 16, 0, RGPU_PEER_CLIENT), RGPU_EPROTO);
 	assert_int_equal(chk(RGPU_MSG_PING, RGPU_FRAME_REPLY, 4, 0, RGPU_PEER_CLIENT), 0);
 	assert_int_equal(chk(RGPU_MSG_PING, RGPU_FRAME_REPLY, 4, 0, RGPU_PEER_SERVER), RGPU_EPROTO);
-	assert_int_equal(chk(RGPU_MSG_MEMCPY_DTOH, RGPU_FRAME_REPLY, 4, 1, RGPU_PEER_CLIENT),
+	/* except a small device-to-host copy's, whose bytes may come in its reply (SHM) */
+	assert_int_equal(chk(RGPU_MSG_MEMCPY_DTOH, RGPU_FRAME_REPLY, 4, 65536, RGPU_PEER_CLIENT),
+			 0);
+	assert_int_equal(chk(RGPU_MSG_MEMCPY_DTOH, RGPU_FRAME_REPLY, 4, 65537, RGPU_PEER_CLIENT),
+			 RGPU_ETOOBIG);
+	assert_int_equal(chk(RGPU_MSG_MEM_INFO, RGPU_FRAME_REPLY, 4, 1, RGPU_PEER_CLIENT),
 			 RGPU_ETOOBIG);
 
 	/* unknown types */
@@ -153,10 +158,12 @@ static void test_capabilities(void **state)
 	assert_int_equal(RGPU_CAP_ARRAYS, 4096);
 	assert_int_equal(RGPU_CAP_GRAPH_NODES, 8192);
 	assert_int_equal(RGPU_CAP_PEER_COPY, 32768);
+	assert_int_equal(RGPU_CAP_SHM, 65536);
 	assert_int_equal(RGPU_CAPS_CLIENT,
-			 31 | 64 | 128 | 256 | 1024 | 2048 | 4096 | 8192 | 32768);
+			 31 | 64 | 128 | 256 | 1024 | 2048 | 4096 | 8192 | 32768 | 65536);
 	assert_int_equal(RGPU_CAPS_SERVER,
-			 63 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4096 | 8192 | 32768);
+			 63 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4096 | 8192 | 32768 | 65536);
+	assert_int_equal(rgpu_msg_info(RGPU_MSG_ARENA_RELEASE)->cap, RGPU_CAP_SHM);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_PEER_DATA)->cap, RGPU_CAP_PEER_COPY);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_GRAPH_NODE)->cap, RGPU_CAP_GRAPH_NODES);
 	assert_int_equal(rgpu_msg_info(RGPU_MSG_CAPTURE_DEPS)->cap, RGPU_CAP_GRAPH_NODES);
