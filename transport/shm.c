@@ -769,7 +769,8 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 	acc->slots_size = (uint64_t)l->nslots * l->slot_size;
 	acc->slot_size = l->slot_size;
 	answer = 0;
-	if (write(c->fd, &answer, 1) != 1) {
+	/* MSG_NOSIGNAL: a client gone by now must not take the server with it (SIGPIPE) */
+	if (send(c->fd, &answer, 1, MSG_NOSIGNAL) != 1) {
 		ret = RGPU_ECLOSED;
 		snprintf(why, whylen, "the client went during the shared-memory handshake");
 		goto fail;
@@ -781,7 +782,7 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 	return 0;
 fail:
 	if (answer && c->fd >= 0)
-		(void)!write(c->fd, &answer, 1);
+		(void)!send(c->fd, &answer, 1, MSG_NOSIGNAL);
 	free(l);
 	map_put(map);
 	map_put(arena);
