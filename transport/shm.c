@@ -648,8 +648,9 @@ static int sock_recv_fds(int fd, void *buf, size_t n, int *fds, int maxfds, int 
 		ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 		if (r < 0 && errno == EINTR)
 			continue;
+		/* a peer that closed with our bytes unread resets the socket: gone all the same */
 		if (r <= 0)
-			return r == 0 ? RGPU_ECLOSED : RGPU_EIO;
+			return r == 0 || errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
 		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
 			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 				continue;
