@@ -750,6 +750,14 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 		ret = RGPU_EPROTO;
 		goto fail;
 	}
+	/* answered before *acc takes references: a failure from here on must leave it empty */
+	answer = 0;
+	/* MSG_NOSIGNAL: a client gone by now must not take the server with it (SIGPIPE) */
+	if (send(c->fd, &answer, 1, MSG_NOSIGNAL) != 1) {
+		ret = RGPU_ECLOSED;
+		snprintf(why, whylen, "the client went during the shared-memory handshake");
+		goto fail;
+	}
 	if (arena) {
 		struct stat st;
 		fstat(fds[1], &st);
@@ -769,13 +777,6 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 	acc->slots = l->slots;
 	acc->slots_size = (uint64_t)l->nslots * l->slot_size;
 	acc->slot_size = l->slot_size;
-	answer = 0;
-	/* MSG_NOSIGNAL: a client gone by now must not take the server with it (SIGPIPE) */
-	if (send(c->fd, &answer, 1, MSG_NOSIGNAL) != 1) {
-		ret = RGPU_ECLOSED;
-		snprintf(why, whylen, "the client went during the shared-memory handshake");
-		goto fail;
-	}
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 	c->shm = l;
