@@ -552,7 +552,10 @@ static void shm_close(struct rgpu_conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	map_put(l->map);
-	map_put(l->arena);
+	if (l->side == SHM_C2S)
+		free(l->arena); /* the interposer's own mapping, described only: never unmapped */
+	else
+		map_put(l->arena);
 	free(l);
 	free(c);
 }
