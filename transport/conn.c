@@ -181,7 +181,8 @@ void rgpu_conn_abandon(struct rgpu_conn *c)
 int rgpu_conn_release_fd(struct rgpu_conn *c)
 {
 	int fd = c->fd;
-	if (fd < 0 || c->ssl)
+	/* a shared-memory link is its mappings too: its socket alone carries no frames */
+	if (fd < 0 || c->ssl || c->shm)
 		return RGPU_EUNSUPPORTED;
 	if (c->rpos != c->rlen)
 		return RGPU_EBUSY;

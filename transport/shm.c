@@ -552,7 +552,10 @@ static void shm_close(struct rgpu_conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	map_put(l->map);
-	map_put(l->arena);
+	if (l->side == SHM_C2S)
+		free(l->arena); /* the interposer's own mapping, described only: never unmapped */
+	else
+		map_put(l->arena);
 	free(l);
 	free(c);
 }
@@ -648,8 +651,9 @@ static int sock_recv_fds(int fd, void *buf, size_t n, int *fds, int maxfds, int 
 		ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 		if (r < 0 && errno == EINTR)
 			continue;
+		/* a peer that closed with our bytes unread resets the socket: gone all the same */
 		if (r <= 0)
-			return r == 0 ? RGPU_ECLOSED : RGPU_EIO;
+			return r == 0 || errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
 		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
 			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 				continue;
@@ -749,6 +753,14 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 		ret = RGPU_EPROTO;
 		goto fail;
 	}
+	/* answered before *acc takes references: a failure from here on must leave it empty */
+	answer = 0;
+	/* MSG_NOSIGNAL: a client gone by now must not take the server with it (SIGPIPE) */
+	if (send(c->fd, &answer, 1, MSG_NOSIGNAL) != 1) {
+		ret = RGPU_ECLOSED;
+		snprintf(why, whylen, "the client went during the shared-memory handshake");
+		goto fail;
+	}
 	if (arena) {
 		struct stat st;
 		fstat(fds[1], &st);
@@ -768,12 +780,6 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 	acc->slots = l->slots;
 	acc->slots_size = (uint64_t)l->nslots * l->slot_size;
 	acc->slot_size = l->slot_size;
-	answer = 0;
-	if (write(c->fd, &answer, 1) != 1) {
-		ret = RGPU_ECLOSED;
-		snprintf(why, whylen, "the client went during the shared-memory handshake");
-		goto fail;
-	}
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 	c->shm = l;
@@ -781,7 +787,7 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 	return 0;
 fail:
 	if (answer && c->fd >= 0)
-		(void)!write(c->fd, &answer, 1);
+		(void)!send(c->fd, &answer, 1, MSG_NOSIGNAL);
 	free(l);
 	map_put(map);
 	map_put(arena);

@@ -27,7 +27,7 @@ void rgpu_conn_set_spin(struct rgpu_conn *c, uint32_t ns);
  * rgpu_conn_release_fd() - hand the connection's socket to someone else (another process,
  * through SCM_RIGHTS): returns the descriptor and frees c without closing it. Refused with
  * RGPU_EBUSY when bytes were read ahead of the last frame, RGPU_EUNSUPPORTED for transports
- * without a descriptor; c is untouched then.
+ * without a descriptor, under TLS and on shared memory; c is untouched then.
  */
 int rgpu_conn_release_fd(struct rgpu_conn *c);
 
