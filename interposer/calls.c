@@ -62,7 +62,8 @@ CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void
 		return S.dead_err;
 	if ((r = post_sticky(type)) != CUDA_SUCCESS)
 		return r;
-	ret = ip_link_enqueue(type, req, payload, plen, 0, NULL, seq);
+	ret = ip_link_enqueue(type, req, payload, plen, plen > IP_INLINE_MAX ? IP_ENQ_SELF : 0, NULL,
+			      seq);
 	if (ret)
 		return send_error(ret);
 	if (plen > IP_INLINE_MAX)
@@ -127,7 +128,7 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 	pthread_mutex_init(&w.m, NULL);
 	pthread_cond_init(&w.c, NULL);
 	uint64_t t0 = rgpu_trace_on ? rgpu_now_ns() : 0;
-	ret = ip_link_enqueue(type, req, payload, plen, 0, &w, NULL);
+	ret = ip_link_enqueue(type, req, payload, plen, IP_ENQ_SELF, &w, NULL);
 	if (ret) {
 		r = send_error(ret);
 		goto out;

@@ -131,7 +131,7 @@ int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payl
 	if (before)
 		before(type, req);
 	pthread_mutex_lock(&S.q_lock);
-	while (!urgent && S.kept_bytes && S.kept_bytes + hlen + plen > S.kept_max &&
+	while (!(urgent & IP_ENQ_URGENT) && S.kept_bytes && S.kept_bytes + hlen + plen > S.kept_max &&
 	       !atomic_load(&S.dead))
 		pthread_cond_wait(&S.ack_cond, &S.q_lock);
 	if (atomic_load(&S.dead)) {
@@ -173,7 +173,9 @@ int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payl
 	S.tail = f;
 	if (!S.unsent) {
 		S.unsent = f;
-		pthread_cond_signal(&S.q_cond);
+		/* (a caller that writes its frame itself right away does not wake the sender) */
+		if (!(urgent & IP_ENQ_SELF))
+			pthread_cond_signal(&S.q_cond);
 	}
 	S.kept_bytes += hlen + plen;
 	pthread_mutex_unlock(&S.q_lock);
@@ -439,9 +441,21 @@ int ip_link_release(uint64_t first, uint64_t last)
 
 void *ip_link_sender_main(void *arg)
 {
+	uint64_t spin = rgpu_spin_budget_ns(30000);
+
 	ip_sess_bind(arg);
 	pthread_mutex_lock(&S.q_lock);
 	for (;;) {
+		if (!S.unsent && spin) {
+			/* a burst of posts (launches) usually goes on: look again before sleeping,
+			 * which spares each post the wake-up of this thread */
+			uint64_t until = rgpu_now_ns() + spin;
+			pthread_mutex_unlock(&S.q_lock);
+			while (!__atomic_load_n(&S.unsent, __ATOMIC_RELAXED) && rgpu_now_ns() < until &&
+			       !atomic_load(&S.dead))
+				__builtin_ia32_pause();
+			pthread_mutex_lock(&S.q_lock);
+		}
 		while ((!S.unsent || !S.link_up) && !atomic_load(&S.dead))
 			pthread_cond_wait(&S.q_cond, &S.q_lock);
 		if (atomic_load(&S.dead))

@@ -26,7 +26,7 @@
 #define IP_HELLO_TIMEOUT_MS 60000
 #define IP_RESUME_HELLO_TIMEOUT_MS 10000
 #define IP_GOODBYE_WAIT_MS 5000     /* at exit, for the worker to close (device output) */
-#define IP_SPIN_NS 20000
+#define IP_SPIN_NS 100000 /* a caller spins this long for its reply (loopback TCP: ~40 us) */
 #define IP_UNACKED_MAX (64ull << 20)
 #define IP_ACK_EVERY (1ull << 20)   /* tell the server every MiB received */
 #define IP_JOB_ID_LEN 16
@@ -177,6 +177,9 @@ void ip_session_die(CUresult err, const char *why);
  */
 int ip_link_enqueue(uint16_t type, const ProtobufCMessage *req, const void *payload,
 		    uint64_t plen, int urgent, struct waiter *w, uint64_t *seq);
+/* ip_link_enqueue's urgent: never wait for room; the caller writes the frame itself at once */
+#define IP_ENQ_URGENT 1
+#define IP_ENQ_SELF 2
 /* ---- hostmirror.c ------------------------------------------------------------------------- */
 
 /* ip_hm_push() - queue the host's writes to mirrored regions (ip_link_enqueue calls it first). */

@@ -353,11 +353,16 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 		rgpu__memcpy__free_unpacked(m, NULL);
 		return 0;
 	}
-	/* the program's pinned memory, shared: registered, so the copy engine reads it there */
+	/*
+	 * The program's pinned memory, shared: registered, so the copy engine reads it there (in
+	 * the arena as this worker mapped it for the job's life; NULL: not that one)
+	 */
+	void *arena = NULL;
 	if (r == CUDA_SUCCESS && f->pref.in_arena)
-		srv_shm_arena_use(w, f->pref.arena_off, f->pref.arena_len);
+		arena = srv_shm_arena_at(w, f->pref.arena_at, f->hdr.payload_len, f->pref.arena_off,
+					 f->pref.arena_len);
 	if (r == CUDA_SUCCESS && f->hdr.payload_len)
-		r = land(w, m, &dev, f->payload, f->hdr.payload_len, s);
+		r = land(w, m, &dev, arena ? arena : f->payload, f->hdr.payload_len, s);
 	if (r == CUDA_SUCCESS && !(m->flags & RGPU__COPY_FLAG__COPY_ASYNC)) {
 		/*
 		 * The last chunk of a synchronous copy: as with the driver, the copy is complete
@@ -369,7 +374,13 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 		rgpu__memcpy__free_unpacked(m, NULL);
 		return 0;
 	}
-	if (r == CUDA_SUCCESS && (f->payload_staged || f->pref.map)) {
+	if (r == CUDA_SUCCESS && arena) {
+		/*
+		 * The program's pinned memory: it must stay unchanged until the copy is seen
+		 * complete, as natively, and the arena stays mapped for the job's life. Nothing to
+		 * give back, so no host function holds up the stream.
+		 */
+	} else if (r == CUDA_SUCCESS && (f->payload_staged || f->pref.map)) {
 		/* pinned source: the copy reads it later, so the stream gives it back */
 		struct put_staging *p = malloc(sizeof(*p));
 		if (p) {

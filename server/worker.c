@@ -598,6 +598,7 @@ lost:
 				_exit(0); /* freed now, whatever the executor is waiting for */
 			break;
 		}
+		rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
 		atomic_store(&w->active_ns, rgpu_now_ns());
 		spoke = 0;
 	}

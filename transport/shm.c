@@ -476,6 +476,7 @@ int rgpu_conn_take_payload(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		    ref.off + ref.len > ref.reg_off + ref.reg_len)
 			return RGPU_EPROTO;
 		out->p = (uint8_t *)l->arena->base + ref.off;
+		out->arena_at = ref.off;
 		out->arena_off = ref.reg_off;
 		out->arena_len = ref.reg_len;
 		out->in_arena = 1;

@@ -65,12 +65,16 @@ int rgpu_ms_until(uint64_t deadline)
 
 uint64_t rgpu_spin_budget_ns(uint64_t want_ns)
 {
+	/* read once: it is asked on every synchronous call, and getenv walks the environment */
 	static long cpus;
-	const char *env = getenv("RGPU_SPIN_NS");
-	if (env && *env) {
-		uint64_t v = strtoull(env, NULL, 0);
-		return v > 1000000000ull ? 1000000000ull : v; /* at most a second */
+	static int64_t forced = -2; /* -2: not read yet, -1: not set */
+	if (forced == -2) {
+		const char *env = getenv("RGPU_SPIN_NS");
+		uint64_t v = env && *env ? strtoull(env, NULL, 0) : 0;
+		forced = env && *env ? (int64_t)(v > 1000000000ull ? 1000000000ull : v) : -1;
 	}
+	if (forced >= 0)
+		return (uint64_t)forced; /* at most a second */
 	if (!cpus)
 		cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	return cpus >= 4 ? want_ns : 0;

@@ -253,8 +253,8 @@ void rgpu_shm_map_put(void *map);
 struct rgpu_payload {
 	void *p;
 	uint64_t len;
-	int in_arena;                  /* in the client's arena, allocation [arena_off, +arena_len) */
-	uint64_t arena_off, arena_len;
+	int in_arena;                  /* in the client's arena at arena_at, in the allocation */
+	uint64_t arena_at, arena_off, arena_len; /* [arena_off, +arena_len) */
 	int slot;                      /* 1 + the slot's number, 0: none */
 	void *map;
 };
