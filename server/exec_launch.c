@@ -80,7 +80,14 @@ static CUresult launch_with_attrs(struct srv_worker *w, void *fn, const Rgpu__La
  */
 int h_launch(struct srv_worker *w, struct srv_frame *f)
 {
-	DECODE(m, Launch, launch, w, f);
+	Rgpu__Launch *m = (Rgpu__Launch *)f->decoded; /* the reader's, when it could */
+	f->decoded = NULL;
+	if (!m)
+		m = UNPACK(Launch, launch, f);
+	if (!m) {
+		srv_protocol_error(w, RGPU_EPROTO, "undecodable %s", rgpu_msg_name(f->hdr.type));
+		return RGPU_EPROTO;
+	}
 	struct srv_obj *o = srv_obj_find(w, m->func, 0);
 	CUstream s = NULL;
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;

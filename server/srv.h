@@ -254,6 +254,7 @@ struct srv_frame {
 	void *payload;
 	int payload_staged;   /* payload is a staging buffer (return it to the pool) */
 	struct rgpu_payload pref; /* payload is where the client put it (shared memory): release */
+	ProtobufCMessage *decoded; /* the body, decoded ahead by the reader (MSG_LAUNCH), or NULL */
 	struct srv_frame *next;
 };
 

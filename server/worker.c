@@ -153,6 +153,8 @@ static int queue_wait_room(struct srv_worker *w, struct rgpu_conn *c)
 static void frame_free(struct srv_worker *w, struct srv_frame *f)
 {
 	free(f->body);
+	if (f->decoded)
+		protobuf_c_message_free_unpacked(f->decoded, NULL);
 	if (f->pref.map)
 		rgpu_payload_release(&f->pref); /* where the client put it: not ours to free */
 	else if (f->payload_staged)
@@ -573,6 +575,13 @@ static void *reader_main(void *arg)
 			continue;
 		}
 		atomic_fetch_add(&w->rx_seq, 1);
+		/* a launch's body is decoded here, beside the executor's work: launches come in
+		 * bursts and the executor's time per launch is the rate (NULL: it decodes, and
+		 * refuses, as for any frame) */
+		if (f->hdr.type == RGPU_MSG_LAUNCH) {
+			Rgpu__Launch *lm = RGPU_PB_UNPACK(rgpu__launch, f->hdr.body_len, f->body);
+			f->decoded = lm ? &lm->base : NULL;
+		}
 		queue_push(w, f);
 		continue;
 lost:
