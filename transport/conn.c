@@ -103,7 +103,7 @@ static int recv_byref(struct rgpu_conn *c, void *buf, size_t len)
 	if (ret)
 		return ret == RGPU_EUNSUPPORTED ? RGPU_EPROTO : ret;
 	if (buf)
-		memcpy(buf, p.p, len);
+		rgpu_memcpy_wide(buf, p.p, len);
 	rgpu_payload_release(&p);
 	return 0;
 }

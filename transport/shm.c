@@ -378,7 +378,7 @@ static int byref(struct rgpu_conn *c, const void *p, uint64_t len, struct shm_re
 	int i = slot_get(c);
 	if (i < 0)
 		return i;
-	memcpy(l->slots + (uint64_t)i * l->slot_size, p, len);
+	rgpu_memcpy_wide(l->slots + (uint64_t)i * l->slot_size, p, len);
 	ref->kind = SHM_REF_SLOT;
 	ref->index = (uint32_t)i;
 	return 0;

@@ -3,10 +3,13 @@
  * call starts its threads and joins them; the work is shared through the caller's own atomic
  * counter, so a thread the system refuses costs speed, not work. A pool kept alive between
  * calls would save about 50 µs per call, nothing next to a checkpoint.
+ *
+ * rgpu_memcpy_wide(): a large memcpy split over a few threads kept for it.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -115,4 +118,112 @@ unsigned rgpu_parallel_width(void)
 	const char *e = getenv("RGPU_CKPT_THREADS");
 	long n = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
 	return (unsigned)(n < 1 ? 1 : n > 32 ? 32 : n);
+}
+
+/* ---- wide copies ---------------------------------------------------------------------------- */
+
+#define WIDE_MAX 8
+#define WIDE_MIN (1u << 20) /* below this one thread's memcpy is as fast */
+
+static struct {
+	pthread_mutex_t call;    /* one wide copy at a time */
+	pthread_mutex_t m;
+	pthread_cond_t go, done;
+	unsigned gen, left, n;   /* n: threads, the caller included */
+	uint8_t *dst;
+	const uint8_t *src;
+	size_t len;
+	int state;               /* 0: not made, 1: ready, -1: none (one thread) */
+} wide = {.call = PTHREAD_MUTEX_INITIALIZER, .m = PTHREAD_MUTEX_INITIALIZER,
+	  .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+/* thread i's part of the copy: 64-byte aligned pieces, the last takes the rest */
+static void wide_part(unsigned i)
+{
+	size_t per = (wide.len / wide.n) & ~(size_t)63, off = per * i;
+	size_t len = i + 1 == wide.n ? wide.len - off : per;
+	memcpy(wide.dst + off, wide.src + off, len);
+}
+
+static void *wide_main(void *p)
+{
+	unsigned i = (unsigned)(uintptr_t)p, seen = 0;
+
+	pthread_mutex_lock(&wide.m);
+	for (;;) {
+		while (wide.gen == seen)
+			pthread_cond_wait(&wide.go, &wide.m);
+		seen = wide.gen;
+		pthread_mutex_unlock(&wide.m);
+		wide_part(i);
+		pthread_mutex_lock(&wide.m);
+		if (--wide.left == 0)
+			pthread_cond_signal(&wide.done);
+	}
+	return NULL;
+}
+
+/* a child of fork() has none of the threads: it starts again */
+static void wide_forked(void)
+{
+	pthread_mutex_init(&wide.call, NULL);
+	pthread_mutex_init(&wide.m, NULL);
+	pthread_cond_init(&wide.go, NULL);
+	pthread_cond_init(&wide.done, NULL);
+	wide.state = 0;
+	wide.gen = 0;
+}
+
+static void wide_start(void)
+{
+	const char *e = getenv("RGPU_COPY_THREADS");
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = e && *e ? (unsigned)atoi(e) : cpus >= 16 ? 4 : cpus >= 8 ? 2 : 1;
+	pthread_attr_t at;
+
+	wide.state = -1;
+	pthread_atfork(NULL, NULL, wide_forked);
+	if (n > WIDE_MAX)
+		n = WIDE_MAX;
+	wide.n = 1;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	for (unsigned i = 1; i < n; i++) {
+		pthread_t t;
+		if (pthread_create(&t, &at, wide_main, (void *)(uintptr_t)i))
+			break;
+		wide.n++;
+	}
+	pthread_attr_destroy(&at);
+	if (wide.n > 1)
+		wide.state = 1;
+}
+
+void rgpu_memcpy_wide(void *dst, const void *src, size_t n)
+{
+	if (n < WIDE_MIN || wide.state < 0 || pthread_mutex_trylock(&wide.call)) {
+		memcpy(dst, src, n);
+		return;
+	}
+	if (!wide.state)
+		wide_start();
+	if (wide.state < 0) {
+		pthread_mutex_unlock(&wide.call);
+		memcpy(dst, src, n);
+		return;
+	}
+	pthread_mutex_lock(&wide.m);
+	wide.dst = dst;
+	wide.src = src;
+	wide.len = n;
+	wide.left = wide.n - 1;
+	wide.gen++;
+	pthread_cond_broadcast(&wide.go);
+	pthread_mutex_unlock(&wide.m);
+	wide_part(0);
+	pthread_mutex_lock(&wide.m);
+	while (wide.left)
+		pthread_cond_wait(&wide.done, &wide.m);
+	pthread_mutex_unlock(&wide.m);
+	pthread_mutex_unlock(&wide.call);
 }

@@ -165,4 +165,12 @@ unsigned rgpu_parallel_watch(unsigned nthreads, void (*fn)(void *arg, unsigned i
  * else the CPUs online; 1 to 32 */
 unsigned rgpu_parallel_width(void);
 
+/*
+ * rgpu_memcpy_wide() - memcpy of a large buffer on several threads at once: one thread cannot
+ * move memory as fast as the copy engines (a shared-memory link's bulk copies). The threads
+ * (RGPU_COPY_THREADS, by default 4 on machines with at least 16 CPUs, 2 from 8, else none) are
+ * made at the first call and kept. Small copies, and a call while another runs, use memcpy.
+ */
+void rgpu_memcpy_wide(void *dst, const void *src, size_t n);
+
 #endif
