@@ -7,6 +7,9 @@
  *
  *   tcp_ceiling_<k> X GB/s        one line per k
  *   tcp_ceiling_best X GB/s       the highest of them
+ *   tcp_rtt_median X us           a 4-byte request answered by a 4-byte reply over one
+ *                                 connection, both ends polling (as rgpu's threads do): the
+ *                                 least two transfers cost on this host's loopback
  *
  *   tcp_ceiling [-t SECONDS] [-s STREAMS,...]     defaults: -t 2 -s 1,2,4,8
  *
@@ -202,6 +205,69 @@ out_close:
 	return started == k && !atomic_load(&failed) ? gbs : -1;
 }
 
+/* The echo end of the round trips: polls for 4 bytes, sends them back. */
+static void *echo_main(void *arg)
+{
+	int fd = *(int *)arg;
+	char b[4];
+	for (;;) {
+		ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+		if (n > 0 && send(fd, b, (size_t)n, MSG_NOSIGNAL) != n)
+			break;
+	}
+	return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median round trip of 4 bytes over one loopback connection, in us; negative on failure. */
+static double rtt(int lfd, const struct sockaddr_in *addr)
+{
+	enum { N = 20000, WARM = 2000 };
+	static double t[N];
+	struct conn c;
+	pthread_t echo;
+	char b[4] = {1, 2, 3, 4};
+	double med = -1;
+
+	if (connect_pair(lfd, addr, &c) < 0)
+		return -1;
+	if (pthread_create(&echo, NULL, echo_main, &c.recv_fd)) {
+		close(c.send_fd);
+		close(c.recv_fd);
+		return -1;
+	}
+	for (int i = 0; i < WARM + N; i++) {
+		double t0 = now_s();
+		ssize_t got = 0;
+		if (send(c.send_fd, b, sizeof(b), MSG_NOSIGNAL) != (ssize_t)sizeof(b))
+			goto out;
+		while (got < (ssize_t)sizeof(b)) {
+			ssize_t n = recv(c.send_fd, b + got, sizeof(b) - (size_t)got, MSG_DONTWAIT);
+			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+				goto out;
+			if (n > 0)
+				got += n;
+		}
+		if (i >= WARM)
+			t[i - WARM] = (now_s() - t0) * 1e6;
+	}
+	qsort(t, N, sizeof(t[0]), cmp_d);
+	med = t[N / 2];
+out:
+	shutdown(c.send_fd, SHUT_RDWR);
+	pthread_join(echo, NULL);
+	close(c.send_fd);
+	close(c.recv_fd);
+	return med;
+}
+
 /* "1,2,4,8" into counts[]; the number of them, or -1. */
 static int parse_counts(const char *s, int *counts)
 {
@@ -277,6 +343,13 @@ int main(int argc, char **argv)
 			best = gbs;
 	}
 	printf("tcp_ceiling_best %.3f GB/s\n", best);
+	double us = rtt(lfd, &addr);
+	if (us < 0) {
+		fprintf(stderr, "tcp_ceiling: the round trips failed\n");
+		close(lfd);
+		return 1;
+	}
+	printf("tcp_rtt_median %.2f us\n", us);
 	close(lfd);
 	return 0;
 }
