@@ -486,7 +486,7 @@ void *ip_link_sender_main(void *arg)
 		if (atomic_load(&S.dead))
 			break;
 		pthread_mutex_unlock(&S.q_lock);
-		if (spin)
+		if (spin && atomic_load(&S.link_shm))
 			gather();
 		ip_link_flush();
 		pthread_mutex_lock(&S.q_lock);
@@ -523,6 +523,7 @@ void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack)
 	pthread_mutex_lock(&S.q_lock);
 	old = S.conn;
 	S.conn = c;
+	atomic_store(&S.link_shm, rgpu_conn_is_shm(c));
 	acked_locked(ack);
 	for (f = S.head; f && f->seq <= received; f = f->next)
 		;

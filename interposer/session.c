@@ -1040,6 +1040,7 @@ static CUresult open_one(const char *tmo, const char *max)
 		return CUDA_ERROR_NO_DEVICE;
 	}
 	ip_statelog_init();
+	atomic_store(&S.link_shm, rgpu_conn_is_shm(S.conn));
 	rgpu_conn_set_spin(S.conn, (uint32_t)rgpu_spin_budget_ns(30000));
 	if (pthread_create(&t, NULL, receiver_main, &S) ||
 	    pthread_detach(t) || pthread_create(&t, NULL, ip_link_sender_main, &S) ||

@@ -112,6 +112,7 @@ struct ip_session {
 	uint64_t busy_first;         /* 0, or the first frame a writer is sending: kept till done */
 	uint64_t kept_bytes, kept_max;
 	int link_up;
+	atomic_int link_shm;         /* the link is shared memory (set with conn) */
 	unsigned gen;                /* +1 at every break and every resume */
 	uint64_t rx_seq;             /* last server seq received (receiver only) */
 	uint64_t rx_unacked;         /* bytes received since the server last heard rx_seq */
