@@ -62,12 +62,19 @@ CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void
 		return S.dead_err;
 	if ((r = post_sticky(type)) != CUDA_SUCCESS)
 		return r;
+	uint64_t t0 = rgpu_trace_on ? rgpu_now_ns() : 0, s = 0;
 	ret = ip_link_enqueue(type, req, payload, plen, plen > IP_INLINE_MAX ? IP_ENQ_SELF : 0, NULL,
-			      seq);
+			      &s);
+	if (seq)
+		*seq = s;
 	if (ret)
 		return send_error(ret);
 	if (plen > IP_INLINE_MAX)
 		ip_link_flush();
+	if (rgpu_trace_on) {
+		rgpu_trace_at(s, RGPU_TR_CALL, t0);
+		rgpu_trace(s, RGPU_TR_WRITTEN);
+	}
 	return ip_session_error();
 }
 

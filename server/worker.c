@@ -1425,6 +1425,7 @@ void srv_worker_serve(struct srv_worker *w)
 		nbytes += f_payload;
 		atomic_store(&w->executing, 1);
 		ret = srv_exec(w, f);
+		rgpu_trace(f->hdr.seq, RGPU_TR_EXECUTED);
 		atomic_store(&w->active_ns, rgpu_now_ns());
 		atomic_store(&w->executing, 0);
 		frame_free(w, f);

@@ -7,7 +7,7 @@
 #include "rgpu/trace.h"
 #include "rgpu/util.h"
 
-#define TRACE_MAX (1u << 20)
+#define TRACE_MAX (4u << 20)
 
 struct stamp {
 	uint64_t seq, ns;

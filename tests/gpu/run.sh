@@ -507,11 +507,13 @@ for t in tcp shm; do
 	SRVT=$!
 	for _ in $(seq 100); do [ -s "$OUT/trace_$t.port" ] && break; sleep 0.1; done
 	RGPU_TRANSPORT=$t RGPU_TRACE_FILE="$OUT/trace_$t/t" timeout 120 "$B/bin/rgpuctl" run \
-		--server "127.0.0.1:$(cat "$OUT/trace_$t.port")" -- "$P/bench" small >"$OUT/bench.trace_$t.txt" 2>&1
+		--server "127.0.0.1:$(cat "$OUT/trace_$t.port")" -- "$P/bench" small launch >"$OUT/bench.trace_$t.txt" 2>&1
 	sleep 0.5 # the worker writes its stamps as its job ends, just after the client's goodbye
 	kill $SRVT 2>/dev/null; wait $SRVT 2>/dev/null
 	python3 tests/bench/sync_breakdown.py --label "$t, 4-byte cuMemcpyDtoH, traced run: $(awk '$1 == "d2h4_median" { print $2 }' "$OUT/bench.trace_$t.txt") us" \
 		${native_d2h4:+--native-us "$native_d2h4"} "$OUT/trace_$t/t" >"$OUT/breakdown_$t.txt" 2>&1
+	python3 tests/bench/sync_breakdown.py --posts --label "$t, empty-kernel launches, traced run: $(awk '$1 == "launch_rate" { print $2 }' "$OUT/bench.trace_$t.txt")/s" \
+		"$OUT/trace_$t/t" >>"$OUT/breakdown_$t.txt" 2>&1
 done
 [ -n "$FILES_before" ] && python3 tests/gpu/report.py "$OUT/bench.native.txt" "$FILES_tcp" "$FILES_before" \
 	>"$OUT/bench.before.table" 2>&1

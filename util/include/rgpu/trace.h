@@ -12,6 +12,9 @@
  *           RGPU_TR_SENT      the reply was handed to the transport
  *   client: RGPU_TR_RECEIVED  the receiver has the reply
  *           RGPU_TR_WOKEN     the calling thread runs again
+ *
+ * A fire-and-forget request (a launch) gets CALL and WRITTEN (when its poster returns), READ,
+ * DEQUEUED and RGPU_TR_EXECUTED: sync_breakdown.py --posts says which side sets a burst's rate.
  */
 #ifndef RGPU_TRACE_H
 #define RGPU_TRACE_H
@@ -27,6 +30,7 @@ enum rgpu_trace_point {
 	RGPU_TR_SENT = 5,
 	RGPU_TR_RECEIVED = 6,
 	RGPU_TR_WOKEN = 7,
+	RGPU_TR_EXECUTED = 8, /* worker: the executor is done with the frame (any frame) */
 };
 
 extern int rgpu_trace_on; /* RGPU_TRACE_FILE is set (rgpu_trace_init) */
