@@ -18,12 +18,16 @@
 #include "rgpu/log.h"
 #include "rgpu/util.h"
 
+/*
+ * The locks a call's path takes from several threads at once are adaptive: each is held for a
+ * few instructions, and sleeping on one would cost a call microseconds.
+ */
 struct ip_session ip_sessions[IP_MAX_SESSIONS] = {[0 ... IP_MAX_SESSIONS - 1] = {
-	.send_lock = PTHREAD_MUTEX_INITIALIZER,
-	.q_lock = PTHREAD_MUTEX_INITIALIZER,
+	.send_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
+	.q_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
 	.q_cond = PTHREAD_COND_INITIALIZER,
 	.ack_cond = PTHREAD_COND_INITIALIZER,
-	.wait_lock = PTHREAD_MUTEX_INITIALIZER,
+	.wait_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
 	.async_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cb_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cb_cond = PTHREAD_COND_INITIALIZER,

@@ -1343,7 +1343,15 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 	pthread_mutex_init(&w->send_lock, NULL);
 	pthread_mutex_init(&w->store_lock, NULL);
 	pthread_cond_init(&w->out_cond, NULL);
-	pthread_mutex_init(&w->q_lock, NULL);
+	/*
+	 * adaptive: the reader holds the queue's lock for a few instructions, and an executor
+	 * that found a frame and then slept on the lock would lose microseconds on every call
+	 */
+	pthread_mutexattr_t qa;
+	pthread_mutexattr_init(&qa);
+	pthread_mutexattr_settype(&qa, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&w->q_lock, &qa);
+	pthread_mutexattr_destroy(&qa);
 	pthread_cond_init(&w->q_cond, NULL);
 	pthread_mutex_init(&w->cb_lock, NULL);
 	pthread_cond_init(&w->cb_cond, NULL);
