@@ -64,11 +64,15 @@ static void on_error(const struct rgpu_frame_hdr *h, const uint8_t *body)
 	ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, why);
 }
 
+/* RGPU_TCP_LANES: TCP connections a link may use in all (its own and its lanes; 1: no lanes) */
+static int tcp_lanes = 8;
+
 /* RGPU_TRANSPORT: tcp (never shared memory), auto (when the server is on this host), shm (must) */
 enum { IP_TCP = 0, IP_AUTO = 1, IP_SHM = 2 };
 static int transport = IP_AUTO;
 
 static int resume(const char *why);
+static void open_lanes(struct rgpu_conn *c, uint32_t n);
 
 /* A MSG_REDIRECT's server, kept for the resume; 0, or -1 when it is not HOST:PORT. */
 static int take_redirect(const struct rgpu_frame_hdr *h, const uint8_t *body, char *reason,
@@ -375,11 +379,23 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	hm.protocol_version = RGPU_PROTO_VERSION;
 	/* and the pushes a client may decline: device output (an older client never gets it),
 	 * and the redirect of a moved job (the server moves no job of an older client) */
-	hm.capabilities = RGPU_CAPS_CLIENT | RGPU_CAP_OUTPUT | RGPU_CAP_MIGRATE;
+	hm.capabilities = RGPU_CAPS_CLIENT | RGPU_CAP_OUTPUT | RGPU_CAP_MIGRATE | RGPU_CAP_LANES;
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
 	hm.want_shm = transport != IP_TCP && rgpu_conn_is_unix(c);
+	/* lanes: a plain TCP link names itself; a lane names its link */
+	if (S.lane_hello) {
+		hm.lane = (uint32_t)S.lane_hello;
+		hm.lanes = (uint32_t)tcp_lanes;
+		hm.link_id.data = S.link_id;
+		hm.link_id.len = sizeof(S.link_id);
+	} else if (tcp_lanes > 1 && !rgpu_conn_is_unix(c) && !rgpu_conn_is_tls(c) &&
+		   getrandom(S.link_id, sizeof(S.link_id), 0) == (ssize_t)sizeof(S.link_id)) {
+		hm.lanes = (uint32_t)tcp_lanes;
+		hm.link_id.data = S.link_id;
+		hm.link_id.len = sizeof(S.link_id);
+	}
 	hm.device_base = (uint32_t)S.dev_base;
 	hm.devices = S.sel;
 	hm.n_devices = (size_t)S.nsel;
@@ -636,6 +652,7 @@ lost:
 	memcpy(S.job_id, rep->job_id.data, IP_JOB_ID_LEN);
 	hex(S.job_id, IP_JOB_ID_LEN, S.job_hex);
 	snprintf(S.shm_socket, sizeof(S.shm_socket), "%s", rep->shm_socket ? rep->shm_socket : "");
+	S.lanes_offered = rep->lanes;
 	S.same_host = rep->host_id && *rep->host_id && !strcmp(rep->host_id, rgpu_host_id());
 	if (rep->shm && (ret = shm_offer(S.conn, why, sizeof(why)))) {
 		pr_err("no shared memory with the GPU server %s: %s", S.server, why);
@@ -791,8 +808,10 @@ static int resume(const char *why)
 		if (!ret && rep->shm && (ret = shm_offer(c, msg, sizeof(msg))))
 			rgpu__hello_reply__free_unpacked(rep, NULL);
 		if (!ret) {
+			uint32_t lanes = rep->shm ? 0 : rep->lanes;
 			ip_link_install(c, rep->received, 0);
 			rgpu__hello_reply__free_unpacked(rep, NULL);
+			open_lanes(c, lanes);
 			atomic_fetch_add(&S.resumes, 1);
 			pr_info("job %s: resumed on %s after %.3f s (%d attempt(s))", S.job_hex,
 				S.server, (double)(rgpu_now_ns() - t0) / 1e9, tries);
@@ -935,6 +954,61 @@ bad:
 }
 
 /*
+ * The lanes of TCP link c, which the worker takes n of in all (HelloReply.lanes): n - 1 more
+ * connections to the same server, each a lane's hello (the job's token, the link's id), each
+ * attached to c once answered; when all are, large payloads are striped over them. Any that
+ * fails leaves the link to carry everything alone, said in the log. Called before anything
+ * reads c (the session's threads not started, or the receiver itself after a resume).
+ */
+static void open_lanes(struct rgpu_conn *c, uint32_t n)
+{
+	char why[512] = "";
+	int k, ret = 0;
+
+	if (n < 2 || !(ip.server_caps & RGPU_CAP_LANES) || S.is_unix || S.tls ||
+	    rgpu_conn_is_shm(c))
+		return;
+	n = MIN(n, (uint32_t)tcp_lanes);
+	for (k = 1; k < (int)n && !ret; k++) {
+		struct rgpu_conn *lc = NULL;
+		Rgpu__HelloReply *rep = NULL;
+		ret = rgpu_connect(S.host, S.port, 2000, NULL, NULL, &lc, why, sizeof(why));
+		if (!ret) {
+			S.lane_hello = k;
+			ret = exchange_hello(lc, 1, IP_RESUME_HELLO_TIMEOUT_MS, &rep, why, sizeof(why));
+			S.lane_hello = 0;
+		}
+		if (!ret && rep->result != CUDA_SUCCESS) {
+			snprintf(why, sizeof(why), "%s", rep->error ? rep->error : "refused");
+			ret = RGPU_EPROTO;
+		}
+		if (rep)
+			rgpu__hello_reply__free_unpacked(rep, NULL);
+		int fd = ret ? -1 : rgpu_conn_release_fd(lc);
+		if (fd >= 0) {
+			lc = NULL;
+			ret = rgpu_lanes_attach(c, k, fd);
+			if (ret) {
+				close(fd);
+				snprintf(why, sizeof(why), "cannot attach it (%s)", rgpu_strerror(ret));
+			}
+		} else if (!ret) {
+			ret = RGPU_EPROTO;
+			snprintf(why, sizeof(why), "bytes after its answer");
+		}
+		rgpu_conn_close(lc);
+	}
+	if (ret) {
+		pr_info("job %s: lane %d to %s: %s; large copies use the link alone", S.job_hex, k - 1,
+			S.server, why[0] ? why : rgpu_strerror(ret));
+		return;
+	}
+	rgpu_lanes_ready(c);
+	pr_info("job %s: %u TCP connections to %s (large copies striped over them)", S.job_hex, n,
+		S.server);
+}
+
+/*
  * A session just opened over TCP with a server on this host (its reply named this kernel and
  * a socket): move the job's link to shared memory, as a resume on that socket. Nothing has
  * run yet. Returns 0 when the link moved, or stayed on TCP as allowed (RGPU_TRANSPORT=auto),
@@ -1039,6 +1113,7 @@ static CUresult open_one(const char *tmo, const char *max)
 		S.conn = NULL;
 		return CUDA_ERROR_NO_DEVICE;
 	}
+	open_lanes(S.conn, S.lanes_offered);
 	ip_statelog_init();
 	atomic_store(&S.link_shm, rgpu_conn_is_shm(S.conn));
 	rgpu_conn_set_spin(S.conn, (uint32_t)rgpu_spin_budget_ns(30000));
@@ -1084,8 +1159,16 @@ CUresult ip_session_open(void)
 	CUresult r = CUDA_SUCCESS;
 	int n;
 
-	const char *tr = getenv("RGPU_TRANSPORT");
+	const char *tr = getenv("RGPU_TRANSPORT"), *ln = getenv("RGPU_TCP_LANES");
 	rgpu_trace_init();
+	if (ln && *ln) {
+		int v = atoi(ln);
+		if (v < 1 || v > RGPU_MAX_LANES)
+			pr_warn("RGPU_TCP_LANES='%s' is not 1..%d; using %d", ln, RGPU_MAX_LANES,
+				tcp_lanes);
+		else
+			tcp_lanes = v;
+	}
 	if (tr && *tr) {
 		if (!strcmp(tr, "tcp"))
 			transport = IP_TCP;

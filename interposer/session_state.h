@@ -81,6 +81,9 @@ struct ip_session {
 	int sel[IP_MAX_DEVICES], nsel; /* RGPU_SERVERS' /dev,...: the server's devices (0: all) */
 	char redirect_to[300];       /* where a redirect sent the job (receiver thread only) */
 	int is_unix;                 /* server is "unix:PATH" (RGPU_SERVER): host holds the path */
+	uint8_t link_id[16];         /* the TCP link's, which its lanes name (lane > 0 hellos) */
+	int lane_hello;              /* exchange_hello: 0 a link's hello, k > 0 lane k's */
+	uint32_t lanes_offered;      /* the last link hello's HelloReply.lanes */
 	char shm_socket[108];        /* the server's socket for this host's clients (its reply) */
 	int same_host;               /* the server's reply named this kernel's boot id */
 	struct ip_arena *arena;      /* pinned memory shared with the worker (shmarena.c) */

@@ -322,6 +322,16 @@ struct srv_worker {
 	pthread_mutex_t send_lock;   /* conn writes, the resend list, tx_seq */
 	pthread_cond_t out_cond;     /* room in the resend list */
 	struct rgpu_conn *conn;      /* NULL while the link is down */
+	/*
+	 * lanes (transport/lanes.c): the link_id of the client's hello that opened the link, and how
+	 * many lanes it has (the link's socket counted); its lanes attach to it (take_lane), under
+	 * lanes_lock (not send_lock: a resume's resend may hold that while the client, opening its
+	 * lanes, reads nothing)
+	 */
+	pthread_mutex_t lanes_lock;
+	uint8_t link_id[16];
+	int lanes_want;
+	struct rgpu_conn *lanes_conn; /* that link (NULL once it is closed) */
 	struct srv_out *out_head, *out_tail;
 	uint64_t out_bytes;          /* bytes copied into the resend list */
 	uint64_t tx_seq;             /* last seq sent */

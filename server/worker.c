@@ -216,6 +216,37 @@ static void shm_reply(Rgpu__HelloReply *rep, int moves)
 	rep->shm = moves;
 }
 
+/*
+ * Lanes for the link c a client's hello opens (Hello.link_id, lanes): a plain TCP link of a
+ * client with capability LANES. Sets w->link_id and w->lanes_want; returns what the reply says.
+ */
+static uint32_t lanes_for(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__Hello *hello)
+{
+	int n = (int)MIN(hello->lanes, (uint32_t)RGPU_MAX_LANES);
+	if (!(hello->capabilities & RGPU_CAP_LANES) || hello->link_id.len != sizeof(w->link_id) ||
+	    n < 2 || rgpu_conn_is_tls(c) || rgpu_conn_is_unix(c))
+		n = 0;
+	pthread_mutex_lock(&w->lanes_lock);
+	if (n)
+		memcpy(w->link_id, hello->link_id.data, sizeof(w->link_id));
+	else
+		memset(w->link_id, 0, sizeof(w->link_id));
+	w->lanes_want = n;
+	w->lanes_conn = n ? c : NULL;
+	pthread_mutex_unlock(&w->lanes_lock);
+	return (uint32_t)n;
+}
+
+/* Close a link of the job's client: its lanes can no longer attach to it. */
+static void link_close(struct srv_worker *w, struct rgpu_conn *c)
+{
+	pthread_mutex_lock(&w->lanes_lock);
+	if (w->lanes_conn == c)
+		w->lanes_conn = NULL;
+	pthread_mutex_unlock(&w->lanes_lock);
+	rgpu_conn_close(c);
+}
+
 /* After a reply that said the link moves: take the client's shared memory. 0 or an error. */
 static int shm_accept(struct srv_worker *w, struct rgpu_conn *c)
 {
@@ -258,6 +289,7 @@ static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__He
 	h.session = w->session;
 	h.ack = atomic_load(&w->executed);
 	shm_reply(&rep, shm_wanted(c, hello->capabilities, hello->want_shm));
+	rep.lanes = rep.shm ? 0 : lanes_for(w, c, hello);
 	ret = rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
 	if (ret)
 		return ret;
@@ -338,7 +370,7 @@ static struct rgpu_conn *await_resume(struct srv_worker *w, const char *why, uns
 		pr_info("job %s: a resume from %s broke at once (%s)", w->job_hex, rgpu_conn_peer(c),
 			rgpu_strerror(ret));
 		srv_link_down(w);
-		rgpu_conn_close(c);
+		link_close(w, c);
 	}
 }
 
@@ -600,7 +632,7 @@ lost:
 			_exit(0);
 		}
 		srv_link_down(w);
-		rgpu_conn_close(c);
+		link_close(w, c);
 		c = await_resume(w, why, &link_gen);
 		if (!c) {
 			if (!atomic_load(&w->dead))
@@ -717,6 +749,70 @@ static void take_peer(struct srv_worker *w, struct rgpu_conn *c, Rgpu__Hello *he
 	srv_plink_start(w, l);
 }
 
+/*
+ * A lane of the client's link (Hello.lane; its token already checked): answer, then attach its
+ * socket to the link whose hello named the same link_id; once all are there, the worker may
+ * stripe payloads over them. A lane for a link that is gone is refused. c and hello are ours.
+ */
+static void take_lane(struct srv_worker *w, struct rgpu_conn *c, Rgpu__Hello *hello)
+{
+	Rgpu__HelloReply rep = RGPU__HELLO_REPLY__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_MSG_HELLO, .flags = RGPU_FRAME_REPLY};
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	const char *bad = NULL;
+	int fd, ret, lane = (int)hello->lane;
+
+	pthread_mutex_lock(&w->lanes_lock);
+	if (!w->lanes_conn || !w->lanes_want || hello->link_id.len != sizeof(w->link_id) ||
+	    memcmp(hello->link_id.data, w->link_id, sizeof(w->link_id)))
+		bad = "no such link (it ended, or it takes no lanes)";
+	else if (lane < 1 || lane >= w->lanes_want)
+		bad = "a lane number outside the link's";
+	/*
+	 * attached before the reply goes: the client stripes only once every lane answered, and
+	 * by then this side must read all of them
+	 */
+	fd = bad ? -1 : rgpu_conn_release_fd(c);
+	if (!bad && fd < 0)
+		bad = "bytes after the lane's hello";
+	if (!bad) {
+		c = NULL;
+		ret = rgpu_lanes_attach(w->lanes_conn, lane, fd);
+		if (ret) {
+			c = rgpu_tcp_wrap(fd);
+			bad = "the lane could not be attached";
+		} else {
+			uint8_t buf[256];
+			reply_ok(w, &rep);
+			rep.lanes = (uint32_t)w->lanes_want;
+			h.session = w->session;
+			size_t n = rgpu_frame_size(&rep.base) <= sizeof(buf)
+					   ? rgpu_frame_pack_hdr(buf, &h, &rep.base)
+					   : 0;
+			/* a lane that takes no answer fails the link's next striped frame */
+			if (n && send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
+				pr_info("job %s: lane %d broke at once", w->job_hex, lane);
+			if (rgpu_lanes_count(w->lanes_conn) == w->lanes_want - 1) {
+				rgpu_lanes_ready(w->lanes_conn);
+				pr_debug("job %s: %d lanes", w->job_hex, w->lanes_want);
+			}
+		}
+	}
+	pthread_mutex_unlock(&w->lanes_lock);
+	rgpu__hello__free_unpacked(hello, NULL);
+	if (bad) {
+		pr_warn("job %s: refused lane %d: %s", w->job_hex, lane, bad);
+		if (c) {
+			pe.code = RGPU_EPROTO;
+			pe.message = (char *)bad;
+			h.type = RGPU_MSG_ERROR;
+			h.flags = 0;
+			rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
+		}
+	}
+	rgpu_conn_close(c);
+}
+
 /* A resume handed over by the supervisor: check the token, then give it to the reader. */
 static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 {
@@ -747,6 +843,10 @@ static void take_resume(struct srv_worker *w, const Rgpu__Ctl *m, int fd)
 		 !(atomic_load(&w->token_prev_ok) &&
 		   token_eq(hello->resume_token.data, w->token_prev)))
 		bad = "wrong or already-used resume token";
+	else if (hello->lane) {
+		take_lane(w, c, hello);
+		return;
+	}
 	else if (hello->received > w->tx_seq)
 		bad = "it claims frames this job never sent";
 	else if (atomic_load(&w->dead))
@@ -1237,6 +1337,7 @@ static int handshake(struct srv_worker *w)
 	if (w->session == 0)
 		w->session = 1;
 	int want_shm = hello->want_shm;
+	uint32_t lanes = r == CUDA_SUCCESS ? lanes_for(w, w->conn, hello) : 0;
 	rgpu__hello__free_unpacked(hello, NULL);
 	rgpu_hex(w->job_id, SRV_JOB_ID_LEN, w->job_hex);
 	if (!w->refuse_new && !dev_refused)
@@ -1306,6 +1407,7 @@ static int handshake(struct srv_worker *w)
 	rh.session = w->session;
 	rh.ref = h.seq;
 	shm_reply(&rep, r == CUDA_SUCCESS && shm_wanted(w->conn, w->client_caps, want_shm));
+	rep.lanes = rep.shm ? 0 : lanes;
 	ret = rgpu_frame_send_hdr(w->conn, &rh, &rep.base, NULL);
 	for (size_t i = 0; i < rep.n_devices; i++)
 		free(di[i].uuid.data);
@@ -1336,11 +1438,12 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 	 * DEVICE_SELECT has no message of its own, so the generated mask lacks it: its fields
 	 * (Hello.device_base, Hello.devices) are served by every worker (devices.c)
 	 */
-	w->caps = RGPU_CAPS_SERVER | RGPU_CAP_DEVICE_SELECT;
+	w->caps = RGPU_CAPS_SERVER | RGPU_CAP_DEVICE_SELECT | RGPU_CAP_LANES;
 	srv_limits_for(cfg, "", &w->limits); /* its tenant's once authenticated (handshake) */
 	snprintf(w->peer, sizeof(w->peer), "%s", peer);
 	snprintf(w->job_hex, sizeof(w->job_hex), "?");
 	pthread_mutex_init(&w->send_lock, NULL);
+	pthread_mutex_init(&w->lanes_lock, NULL);
 	pthread_mutex_init(&w->store_lock, NULL);
 	pthread_cond_init(&w->out_cond, NULL);
 	/*

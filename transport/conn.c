@@ -76,12 +76,15 @@ static int recv_in_frame(struct rgpu_conn *c, void *buf, size_t len)
 }
 
 static int recv_byref(struct rgpu_conn *c, void *buf, size_t len);
+static int recv_striped(struct rgpu_conn *c, void *buf, size_t len);
 
 int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len)
 {
 	size_t got;
 	if (c->byref)
 		return recv_byref(c, buf, len);
+	if (c->lanes_frame)
+		return recv_striped(c, buf, len);
 	int ret = recv_exact(c, buf, len, 0, &got);
 	if (ret == RGPU_ECLOSED && got)
 		return RGPU_ETRUNC;
@@ -108,10 +111,34 @@ static int recv_byref(struct rgpu_conn *c, void *buf, size_t len)
 	return 0;
 }
 
+/* The first stripe of a striped payload, on the link itself (buf NULL: dropped). */
+static int first_stripe(struct rgpu_conn *c, void *buf, size_t len)
+{
+	char scratch[16384];
+	while (!buf && len) {
+		size_t n = MIN(len, sizeof(scratch));
+		int ret = recv_in_frame(c, scratch, n);
+		if (ret)
+			return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
+		len -= n;
+	}
+	return buf ? recv_in_frame(c, buf, len) : 0;
+}
+
+/* A payload striped over the link's lanes (lanes.c), read whole into buf (NULL: dropped). */
+static int recv_striped(struct rgpu_conn *c, void *buf, size_t len)
+{
+	c->lanes_frame = 0;
+	int ret = rgpu_lanes_recv(c, buf, len, c->frame_seq, c->frame_deadline, first_stripe);
+	return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
+}
+
 int rgpu_conn_recv_payload(struct rgpu_conn *c, void *buf, size_t len)
 {
 	if (c->byref)
 		return recv_byref(c, buf, len);
+	if (c->lanes_frame)
+		return recv_striped(c, buf, len);
 	return recv_in_frame(c, buf, len);
 }
 
@@ -182,7 +209,7 @@ int rgpu_conn_release_fd(struct rgpu_conn *c)
 {
 	int fd = c->fd;
 	/* a shared-memory link is its mappings too: its socket alone carries no frames */
-	if (fd < 0 || c->ssl || c->shm)
+	if (fd < 0 || c->ssl || c->shm || c->lanes)
 		return RGPU_EUNSUPPORTED;
 	if (c->rpos != c->rlen)
 		return RGPU_EBUSY;
@@ -243,6 +270,7 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 
 	*body = NULL;
 	c->byref = 0;
+	c->lanes_frame = 0;
 	/* wait as told (-1: for ever) for a frame to begin; from its first byte, its deadline */
 	ret = recv_exact(c, raw, 1, rgpu_deadline_after(timeout_ms), &got);
 	if (ret)
@@ -260,6 +288,10 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 	/* by reference only where both ends map the bytes, and only with a payload */
 	if ((h->flags & RGPU_FRAME_BYREF) && (!c->shm || !h->payload_len))
 		return RGPU_EPROTO;
+	/* striped only over lanes this end has, and only a payload */
+	if ((h->flags & RGPU_FRAME_LANES) &&
+	    (!rgpu_lanes_sending(c) || !h->payload_len || (h->flags & RGPU_FRAME_BYREF)))
+		return RGPU_EPROTO;
 	if (h->body_len) {
 		*body = malloc(h->body_len);
 		if (!*body)
@@ -274,6 +306,8 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 		}
 	}
 	c->byref = !!(h->flags & RGPU_FRAME_BYREF);
+	c->lanes_frame = !!(h->flags & RGPU_FRAME_LANES);
+	c->frame_seq = h->seq;
 	return 0;
 }
 
@@ -283,6 +317,8 @@ int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 	uint64_t done = 0;
 	if (c->byref && len)
 		return recv_byref(c, NULL, (size_t)len);
+	if (c->lanes_frame && len)
+		return recv_striped(c, NULL, (size_t)len);
 	while (len) {
 		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
 		int ret = recv_in_frame(c, buf, n);

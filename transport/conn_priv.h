@@ -11,6 +11,7 @@
 
 struct ssl_st;
 struct shm_link;
+struct rgpu_lanes;
 
 struct rgpu_transport_ops {
 	const char *name;
@@ -31,6 +32,14 @@ struct rgpu_transport_ops {
 };
 
 #define RGPU_CONN_RBUF (64u << 10)
+
+/* lanes.c, for tcp.c and conn.c */
+int rgpu_lanes_sending(const struct rgpu_conn *c);
+int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq);
+int rgpu_lanes_recv(struct rgpu_conn *c, void *p, size_t len, uint64_t seq, uint64_t deadline,
+		    int (*first)(struct rgpu_conn *c, void *buf, size_t len));
+void rgpu_lanes_shutdown(struct rgpu_conn *c);
+void rgpu_lanes_free(struct rgpu_conn *c);
 
 /*
  * Reads go through a small buffer so that a small frame's header and body cost one system
@@ -54,6 +63,12 @@ struct rgpu_conn {
 	pthread_mutex_t ssl_lock;
 	struct shm_link *shm;  /* the shared-memory transport's state (shm.c) */
 	int byref;             /* the frame being received sends its payload by reference */
+	struct rgpu_lanes *lanes; /* TCP: the link's lanes (lanes.c), NULL: none */
+	int lanes_frame;       /* the frame being received stripes its payload over the lanes */
+	uint64_t frame_seq;    /* its seq, which each stripe repeats */
+	uint8_t whdr[RGPU_FRAME_HDR_LEN]; /* the writer's place in its frames (lanes) */
+	size_t whave;
+	uint64_t wleft;
 	size_t rpos, rlen;
 	uint8_t rbuf[RGPU_CONN_RBUF];
 };

@@ -40,7 +40,9 @@
  * map, and the stream carries a reference to them instead; set and read by the transport
  */
 #define RGPU_FRAME_BYREF 0x2u
-#define RGPU_FRAME_FLAGS_KNOWN (RGPU_FRAME_REPLY | RGPU_FRAME_BYREF)
+/* TCP links with lanes only (transport/lanes.c): the payload is striped over the link's lanes */
+#define RGPU_FRAME_LANES 0x4u
+#define RGPU_FRAME_FLAGS_KNOWN (RGPU_FRAME_REPLY | RGPU_FRAME_BYREF | RGPU_FRAME_LANES)
 
 #define RGPU_MAX_BODY (16u << 20)          /* protobuf body */
 #define RGPU_MAX_CHUNK (16ull << 20)       /* payload of one copy chunk */

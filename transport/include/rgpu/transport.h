@@ -270,6 +270,20 @@ void rgpu_payload_release(struct rgpu_payload *p);
 int rgpu_conn_recv_payload_raw(struct rgpu_conn *c, void *buf, size_t len);
 
 /*
+ * Lanes (lanes.c): extra TCP connections of one link that carry its large payloads (at least
+ * RGPU_LANE_MIN bytes) in stripes, all at once. rgpu_lanes_attach() - socket fd (connected,
+ * past its own handshake) becomes lane `index` (1..RGPU_MAX_LANES-1) of c: from now on c can
+ * receive striped payloads. rgpu_lanes_ready() - the peer has all of c's lanes: c may send
+ * striped payloads. rgpu_lanes_count() - lanes attached (1..n all there). Not for TLS or
+ * shared-memory links. Returns 0, RGPU_EINVAL, RGPU_EEXIST (that lane is there), RGPU_ESYS.
+ */
+#define RGPU_MAX_LANES 16
+#define RGPU_LANE_MIN (1u << 20)
+int rgpu_lanes_attach(struct rgpu_conn *c, int index, int fd);
+void rgpu_lanes_ready(struct rgpu_conn *c);
+int rgpu_lanes_count(const struct rgpu_conn *c);
+
+/*
  * rgpu_conn_relay() - copy bytes both ways between c and the socket fd until either side ends
  * or fails, then shut both down: for a connection whose session lives in another process and
  * whose TLS state cannot travel with its descriptor. Bytes c read ahead go to fd first. Returns
