@@ -38,6 +38,24 @@ struct srv_out {
 	uint8_t data[];
 };
 
+/*
+ * A send on the link failed: take the link down (the reader notices the shut-down connection
+ * and waits for a resume). An impossible index in shared memory is the client's doing, said as
+ * the protocol error it is; quiet: a broken link is left for the reader to tell.
+ */
+static void send_failed(struct srv_worker *w, int ret, int quiet)
+{
+	if (ret == RGPU_EPROTO)
+		pr_warn("protocol error from %s: the ring to the client has an impossible index; "
+			"closing the link",
+			w->peer);
+	else if (!quiet)
+		pr_info("job %s: link to %s broken while sending (%s)", w->job_hex, w->peer,
+			rgpu_strerror(ret));
+	rgpu_conn_shutdown(w->conn);
+	w->conn = NULL;
+}
+
 /* Write one kept frame on the link, if there is one; a failure takes the link down. */
 static void out_write_locked(struct srv_worker *w, const struct srv_out *o)
 {
@@ -52,13 +70,8 @@ static void out_write_locked(struct srv_worker *w, const struct srv_out *o)
 		n = 2;
 	}
 	ret = rgpu_conn_sendv(w->conn, iov, n);
-	if (ret) {
-		pr_info("job %s: link to %s broken while sending (%s)", w->job_hex, w->peer,
-			rgpu_strerror(ret));
-		/* the reader notices the shut-down connection and waits for a resume */
-		rgpu_conn_shutdown(w->conn);
-		w->conn = NULL;
-	}
+	if (ret)
+		send_failed(w, ret, 0);
 }
 
 static void out_free(struct srv_worker *w, struct srv_out *o)
@@ -157,12 +170,10 @@ void srv_link_ack(struct srv_worker *w)
 	if (w->conn && h.ack != w->ack_told) {
 		/* unsequenced and not kept: a lost one is superseded by the next frame */
 		int ret = rgpu_frame_send_hdr(w->conn, &h, NULL, NULL);
-		if (ret) {
-			rgpu_conn_shutdown(w->conn);
-			w->conn = NULL;
-		} else {
+		if (ret)
+			send_failed(w, ret, 1);
+		else
 			w->ack_told = h.ack;
-		}
 	}
 	pthread_mutex_unlock(&w->send_lock);
 }

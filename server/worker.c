@@ -538,10 +538,17 @@ static void *reader_main(void *arg)
 			if (f->hdr.seq > atomic_load(&w->rx_seq))
 				atomic_fetch_add(&w->rx_seq, 1);
 			ret = rgpu_conn_discard(c, f->hdr.payload_len);
+			unsigned type = f->hdr.type;
 			free(f->body);
 			free(f);
 			if (ret == 0)
 				continue;
+			if (ret == RGPU_EPROTO) {
+				srv_protocol_error(w, ret,
+						   "%s with its payload outside the shared memory",
+						   rgpu_msg_name(type));
+				break;
+			}
 			why = ret == RGPU_EDEADLINE ? slow_frame(w) : rgpu_strerror(ret);
 			goto lost;
 		}
@@ -584,6 +591,15 @@ static void *reader_main(void *arg)
 				break;
 			}
 			ret = rgpu_conn_recv_payload(c, f->payload, f->hdr.payload_len);
+			if (ret == RGPU_EPROTO) {
+				/* shared memory: a reference outside it, or an impossible index */
+				unsigned type = f->hdr.type;
+				frame_free(w, f);
+				srv_protocol_error(w, ret,
+						   "%s with its payload outside the shared memory",
+						   rgpu_msg_name(type));
+				break;
+			}
 			if (ret) {
 				frame_free(w, f);
 				why = ret == RGPU_EIO	      ? strerror(rgpu_conn_errno(c))
