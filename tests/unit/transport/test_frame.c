@@ -610,8 +610,11 @@ static void test_check_direction(void **state)
 static void test_check_flags(void **state)
 {
 	(void)state;
-	/* 0x2 (BYREF) is known: it is refused by the receive, on any link but shared memory */
-	const uint32_t bad[] = {0x4, 0x100, 0x80000000u, 0xfffffffcu, 0xffffffffu, 0x5};
+	/*
+	 * 0x2 (BYREF) and 0x4 (LANES) are known: the receive refuses them on a link that is not
+	 * shared memory, or has no lanes
+	 */
+	const uint32_t bad[] = {0x8, 0x100, 0x80000000u, 0xfffffff8u, 0xffffffffu, 0x9};
 	for (size_t i = 0; i < NTYPES; i++) {
 		const struct tspec *t = &types[i];
 		uint32_t body = t->empty ? 0 : 16;
@@ -1827,6 +1830,10 @@ static void test_recv_hostile(void **state)
 
 	/* a payload by reference (shared memory only) on a socket: a protocol error */
 	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 40, RGPU_FRAME_BYREF, 10, 100, 1, 1);
+	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EPROTO);
+	assert_null(body);
+	/* a payload striped over lanes on a link without them: a protocol error */
+	hand_hdr(hdr, 0x55504752u, RGPU_PROTO_VERSION, 40, RGPU_FRAME_LANES, 10, 100, 1, 1);
 	assert_int_equal(recv_hostile(hdr, RGPU_PEER_SERVER, &h, &body), RGPU_EPROTO);
 	assert_null(body);
 
