@@ -34,6 +34,12 @@
 #include "rgpu/util.h"
 
 #define LANE_MAGIC 0x4e4c4752u /* "RGLN" in memory order */
+/*
+ * During a large copy the next stripe comes within a few hundred microseconds: a lane's thread,
+ * and a writer or reader waiting for its lanes, poll this long before sleeping (machines with
+ * at least 4 CPUs; rgpu_spin_budget_ns)
+ */
+#define LANE_SPIN_NS 300000
 
 struct lane_job {
 	const uint8_t *src;     /* sending: the stripe */
@@ -139,9 +145,19 @@ static void *lane_main(void *p)
 	struct lane *ln = &ls->l[a.i];
 	struct lane_job *j = a.rx ? &ln->rxj : &ln->txj;
 
+	uint64_t spin = rgpu_spin_budget_ns(LANE_SPIN_NS);
+
 	free(p);
 	pthread_mutex_lock(&ls->m);
 	for (;;) {
+		if (!j->busy && !ls->stop && spin) {
+			uint64_t until = rgpu_now_ns() + spin;
+			pthread_mutex_unlock(&ls->m);
+			while (!__atomic_load_n(&j->busy, __ATOMIC_ACQUIRE) &&
+			       !__atomic_load_n(&ls->stop, __ATOMIC_RELAXED) && rgpu_now_ns() < until)
+				__builtin_ia32_pause();
+			pthread_mutex_lock(&ls->m);
+		}
 		while (!j->busy && !ls->stop)
 			pthread_cond_wait(&ls->go, &ls->m);
 		if (ls->stop)
@@ -151,7 +167,7 @@ static void *lane_main(void *p)
 		int ret = a.rx ? lane_recv(ln, &job) : lane_send(ln, &job);
 		pthread_mutex_lock(&ls->m);
 		j->ret = ret;
-		j->busy = 0;
+		__atomic_store_n(&j->busy, 0, __ATOMIC_RELEASE);
 		pthread_cond_broadcast(&ls->done);
 	}
 	pthread_mutex_unlock(&ls->m);
@@ -280,7 +296,8 @@ static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst
 		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
 		stripe(len, ls->n, k, &off, &part);
 		*j = (struct lane_job){.src = src ? src + off : NULL, .dst = dst ? dst + off : NULL,
-				       .len = part, .seq = seq, .deadline = deadline, .busy = 1};
+				       .len = part, .seq = seq, .deadline = deadline};
+		__atomic_store_n(&j->busy, 1, __ATOMIC_RELEASE);
 	}
 	pthread_cond_broadcast(&ls->go);
 	pthread_mutex_unlock(&ls->m);
@@ -289,7 +306,14 @@ static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst
 /* wait for the lanes' stripes; the first error of any */
 static int wait_all(struct rgpu_lanes *ls, int rx)
 {
+	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(LANE_SPIN_NS);
 	int ret = 0;
+
+	for (int k = 1; k <= ls->n; k++) {
+		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
+		while (__atomic_load_n(&j->busy, __ATOMIC_ACQUIRE) && rgpu_now_ns() < until)
+			__builtin_ia32_pause();
+	}
 	pthread_mutex_lock(&ls->m);
 	for (int k = 1; k <= ls->n; k++) {
 		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
