@@ -232,6 +232,20 @@ int rgpu_lanes_sending(const struct rgpu_conn *c)
 	return c->lanes && atomic_load(&c->lanes->ready);
 }
 
+/* may c receive striped payloads: are its lanes 1..n attached (whatever rgpu_lanes_ready says)? */
+int rgpu_lanes_receiving(struct rgpu_conn *c)
+{
+	struct rgpu_lanes *ls = c->lanes;
+	int n = 0;
+	if (ls) {
+		/* lanes are attached by another thread (the worker's take_lane) */
+		pthread_mutex_lock(&ls->m);
+		n = ls->n;
+		pthread_mutex_unlock(&ls->m);
+	}
+	return n > 0;
+}
+
 void rgpu_lanes_shutdown(struct rgpu_conn *c)
 {
 	struct rgpu_lanes *ls = c->lanes;
