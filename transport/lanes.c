@@ -40,7 +40,7 @@ struct lane_job {
 	uint8_t *dst;           /* receiving: where it goes (NULL: dropped) */
 	size_t len;
 	uint64_t seq, deadline;
-	int busy, ret;
+	int busy;
 };
 
 struct lane {
@@ -56,6 +56,7 @@ struct rgpu_lanes {
 	int n;                  /* lanes attached (1..n) */
 	atomic_int ready;       /* the peer has them: payloads may be striped */
 	int stop;
+	int err[2];             /* the first failure of the payload being sent [0], received [1] */
 	struct rgpu_conn *c;
 	struct lane l[RGPU_MAX_LANES];
 };
@@ -132,6 +133,20 @@ struct lane_arg {
 	int i, rx;
 };
 
+/*
+ * A payload's first failure, of any stripe, is its verdict, and takes the link down at once: the
+ * link's socket and the other lanes stop waiting for stripes that will not come (else a lane out
+ * of step would hold the reader until the frame's deadline, and be reported as that).
+ */
+static void fail(struct rgpu_lanes *ls, int rx, int ret)
+{
+	pthread_mutex_lock(&ls->m);
+	if (!ls->err[rx])
+		ls->err[rx] = ret;
+	pthread_mutex_unlock(&ls->m);
+	rgpu_conn_shutdown(ls->c);
+}
+
 static void *lane_main(void *p)
 {
 	struct lane_arg a = *(struct lane_arg *)p;
@@ -149,8 +164,9 @@ static void *lane_main(void *p)
 		struct lane_job job = *j;
 		pthread_mutex_unlock(&ls->m);
 		int ret = a.rx ? lane_recv(ln, &job) : lane_send(ln, &job);
+		if (ret)
+			fail(ls, a.rx, ret);
 		pthread_mutex_lock(&ls->m);
-		j->ret = ret;
 		j->busy = 0;
 		pthread_cond_broadcast(&ls->done);
 	}
@@ -289,6 +305,7 @@ static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst
 		 uint64_t seq, uint64_t deadline)
 {
 	pthread_mutex_lock(&ls->m);
+	ls->err[rx] = 0;
 	for (int k = 1; k <= ls->n; k++) {
 		size_t off, part;
 		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
@@ -300,18 +317,17 @@ static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst
 	pthread_mutex_unlock(&ls->m);
 }
 
-/* wait for the lanes' stripes; the first error of any */
+/* wait for the lanes' stripes; the first failure of any, the link's own stripe's included */
 static int wait_all(struct rgpu_lanes *ls, int rx)
 {
-	int ret = 0;
+	int ret;
 	pthread_mutex_lock(&ls->m);
 	for (int k = 1; k <= ls->n; k++) {
 		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
 		while (j->busy)
 			pthread_cond_wait(&ls->done, &ls->m);
-		if (j->ret && !ret)
-			ret = j->ret;
 	}
+	ret = ls->err[rx];
 	pthread_mutex_unlock(&ls->m);
 	return ret;
 }
@@ -320,14 +336,14 @@ int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq
 {
 	struct rgpu_lanes *ls = c->lanes;
 	size_t off, part;
-	int ret, r2;
+	int ret;
 
 	stripe(len, ls->n, 0, &off, &part);
 	post(ls, 0, p, NULL, len, seq, 0);
 	ret = send_all(c->fd, p, part);
-	r2 = wait_all(ls, 0);
-	if (!ret)
-		ret = r2;
+	if (ret)
+		fail(ls, 0, ret);
+	ret = wait_all(ls, 0);
 	if (ret) {
 		c->last_errno = errno;
 		rgpu_conn_shutdown(c); /* a lane lost is the link lost */
@@ -340,14 +356,14 @@ int rgpu_lanes_recv(struct rgpu_conn *c, void *p, size_t len, uint64_t seq, uint
 {
 	struct rgpu_lanes *ls = c->lanes;
 	size_t off, part;
-	int ret, r2;
+	int ret;
 
 	stripe(len, ls->n, 0, &off, &part);
 	post(ls, 1, NULL, p, len, seq, deadline);
 	ret = first(c, p, part);
-	r2 = wait_all(ls, 1);
-	if (!ret)
-		ret = r2;
+	if (ret)
+		fail(ls, 1, ret);
+	ret = wait_all(ls, 1);
 	if (ret)
 		rgpu_conn_shutdown(c);
 	return ret;
