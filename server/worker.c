@@ -545,7 +545,7 @@ static void *reader_main(void *arg)
 				continue;
 			if (ret == RGPU_EPROTO) {
 				srv_protocol_error(w, ret,
-						   "%s with its payload outside the shared memory",
+						   "%s with a payload that does not match its frame (outside the shared memory, or a lane out of step)",
 						   rgpu_msg_name(type));
 				break;
 			}
@@ -571,7 +571,7 @@ static void *reader_main(void *arg)
 			/* shared memory: a copy's bytes are used where the client put them */
 			if (ret) {
 				frame_free(w, f);
-				srv_protocol_error(w, ret, "a copy's payload outside the shared memory");
+				srv_protocol_error(w, ret, "a copy's payload outside the shared memory, or a lane out of step");
 				break;
 			}
 			f->payload = f->pref.p;
@@ -596,7 +596,7 @@ static void *reader_main(void *arg)
 				unsigned type = f->hdr.type;
 				frame_free(w, f);
 				srv_protocol_error(w, ret,
-						   "%s with its payload outside the shared memory",
+						   "%s with a payload that does not match its frame (outside the shared memory, or a lane out of step)",
 						   rgpu_msg_name(type));
 				break;
 			}

@@ -288,9 +288,12 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 	/* by reference only where both ends map the bytes, and only with a payload */
 	if ((h->flags & RGPU_FRAME_BYREF) && (!c->shm || !h->payload_len))
 		return RGPU_EPROTO;
-	/* striped only over lanes this end has, and only a payload */
+	/*
+	 * striped only over lanes this end has (attached: the peer may stripe before this end is
+	 * told it may too), and only a payload
+	 */
 	if ((h->flags & RGPU_FRAME_LANES) &&
-	    (!rgpu_lanes_sending(c) || !h->payload_len || (h->flags & RGPU_FRAME_BYREF)))
+	    (!rgpu_lanes_receiving(c) || !h->payload_len || (h->flags & RGPU_FRAME_BYREF)))
 		return RGPU_EPROTO;
 	if (h->body_len) {
 		*body = malloc(h->body_len);

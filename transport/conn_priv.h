@@ -35,6 +35,7 @@ struct rgpu_transport_ops {
 
 /* lanes.c, for tcp.c and conn.c */
 int rgpu_lanes_sending(const struct rgpu_conn *c);
+int rgpu_lanes_receiving(struct rgpu_conn *c);
 int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq);
 int rgpu_lanes_recv(struct rgpu_conn *c, void *p, size_t len, uint64_t seq, uint64_t deadline,
 		    int (*first)(struct rgpu_conn *c, void *buf, size_t len));

@@ -47,7 +47,7 @@ struct lane_job {
 	uint8_t *dst;           /* receiving: where it goes (NULL: dropped) */
 	size_t len;
 	uint64_t seq, deadline;
-	int busy, ret;
+	int busy;
 };
 
 struct lane {
@@ -63,6 +63,7 @@ struct rgpu_lanes {
 	int n;                  /* lanes attached (1..n) */
 	atomic_int ready;       /* the peer has them: payloads may be striped */
 	int stop;
+	int err[2];             /* the first failure of the payload being sent [0], received [1] */
 	struct rgpu_conn *c;
 	struct lane l[RGPU_MAX_LANES];
 };
@@ -139,6 +140,20 @@ struct lane_arg {
 	int i, rx;
 };
 
+/*
+ * A payload's first failure, of any stripe, is its verdict, and takes the link down at once: the
+ * link's socket and the other lanes stop waiting for stripes that will not come (else a lane out
+ * of step would hold the reader until the frame's deadline, and be reported as that).
+ */
+static void fail(struct rgpu_lanes *ls, int rx, int ret)
+{
+	pthread_mutex_lock(&ls->m);
+	if (!ls->err[rx])
+		ls->err[rx] = ret;
+	pthread_mutex_unlock(&ls->m);
+	rgpu_conn_shutdown(ls->c);
+}
+
 static void *lane_main(void *p)
 {
 	struct lane_arg a = *(struct lane_arg *)p;
@@ -156,8 +171,9 @@ static void *lane_main(void *p)
 		struct lane_job job = *j;
 		pthread_mutex_unlock(&ls->m);
 		int ret = a.rx ? lane_recv(ln, &job) : lane_send(ln, &job);
+		if (ret)
+			fail(ls, a.rx, ret);
 		pthread_mutex_lock(&ls->m);
-		j->ret = ret;
 		__atomic_store_n(&j->busy, 0, __ATOMIC_RELEASE);
 		pthread_cond_broadcast(&ls->done);
 	}
@@ -239,6 +255,20 @@ int rgpu_lanes_sending(const struct rgpu_conn *c)
 	return c->lanes && atomic_load(&c->lanes->ready);
 }
 
+/* may c receive striped payloads: are its lanes 1..n attached (whatever rgpu_lanes_ready says)? */
+int rgpu_lanes_receiving(struct rgpu_conn *c)
+{
+	struct rgpu_lanes *ls = c->lanes;
+	int n = 0;
+	if (ls) {
+		/* lanes are attached by another thread (the worker's take_lane) */
+		pthread_mutex_lock(&ls->m);
+		n = ls->n;
+		pthread_mutex_unlock(&ls->m);
+	}
+	return n > 0;
+}
+
 void rgpu_lanes_shutdown(struct rgpu_conn *c)
 {
 	struct rgpu_lanes *ls = c->lanes;
@@ -282,6 +312,7 @@ static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst
 		 uint64_t seq, uint64_t deadline)
 {
 	pthread_mutex_lock(&ls->m);
+	ls->err[rx] = 0;
 	for (int k = 1; k <= ls->n; k++) {
 		size_t off, part;
 		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
@@ -294,11 +325,11 @@ static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst
 	pthread_mutex_unlock(&ls->m);
 }
 
-/* wait for the lanes' stripes; the first error of any */
+/* wait for the lanes' stripes; the first failure of any, the link's own stripe's included */
 static int wait_all(struct rgpu_lanes *ls, int rx)
 {
 	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(LANE_SPIN_NS);
-	int ret = 0;
+	int ret;
 
 	for (int k = 1; k <= ls->n; k++) {
 		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
@@ -310,9 +341,8 @@ static int wait_all(struct rgpu_lanes *ls, int rx)
 		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
 		while (j->busy)
 			pthread_cond_wait(&ls->done, &ls->m);
-		if (j->ret && !ret)
-			ret = j->ret;
 	}
+	ret = ls->err[rx];
 	pthread_mutex_unlock(&ls->m);
 	return ret;
 }
@@ -321,14 +351,14 @@ int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq
 {
 	struct rgpu_lanes *ls = c->lanes;
 	size_t off, part;
-	int ret, r2;
+	int ret;
 
 	stripe(len, ls->n, 0, &off, &part);
 	post(ls, 0, p, NULL, len, seq, 0);
 	ret = send_all(c->fd, p, part);
-	r2 = wait_all(ls, 0);
-	if (!ret)
-		ret = r2;
+	if (ret)
+		fail(ls, 0, ret);
+	ret = wait_all(ls, 0);
 	if (ret) {
 		c->last_errno = errno;
 		rgpu_conn_shutdown(c); /* a lane lost is the link lost */
@@ -341,14 +371,14 @@ int rgpu_lanes_recv(struct rgpu_conn *c, void *p, size_t len, uint64_t seq, uint
 {
 	struct rgpu_lanes *ls = c->lanes;
 	size_t off, part;
-	int ret, r2;
+	int ret;
 
 	stripe(len, ls->n, 0, &off, &part);
 	post(ls, 1, NULL, p, len, seq, deadline);
 	ret = first(c, p, part);
-	r2 = wait_all(ls, 1);
-	if (!ret)
-		ret = r2;
+	if (ret)
+		fail(ls, 1, ret);
+	ret = wait_all(ls, 1);
 	if (ret)
 		rgpu_conn_shutdown(c);
 	return ret;

@@ -611,14 +611,15 @@ static void test_check_flags(void **state)
 {
 	(void)state;
 	/*
-	 * 0x2 (BYREF) and 0x4 (LANES) are known: the receive refuses them on a link that is not
-	 * shared memory, or has no lanes
+	 * 0x2 (BYREF) and 0x4 (LANES) are known: the receive refuses them on any link but shared
+	 * memory, and one without lanes (test_lanes.c)
 	 */
 	const uint32_t bad[] = {0x8, 0x100, 0x80000000u, 0xfffffff8u, 0xffffffffu, 0x9};
 	for (size_t i = 0; i < NTYPES; i++) {
 		const struct tspec *t = &types[i];
 		uint32_t body = t->empty ? 0 : 16;
 		assert_int_equal(chk(t->type, 0, body, 0, allowed_rx(t)), 0);
+		assert_int_equal(chk(t->type, 0x4, body, 0, allowed_rx(t)), 0);
 		for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
 			int r1 = chk(t->type, bad[k], body, 0, allowed_rx(t));
 			int r2 = chk(t->type, bad[k], 16, 0, RGPU_PEER_CLIENT);
