@@ -820,8 +820,8 @@ struct ref {
 	const char *want; /* the worker's log */
 };
 
-#define OUTSIDE_COPY ": a copy's payload outside the shared memory (protocol error:"
-#define OUTSIDE(type) ": " type " with its payload outside the shared memory (protocol error:"
+#define OUTSIDE_COPY ": a copy's payload outside the shared memory, or a lane out of step (protocol error:"
+#define OUTSIDE(type) ": " type " with a payload that does not match its frame (outside the shared memory, or a lane out of step) (protocol error:"
 
 static const struct ref refs[] = {
     {"slot == nslots", RGPU_MSG_MEMCPY_HTOD, REF_SLOT, NSLOTS, 0, COPY, COPY, 0, OUTSIDE_COPY},
