@@ -249,6 +249,27 @@ static CUresult call_status_rows(uint16_t type, const ProtobufCMessage *req, con
 	return r;
 }
 
+CUresult ip_call_barrier(void)
+{
+	ProtobufCMessage *rep = NULL;
+	CUresult r, async;
+
+	r = call_rows(RGPU_MSG_PING, NULL, NULL, 0, NULL, 0, NULL, &rgpu__status__descriptor, &rep);
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* not this call's to report: the next one that reports errors does (as without it) */
+	async = (CUresult)field_i32(rep, 2);
+	if (async != CUDA_SUCCESS) {
+		pthread_mutex_lock(&S.q_lock);
+		ip_statelog_async_error();
+		pthread_mutex_unlock(&S.q_lock);
+	}
+	ip_ctx_note_error(async);
+	keep_async(async);
+	protobuf_c_message_free_unpacked(rep, NULL);
+	return CUDA_SUCCESS;
+}
+
 CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *payload,
 			uint64_t plen, void *dst, uint64_t dst_size,
 			const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply)
