@@ -1272,10 +1272,14 @@ IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
 		return mem_free(base, NULL);
 	}
 	/*
-	 * A region the device may still be writing: wait for it first, as cudaFreeHost does, so
-	 * that no late write lands in the next region made there (the server zeroes it now)
+	 * Memory the device may still be writing: wait for it first, as cudaFreeHost does, so
+	 * that no late write lands in the next allocation made there. The host area's regions
+	 * (the server zeroes them now), and any other pinned memory: an asynchronous copy's data
+	 * comes later as MSG_DATA, or into the arena from the worker's copy engine, whose
+	 * MSG_ARENA_RELEASE waits only where the worker maps the arena (not after the job moved to
+	 * another host) and only for the worker's current context.
 	 */
-	if (ip_hm_contains(p))
+	if (ip_hm_contains(p) || host_find((uint64_t)(uintptr_t)p))
 		host_free_wait();
 	h = host_remove(p, 1);
 	if (!h)

@@ -1,7 +1,7 @@
 /*
  * Large patterned copies in both directions (1 GiB by default; argv[1] MiB otherwise), plus a
- * device-to-device copy, an async round trip through pinned memory and a synchronous copy from
- * pinned memory behind a kernel. Every word is checked.
+ * device-to-device copy, an async round trip through pinned memory, a synchronous copy from
+ * pinned memory behind a kernel and pinned memory freed under a copy. Every word is checked.
  */
 #include "common.h"
 
@@ -65,6 +65,23 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < m / 4; i++)
 		EXPECT(dst[i] == src[i], "word %zu after a synchronous copy from pinned memory: %08x "
 					 "want %08x", i, dst[i], src[i]);
+
+	/*
+	 * Pinned memory freed while a copy into it waits on a stream: cuMemFreeHost waits for the
+	 * copy, so nothing of it lands in pinned memory allocated afterwards (often the same place)
+	 */
+	uint8_t *late, *next;
+	CHECK(cuMemAllocHost((void **)&late, m));
+	CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, sa, NULL));
+	CHECK(cuMemcpyDtoHAsync(late, d, m, s));
+	CHECK(cuMemFreeHost(late));
+	CHECK(cuMemAllocHost((void **)&next, m));
+	memset(next, 0x11, m);
+	CHECK(cuStreamSynchronize(s));
+	for (size_t i = 0; i < m; i++)
+		EXPECT(next[i] == 0x11, "byte %zu of pinned memory allocated after a free: %02x "
+					"(a copy into the freed memory landed there)", i, next[i]);
+	CHECK(cuMemFreeHost(next));
 	CHECK(cuMemFreeHost(pinned));
 	CHECK(cuStreamDestroy(s));
 	CHECK(cuMemFree(d));
