@@ -166,4 +166,11 @@ job=$(job_of A)
 zdtm_go
 zdtm_finish 1
 echo "ok: a client on A's socket (unix:PATH) followed its job to B"
+# a relative data folder (--data DIR, no --socket): the socket is made in it
+(cd "$tmp" && srv_start C -- --data relC)
+sock=$tmp/relC/rgpud-$(srv_port C).sock
+grep -q "local clients on $sock " "$tmp/C/log" && [ -S "$sock" ] ||
+	fail "rgpud --data relC: no socket $sock: $(grep 'local clients' "$tmp/C/log")"
+srv_stop C
+echo "ok: rgpud with a relative data folder listens on $sock"
 echo "migrate: all passed"
