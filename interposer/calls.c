@@ -80,7 +80,7 @@ CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload
 		/* the caller may reuse its memory when this returns: keep a copy unless it ran */
 		pthread_mutex_lock(&S.send_lock);
 		int ret = ip_link_keep_copy(seq, payload, plen);
-		pthread_mutex_unlock(&S.send_lock);
+		ip_link_send_unlock();
 		if (ret)
 			ip_session_die(CUDA_ERROR_OUT_OF_MEMORY, "out of memory keeping a payload");
 	}
