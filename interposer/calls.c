@@ -87,7 +87,7 @@ CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload
 		/* the caller may reuse its memory when this returns: keep a copy unless it ran */
 		pthread_mutex_lock(&S.send_lock);
 		int ret = ip_link_keep_copy(seq, payload, plen);
-		pthread_mutex_unlock(&S.send_lock);
+		ip_link_send_unlock();
 		if (ret)
 			ip_session_die(CUDA_ERROR_OUT_OF_MEMORY, "out of memory keeping a payload");
 	}
@@ -254,6 +254,27 @@ static CUresult call_status_rows(uint16_t type, const ProtobufCMessage *req, con
 	else
 		protobuf_c_message_free_unpacked(rep, NULL);
 	return r;
+}
+
+CUresult ip_call_barrier(void)
+{
+	ProtobufCMessage *rep = NULL;
+	CUresult r, async;
+
+	r = call_rows(RGPU_MSG_PING, NULL, NULL, 0, NULL, 0, NULL, &rgpu__status__descriptor, &rep);
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* not this call's to report: the next one that reports errors does (as without it) */
+	async = (CUresult)field_i32(rep, 2);
+	if (async != CUDA_SUCCESS) {
+		pthread_mutex_lock(&S.q_lock);
+		ip_statelog_async_error();
+		pthread_mutex_unlock(&S.q_lock);
+	}
+	ip_ctx_note_error(async);
+	keep_async(async);
+	protobuf_c_message_free_unpacked(rep, NULL);
+	return CUDA_SUCCESS;
 }
 
 CUresult ip_call_status(uint16_t type, const ProtobufCMessage *req, const void *payload,

@@ -400,6 +400,13 @@ CUresult ip_post_borrowed(uint16_t type, const ProtobufCMessage *req, const void
  */
 CUresult ip_release_borrowed(uint64_t first, uint64_t last);
 /*
+ * ip_call_barrier() - wait until the worker has run every request sent before (a MSG_PING
+ * round trip: the executor runs frames one at a time, so its reply comes after the handlers
+ * of all of them have returned). An asynchronous error the reply brings stays pending for the
+ * next call that reports one. Returns CUDA_SUCCESS or the session's error.
+ */
+CUresult ip_call_barrier(void);
+/*
  * ip_call() - a synchronous request: send it (with everything queued before it) and wait for
  * its reply, decoded with desc into *reply (free with protobuf_c_message_free_unpacked).
  * MSG_DATA frames for this request are written to dst (dst_size bytes at most) as they come.

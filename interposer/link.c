@@ -338,7 +338,7 @@ void ip_link_flush(void)
 {
 	pthread_mutex_lock(&S.send_lock);
 	ip_link_flush_locked();
-	pthread_mutex_unlock(&S.send_lock);
+	ip_link_send_unlock();
 }
 
 /*
@@ -439,7 +439,7 @@ int ip_link_release(uint64_t first, uint64_t last)
 		for (int i = 0; i < n && !ret; i++)
 			ret = ip_link_keep_copy(todo[i].seq, todo[i].p, todo[i].len);
 	}
-	pthread_mutex_unlock(&S.send_lock);
+	ip_link_send_unlock();
 	return ret;
 }
 
@@ -499,21 +499,43 @@ void *ip_link_sender_main(void *arg)
 	return NULL;
 }
 
-/* Tell the worker what arrived, so it can drop what it kept. */
+/*
+ * Write the MSG_ACK the receiver asked for, when no one holds the link. Never waits for
+ * send_lock: its holder may be a writer waiting for the worker to read, while the worker's
+ * reader waits for the worker's own send lock (it takes every frame's ack under it), held by a
+ * worker thread that waits for this side's receiver to read; the receiver must go on reading.
+ * Whoever releases send_lock writes an acknowledgement left pending (ip_link_send_unlock).
+ */
+static void ack_pending(void)
+{
+	while (atomic_load(&S.ack_wanted) && !pthread_mutex_trylock(&S.send_lock)) {
+		if (atomic_exchange(&S.ack_wanted, 0)) {
+			struct rgpu_frame_hdr h = {.type = RGPU_MSG_ACK};
+			h.session = S.session;
+			h.ack = __atomic_load_n(&S.rx_seq, __ATOMIC_RELAXED);
+			if (S.link_up && rgpu_frame_send_hdr(S.conn, &h, NULL, NULL)) {
+				pthread_mutex_lock(&S.q_lock);
+				link_broken_locked();
+				pthread_mutex_unlock(&S.q_lock);
+			}
+		}
+		pthread_mutex_unlock(&S.send_lock);
+	}
+}
+
+/* Tell the worker what arrived, so it can drop what it kept (now, or after the writer). */
 void ip_link_send_ack(void)
 {
-	struct rgpu_frame_hdr h = {.type = RGPU_MSG_ACK};
-
-	pthread_mutex_lock(&S.send_lock);
-	h.session = S.session;
-	h.ack = S.rx_seq;
-	if (S.link_up && rgpu_frame_send_hdr(S.conn, &h, NULL, NULL)) {
-		pthread_mutex_lock(&S.q_lock);
-		link_broken_locked();
-		pthread_mutex_unlock(&S.q_lock);
-	}
 	S.rx_unacked = 0;
+	atomic_store(&S.ack_wanted, 1);
+	ack_pending();
+}
+
+void ip_link_send_unlock(void)
+{
 	pthread_mutex_unlock(&S.send_lock);
+	if (atomic_load(&S.ack_wanted))
+		ack_pending();
 }
 
 /* Install a resumed link: the worker received through `received` and executed through `ack`. */
@@ -542,7 +564,7 @@ void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack)
 	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
 	S.rx_unacked = 0;
 	ip_link_flush_locked();
-	pthread_mutex_unlock(&S.send_lock);
+	ip_link_send_unlock();
 	pr_debug("job %s: %llu frame(s) sent again", S.job_hex, (unsigned long long)n);
 }
 

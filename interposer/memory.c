@@ -813,6 +813,17 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 	 * and observing it means the worker has executed past it: nothing to do. Otherwise the
 	 * caller may reuse its buffer as soon as this returns.
 	 */
+	/*
+	 * From pinned memory a worker on this host maps (the arena), the chunks went by reference:
+	 * the worker reads the caller's bytes only when it runs them, and a synchronous copy from
+	 * pinned memory is complete when it returns. Its acknowledgement is not enough (the worker
+	 * acknowledges a frame as it starts it), nor is a copy for a resend: wait for the worker
+	 * to have run the last chunk, whose handler waits for the copy.
+	 */
+	uint64_t at, reg_off, reg_len;
+	if (last && r == CUDA_SUCCESS && !async &&
+	    ip_arena_dst(src, n, &at, &reg_off, &reg_len))
+		r = ip_call_barrier();
 	if (last && !(async && host_find((uint64_t)(uintptr_t)src))) {
 		CUresult r2 = ip_release_borrowed(first, last);
 		if (r == CUDA_SUCCESS)
@@ -1261,10 +1272,14 @@ IP_API CUresult CUDAAPI cuMemFreeHost(void *p)
 		return mem_free(base, NULL);
 	}
 	/*
-	 * A region the device may still be writing: wait for it first, as cudaFreeHost does, so
-	 * that no late write lands in the next region made there (the server zeroes it now)
+	 * Memory the device may still be writing: wait for it first, as cudaFreeHost does, so
+	 * that no late write lands in the next allocation made there. The host area's regions
+	 * (the server zeroes them now), and any other pinned memory: an asynchronous copy's data
+	 * comes later as MSG_DATA, or into the arena from the worker's copy engine, whose
+	 * MSG_ARENA_RELEASE waits only where the worker maps the arena (not after the job moved to
+	 * another host) and only for the worker's current context.
 	 */
-	if (ip_hm_contains(p))
+	if (ip_hm_contains(p) || host_find((uint64_t)(uintptr_t)p))
 		host_free_wait();
 	h = host_remove(p, 1);
 	if (!h)

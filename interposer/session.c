@@ -108,6 +108,8 @@ static void follow_redirect(void)
 	pthread_mutex_unlock(&S.peer_lock);
 	snprintf(S.host, sizeof(S.host), "%s", host);
 	S.port = port;
+	/* a redirect names HOST:PORT: a job reached by a socket path (unix:PATH) goes on by TCP */
+	S.is_unix = 0;
 	S.redirect_to[0] = '\0';
 }
 

@@ -119,6 +119,7 @@ struct ip_session {
 	unsigned gen;                /* +1 at every break and every resume */
 	uint64_t rx_seq;             /* last server seq received (receiver only) */
 	uint64_t rx_unacked;         /* bytes received since the server last heard rx_seq */
+	atomic_int ack_wanted;       /* a MSG_ACK the receiver left to send_lock's holder (link.c) */
 	atomic_uint resumes;
 
 	pthread_mutex_t wait_lock;
@@ -210,8 +211,13 @@ int ip_link_release(uint64_t first, uint64_t last);
 void ip_link_acked(uint64_t seq);
 /* ip_link_broken() - the link broke: stop writing until a resumed link is installed. */
 void ip_link_broken(void);
-/* ip_link_send_ack() - tell the worker how far this side received (S.rx_seq). */
+/*
+ * ip_link_send_ack() - tell the worker how far this side received (S.rx_seq): the receiver,
+ * without waiting for the link; when a writer holds it, that writer tells the worker when done.
+ */
 void ip_link_send_ack(void);
+/* ip_link_send_unlock() - release send_lock, writing an acknowledgement left pending. */
+void ip_link_send_unlock(void);
 /*
  * ip_link_install() - write on connection c from now on: the worker received through
  * `received` (what follows is written again) and executed through `ack`.

@@ -143,7 +143,8 @@ void *ip_arena_alloc(size_t size)
 	uint64_t align = size >= (2u << 20) ? 2u << 20 : 64u << 10, len, at = 0;
 	size_t i;
 
-	if (!a || !size)
+	/* (larger than the arena never fits, and would wrap the rounding below to a few bytes) */
+	if (!a || !size || size > a->size)
 		return NULL;
 	len = (size + (64u << 10) - 1) & ~((uint64_t)(64u << 10) - 1);
 	pthread_mutex_lock(&a->lock);

@@ -660,9 +660,11 @@ static void listen_unix(const struct srv_config *cfg, int port)
 	else
 		snprintf(path, sizeof(path), "%s/rgpud-%d.sock", cfg->state_dir, port);
 	if (path[0] != '/') {
-		char cwd[2048];
+		/* (the relative path made above: --socket's, or the data folder's) */
+		char cwd[2048], rel[sizeof(path)];
+		snprintf(rel, sizeof(rel), "%s", path);
 		if (!getcwd(cwd, sizeof(cwd)) ||
-		    snprintf(path, sizeof(path), "%s/%s", cwd, cfg->socket) >= (int)sizeof(path))
+		    snprintf(path, sizeof(path), "%s/%s", cwd, rel) >= (int)sizeof(path))
 			path[0] = 0;
 	}
 	if (strlen(path) >= sizeof(srv_shm_socket)) {

@@ -30,7 +30,9 @@
  * buffers, or, for any other client memory, one of the client's slots, copied there first.
  * The ring then carries a struct shm_ref in place of the bytes, and the receiver reads them
  * where they lie (rgpu_conn_take_payload) or copies them (rgpu_conn_recv_payload). A slot is
- * freed by the server once it is done with the bytes (rgpu_payload_release).
+ * freed by the server once it is done with the bytes (rgpu_payload_release). When none comes free
+ * within SHM_SLOT_WAIT_MS (the copies holding them wait behind other work), the bytes go in
+ * the ring.
  *
  * Everything the server reads from shared memory is checked where it is used: an index past
  * the ring, a reference outside its area or of the wrong length is a protocol error. A memfd
@@ -60,6 +62,7 @@
 #define SHM_MAGIC 0x314d485355504752ull /* "RGPUSHM1" in memory order */
 #define SHM_VERSION 1
 #define SHM_SLICE_MS 50          /* a sleeper looks at the socket this often */
+#define SHM_SLOT_WAIT_MS 100     /* a writer waits this long for a slot (slot_get) */
 #define SHM_MAX_SLOTS 64
 #define SHM_MAX_RING (64ull << 20)
 #define SHM_MIN_RING (64ull << 10)
@@ -324,10 +327,18 @@ static int slot_free(struct shm_link *l, int i)
 	return 0;
 }
 
-/* The client: a free slot, waiting for one. Returns its number, or a negative error. */
+/*
+ * The client: a free slot, waiting at most SHM_SLOT_WAIT_MS for one. Returns its number,
+ * RGPU_ETIMEDOUT when none came free (the caller sends the bytes in the ring), or a negative
+ * error. The wait is bounded because the writer holds the link meanwhile, and a slot comes back
+ * only when the stream its copy is on gets there: that stream may be held by a host function
+ * whose acknowledgement (MSG_CALLBACK_DONE) is a frame behind this one, which no one could
+ * write while this one waits.
+ */
 static int slot_get(struct rgpu_conn *c)
 {
 	struct shm_link *l = L(c);
+	uint64_t deadline = rgpu_now_ns() + SHM_SLOT_WAIT_MS * 1000000ull;
 	for (;;) {
 		for (uint32_t k = 0; k < l->nslots; k++) {
 			uint32_t i = (l->next_slot + k) % l->nslots, zero = 0;
@@ -336,8 +347,12 @@ static int slot_get(struct rgpu_conn *c)
 				return (int)i;
 			}
 		}
-		int ret = shm_wait(c, 0, slot_free, &l->ctl->slot_ftx, &l->ctl->slot_waits, -1);
-		if (ret)
+		uint64_t now = rgpu_now_ns();
+		if (now >= deadline)
+			return RGPU_ETIMEDOUT;
+		int ret = shm_wait(c, 0, slot_free, &l->ctl->slot_ftx, &l->ctl->slot_waits,
+				   (int)((deadline - now + 999999) / 1000000));
+		if (ret && ret != RGPU_ETIMEDOUT)
 			return ret == RGPU_EIO ? RGPU_ECLOSED : ret;
 	}
 }
@@ -376,6 +391,8 @@ static int byref(struct rgpu_conn *c, const void *p, uint64_t len, struct shm_re
 	if (!l->nslots || len > l->slot_size)
 		return 1;
 	int i = slot_get(c);
+	if (i == RGPU_ETIMEDOUT)
+		return 1; /* every slot is held by work still queued: the bytes go in the ring */
 	if (i < 0)
 		return i;
 	rgpu_memcpy_wide(l->slots + (uint64_t)i * l->slot_size, p, len);

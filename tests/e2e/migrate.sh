@@ -149,4 +149,28 @@ job=$(job_of A)
 zdtm_go
 zdtm_finish 1
 echo "ok: a job whose module images are not in the module cache moved to B"
+# a client that reached A by its Unix-domain socket (RGPU_SERVER=unix:PATH: shared memory) goes
+# on at B's TCP address when its job moves there
+zout=$tmp/unix.$$.out
+: >"$zout"
+# shellcheck disable=SC2086 # the launcher is a command prefix
+ZDTM_ROUNDS=1 RGPU_LOG=info RGPU_SERVER="unix:$tmp/A/data/rgpud-$(srv_port A).sock" \
+	LD_LIBRARY_PATH="$build/lib/interposer${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+	${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_memory" >"$zout" 2>"$zout.err" &
+zpid=$!
+zdtm_wait_ready 1
+grep -q "moved to shared memory" "$tmp/A/log" || fail "the unix:PATH client is not on shared memory"
+job=$(job_of A)
+"$ctl" migrate "$job" --server "$A" --to "$B" --cold >"$tmp/m.out" 2>&1 ||
+	fail "migration of the unix:PATH client's job: $(cat "$tmp/m.out")"
+zdtm_go
+zdtm_finish 1
+echo "ok: a client on A's socket (unix:PATH) followed its job to B"
+# a relative data folder (--data DIR, no --socket): the socket is made in it
+(cd "$tmp" && srv_start C -- --data relC)
+sock=$tmp/relC/rgpud-$(srv_port C).sock
+grep -q "local clients on $sock " "$tmp/C/log" && [ -S "$sock" ] ||
+	fail "rgpud --data relC: no socket $sock: $(grep 'local clients' "$tmp/C/log")"
+srv_stop C
+echo "ok: rgpud with a relative data folder listens on $sock"
 echo "migrate: all passed"

@@ -1,6 +1,7 @@
 /*
  * Large patterned copies in both directions (1 GiB by default; argv[1] MiB otherwise), plus a
- * device-to-device copy and an async round trip through pinned memory. Every word is checked.
+ * device-to-device copy, an async round trip through pinned memory, a synchronous copy from
+ * pinned memory behind a kernel and pinned memory freed under a copy. Every word is checked.
  */
 #include "common.h"
 
@@ -12,7 +13,7 @@ int main(int argc, char **argv)
 	uint32_t *src = malloc(n), *dst = malloc(n), *pinned;
 	double t0, t1, t2;
 
-	setup(&ctx);
+	CUmodule mod = setup(&ctx);
 	EXPECT(src && dst, "no host memory for %zu MiB", mib);
 	for (size_t i = 0; i < words; i++)
 		src[i] = pattern32(i, 0xabcdef);
@@ -46,6 +47,41 @@ int main(int argc, char **argv)
 	CHECK(cuStreamSynchronize(s));
 	for (size_t i = 0; i < words; i++)
 		EXPECT(pinned[i] == ~src[i], "async word %zu", i);
+
+	/*
+	 * A synchronous copy from pinned memory is complete when it returns, also when it waited
+	 * behind a kernel: the buffer may be written at once
+	 */
+	CUfunction spin;
+	unsigned long long ns = 100000000ull;
+	void *sa[] = {&ns};
+	size_t m = n < (8u << 20) ? n : 8u << 20;
+	CHECK(cuModuleGetFunction(&spin, mod, "spin_ns"));
+	memcpy(pinned, src, m);
+	CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, sa, NULL));
+	CHECK(cuMemcpyHtoD(d, pinned, m));
+	memset(pinned, 0, m);
+	CHECK(cuMemcpyDtoH(dst, d, m));
+	for (size_t i = 0; i < m / 4; i++)
+		EXPECT(dst[i] == src[i], "word %zu after a synchronous copy from pinned memory: %08x "
+					 "want %08x", i, dst[i], src[i]);
+
+	/*
+	 * Pinned memory freed while a copy into it waits on a stream: cuMemFreeHost waits for the
+	 * copy, so nothing of it lands in pinned memory allocated afterwards (often the same place)
+	 */
+	uint8_t *late, *next;
+	CHECK(cuMemAllocHost((void **)&late, m));
+	CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, sa, NULL));
+	CHECK(cuMemcpyDtoHAsync(late, d, m, s));
+	CHECK(cuMemFreeHost(late));
+	CHECK(cuMemAllocHost((void **)&next, m));
+	memset(next, 0x11, m);
+	CHECK(cuStreamSynchronize(s));
+	for (size_t i = 0; i < m; i++)
+		EXPECT(next[i] == 0x11, "byte %zu of pinned memory allocated after a free: %02x "
+					"(a copy into the freed memory landed there)", i, next[i]);
+	CHECK(cuMemFreeHost(next));
 	CHECK(cuMemFreeHost(pinned));
 	CHECK(cuStreamDestroy(s));
 	CHECK(cuMemFree(d));

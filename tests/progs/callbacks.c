@@ -22,6 +22,15 @@ static void CUDA_CB after_fill(void *user)
 	*(int *)user += 1;
 }
 
+/* a host function slower than the client takes to post a large copy behind it */
+static atomic_int slow_ran;
+static void CUDA_CB slow_fn(void *user)
+{
+	(void)user;
+	usleep(200000);
+	atomic_store(&slow_ran, 1);
+}
+
 static CUstream cb_stream;
 static CUresult cb_status = (CUresult)-1;
 static void CUDA_CB stream_cb(CUstream s, CUresult status, void *user)
@@ -65,6 +74,30 @@ int main(void)
 	EXPECT(cb_stream == s && cb_status == CUDA_SUCCESS, "callback got stream %p status %d",
 	       (void *)cb_stream, (int)cb_status);
 	EXPECT_RESULT(cuStreamAddCallback(s, stream_cb, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+
+	/*
+	 * A copy from pageable memory queued behind a host function: the stream holds the copy's
+	 * buffers until the function has run, and the function's end must still reach the server
+	 * (over shared memory, 48 MiB is more than the client's slots hold)
+	 */
+	size_t big = 48u << 20;
+	unsigned char *pg = malloc(big), *back = malloc(big);
+	CUdeviceptr y;
+	EXPECT(pg && back, "no host memory");
+	for (size_t i = 0; i < big; i++)
+		pg[i] = (unsigned char)(i * 7 + 3);
+	CHECK(cuMemAlloc(&y, big));
+	alarm(60); /* a deadlock fails here, not at the test's timeout */
+	CHECK(cuLaunchHostFunc(s, slow_fn, NULL));
+	CHECK(cuMemcpyHtoDAsync(y, pg, big, s));
+	CHECK(cuStreamSynchronize(s));
+	alarm(0);
+	EXPECT(atomic_load(&slow_ran), "the host function did not run");
+	CHECK(cuMemcpyDtoH(back, y, big));
+	EXPECT(!memcmp(pg, back, big), "the copy behind the host function differs");
+	CHECK(cuMemFree(y));
+	free(pg);
+	free(back);
 	CHECK(cuMemFreeHost(host_copy));
 	CHECK(cuMemFree(x));
 	CHECK(cuStreamDestroy(s));

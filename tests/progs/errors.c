@@ -87,6 +87,12 @@ static CUresult c_alloc_zero(void)
 	base_setup();
 	return cuMemAlloc(&g, 0);
 }
+static CUresult c_alloc_host_huge(void)
+{
+	void *p;
+	base_setup();
+	return cuMemAllocHost(&p, (size_t)-4096);
+}
 static CUresult c_free_null(void)
 {
 	base_setup();
@@ -198,6 +204,7 @@ static const struct errcase cases[] = {
 	{"free_twice", c_free_twice, CUDA_ERROR_INVALID_VALUE},
 	{"htod_null", c_htod_null, CUDA_ERROR_INVALID_VALUE},
 	{"alloc_zero", c_alloc_zero, CUDA_ERROR_INVALID_VALUE},
+	{"alloc_host_huge", c_alloc_host_huge, CUDA_ERROR_OUT_OF_MEMORY},
 	{"free_null", c_free_null, CUDA_SUCCESS},
 	{"launch_garbage_handle", c_launch_garbage_handle, CRASHED},
 	{"launch_null_handle", c_launch_null_handle, CUDA_ERROR_INVALID_HANDLE},
