@@ -30,12 +30,13 @@ static void usage(FILE *f)
 		"Usage: rgpuctl COMMAND [OPTIONS]\n"
 		"\n"
 		"Commands:\n"
-		"  run [--server HOST:PORT[/DEV,...] ... | --cluster FILE] [--key FILE] [--tenant NAME]\n"
-		"      [--log LEVEL] [--tls] [--tls-ca FILE] [--tls-name NAME] -- CMD [ARGS...]\n"
+		"  run [--server HOST:PORT[/DEV,...] ... | --server unix:PATH | --cluster FILE] [--key FILE]\n"
+		"      [--tenant NAME] [--log LEVEL] [--tls] [--tls-ca FILE] [--tls-name NAME] -- CMD [ARGS...]\n"
 		"      Run CMD with its CUDA calls served by the rgpud at HOST:PORT (default\n"
 		"      $RGPU_SERVER, else %s). --server again adds the devices of another\n"
 		"      server: CMD sees them all, in order (sets RGPU_SERVERS); /DEV,... chooses\n"
-		"      some of a server's devices. The program is not modified: rgpu's\n"
+		"      some of a server's devices; unix:PATH, this host's rgpud by its socket\n"
+		"      (shared memory). The program is not modified: rgpu's\n"
 		"      libcuda.so.1 is put first on LD_LIBRARY_PATH. --key names the tenant key\n"
 		"      file (sets RGPU_KEY_FILE; the tenant is --tenant, $RGPU_TENANT, or the\n"
 		"      file's name without .key). --log sets RGPU_LOG for the interposer (warn by\n"
@@ -223,8 +224,15 @@ static int cmd_run(int argc, char **argv)
 		fprintf(stderr, "rgpuctl run: --cluster places one server; not with --server\n");
 		return 2;
 	}
+	/* unix:PATH: this host's rgpud by its socket (shared memory), one server alone */
+	int is_unix = nservers <= 1 && !strncmp(server, "unix:", 5);
+	if (is_unix && !server[5]) {
+		fprintf(stderr, "rgpuctl run: bad server address '%s' (want unix:PATH)\n", server);
+		return 2;
+	}
 	/* every server's HOST:PORT; a /DEV,... choice is the interposer's to check */
-	for (char *list = nservers > 1 ? servers : (char *)server, *p = list; p && *p;) {
+	for (char *list = nservers > 1 ? servers : (char *)server, *p = is_unix ? NULL : list;
+	     p && *p;) {
 		char one[300], *end = strchr(p, ',');
 		size_t n = end ? (size_t)(end - p) : strlen(p);
 		snprintf(one, sizeof(one), "%.*s", (int)MIN(n, sizeof(one) - 1), p);
@@ -245,7 +253,7 @@ static int cmd_run(int argc, char **argv)
 	if (asprintf(&ldpath, "%s%s%s", dir, old && *old ? ":" : "", old ? old : "") < 0)
 		return 1;
 	setenv("LD_LIBRARY_PATH", ldpath, 1);
-	if (nservers > 1 || strchr(server, '/')) {
+	if (nservers > 1 || (!is_unix && strchr(server, '/'))) {
 		setenv("RGPU_SERVERS", nservers > 1 ? servers : server, 1);
 		unsetenv("RGPU_SERVER");
 	} else {

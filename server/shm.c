@@ -16,6 +16,7 @@
 #define LOG_PREFIX "worker: "
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
@@ -39,6 +40,8 @@ struct srv_shm {
 	uint64_t arena_size, arena_dev, arena_ino;
 	struct shm_reg *regs;        /* arena allocations registered with the driver */
 	size_t nregs, cap;
+	uint64_t pinned;             /* their bytes: at most half the machine's memory (a client
+					names any range it likes; beyond, copies are staged) */
 	int warned;
 };
 
@@ -83,9 +86,10 @@ static void regs_drop(struct srv_worker *w, struct srv_shm *m, uint64_t off, uin
 	size_t k = 0;
 	for (size_t i = 0; i < m->nregs; i++) {
 		struct shm_reg *g = &m->regs[i];
-		if (g->off < off + len && off < g->off + g->len)
+		if (g->off < off + len && off < g->off + g->len) {
 			w->drv.cuMemHostUnregister(m->arena + g->off);
-		else
+			m->pinned -= g->len;
+		} else
 			m->regs[k++] = *g;
 	}
 	m->nregs = k;
@@ -161,7 +165,9 @@ int srv_shm_arena_use(struct srv_worker *w, uint64_t off, uint64_t len)
 		m->regs = n;
 		m->cap = cap;
 	}
-	r = host_register(w, m->arena + off, len);
+	uint64_t most = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
+	r = m->pinned + len > most ? CUDA_ERROR_OUT_OF_MEMORY
+				   : host_register(w, m->arena + off, len);
 	if (r != CUDA_SUCCESS) {
 		if (!m->warned++)
 			pr_warn("job %s: the client's pinned memory [%llu, +%llu) could not be "
@@ -171,6 +177,7 @@ int srv_shm_arena_use(struct srv_worker *w, uint64_t off, uint64_t len)
 		return 0;
 	}
 	m->regs[m->nregs++] = (struct shm_reg){off, len};
+	m->pinned += len;
 	return 1;
 }
 
@@ -188,8 +195,10 @@ void *srv_shm_arena_at(struct srv_worker *w, uint64_t off, uint64_t len, uint64_
 void srv_shm_ctx_renewed(struct srv_worker *w)
 {
 	/* the registrations went with the context: a copy registers its allocation again */
-	if (w->shm)
+	if (w->shm) {
 		w->shm->nregs = 0;
+		w->shm->pinned = 0;
+	}
 }
 
 int h_arena_release(struct srv_worker *w, struct srv_frame *f)

@@ -736,7 +736,7 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 	}
 	if (o.ring_size < SHM_MIN_RING || o.ring_size > SHM_MAX_RING ||
 	    (o.ring_size & (o.ring_size - 1)) || o.nslots > SHM_MAX_SLOTS ||
-	    o.nstage > SHM_MAX_SLOTS || o.slot_size < RGPU_SHM_BYREF_MIN ||
+	    o.nstage > SHM_MAX_SLOTS || o.nstage == 1 || o.slot_size < RGPU_SHM_BYREF_MIN ||
 	    o.slot_size > SHM_MAX_SLOT || o.slot_size % SHM_PAGE ||
 	    o.total != layout(o.ring_size, o.slot_size, o.nslots, o.nstage, &data_off, &slots_off,
 			      &stage_off) ||

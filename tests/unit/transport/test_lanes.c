@@ -1300,7 +1300,7 @@ static void *offer_main(void *arg)
 	struct rgpu_shm_opts opt = {.ring_size = 1 * MiB,
 				    .slot_size = 256 << 10,
 				    .nslots = 1,
-				    .nstage = 1,
+				    .nstage = 2,
 				    .arena = {.fd = -1}};
 	char why[256];
 	o->ret = rgpu_shm_offer(o->c, &opt, 3000, why, sizeof(why));
