@@ -12,19 +12,25 @@ progs=$1
 shift
 [ $# -gt 0 ] || set -- "$progs/bigcopy" 1024
 if [ "${RGPU_TRANSPORT:-auto}" = tcp ]; then grace_ms=${RGPU_GRACE_MS:-1000}; else grace_ms=0; fi
-workers() { pgrep -P "$RGPU_E2E_PID" | wc -l; }
+# the victim's own worker(s): rgpud's children that were not there before it started (on a
+# shared rgpud, other jobs' workers come and go on their own)
+before=$(pgrep -P "$RGPU_E2E_PID")
+is_new() { for b in $before; do [ "$b" = "$1" ] && return 1; done; return 0; }
+new_workers() { for p in $(pgrep -P "$RGPU_E2E_PID"); do is_new "$p" && echo "$p"; done; }
+alive() { for p in $mine; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 
 "$@" >/dev/null 2>&1 &
 victim=$!
 # wait until its worker exists and data is flowing, then kill it mid-copy
 i=0
-while [ "$(workers)" -lt 1 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-[ "$(workers)" -ge 1 ] || { echo "FAIL: no worker appeared for the client"; exit 1; }
+while [ -z "$(new_workers)" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+[ -n "$(new_workers)" ] || { echo "FAIL: no worker appeared for the client"; exit 1; }
 sleep 0.3
+mine=$(new_workers)
 kill -9 $victim
 wait $victim 2>/dev/null
 killed_at=$(date +%s%N)
-while [ "$(workers)" -gt 0 ]; do
+while alive; do
 	now=$(date +%s%N)
 	if [ $(( (now - killed_at) / 1000000 )) -gt $((grace_ms + 1000)) ]; then
 		echo "FAIL: the killed client's worker still runs 1 s after its grace period"

@@ -286,6 +286,10 @@ row hostile "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
 RGPU_E2E_PID=$SRV RGPU_GRACE_MS=$((GRACE * 1000)) "$B/bin/rgpuctl" run -- tests/e2e/kill_client.sh "$P" \
 	>"$OUT/kill_client.log" 2>&1
 row kill_client "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
+# over TCP too: the killed client's job is kept for the grace period, then freed
+RGPU_TRANSPORT=tcp RGPU_E2E_PID=$SRV RGPU_GRACE_MS=$((GRACE * 1000)) "$B/bin/rgpuctl" run -- tests/e2e/kill_client.sh "$P" \
+	>"$OUT/kill_client_tcp.log" 2>&1
+row kill_client_tcp "-" "$([ $? = 0 ] && echo ok || echo FAIL)" "" "" ""
 
 # ---- the state log: client and worker compared at every synchronising call; each job's
 # largest log rebuilt on a fresh worker on this GPU (same ids, same addresses) --------------
