@@ -75,16 +75,13 @@ static int recv_in_frame(struct rgpu_conn *c, void *buf, size_t len)
 	return ret;
 }
 
-static int recv_byref(struct rgpu_conn *c, void *buf, size_t len);
-static int recv_striped(struct rgpu_conn *c, void *buf, size_t len);
+static int recv_marked(struct rgpu_conn *c, void *buf, size_t len);
 
 int rgpu_conn_recv(struct rgpu_conn *c, void *buf, size_t len)
 {
 	size_t got;
-	if (c->byref)
-		return recv_byref(c, buf, len);
-	if (c->lanes_frame)
-		return recv_striped(c, buf, len);
+	if (c->byref || c->lanes_frame)
+		return recv_marked(c, buf, len);
 	int ret = recv_exact(c, buf, len, 0, &got);
 	if (ret == RGPU_ECLOSED && got)
 		return RGPU_ETRUNC;
@@ -97,48 +94,16 @@ int rgpu_conn_recv_payload_raw(struct rgpu_conn *c, void *buf, size_t len)
 	return recv_in_frame(c, buf, len);
 }
 
-/* A payload sent by reference, copied where the caller wants it (or dropped: buf NULL). */
-static int recv_byref(struct rgpu_conn *c, void *buf, size_t len)
+/* A payload its transport marked (by reference, striped): the transport reads it. */
+static int recv_marked(struct rgpu_conn *c, void *buf, size_t len)
 {
-	struct rgpu_frame_hdr h = {.flags = RGPU_FRAME_BYREF, .payload_len = len};
-	struct rgpu_payload p;
-	int ret = rgpu_conn_take_payload(c, &h, &p);
-	if (ret)
-		return ret == RGPU_EUNSUPPORTED ? RGPU_EPROTO : ret;
-	if (buf)
-		rgpu_memcpy_wide(buf, p.p, len);
-	rgpu_payload_release(&p);
-	return 0;
-}
-
-/* The first stripe of a striped payload, on the link itself (buf NULL: dropped). */
-static int first_stripe(struct rgpu_conn *c, void *buf, size_t len)
-{
-	char scratch[16384];
-	while (!buf && len) {
-		size_t n = MIN(len, sizeof(scratch));
-		int ret = recv_in_frame(c, scratch, n);
-		if (ret)
-			return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
-		len -= n;
-	}
-	return buf ? recv_in_frame(c, buf, len) : 0;
-}
-
-/* A payload striped over the link's lanes (lanes.c), read whole into buf (NULL: dropped). */
-static int recv_striped(struct rgpu_conn *c, void *buf, size_t len)
-{
-	c->lanes_frame = 0;
-	int ret = rgpu_lanes_recv(c, buf, len, c->frame_seq, c->frame_deadline, first_stripe);
-	return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
+	return c->ops->recv_marked ? c->ops->recv_marked(c, buf, len) : RGPU_EPROTO;
 }
 
 int rgpu_conn_recv_payload(struct rgpu_conn *c, void *buf, size_t len)
 {
-	if (c->byref)
-		return recv_byref(c, buf, len);
-	if (c->lanes_frame)
-		return recv_striped(c, buf, len);
+	if (c->byref || c->lanes_frame)
+		return recv_marked(c, buf, len);
 	return recv_in_frame(c, buf, len);
 }
 
@@ -209,7 +174,7 @@ int rgpu_conn_release_fd(struct rgpu_conn *c)
 {
 	int fd = c->fd;
 	/* a shared-memory link is its mappings too: its socket alone carries no frames */
-	if (fd < 0 || c->ssl || c->shm || c->lanes)
+	if (fd < 0 || c->ssl || c->shm || c->lanes || atomic_load(&c->marks))
 		return RGPU_EUNSUPPORTED;
 	if (c->rpos != c->rlen)
 		return RGPU_EBUSY;
@@ -285,15 +250,14 @@ int rgpu_frame_recv_within(struct rgpu_conn *c, enum rgpu_peer receiver,
 	ret = rgpu_frame_check(h, receiver, c->msgs);
 	if (ret)
 		return ret;
-	/* by reference only where both ends map the bytes, and only with a payload */
-	if ((h->flags & RGPU_FRAME_BYREF) && (!c->shm || !h->payload_len))
-		return RGPU_EPROTO;
 	/*
-	 * striped only over lanes this end has (attached: the peer may stripe before this end is
-	 * told it may too), and only a payload
+	 * a mark only where the transport takes it now (by reference: both ends map the bytes;
+	 * striped: this end's lanes are attached, which comes before the peer may stripe), one
+	 * mark at most, and only with a payload
 	 */
-	if ((h->flags & RGPU_FRAME_LANES) &&
-	    (!rgpu_lanes_receiving(c) || !h->payload_len || (h->flags & RGPU_FRAME_BYREF)))
+	uint32_t marks = h->flags & (RGPU_FRAME_BYREF | RGPU_FRAME_LANES);
+	if (marks && ((marks & ~atomic_load(&c->marks)) || !h->payload_len ||
+		      marks == (RGPU_FRAME_BYREF | RGPU_FRAME_LANES)))
 		return RGPU_EPROTO;
 	if (h->body_len) {
 		*body = malloc(h->body_len);
@@ -318,10 +282,8 @@ int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 {
 	char buf[16384];
 	uint64_t done = 0;
-	if (c->byref && len)
-		return recv_byref(c, NULL, (size_t)len);
-	if (c->lanes_frame && len)
-		return recv_striped(c, NULL, (size_t)len);
+	if ((c->byref || c->lanes_frame) && len)
+		return recv_marked(c, NULL, (size_t)len);
 	while (len) {
 		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
 		int ret = recv_in_frame(c, buf, n);

@@ -6,6 +6,7 @@
 #define RGPU_CONN_PRIV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "rgpu/transport.h"
 
@@ -29,16 +30,20 @@ struct rgpu_transport_ops {
 	void (*close)(struct rgpu_conn *c);
 	/* free c and close its descriptor without a word to the peer (NULL: close does that) */
 	void (*abandon)(struct rgpu_conn *c);
+	/*
+	 * the payload of the frame being received, which this transport marked (RGPU_FRAME_BYREF,
+	 * RGPU_FRAME_LANES: c->marks says which it takes now), read whole into buf (NULL: dropped);
+	 * 0 or an error. NULL for transports that mark nothing.
+	 */
+	int (*recv_marked)(struct rgpu_conn *c, void *buf, size_t len);
 };
 
 #define RGPU_CONN_RBUF (64u << 10)
 
-/* lanes.c, for tcp.c and conn.c */
+/* lanes.c, for tcp.c (conn.c reaches them through the ops' recv_marked) */
 int rgpu_lanes_sending(const struct rgpu_conn *c);
-int rgpu_lanes_receiving(struct rgpu_conn *c);
 int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq);
-int rgpu_lanes_recv(struct rgpu_conn *c, void *p, size_t len, uint64_t seq, uint64_t deadline,
-		    int (*first)(struct rgpu_conn *c, void *buf, size_t len));
+int rgpu_lanes_recv_marked(struct rgpu_conn *c, void *buf, size_t len);
 void rgpu_lanes_shutdown(struct rgpu_conn *c);
 void rgpu_lanes_free(struct rgpu_conn *c);
 
@@ -63,6 +68,7 @@ struct rgpu_conn {
 	struct ssl_st *ssl;
 	pthread_mutex_t ssl_lock;
 	struct shm_link *shm;  /* the shared-memory transport's state (shm.c) */
+	_Atomic uint32_t marks; /* the header marks the connection takes now (shm.c, lanes.c) */
 	int byref;             /* the frame being received sends its payload by reference */
 	struct rgpu_lanes *lanes; /* TCP: the link's lanes (lanes.c), NULL: none */
 	int lanes_frame;       /* the frame being received stripes its payload over the lanes */

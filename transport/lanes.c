@@ -12,7 +12,7 @@
  * Each stripe on a lane starts with 16 bytes: magic "RGLN", its length, the frame's seq. The
  * receiver checks them against the frame it read on the link: a lane out of step is a protocol
  * error. Stripes on each lane follow the frames' order, since one writer and one reader use a
- * link at a time. A lane that fails takes the whole link down (rgpu_conn_shutdown): the link is
+ * link at a time. A lane that fails takes the whole link down (its shutdown): the link is
  * then lost and resumed like any other, and its lanes are made again.
  *
  * Lanes are attached to a connection when their sockets exist (rgpu_lanes_attach); a sender
@@ -151,7 +151,7 @@ static void fail(struct rgpu_lanes *ls, int rx, int ret)
 	if (!ls->err[rx])
 		ls->err[rx] = ret;
 	pthread_mutex_unlock(&ls->m);
-	rgpu_conn_shutdown(ls->c);
+	ls->c->ops->shutdown(ls->c);
 }
 
 static void *lane_main(void *p)
@@ -235,6 +235,9 @@ int rgpu_lanes_attach(struct rgpu_conn *c, int index, int fd)
 	while (n + 1 < RGPU_MAX_LANES && ls->l[n + 1].threads)
 		n++;
 	ls->n = n;
+	/* striped frames can be read from now on, before this end may send any */
+	if (n)
+		atomic_fetch_or(&c->marks, RGPU_FRAME_LANES);
 	pthread_mutex_unlock(&ls->m);
 	return 0;
 }
@@ -253,20 +256,6 @@ void rgpu_lanes_ready(struct rgpu_conn *c)
 int rgpu_lanes_sending(const struct rgpu_conn *c)
 {
 	return c->lanes && atomic_load(&c->lanes->ready);
-}
-
-/* may c receive striped payloads: are its lanes 1..n attached (whatever rgpu_lanes_ready says)? */
-int rgpu_lanes_receiving(struct rgpu_conn *c)
-{
-	struct rgpu_lanes *ls = c->lanes;
-	int n = 0;
-	if (ls) {
-		/* lanes are attached by another thread (the worker's take_lane) */
-		pthread_mutex_lock(&ls->m);
-		n = ls->n;
-		pthread_mutex_unlock(&ls->m);
-	}
-	return n > 0;
 }
 
 void rgpu_lanes_shutdown(struct rgpu_conn *c)
@@ -361,25 +350,41 @@ int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq
 	ret = wait_all(ls, 0);
 	if (ret) {
 		c->last_errno = errno;
-		rgpu_conn_shutdown(c); /* a lane lost is the link lost */
+		c->ops->shutdown(c); /* a lane lost is the link lost */
 	}
 	return ret;
 }
 
-int rgpu_lanes_recv(struct rgpu_conn *c, void *p, size_t len, uint64_t seq, uint64_t deadline,
-		    int (*first)(struct rgpu_conn *c, void *buf, size_t len))
+/* The first stripe, on the link itself (buf NULL: dropped). */
+static int first_stripe(struct rgpu_conn *c, void *buf, size_t len)
+{
+	char scratch[16384];
+	while (!buf && len) {
+		size_t n = MIN(len, sizeof(scratch));
+		int ret = rgpu_conn_recv_payload_raw(c, scratch, n);
+		if (ret)
+			return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
+		len -= n;
+	}
+	return buf ? rgpu_conn_recv_payload_raw(c, buf, len) : 0;
+}
+
+int rgpu_lanes_recv_marked(struct rgpu_conn *c, void *p, size_t len)
 {
 	struct rgpu_lanes *ls = c->lanes;
 	size_t off, part;
 	int ret;
 
+	c->lanes_frame = 0;
+	if (!ls)
+		return RGPU_EPROTO;
 	stripe(len, ls->n, 0, &off, &part);
-	post(ls, 1, NULL, p, len, seq, deadline);
-	ret = first(c, p, part);
+	post(ls, 1, NULL, p, len, c->frame_seq, c->frame_deadline);
+	ret = first_stripe(c, p, part);
 	if (ret)
 		fail(ls, 1, ret);
 	ret = wait_all(ls, 1);
 	if (ret)
-		rgpu_conn_shutdown(c);
-	return ret;
+		c->ops->shutdown(c);
+	return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
 }

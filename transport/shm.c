@@ -578,6 +578,20 @@ static void shm_close(struct rgpu_conn *c)
 	free(c);
 }
 
+/* A payload sent by reference, copied where the caller wants it (or dropped: buf NULL). */
+static int shm_recv_marked(struct rgpu_conn *c, void *buf, size_t len)
+{
+	struct rgpu_frame_hdr h = {.flags = RGPU_FRAME_BYREF, .payload_len = len};
+	struct rgpu_payload p;
+	int ret = rgpu_conn_take_payload(c, &h, &p);
+	if (ret)
+		return ret == RGPU_EUNSUPPORTED ? RGPU_EPROTO : ret;
+	if (buf)
+		rgpu_memcpy_wide(buf, p.p, len);
+	rgpu_payload_release(&p);
+	return 0;
+}
+
 static const struct rgpu_transport_ops shm_ops = {
 	.name = "shm",
 	.sendv = shm_sendv,
@@ -585,6 +599,7 @@ static const struct rgpu_transport_ops shm_ops = {
 	.hung_up = shm_hung_up,
 	.shutdown = shm_shutdown,
 	.close = shm_close,
+	.recv_marked = shm_recv_marked,
 };
 
 int rgpu_conn_is_shm(const struct rgpu_conn *c)
@@ -802,6 +817,7 @@ int rgpu_shm_accept(struct rgpu_conn *c, int timeout_ms, struct rgpu_shm_accepte
 		close(fds[i]);
 	c->shm = l;
 	c->ops = &shm_ops;
+	atomic_store(&c->marks, RGPU_FRAME_BYREF);
 	return 0;
 fail:
 	if (answer && c->fd >= 0)
@@ -891,6 +907,7 @@ int rgpu_shm_offer(struct rgpu_conn *c, const struct rgpu_shm_opts *opt, int tim
 	close(fd);
 	c->shm = l;
 	c->ops = &shm_ops;
+	atomic_store(&c->marks, RGPU_FRAME_BYREF);
 	return 0;
 fail:
 	if (l && l->arena)

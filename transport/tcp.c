@@ -195,6 +195,7 @@ static const struct rgpu_transport_ops tcp_ops = {
 	.hung_up = tcp_hung_up,
 	.shutdown = tcp_shutdown,
 	.close = tcp_close,
+	.recv_marked = rgpu_lanes_recv_marked,
 };
 
 /*
