@@ -38,6 +38,9 @@
 #include "rgpu/util.h"
 #include "srv.h"
 
+/* the sanitizers' runtime, when this is a sanitizer build (weak: NULL otherwise) */
+void __sanitizer_set_report_fd(void *fd) __attribute__((weak));
+
 /* bytes of output kept between two flushes, both streams together */
 #define SRV_OUTPUT_KEPT (16u << 20)
 
@@ -157,6 +160,12 @@ int srv_stdio_init(struct srv_worker *w)
 	/* the log first: from here on fd 2 is the program's stderr */
 	if (rgpu_log_fd() == 2)
 		rgpu_log_set_fd(io.orig[1]);
+	/*
+	 * a sanitizer build's reports too: written to the program's stderr they would be lost with
+	 * the worker they end (the pipe is drained only at flush points)
+	 */
+	if (__sanitizer_set_report_fd)
+		__sanitizer_set_report_fd((void *)(intptr_t)io.orig[1]);
 	/* what was written before the job started stays the server's */
 	fflush(stdout);
 	if (dup2(p[0][1], 1) < 0 || dup2(p[1][1], 2) < 0) {
