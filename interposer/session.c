@@ -386,14 +386,11 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	hm.client_host = host;
 	hm.client_program = prog;
 	hm.want_shm = transport != IP_TCP && rgpu_conn_is_unix(c);
-	/* lanes: a plain TCP link names itself; a lane names its link */
-	if (S.lane_hello) {
-		hm.lane = (uint32_t)S.lane_hello;
-		hm.lanes = (uint32_t)tcp_lanes;
-		hm.link_id.data = S.link_id;
-		hm.link_id.len = sizeof(S.link_id);
-	} else if (tcp_lanes > 1 && !rgpu_conn_is_unix(c) && !rgpu_conn_is_tls(c) &&
-		   getrandom(S.link_id, sizeof(S.link_id), 0) == (ssize_t)sizeof(S.link_id)) {
+	/* lanes: a plain TCP link names itself (a new id); a lane names its link */
+	hm.lane = (uint32_t)S.lane_hello;
+	if (S.lane_hello ||
+	    (tcp_lanes > 1 && !rgpu_conn_is_unix(c) && !rgpu_conn_is_tls(c) &&
+	     getrandom(S.link_id, sizeof(S.link_id), 0) == (ssize_t)sizeof(S.link_id))) {
 		hm.lanes = (uint32_t)tcp_lanes;
 		hm.link_id.data = S.link_id;
 		hm.link_id.len = sizeof(S.link_id);

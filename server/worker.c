@@ -416,6 +416,18 @@ static int idle_wait_ms(struct srv_worker *w)
 			     (uint64_t)w->limits.idle_timeout_s * 1000000000ull);
 }
 
+/*
+ * A frame whose payload its transport could not give (a reference outside the shared memory,
+ * an impossible index, a lane out of step): a protocol error that ends the job.
+ */
+static void payload_refused(struct srv_worker *w, unsigned type)
+{
+	srv_protocol_error(w, RGPU_EPROTO,
+			   "%s with a payload that does not match its frame (outside the shared "
+			   "memory, or a lane out of step)",
+			   rgpu_msg_name(type));
+}
+
 /* Frames the reader consumes itself rather than queueing for the executor. */
 static int reader_type(unsigned type)
 {
@@ -544,9 +556,7 @@ static void *reader_main(void *arg)
 			if (ret == 0)
 				continue;
 			if (ret == RGPU_EPROTO) {
-				srv_protocol_error(w, ret,
-						   "%s with a payload that does not match its frame (outside the shared memory, or a lane out of step)",
-						   rgpu_msg_name(type));
+				payload_refused(w, type);
 				break;
 			}
 			why = ret == RGPU_EDEADLINE ? slow_frame(w) : rgpu_strerror(ret);
@@ -595,9 +605,7 @@ static void *reader_main(void *arg)
 				/* shared memory: a reference outside it, or an impossible index */
 				unsigned type = f->hdr.type;
 				frame_free(w, f);
-				srv_protocol_error(w, ret,
-						   "%s with a payload that does not match its frame (outside the shared memory, or a lane out of step)",
-						   rgpu_msg_name(type));
+				payload_refused(w, type);
 				break;
 			}
 			if (ret) {

@@ -174,7 +174,7 @@ int rgpu_conn_release_fd(struct rgpu_conn *c)
 {
 	int fd = c->fd;
 	/* a shared-memory link is its mappings too: its socket alone carries no frames */
-	if (fd < 0 || c->ssl || c->shm || c->lanes || atomic_load(&c->marks))
+	if (fd < 0 || c->ssl || c->shm || c->lanes)
 		return RGPU_EUNSUPPORTED;
 	if (c->rpos != c->rlen)
 		return RGPU_EBUSY;
@@ -296,6 +296,46 @@ int rgpu_conn_discard(struct rgpu_conn *c, uint64_t len)
 	return 0;
 }
 
+/* ---- following the frames a marking transport writes ------------------------------------- */
+
+uint64_t rgpu_conn_marked_payload(const struct rgpu_conn *c, const struct iovec *iov, int n, int i,
+				  uint32_t *body)
+{
+	const uint8_t *p = iov[i].iov_base;
+	uint64_t plen;
+
+	if (c->whave || c->wleft || iov[i].iov_len < RGPU_FRAME_HDR_LEN || i + 1 >= n)
+		return 0;
+	*body = rd_le32(p + 12);
+	plen = rd_le64(p + 16);
+	if (!plen || iov[i].iov_len != RGPU_FRAME_HDR_LEN + *body || iov[i + 1].iov_len != plen)
+		return 0;
+	return plen;
+}
+
+void rgpu_conn_track_sent(struct rgpu_conn *c, const uint8_t *p, size_t len)
+{
+	while (len) {
+		if (c->wleft) { /* inside a frame's body or payload */
+			size_t m = (size_t)MIN((uint64_t)len, c->wleft);
+			c->wleft -= m;
+			p += m;
+			len -= m;
+			continue;
+		}
+		/* a header, perhaps in pieces: learn the frame's length from it */
+		size_t m = MIN(len, RGPU_FRAME_HDR_LEN - c->whave);
+		memcpy(c->whdr + c->whave, p, m);
+		c->whave += m;
+		p += m;
+		len -= m;
+		if (c->whave == RGPU_FRAME_HDR_LEN) {
+			c->whave = 0;
+			c->wleft = rd_le32(c->whdr + 12) + rd_le64(c->whdr + 16);
+		}
+	}
+}
+
 /* ---- relaying ------------------------------------------------------------------------------ */
 
 struct relay {
@@ -327,15 +367,16 @@ static void *relay_up(void *arg)
 	return NULL;
 }
 
-static int write_fd(int fd, const uint8_t *p, size_t n)
+int rgpu_send_all(int fd, const void *p, size_t n)
 {
+	const uint8_t *b = p;
 	while (n) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
 			return errno == EPIPE || errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
-		p += w;
+		b += w;
 		n -= (size_t)w;
 	}
 	return 0;
@@ -348,7 +389,7 @@ int rgpu_conn_relay(struct rgpu_conn *c, int fd)
 	int ret = 0;
 
 	if (c->rpos != c->rlen) {
-		ret = write_fd(fd, c->rbuf + c->rpos, c->rlen - c->rpos);
+		ret = rgpu_send_all(fd, c->rbuf + c->rpos, c->rlen - c->rpos);
 		c->rpos = c->rlen = 0;
 		if (ret)
 			return ret;
@@ -362,7 +403,7 @@ int rgpu_conn_relay(struct rgpu_conn *c, int fd)
 			ret = n == RGPU_ECLOSED ? 0 : (int)n;
 			break;
 		}
-		ret = write_fd(fd, c->rbuf, (size_t)n);
+		ret = rgpu_send_all(fd, c->rbuf, (size_t)n);
 		if (ret)
 			break;
 	}

@@ -40,6 +40,19 @@ struct rgpu_transport_ops {
 
 #define RGPU_CONN_RBUF (64u << 10)
 
+/*
+ * For the transports that mark payloads (shm.c, lanes.c), which follow the frames through the
+ * bytes they write (c->whdr, whave, wleft). rgpu_conn_marked_payload() - is iov[i] a frame's
+ * header and body, whole, at a frame's start, whose payload is iov[i + 1] in full? Its length
+ * (and *body), else 0. rgpu_conn_track_sent() - len more bytes of frames written from p: where
+ * the writer now stands in them.
+ */
+uint64_t rgpu_conn_marked_payload(const struct rgpu_conn *c, const struct iovec *iov, int n, int i,
+				  uint32_t *body);
+void rgpu_conn_track_sent(struct rgpu_conn *c, const uint8_t *p, size_t len);
+/* rgpu_send_all() - every byte to socket fd: 0, RGPU_ECLOSED, RGPU_EIO */
+int rgpu_send_all(int fd, const void *p, size_t n);
+
 /* lanes.c, for tcp.c (conn.c reaches them through the ops' recv_marked) */
 int rgpu_lanes_sending(const struct rgpu_conn *c);
 int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq);
@@ -73,7 +86,7 @@ struct rgpu_conn {
 	struct rgpu_lanes *lanes; /* TCP: the link's lanes (lanes.c), NULL: none */
 	int lanes_frame;       /* the frame being received stripes its payload over the lanes */
 	uint64_t frame_seq;    /* its seq, which each stripe repeats */
-	uint8_t whdr[RGPU_FRAME_HDR_LEN]; /* the writer's place in its frames (lanes) */
+	uint8_t whdr[RGPU_FRAME_HDR_LEN]; /* the writer's place in its frames (shm.c, lanes.c) */
 	size_t whave;
 	uint64_t wleft;
 	size_t rpos, rlen;

@@ -68,21 +68,6 @@ struct rgpu_lanes {
 	struct lane l[RGPU_MAX_LANES];
 };
 
-static int send_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return errno == EPIPE || errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* exactly n bytes into p (NULL: dropped) by deadline (0: none) */
 static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
 {
@@ -120,8 +105,8 @@ static int lane_send(struct lane *ln, const struct lane_job *j)
 	wr_le32(h, LANE_MAGIC);
 	wr_le32(h + 4, (uint32_t)j->len);
 	wr_le64(h + 8, j->seq);
-	int ret = send_all(ln->fd, h, sizeof(h));
-	return ret ? ret : send_all(ln->fd, j->src, j->len);
+	int ret = rgpu_send_all(ln->fd, h, sizeof(h));
+	return ret ? ret : rgpu_send_all(ln->fd, j->src, j->len);
 }
 
 static int lane_recv(struct lane *ln, const struct lane_job *j)
@@ -344,7 +329,7 @@ int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq
 
 	stripe(len, ls->n, 0, &off, &part);
 	post(ls, 0, p, NULL, len, seq, 0);
-	ret = send_all(c->fd, p, part);
+	ret = rgpu_send_all(c->fd, p, part);
 	if (ret)
 		fail(ls, 0, ret);
 	ret = wait_all(ls, 0);

@@ -132,10 +132,6 @@ struct shm_link {
 	uint32_t next_slot;
 	struct rgpu_shm_arena carena; /* the client's arena (find() says which allocation) */
 	atomic_int down;          /* shutdown: every wait ends */
-	/* the writer's position in the stream of frames it sends */
-	uint8_t whdr[RGPU_FRAME_HDR_LEN];
-	size_t whave;
-	uint64_t wleft;           /* body and payload bytes of the current frame still to come */
 };
 
 static struct shm_link *L(struct rgpu_conn *c)
@@ -409,61 +405,33 @@ static int byref(struct rgpu_conn *c, const void *p, uint64_t len, struct shm_re
 static int shm_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
 {
 	struct shm_link *l = L(c);
+	uint32_t body;
 	int ret;
 
 	if (atomic_load(&l->down))
 		return RGPU_ECLOSED;
 	for (int i = 0; i < n; i++) {
 		const uint8_t *p = iov[i].iov_base;
-		size_t len = iov[i].iov_len;
+		uint64_t plen = rgpu_conn_marked_payload(c, iov, n, i, &body);
+		struct shm_ref ref;
 
-		while (len) {
-			if (l->wleft) { /* inside a frame's body or payload */
-				size_t k = (size_t)MIN((uint64_t)len, l->wleft);
-				if ((ret = ring_put(c, p, k)))
-					return ret;
-				l->wleft -= k;
-				p += k;
-				len -= k;
-				continue;
-			}
-			/* a header, whole in this entry, whose payload is the next entry */
-			if (l->whave == 0 && len >= RGPU_FRAME_HDR_LEN && i + 1 < n) {
-				uint32_t body = rd_le32(p + 12);
-				uint64_t plen = rd_le64(p + 16);
-				struct shm_ref ref;
-				if (plen && len == RGPU_FRAME_HDR_LEN + body &&
-				    iov[i + 1].iov_len == plen) {
-					ret = byref(c, iov[i + 1].iov_base, plen, &ref);
-					if (ret < 0)
-						return ret;
-					if (ret == 0) {
-						uint8_t h[RGPU_FRAME_HDR_LEN];
-						memcpy(h, p, sizeof(h));
-						wr_le32(h + 8, rd_le32(h + 8) |
-									 RGPU_FRAME_BYREF);
-						if ((ret = ring_put(c, h, sizeof(h))) ||
-						    (ret = ring_put(c, p + sizeof(h), body)) ||
-						    (ret = ring_put(c, &ref, sizeof(ref))))
-							return ret;
-						i++; /* the payload went by reference */
-						break;
-					}
-				}
-			}
-			/* a header, perhaps in pieces: learn the frame's length from it */
-			size_t k = MIN(len, RGPU_FRAME_HDR_LEN - l->whave);
-			memcpy(l->whdr + l->whave, p, k);
-			if ((ret = ring_put(c, p, k)))
+		ret = plen ? byref(c, iov[i + 1].iov_base, plen, &ref) : 1;
+		if (ret < 0)
+			return ret;
+		if (ret == 0) {
+			uint8_t h[RGPU_FRAME_HDR_LEN];
+			memcpy(h, p, sizeof(h));
+			wr_le32(h + 8, rd_le32(h + 8) | RGPU_FRAME_BYREF);
+			if ((ret = ring_put(c, h, sizeof(h))) ||
+			    (ret = ring_put(c, p + sizeof(h), body)) ||
+			    (ret = ring_put(c, &ref, sizeof(ref))))
 				return ret;
-			l->whave += k;
-			p += k;
-			len -= k;
-			if (l->whave == RGPU_FRAME_HDR_LEN) {
-				l->whave = 0;
-				l->wleft = rd_le32(l->whdr + 12) + rd_le64(l->whdr + 16);
-			}
+			i++; /* the payload went by reference */
+			continue;
 		}
+		if ((ret = ring_put(c, p, iov[i].iov_len)))
+			return ret;
+		rgpu_conn_track_sent(c, p, iov[i].iov_len);
 	}
 	return 0;
 }

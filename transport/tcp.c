@@ -30,51 +30,29 @@ static int lanes_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
 {
 	struct iovec out[RGPU_CONN_MAX_IOV + 2];
 	uint8_t hdr[RGPU_FRAME_HDR_LEN];
+	uint32_t body;
 	int k = 0, ret;
 
 	for (int i = 0; i < n; i++) {
 		const uint8_t *p = iov[i].iov_base;
-		size_t len = iov[i].iov_len;
+		uint64_t plen = rgpu_conn_marked_payload(c, iov, n, i, &body);
 
-		if (c->whave == 0 && c->wleft == 0 && len >= RGPU_FRAME_HDR_LEN && i + 1 < n) {
-			uint32_t body = rd_le32(p + 12);
-			uint64_t plen = rd_le64(p + 16);
-			if (plen >= RGPU_LANE_MIN && len == RGPU_FRAME_HDR_LEN + body &&
-			    iov[i + 1].iov_len == plen && !(rd_le32(p + 8) & RGPU_FRAME_BYREF)) {
-				memcpy(hdr, p, sizeof(hdr));
-				wr_le32(hdr + 8, rd_le32(hdr + 8) | RGPU_FRAME_LANES);
-				out[k++] = (struct iovec){hdr, sizeof(hdr)};
-				out[k++] = (struct iovec){(void *)(p + sizeof(hdr)), body};
-				if ((ret = plain_sendv(c, out, k)))
-					return ret;
-				k = 0;
-				ret = rgpu_lanes_send(c, iov[i + 1].iov_base, plen, rd_le64(p + 24));
-				if (ret)
-					return ret;
-				i++;
-				continue;
-			}
+		if (plen >= RGPU_LANE_MIN && !(rd_le32(p + 8) & RGPU_FRAME_BYREF)) {
+			memcpy(hdr, p, sizeof(hdr));
+			wr_le32(hdr + 8, rd_le32(hdr + 8) | RGPU_FRAME_LANES);
+			out[k++] = (struct iovec){hdr, sizeof(hdr)};
+			out[k++] = (struct iovec){(void *)(p + sizeof(hdr)), body};
+			if ((ret = plain_sendv(c, out, k)))
+				return ret;
+			k = 0;
+			ret = rgpu_lanes_send(c, iov[i + 1].iov_base, plen, rd_le64(p + 24));
+			if (ret)
+				return ret;
+			i++;
+			continue;
 		}
 		out[k++] = iov[i];
-		/* where this entry leaves the writer in its frames */
-		while (len) {
-			if (c->wleft) {
-				size_t m = (size_t)MIN((uint64_t)len, c->wleft);
-				c->wleft -= m;
-				p += m;
-				len -= m;
-				continue;
-			}
-			size_t m = MIN(len, RGPU_FRAME_HDR_LEN - c->whave);
-			memcpy(c->whdr + c->whave, p, m);
-			c->whave += m;
-			p += m;
-			len -= m;
-			if (c->whave == RGPU_FRAME_HDR_LEN) {
-				c->whave = 0;
-				c->wleft = rd_le32(c->whdr + 12) + rd_le64(c->whdr + 16);
-			}
-		}
+		rgpu_conn_track_sent(c, p, iov[i].iov_len);
 		if (k == RGPU_CONN_MAX_IOV) {
 			if ((ret = plain_sendv(c, out, k)))
 				return ret;
