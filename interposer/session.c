@@ -371,6 +371,7 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	const uint8_t *bind = NULL;
 	int challenged = 0;
 	char host[256] = "", prog[256] = "";
+	const char *label;
 	ssize_t n;
 	int ret;
 
@@ -385,6 +386,17 @@ static int exchange_hello(struct rgpu_conn *c, int resuming, int timeout_ms,
 	hm.client_pid = getpid();
 	hm.client_host = host;
 	hm.client_program = prog;
+	/* what the job belongs to (the Slurm plugin's "slurm-JOBID"): shown, and moved with it */
+	label = getenv("RGPU_JOB_LABEL");
+	if (label && *label && !rgpu_label_valid(label)) {
+		static int said;
+		if (!said++)
+			pr_warn("RGPU_JOB_LABEL='%.80s' is not a label (1-%d of A-Z a-z 0-9 . _ : -): "
+				"not sent",
+				label, RGPU_LABEL_MAX);
+		label = NULL;
+	}
+	hm.label = (char *)(label ? label : "");
 	hm.want_shm = transport != IP_TCP && rgpu_conn_is_unix(c);
 	/* lanes: a plain TCP link names itself (a new id); a lane names its link */
 	hm.lane = (uint32_t)S.lane_hello;

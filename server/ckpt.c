@@ -983,6 +983,7 @@ static int pack_meta(struct take *tk, uint8_t **out, size_t *len, uint64_t nchun
 	m.client_host = w->client_host;
 	m.client_pid = w->client_pid;
 	m.client_program = w->client_program;
+	m.label = w->label;
 	m.created_unix_ms = rgpu_wall_ms();
 	m.server_host = host;
 	m.executed = tk->executed;

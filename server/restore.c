@@ -1049,6 +1049,7 @@ static int link_state(struct restore *rs, const Rgpu__PushRequest *req)
 	w->client_caps = m->client_caps;
 	snprintf(w->client_host, sizeof(w->client_host), "%s", m->client_host);
 	snprintf(w->client_program, sizeof(w->client_program), "%s", m->client_program);
+	snprintf(w->label, sizeof(w->label), "%s", rgpu_label_valid(m->label) ? m->label : "");
 	w->client_pid = m->client_pid;
 	return 0;
 }

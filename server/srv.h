@@ -21,6 +21,7 @@
 #include "rgpu/record.h"
 #include "rgpu/statetrack.h"
 #include "rgpu/transport.h"
+#include "rgpu/util.h"
 #include "rgpu_msgs.h"
 
 /*
@@ -356,6 +357,7 @@ struct srv_worker {
 	char job_hex[2 * SRV_JOB_ID_LEN + 1];
 	uint64_t started_ns;         /* wall clock, for the job's age */
 	char client_host[64], client_program[256], peer[96];
+	char label[RGPU_LABEL_MAX + 1]; /* Hello.label (what the job belongs to), or empty */
 	char tenant[65];         /* the authenticated tenant (RGPU_TENANT_MAX); "" without keys */
 	int client_pid;
 	atomic_int state;            /* enum srv_job_state */
@@ -926,6 +928,27 @@ void srv_metrics_run(void);
 void srv_metrics_stop(void);
 /* the server is drained (rgpuctl drain): set in the supervisor, inherited by its workers */
 extern int srv_server_drained;
+
+/*
+ * Reservations (resv.c; admin RESERVE): GPU memory set aside by name for a batch job, kept by the
+ * supervisor in memory and in STATE/reservations. srv_resv_load() reads the file at start;
+ * srv_resv_apply() makes, resizes or (release) ends one by the rules of proto/admin.proto's
+ * ReserveRequest, saved before it counts (why filled on error); srv_resv_view() points the
+ * messages v (their array vp, max of each) at the list and returns how many.
+ */
+#define SRV_MAX_RESV 64
+struct srv_resv {
+	char name[64];
+	uint32_t gpu;
+	uint64_t bytes, created_ms;
+};
+struct Rgpu__Reservation;
+void srv_resv_load(const char *state_dir);
+int srv_resv_apply(const char *state_dir, const char *name, uint32_t gpu, uint64_t bytes,
+		   int release, unsigned ngpus, int drained, char *why, size_t len);
+size_t srv_resv_view(struct Rgpu__Reservation *v, struct Rgpu__Reservation **vp, size_t max);
+/* srv_resv_unmapped() - GpuInfo.memory_reserved of GPU gpu; mapped(): what a label's jobs map */
+uint64_t srv_resv_unmapped(unsigned gpu, uint64_t (*mapped)(const char *label, unsigned gpu));
 
 /* srv_worker_store() - the worker's w->store, opened at the first call; why filled on error */
 int srv_worker_store(struct srv_worker *w, char *why, size_t whylen);

@@ -292,6 +292,19 @@ static void admin_reply(struct rgpu_conn *c, const struct rgpu_frame_hdr *req,
 }
 
 /* The probe's GPUs with what rgpu's jobs use of each, and their telemetry now. */
+/* device memory the jobs labelled `label` map on GPU g (reservations' accounting) */
+static uint64_t label_mapped(const char *label, unsigned g)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < nworkers; i++) {
+		const Rgpu__JobInfo *ji = workers[i].info;
+		if (ji && ji->label && !strcmp(ji->label, label) && g < ji->n_gpu_memory)
+			sum += ji->gpu_memory[g];
+	}
+	return sum;
+}
+
 static void gpu_view(Rgpu__GpuInfo *gi, Rgpu__GpuInfo **gip, size_t n)
 {
 	for (size_t g = 0; g < n; g++) {
@@ -305,6 +318,7 @@ static void gpu_view(Rgpu__GpuInfo *gi, Rgpu__GpuInfo **gip, size_t n)
 					in_bps += workers[i].info->in_bytes_per_s;
 			}
 		srv_telemetry_fill(&gi[g], in_bps, gi[g].name && strstr(gi[g].name, "simgpu"));
+		gi[g].memory_reserved = srv_resv_unmapped((unsigned)g, label_mapped);
 		gip[g] = &gi[g];
 	}
 }
@@ -422,6 +436,9 @@ int admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
 	rep.uptime_s = (rgpu_now_ns() - started_ns) / 1000000000ull;
 	rep.resume_grace_s = (uint32_t)cfg->resume_grace_s;
 	rep.drained = srv_server_drained;
+	Rgpu__Reservation rv[SRV_MAX_RESV], *rvp[SRV_MAX_RESV];
+	rep.n_reservations = srv_resv_view(rv, rvp, SRV_MAX_RESV);
+	rep.reservations = rvp;
 	if (admin_has_proof) {
 		rep.server_proof.data = admin_proof;
 		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
@@ -1192,6 +1209,35 @@ int admin_drain(const struct srv_config *cfg, struct rgpu_conn *c, const struct 
 	return 0;
 }
 
+/* RESERVE: make or end a reservation (resv.c); the reply lists them all after it. */
+int admin_reserve(const struct srv_config *cfg, struct rgpu_conn *c, const struct rgpu_frame_hdr *h)
+{
+	Rgpu__ReserveRequest *req = RGPU_PB_UNPACK(rgpu__reserve_request, admin_body_len, admin_body);
+	Rgpu__ReserveReply rep = RGPU__RESERVE_REPLY__INIT;
+	Rgpu__Reservation rv[SRV_MAX_RESV], *rvp[SRV_MAX_RESV];
+	char why[600] = "";
+
+	if (!req) {
+		admin_error(c, RGPU_EPROTO, "an undecodable RESERVE");
+		return 0;
+	}
+	rep.result = srv_resv_apply(cfg->state_dir, req->name, req->gpu, req->bytes, req->release,
+				    gpus ? (unsigned)gpus->n_gpus : 0, srv_server_drained, why,
+				    sizeof(why));
+	if (rep.result)
+		pr_info("RESERVE %s%s refused: %s", req->release ? "release " : "", req->name, why);
+	rep.error = why;
+	rep.n_reservations = srv_resv_view(rv, rvp, SRV_MAX_RESV);
+	rep.reservations = rvp;
+	if (admin_has_proof) {
+		rep.server_proof.data = admin_proof;
+		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
+	}
+	admin_reply(c, h, &rep.base);
+	rgpu__reserve_request__free_unpacked(req, NULL);
+	return 0;
+}
+
 /*
  * PUSH (from another server): a new worker process takes the checkpoint, restores it if asked,
  * and serves the job (restore.c). It counts as a job, with a slot for its tenant's accounting.
@@ -1444,6 +1490,7 @@ int srv_supervise(const struct srv_config *cfg)
 				"rgpuctl undrain",
 				path);
 	}
+	srv_resv_load(cfg->state_dir);
 	start_gc(cfg, lfd, afd);
 
 	while (!stop_requested) {

@@ -685,6 +685,7 @@ static void fill_info(struct srv_worker *w, Rgpu__JobInfo *ji, uint64_t *gpu_mem
 	ji->client_host = w->client_host;
 	ji->client_pid = w->client_pid;
 	ji->client_program = w->client_program;
+	ji->label = w->label;
 	ji->peer = w->peer;
 	ji->tenant = w->tenant;
 	ji->device_memory = atomic_load(&w->dev_bytes);
@@ -1331,6 +1332,11 @@ static int handshake(struct srv_worker *w)
 	free(body);
 	snprintf(w->client_host, sizeof(w->client_host), "%s", hello->client_host);
 	snprintf(w->client_program, sizeof(w->client_program), "%s", hello->client_program);
+	if (hello->label && *hello->label && !rgpu_label_valid(hello->label))
+		pr_warn("the client's job label is not one (1-%d of A-Z a-z 0-9 . _ : -): left out",
+			RGPU_LABEL_MAX);
+	else if (hello->label)
+		snprintf(w->label, sizeof(w->label), "%s", hello->label);
 	w->client_pid = hello->client_pid;
 	w->client_caps = hello->capabilities;
 

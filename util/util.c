@@ -1,4 +1,5 @@
 /* Small helpers with no other home: time, hex, address and size parsing. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,18 @@ void rgpu_reach_addr(const char *listen, const char *via, char *out, size_t len)
 		return;
 	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host)
 		snprintf(out, len, strchr(vhost, ':') ? "[%s]:%d" : "%s:%d", vhost, port);
+}
+
+int rgpu_label_valid(const char *s)
+{
+	size_t n = 0;
+
+	if (!s)
+		return 0;
+	for (; s[n]; n++)
+		if (!(isalnum((unsigned char)s[n]) || strchr("._:-", s[n])) || n >= RGPU_LABEL_MAX)
+			return 0;
+	return n > 0;
 }
 
 int rgpu_parse_size(const char *s, uint64_t *out)

@@ -133,6 +133,13 @@ int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t 
  */
 void rgpu_reach_addr(const char *listen, const char *via, char *out, size_t len);
 
+/*
+ * rgpu_label_valid() - is s a job label or reservation name (proto/rgpu.proto, Hello.label):
+ * 1 to RGPU_LABEL_MAX characters of [A-Za-z0-9._:-].
+ */
+#define RGPU_LABEL_MAX 63
+int rgpu_label_valid(const char *s);
+
 /* rgpu_parse_size() - "64", "4K", "2M", "1G", "1T" (powers of 1024) into *out. */
 int rgpu_parse_size(const char *s, uint64_t *out);
 
