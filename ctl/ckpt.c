@@ -630,8 +630,7 @@ const char *ctl_pick_target(char **cands, int n, uint64_t need, char *client, si
 		} else if (!st->n_gpus) {
 			no = "no GPU";
 		} else {
-			const Rgpu__GpuInfo *g = st->gpus[0];
-			free_b = g->memory_total > g->memory_used ? g->memory_total - g->memory_used : 0;
+			free_b = ctl_gpu_free(st->gpus[0]);
 			if (free_b < need)
 				no = "not enough free GPU memory";
 		}

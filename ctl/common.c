@@ -126,6 +126,10 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 		{"keep", required_argument, NULL, 'K'},
 		{"lock", required_argument, NULL, 'L'},
 		{"state", required_argument, NULL, 'S'},
+		{"gpus", required_argument, NULL, 'g'},
+		{"mem", required_argument, NULL, 'm'},
+		{"write", required_argument, NULL, 'w'},
+		{"reconfigure", no_argument, NULL, 'R'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -138,7 +142,7 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 	o->keep = 1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
-		if (strchr("tacrnPHKLS", c) && !strchr(allowed, c)) {
+		if (strchr("tacrnPHKLSgmwR", c) && !strchr(allowed, c)) {
 			fprintf(stderr, "rgpuctl %s: option %s does not apply here\n", cmd,
 				argv[optind - 1]);
 			return CTL_USAGE;
@@ -174,6 +178,30 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 		case 'P': o->power_off = 1; break;
 		case 'L': o->lock_path = optarg; break;
 		case 'S': o->state_path = optarg; break;
+		case 'w': o->write_path = optarg; break;
+		case 'R': o->reconfigure = 1; break;
+		case 'g': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || v < 1 || v > 16) {
+				fprintf(stderr, "rgpuctl %s: --gpus takes 1 to 16, not '%s'\n", cmd,
+					optarg);
+				return CTL_USAGE;
+			}
+			o->gpus = (unsigned)v;
+			break;
+		}
+		case 'm':
+			/* a plain number is MiB, as in --rgpu=N:MEM; else a size (4G) */
+			if (rgpu_parse_size(optarg, &o->mem)) {
+				fprintf(stderr, "rgpuctl %s: --mem takes a size (MiB, or 512M, 4G), not "
+						"'%s'\n",
+					cmd, optarg);
+				return CTL_USAGE;
+			}
+			if (strspn(optarg, "0123456789") == strlen(optarg))
+				o->mem <<= 20;
+			break;
 		case 'H':
 		case 'K': {
 			char *end;
@@ -381,4 +409,20 @@ void ctl_progress_end(struct ctl_progress *p)
 	if (p->on && p->tty && p->phase[0])
 		fputc('\n', stderr);
 	p->phase[0] = '\0';
+}
+
+const struct Rgpu__Reservation *ctl_reservation(const struct Rgpu__StatusReply *st,
+						const char *name)
+{
+	for (size_t i = 0; st && name && i < st->n_reservations; i++)
+		if (!strcmp(st->reservations[i]->name, name))
+			return st->reservations[i];
+	return NULL;
+}
+
+uint64_t ctl_gpu_free(const struct Rgpu__GpuInfo *g)
+{
+	uint64_t used = g->memory_used + g->memory_reserved;
+
+	return used >= g->memory_used && g->memory_total > used ? g->memory_total - used : 0;
 }

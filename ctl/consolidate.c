@@ -32,7 +32,7 @@
 #include "rgpu_admin_msgs.h"
 
 #define DEFAULT_LOCK "/run/lock/rgpu-consolidate.lock"
-#define DEFAULT_STATE "/var/lib/rgpu/consolidate.json"
+#define DEFAULT_STATE CTL_DEFAULT_STATE
 
 /* One action, as a JSON line (--json) or a sentence. */
 static void action(const struct ctl_opts *o, json_t *j, const char *fmt, ...)
@@ -57,7 +57,7 @@ static void action(const struct ctl_opts *o, json_t *j, const char *fmt, ...)
 }
 
 /* The servers powered off by an earlier run (the state file), as a JSON array. */
-static json_t *state_load(const char *path)
+json_t *ctl_state_load(const char *path)
 {
 	json_error_t e;
 	json_t *root = json_load_file(path, 0, &e), *off;
@@ -125,11 +125,17 @@ static int run_hook(const char *cmd, const char *server)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* What one server said: its GPU and its jobs (NULL replies when unreachable or off). */
+/*
+ * What one server said: its GPU and its jobs (NULL replies when unreachable or off), and what
+ * the planner sees of them: each job alone, except a batch job's (its label names a
+ * reservation here), which are one item with the reservation, moved together (resv[i]: the
+ * reservation's name, NULL for a job alone).
+ */
 struct view {
 	Rgpu__StatusReply *st;
 	Rgpu__JobsReply *jr;
 	struct ctl_plan_job *jobs;
+	const char **resv;
 	size_t njobs;
 	const char *why; /* why it takes no part, or NULL */
 };
@@ -141,7 +147,13 @@ static void view_free(struct view *v)
 	if (v->jr)
 		rgpu__jobs_reply__free_unpacked(v->jr, NULL);
 	free(v->jobs);
+	free(v->resv);
 	*v = (struct view){0};
+}
+
+static int labelled(const Rgpu__JobInfo *j, const char *name)
+{
+	return j->label && !strcmp(j->label, name);
 }
 
 static void ask(const char *server, struct view *v)
@@ -162,20 +174,80 @@ static void ask(const char *server, struct view *v)
 		v->why = "no GPU";
 		return;
 	}
-	v->jobs = calloc(v->jr->n_jobs + 1, sizeof(*v->jobs));
-	if (!v->jobs) {
+	size_t cap = v->jr->n_jobs + v->st->n_reservations + 1, n = 0;
+	v->jobs = calloc(cap, sizeof(*v->jobs));
+	v->resv = calloc(cap, sizeof(*v->resv));
+	if (!v->jobs || !v->resv) {
 		v->why = "out of memory";
 		return;
+	}
+	for (size_t r = 0; r < v->st->n_reservations; r++) {
+		const Rgpu__Reservation *rv = v->st->reservations[r];
+		uint64_t mem = 0;
+		if (rv->gpu != 0) {
+			v->why = "a reservation of a GPU other than its first (consolidate plans "
+				 "each server's first GPU)";
+			return;
+		}
+		for (size_t i = 0; i < v->jr->n_jobs; i++)
+			if (labelled(v->jr->jobs[i], rv->name))
+				mem += v->jr->jobs[i]->device_memory;
+		snprintf(v->jobs[n].id, sizeof(v->jobs[n].id), "%s", rv->name);
+		v->jobs[n].mem = mem > rv->bytes ? mem : rv->bytes;
+		v->resv[n++] = rv->name;
 	}
 	for (size_t i = 0; i < v->jr->n_jobs; i++) {
 		const Rgpu__JobInfo *j = v->jr->jobs[i];
 		/* a job whose client is away, or that ends, cannot follow a migration now */
 		if (strcmp(j->state, "running"))
 			v->why = "a job not running (its client away, or ending)";
-		ctl_hex(&j->job_id, v->jobs[i].id, sizeof(v->jobs[i].id));
-		v->jobs[i].mem = j->device_memory;
+		if (ctl_reservation(v->st, j->label))
+			continue; /* its reservation's item counts it */
+		ctl_hex(&j->job_id, v->jobs[n].id, sizeof(v->jobs[n].id));
+		v->jobs[n++].mem = j->device_memory;
 	}
-	v->njobs = v->jr->n_jobs;
+	v->njobs = n;
+}
+
+/*
+ * Move reservation name from one server to another with its jobs: reserved on the target
+ * first, each job migrated live, then ended on the source. A job that fails stays where it
+ * was; if none moved, the target's reservation is ended again. Returns 0 or the first error
+ * (err says it).
+ */
+static int move_reservation(const struct ctl_opts *o, const struct view *v, const char *from,
+			    const char *name, uint64_t bytes, const char *to, size_t *moved,
+			    char *err, size_t len)
+{
+	int ret = ctl_reserve(to, name, 0, bytes, 0, err, len);
+
+	*moved = 0;
+	if (ret)
+		return ret;
+	for (size_t i = 0; !ret && i < v->jr->n_jobs; i++) {
+		const Rgpu__JobInfo *j = v->jr->jobs[i];
+		Rgpu__MigrateReply *rep = NULL;
+		char id[40];
+		if (!labelled(j, name))
+			continue;
+		ctl_hex(&j->job_id, id, sizeof(id));
+		ret = ctl_migrate_call(o, from, id, to, &rep, err, len);
+		if (!ret && rep->result) {
+			ret = rep->result;
+			snprintf(err, len, "job %.12s: %s", id,
+				 rep->error && *rep->error ? rep->error : rgpu_strerror(ret));
+		}
+		if (!ret)
+			(*moved)++;
+		if (rep)
+			rgpu__migrate_reply__free_unpacked(rep, NULL);
+	}
+	char e2[600];
+	if (ret && !*moved && ctl_reserve(to, name, 0, 0, 1, e2, sizeof(e2)))
+		fprintf(stderr, "rgpuctl consolidate: %s stays reserved on %s too: %s\n", name, to, e2);
+	if (!ret && ctl_reserve(from, name, 0, 0, 1, err, len))
+		ret = RGPU_EIO;
+	return ret;
 }
 
 /* The lock file, held: at once, or waiting up to wait_s. Its descriptor, or -errno. */
@@ -231,7 +303,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		ret = lockfd == -EBUSY ? CTL_BUSY : CTL_FAILED;
 		goto out;
 	}
-	off = state_load(state);
+	off = ctl_state_load(state);
 	v = calloc((size_t)o.nserver, sizeof(*v));
 	ps = calloc((size_t)o.nserver, sizeof(*ps));
 	if (!v || !ps) {
@@ -276,12 +348,14 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		const struct ctl_plan_job *j = &ps[mv->from].jobs[mv->job];
 		char sz[32];
 		ctl_fmt_bytes(j->mem, sz, sizeof(sz));
-		action(&o,
-		       json_pack("{s:s,s:s,s:s,s:s,s:I}", "action", "plan-move", "job", j->id, "from",
-				 ps[mv->from].name, "to", ps[mv->to].name, "bytes",
-				 (json_int_t)j->mem),
-		       "plan: job %.12s (%s) %s -> %s", j->id, sz, ps[mv->from].name,
-		       ps[mv->to].name);
+		const char *rv = v[mv->from].resv[mv->job];
+		json_t *pj = json_pack("{s:s,s:s,s:s,s:s,s:I}", "action", "plan-move", "job", j->id,
+				       "from", ps[mv->from].name, "to", ps[mv->to].name, "bytes",
+				       (json_int_t)j->mem);
+		if (rv)
+			json_object_set_new(pj, "reservation", json_string(rv));
+		action(&o, pj, "plan: %s %.12s (%s) %s -> %s", rv ? "reservation" : "job", j->id, sz,
+		       ps[mv->from].name, ps[mv->to].name);
 	}
 	double saved_w = 0;
 	for (int i = 0; i < o.nserver; i++)
@@ -313,6 +387,26 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		const struct ctl_plan_job *j = &ps[mv->from].jobs[mv->job];
 		Rgpu__MigrateReply *rep = NULL;
 		char err[800] = "";
+		const char *rv = v[mv->from].resv[mv->job];
+		if (rv) {
+			/* a batch job's reservation, with its programs' jobs */
+			size_t nmoved;
+			int r = move_reservation(&o, &v[mv->from], ps[mv->from].name, rv, j->mem,
+						 ps[mv->to].name, &nmoved, err, sizeof(err));
+			if (r) {
+				failed = 1;
+				plan.empty[mv->from] = 0;
+			}
+			action(&o,
+			       json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:s}", "action", "move", "job",
+					 rv, "reservation", rv, "from", ps[mv->from].name, "to",
+					 ps[mv->to].name, "result", r, "jobs_moved", (int)nmoved,
+					 "error", err),
+			       "reservation %s %s %s -> %s: %zu job(s) moved%s%s", rv,
+			       r ? "did not move" : "moved", ps[mv->from].name, ps[mv->to].name,
+			       nmoved, r ? "; it stays: " : "", r ? err : "");
+			continue;
+		}
 		int r = ctl_migrate_call(&o, ps[mv->from].name, j->id, ps[mv->to].name, &rep, err,
 					 sizeof(err));
 		if (!r && rep->result) {
@@ -350,13 +444,14 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		/* only a server that serves no job now: a job may have landed since the plan */
 		ask(o.server[i], &again);
 		if (!again.st || again.njobs) {
+			const char *why = !again.st                    ? "it did not answer"
+					  : again.st->n_reservations ? "it holds a reservation"
+								     : "it serves jobs again";
 			failed = 1;
 			action(&o,
 			       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
-					 o.server[i], "result", -1, "error",
-					 again.st ? "it serves jobs again" : "it did not answer"),
-			       "%s stays on: %s", o.server[i],
-			       again.st ? "it serves jobs again" : "it did not answer");
+					 o.server[i], "result", -1, "error", why),
+			       "%s stays on: %s", o.server[i], why);
 		} else if ((r = run_hook(o.power_off_cmd, o.server[i])) != 0) {
 			failed = 1;
 			action(&o,
@@ -425,7 +520,7 @@ int ctl_cmd_wake(int argc, char **argv)
 		ret = lockfd == -EBUSY ? CTL_BUSY : CTL_FAILED;
 		goto out;
 	}
-	off = state_load(state);
+	off = ctl_state_load(state);
 	r = run_hook(o.power_on_cmd, server);
 	if (r) {
 		action(&o,
@@ -453,6 +548,59 @@ out:
 	return ret;
 }
 
+int ctl_wake_one(const struct ctl_opts *o, const char *state, const char *who, char *woke,
+		 size_t len, json_t **info)
+{
+	json_t *off = ctl_state_load(state);
+	int ret = CTL_UNREACHABLE;
+
+	*info = NULL;
+	for (size_t k = 0; ret && k < json_array_size(off); k++) {
+		const char *s = json_string_value(json_array_get(off, k));
+		int lockfd;
+		if (!s)
+			continue;
+		if (!o->power_on_cmd) {
+			fprintf(stderr, "%s: no server has room and the cluster file has no "
+					"'power-on = CMD' to wake %s\n",
+				who, s);
+			break;
+		}
+		fprintf(stderr, "%s: no server has room; waking %s\n", who, s);
+		if (run_hook(o->power_on_cmd, s)) {
+			fprintf(stderr, "%s: the power-on command for %s failed\n", who, s);
+			continue;
+		}
+		/* consolidate's state file, under its lock: the server is on again */
+		lockfd = take_lock(o->lock_path ? o->lock_path : DEFAULT_LOCK, 120);
+		json_t *now = ctl_state_load(state);
+		int idx = state_has(now, s);
+		if (idx) {
+			json_array_remove(now, (size_t)idx - 1);
+			state_save(state, now);
+		}
+		json_decref(now);
+		if (lockfd >= 0)
+			close(lockfd);
+		for (int t = 0; t < 1200 && ret; t++) {
+			struct view v = {0};
+			ask(s, &v);
+			if (v.st && !v.st->drained) {
+				snprintf(woke, len, "%s", s);
+				*info = json_pack("{s:s}", "listen", v.st->listen);
+				ret = CTL_OK;
+			} else {
+				nanosleep(&(struct timespec){0, 100000000}, NULL);
+			}
+			view_free(&v);
+		}
+		if (ret)
+			fprintf(stderr, "%s: %s did not answer within 120 s of its power-on\n", who, s);
+	}
+	json_decref(off);
+	return ret;
+}
+
 int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *out, size_t len)
 {
 	char *argv[] = {"run", "--cluster", (char *)cluster, NULL};
@@ -465,7 +613,7 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 		ctl_opts_free(&o);
 		return ret < 0 ? CTL_USAGE : ret;
 	}
-	off = state_load(state);
+	off = ctl_state_load(state);
 	/* a server that runs, is not drained, and has the room: the one with the most */
 	char *cands[CTL_MAX_SERVERS], why[2000];
 	int ncand = 0;
@@ -474,47 +622,14 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 			cands[ncand++] = o.server[i];
 	found = ctl_pick_target(cands, ncand, need, out, len, why, sizeof(why)) != NULL;
 	/* no room anywhere: the first server consolidate powered off is woken, and waited for */
-	for (size_t k = 0; !found && k < json_array_size(off); k++) {
-		const char *s = json_string_value(json_array_get(off, k));
-		int lockfd;
-		if (!s)
-			continue;
-		if (!o.power_on_cmd) {
-			fprintf(stderr, "rgpuctl run: no server has room and the cluster file has no "
-					"'power-on = CMD' to wake %s\n",
-				s);
-			break;
-		}
-		fprintf(stderr, "rgpuctl run: no server has room; waking %s\n", s);
-		if (run_hook(o.power_on_cmd, s)) {
-			fprintf(stderr, "rgpuctl run: the power-on command for %s failed\n", s);
-			continue;
-		}
-		/* consolidate's state file, under its lock: the server is on again */
-		lockfd = take_lock(o.lock_path ? o.lock_path : DEFAULT_LOCK, 120);
-		json_t *now = state_load(state);
-		int idx = state_has(now, s);
-		if (idx) {
-			json_array_remove(now, (size_t)idx - 1);
-			state_save(state, now);
-		}
-		json_decref(now);
-		if (lockfd >= 0)
-			close(lockfd);
-		for (int t = 0; t < 1200 && !found; t++) {
-			struct view v = {0};
-			ask(s, &v);
-			if (v.st && !v.st->drained) {
-				rgpu_reach_addr(v.st->listen, s, out, len);
-				found = 1;
-			} else {
-				nanosleep(&(struct timespec){0, 100000000}, NULL);
-			}
-			view_free(&v);
-		}
-		if (!found)
-			fprintf(stderr, "rgpuctl run: %s did not answer within 120 s of its power-on\n",
-				s);
+	if (!found) {
+		char woke[300];
+		json_t *st;
+		found = !ctl_wake_one(&o, state, "rgpuctl run", woke, sizeof(woke), &st);
+		if (found)
+			rgpu_reach_addr(json_string_value(json_object_get(st, "listen")), woke, out,
+					len);
+		json_decref(st);
 	}
 	if (!found)
 		fprintf(stderr, "rgpuctl run: no server of %s can take the job (%s)\n", cluster,

@@ -27,6 +27,8 @@
 #define CTL_BUSY 6        /* another rgpuctl consolidate holds the lock */
 
 #define CTL_MAX_SERVERS 256
+/* consolidate's record of the servers it powered off (--state) */
+#define CTL_DEFAULT_STATE "/var/lib/rgpu/consolidate.json"
 
 /* What the command line named: servers, output, and the commands' own options. */
 struct ctl_opts {
@@ -46,6 +48,11 @@ struct ctl_opts {
 	const char *lock_path, *state_path;
 	/* the cluster file's settings (power-off = CMD, power-on = CMD), or NULL */
 	char *power_off_cmd, *power_on_cmd;
+	/* slurm: --gpus N, --mem SIZE (bytes), --write FILE, --reconfigure */
+	unsigned gpus;
+	uint64_t mem;
+	const char *write_path;
+	int reconfigure;
 	char *args[8];                 /* positional arguments */
 	int nargs;
 };
@@ -97,6 +104,13 @@ int ctl_cmd_migrate(int argc, char **argv);
 int ctl_cmd_drain(int argc, char **argv, int drain);
 int ctl_cmd_consolidate(int argc, char **argv);
 int ctl_cmd_wake(int argc, char **argv);
+/* rgpuctl slurm place|release|licenses (ctl/slurm.c) */
+int ctl_cmd_slurm(int argc, char **argv);
+/* consolidate's state file: a JSON array of the admin addresses it powered off (empty if none) */
+json_t *ctl_state_load(const char *path);
+/* RESERVE name on GPU gpu of admin (release: end it there); the server's words in err */
+int ctl_reserve(const char *admin, const char *name, unsigned gpu, uint64_t bytes, int release,
+		char *err, size_t len);
 /*
  * ctl_place() - rgpuctl run --cluster: the client address of the cluster's server with the most
  * free GPU memory (at least need bytes) that runs and is not drained; when none has room, the
@@ -105,6 +119,14 @@ int ctl_cmd_wake(int argc, char **argv);
  */
 int ctl_place(const char *cluster, const char *state, uint64_t need, char *out, size_t len);
 /*
+ * ctl_wake_one() - the first server of the state file (consolidate's powered-off ones) whose
+ * power-on command succeeds, taken out of the file and waited for (120 s) until it answers
+ * undrained: its admin address in woke, {"listen": its client address} in *info (the caller
+ * frees it). Says why on stderr as `who`. Returns CTL_OK, or CTL_UNREACHABLE.
+ */
+int ctl_wake_one(const struct ctl_opts *o, const char *state, const char *who, char *woke,
+		 size_t len, json_t **info);
+/*
  * ctl_pick_target() - where a job of `need` bytes of device memory can go: of the candidates,
  * reachable, not drained, the one with the most free memory on its first GPU that holds it,
  * and (client not NULL) where a client reaches its jobs. NULL if none; why then says what each
@@ -112,6 +134,14 @@ int ctl_place(const char *cluster, const char *state, uint64_t need, char *out, 
  */
 const char *ctl_pick_target(char **cands, int n, uint64_t need, char *client, size_t clen,
 			    char *why, size_t whylen);
+/* ctl_reservation() - the reservation `name` in a server's status (on any GPU), or NULL */
+struct Rgpu__StatusReply;
+struct Rgpu__Reservation;
+struct Rgpu__GpuInfo;
+const struct Rgpu__Reservation *ctl_reservation(const struct Rgpu__StatusReply *st,
+						const char *name);
+/* ctl_gpu_free() - a GPU's memory free for a new job: total - used by jobs - reserved */
+uint64_t ctl_gpu_free(const struct Rgpu__GpuInfo *g);
 /* one live (o->cold: cold) migration of job on server to target, with a progress bar */
 struct Rgpu__MigrateReply;
 int ctl_migrate_call(const struct ctl_opts *o, const char *server, const char *job,

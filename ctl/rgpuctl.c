@@ -103,6 +103,14 @@ static void usage(FILE *f)
 		"  wake SERVER [--lock FILE] [--state FILE] [--json]\n"
 		"      Run the cluster file's power-on command for SERVER; consolidate plans onto\n"
 		"      it again.\n"
+		"  slurm place JOBID --gpus N [--mem SIZE] | slurm release JOBID\n"
+		"  slurm licenses [--write FILE [--reconfigure]]   (also --cluster, --state, --json)\n"
+		"      For the Slurm plugin: reserve N GPUs of the cluster (SIZE free on each; MiB,\n"
+		"      or 4G) for Slurm job JOBID as reservation slurm-JOBID and print the\n"
+		"      RGPU_SERVERS that reaches them (where they are now, if reserved before);\n"
+		"      end its reservations; count the GPUs the cluster offers as Slurm's rgpu\n"
+		"      license ('Licenses=rgpu:N' into FILE when it changed; then scontrol\n"
+		"      reconfigure).\n"
 		"  help\n"
 		"\n"
 		"ADDR is an rgpud admin address (rgpud --admin, default %s). Without\n"
@@ -327,10 +335,12 @@ static int cmd_status(int argc, char **argv)
 				char uuid[40];
 				ctl_hex(&st->gpus[k]->uuid, uuid, sizeof(uuid));
 				const Rgpu__GpuInfo *x = st->gpus[k];
-				json_t *gj = json_pack("{s:i,s:s,s:s,s:I,s:I}", "index", (int)x->index,
-						       "name", x->name, "uuid", uuid, "memory_used",
-						       (json_int_t)x->memory_used, "memory_total",
-						       (json_int_t)x->memory_total);
+				json_t *gj = json_pack("{s:i,s:s,s:s,s:I,s:I,s:I}", "index",
+						       (int)x->index, "name", x->name, "uuid", uuid,
+						       "memory_used", (json_int_t)x->memory_used,
+						       "memory_total", (json_int_t)x->memory_total,
+						       "memory_reserved",
+						       (json_int_t)x->memory_reserved);
 				json_t *tj = NULL;
 				if (x->telemetry && *x->telemetry)
 					tj = json_pack("{s:s,s:f,s:f,s:i,s:i,s:I,s:i,s:i,s:i}",
@@ -358,6 +368,16 @@ static int cmd_status(int argc, char **argv)
 					      st->drained);
 			if (st->error && *st->error)
 				json_object_set_new(o, "error", json_string(st->error));
+			json_t *rv = json_array();
+			for (size_t k = 0; k < st->n_reservations; k++) {
+				const Rgpu__Reservation *r = st->reservations[k];
+				json_array_append_new(rv, json_pack("{s:s,s:i,s:I,s:I}", "name", r->name,
+								    "gpu", (int)r->gpu, "bytes",
+								    (json_int_t)r->bytes,
+								    "created_unix_ms",
+								    (json_int_t)r->created_unix_ms));
+			}
+			json_object_set_new(o, "reservations", rv);
 			json_array_append_new(arr, o);
 		} else {
 			printf("%-22s %-16s %-8s %4zu %5u %8s %5us\n", t.server[i], st->server_host,
@@ -380,6 +400,16 @@ static int cmd_status(int argc, char **argv)
 					       x->power_w, x->power_limit_w, x->utilization,
 					       x->sm_clock_mhz, x->memory_clock_mhz, x->temperature_c,
 					       !strcmp(x->telemetry, "nvml") ? "NVML" : "modelled");
+			}
+			for (size_t k = 0; k < st->n_reservations; k++) {
+				const Rgpu__Reservation *r = st->reservations[k];
+				char sz[32], rs[32];
+				ctl_fmt_bytes(r->bytes, sz, sizeof(sz));
+				ctl_fmt_bytes(r->gpu < st->n_gpus ? st->gpus[r->gpu]->memory_reserved : 0,
+					      rs, sizeof(rs));
+				printf("  GPU %u  reserved for %s (%s asked; %s of the GPU's reservations "
+				       "not mapped yet)\n",
+				       r->gpu, r->name, sz, rs);
 			}
 		}
 		rgpu__status_reply__free_unpacked(st, NULL);
@@ -408,7 +438,7 @@ static int cmd_jobs(int argc, char **argv)
 		errs = json_array();
 	} else {
 		printf("%-22s %-12s %-16s %7s %-16s %10s %5s %10s %10s %7s %s\n", "SERVER", "JOB",
-		       "CLIENT", "PID", "PROGRAM", "DEVMEM", "OBJS", "IN", "OUT", "AGE", "STATE");
+		       "CLIENT", "PID", "PROGRAM", "DEVMEM", "OBJS", "IN", "OUT", "AGE", "STATE LABEL");
 	}
 	for (int i = 0; i < t.nserver; i++) {
 		Rgpu__JobsReply *jr = NULL;
@@ -446,6 +476,8 @@ static int cmd_jobs(int argc, char **argv)
 						       (json_int_t)age, "resumes", (int)j->resumes,
 						       "tenant", j->tenant ? j->tenant : "",
 						       "in_bytes_per_s", j->in_bytes_per_s));
+				json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+						    "label", json_string(j->label ? j->label : ""));
 				continue;
 			}
 			ctl_fmt_bytes(j->device_memory, mem, sizeof(mem));
@@ -453,10 +485,10 @@ static int cmd_jobs(int argc, char **argv)
 			ctl_fmt_bytes(j->bytes_out, out, sizeof(out));
 			ctl_fmt_age(age, ag, sizeof(ag));
 			id[12] = '\0';
-			printf("%-22s %-12s %-16.16s %7d %-16.16s %10s %5u %10s %10s %7s %s\n",
+			printf("%-22s %-12s %-16.16s %7d %-16.16s %10s %5u %10s %10s %7s %s%s%s\n",
 			       t.server[i], id, j->client_host, j->client_pid,
 			       ctl_basename(j->client_program), mem, j->objects, in, out, ag,
-			       j->state);
+			       j->state, j->label && *j->label ? " " : "", j->label ? j->label : "");
 		}
 		rgpu__jobs_reply__free_unpacked(jr, NULL);
 	}
@@ -497,6 +529,8 @@ int main(int argc, char **argv)
 		return ctl_cmd_drain(argc - 1, argv + 1, 0);
 	if (!strcmp(argv[1], "consolidate"))
 		return ctl_cmd_consolidate(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "slurm"))
+		return ctl_cmd_slurm(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "wake"))
 		return ctl_cmd_wake(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
