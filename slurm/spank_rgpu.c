@@ -1,0 +1,272 @@
+/*
+ * spank_rgpu: the Slurm plugin that gives jobs GPUs of rgpu's servers (docs/operator-guide.md,
+ * "Slurm"). It adds --rgpu=N[:MEM] to sbatch, srun and salloc:
+ *
+ *   sbatch/salloc/srun (allocator, local)  the request goes into the job's control
+ *                      environment (SPANK_RGPU=N:BYTES), where the site's job_submit.lua
+ *                      (slurm/job_submit.lua) finds it and asks for N of the `rgpu` license:
+ *                      a job that cannot have GPUs now waits in the queue, Reason=Licenses
+ *   each job step (slurmstepd, as root)  `rgpuctl slurm place JOBID --gpus N --mem BYTES`
+ *                      reserves the GPUs (or finds where they are, for later steps), and the
+ *                      step's tasks get RGPU_SERVERS, RGPU_JOB_LABEL=slurm-JOBID and the
+ *                      interposer first on LD_LIBRARY_PATH; a placement that fails fails the
+ *                      step, with rgpuctl's words in its error
+ *   the job's epilog (slurmd, as root)  `rgpuctl slurm release JOBID`
+ *
+ * Its arguments in plugstack.conf: cluster=FILE (the cluster file, default /etc/rgpu/cluster),
+ * rgpuctl=PATH, interposer=DIR (where rgpu's libcuda.so.1 is), admin_key=FILE, state=FILE
+ * (consolidate's state file). All the work is rgpuctl's: this file only carries the request.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(rgpu, 1);
+
+#ifndef RGPU_RGPUCTL
+#define RGPU_RGPUCTL "/usr/bin/rgpuctl"
+#endif
+#ifndef RGPU_INTERPOSER
+#define RGPU_INTERPOSER "/usr/lib/x86_64-linux-gnu/rgpu"
+#endif
+
+static unsigned want_gpus;   /* --rgpu's N (0: not asked) */
+static uint64_t want_bytes;  /* its MEM, in bytes (0: not said) */
+static const char *cluster = "/etc/rgpu/cluster", *rgpuctl = RGPU_RGPUCTL,
+		  *interposer = RGPU_INTERPOSER, *admin_key, *state;
+
+/* "N" or "N:MEM", MEM in MiB or with a K/M/G/T suffix; 0 on success */
+static int parse_request(const char *s, unsigned *gpus, uint64_t *bytes)
+{
+	char *end;
+	unsigned long n;
+	unsigned long long m = 0;
+
+	if (!s)
+		return -1;
+	errno = 0;
+	n = strtoul(s, &end, 10);
+	if (end == s || errno || n < 1 || n > 16)
+		return -1;
+	if (*end == ':') {
+		const char *ms = end + 1;
+		m = strtoull(ms, &end, 10);
+		if (end == ms || errno)
+			return -1;
+		switch (*end) {
+		case '\0': case 'M': case 'm': m <<= 20; break;
+		case 'K': case 'k': m <<= 10; break;
+		case 'G': case 'g': m <<= 30; break;
+		case 'T': case 't': m <<= 40; break;
+		default: return -1;
+		}
+		if (*end && end[1])
+			return -1;
+	} else if (*end) {
+		return -1;
+	}
+	*gpus = (unsigned)n;
+	*bytes = m;
+	return 0;
+}
+
+static int opt_rgpu(int val, const char *optarg, int remote)
+{
+	(void)val;
+	(void)remote;
+	if (parse_request(optarg, &want_gpus, &want_bytes)) {
+		slurm_error("rgpu: --rgpu=%s: give N[:MEM], 1 to 16 GPUs, MEM in MiB or with "
+			    "K/M/G/T (--rgpu=2:8G)",
+			    optarg ? optarg : "");
+		return -1;
+	}
+	return 0;
+}
+
+struct spank_option spank_options[] = {
+	{"rgpu", "N[:MEM]",
+	 "GPUs of rgpu's servers for the job: N of them, each with MEM free (MiB, or 8G)", 1, 0,
+	 opt_rgpu},
+	SPANK_OPTIONS_TABLE_END,
+};
+
+static void read_args(int ac, char **av)
+{
+	for (int i = 0; i < ac; i++) {
+		if (!strncmp(av[i], "cluster=", 8))
+			cluster = av[i] + 8;
+		else if (!strncmp(av[i], "rgpuctl=", 8))
+			rgpuctl = av[i] + 8;
+		else if (!strncmp(av[i], "interposer=", 11))
+			interposer = av[i] + 11;
+		else if (!strncmp(av[i], "admin_key=", 10))
+			admin_key = av[i] + 10;
+		else if (!strncmp(av[i], "state=", 6))
+			state = av[i] + 6;
+		else
+			slurm_error("rgpu: unknown plugstack.conf argument '%s' (cluster=, rgpuctl=, "
+				    "interposer=, admin_key=, state=)",
+				    av[i]);
+	}
+}
+
+/*
+ * Run rgpuctl with args (NULL-terminated, after the program's name); its first stdout line in
+ * out, its stderr's end in err. Returns its exit status, or -1.
+ */
+static int run_rgpuctl(const char *const *args, char *out, size_t olen, char *err, size_t elen)
+{
+	const char *argv[24];
+	int po[2], pe[2], st, n = 0;
+	pid_t pid;
+
+	argv[n++] = rgpuctl;
+	for (; *args && n < 16; args++)
+		argv[n++] = *args;
+	argv[n++] = "--cluster";
+	argv[n++] = cluster;
+	if (admin_key) {
+		argv[n++] = "--admin-key";
+		argv[n++] = admin_key;
+	}
+	if (state) {
+		argv[n++] = "--state";
+		argv[n++] = state;
+	}
+	argv[n] = NULL;
+	out[0] = err[0] = '\0';
+	if (pipe(po))
+		return -1;
+	if (pipe(pe)) {
+		close(po[0]);
+		close(po[1]);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(po[1], STDOUT_FILENO);
+		dup2(pe[1], STDERR_FILENO);
+		close(po[0]);
+		close(pe[0]);
+		execv(rgpuctl, (char *const *)argv);
+		fprintf(stderr, "cannot run %s: %s", rgpuctl, strerror(errno));
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	/* stdout is one line, stderr a few: read stdout to its end, then stderr */
+	size_t o = 0, e = 0;
+	ssize_t r;
+	while ((r = read(po[0], out + o, o + 1 < olen ? olen - o - 1 : 0)) > 0)
+		o += (size_t)r;
+	out[o] = '\0';
+	char tmp[512];
+	while ((r = read(pe[0], tmp, sizeof(tmp))) > 0) {
+		/* keep the end: the last words say why */
+		size_t k = (size_t)r;
+		if (e + k >= elen)
+			e = 0;
+		if (k < elen) {
+			memcpy(err + e, tmp, k);
+			e += k;
+		}
+	}
+	err[e < elen ? e : elen - 1] = '\0';
+	close(po[0]);
+	close(pe[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	out[strcspn(out, "\n")] = '\0';
+	for (size_t k = strlen(err); k && (err[k - 1] == '\n' || err[k - 1] == ' '); k--)
+		err[k - 1] = '\0';
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	char req[64], out[4096], err[1024], job[32], label[48], ldpath[8192], old[4096];
+	uint32_t jobid = 0;
+	int ret;
+
+	read_args(ac, av);
+	if (!want_gpus)
+		return 0;
+	snprintf(req, sizeof(req), "%u:%" PRIu64, want_gpus, want_bytes);
+	switch (spank_context()) {
+	case S_CTX_LOCAL:
+	case S_CTX_ALLOCATOR:
+		/* for job_submit.lua (the license) and the epilog */
+		if (spank_job_control_setenv(sp, "RGPU", req, 1) != ESPANK_SUCCESS) {
+			slurm_error("rgpu: cannot pass --rgpu to the job");
+			return -1;
+		}
+		return 0;
+	case S_CTX_REMOTE:
+		break;
+	default:
+		return 0;
+	}
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
+		slurm_error("rgpu: the job has no id here");
+		return -1;
+	}
+	snprintf(job, sizeof(job), "%" PRIu32, jobid);
+	char gpus[16], mem[32];
+	snprintf(gpus, sizeof(gpus), "%u", want_gpus);
+	snprintf(mem, sizeof(mem), "%" PRIu64 "K", want_bytes >> 10);
+	const char *args[] = {"slurm", "place", job, "--gpus", gpus, "--mem", mem, NULL};
+	ret = run_rgpuctl(args, out, sizeof(out), err, sizeof(err));
+	if (ret || !*out) {
+		slurm_error("rgpu: no GPU for job %s (rgpuctl slurm place exited %d): %s", job, ret,
+			    *err ? err : "no answer");
+		return -1;
+	}
+	snprintf(label, sizeof(label), "slurm-%s", job);
+	if (spank_getenv(sp, "LD_LIBRARY_PATH", old, sizeof(old)) != ESPANK_SUCCESS)
+		old[0] = '\0';
+	snprintf(ldpath, sizeof(ldpath), "%s%s%s", interposer, *old ? ":" : "", old);
+	if (spank_setenv(sp, "RGPU_SERVERS", out, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "RGPU_JOB_LABEL", label, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "LD_LIBRARY_PATH", ldpath, 1) != ESPANK_SUCCESS) {
+		slurm_error("rgpu: cannot set the job's environment");
+		return -1;
+	}
+	slurm_verbose("rgpu: job %s: RGPU_SERVERS=%s", job, out);
+	return 0;
+}
+
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+	char out[512], err[1024];
+	const char *job = getenv("SLURM_JOB_ID");
+	char *optarg = NULL;
+	int ret;
+
+	read_args(ac, av);
+	/* only a job that asked (its option, or its control environment) */
+	if (spank_option_getopt(sp, &spank_options[0], &optarg) != ESPANK_SUCCESS &&
+	    !getenv("SPANK_RGPU"))
+		return 0;
+	if (!job || !*job) {
+		slurm_error("rgpu: the epilog has no SLURM_JOB_ID: reservations are left");
+		return 0;
+	}
+	const char *args[] = {"slurm", "release", job, NULL};
+	ret = run_rgpuctl(args, out, sizeof(out), err, sizeof(err));
+	if (ret)
+		slurm_error("rgpu: job %s's reservation may be left (rgpuctl slurm release exited "
+			    "%d): %s",
+			    job, ret, err);
+	/* a failed release does not fail the epilog: the node would be drained for it */
+	return 0;
+}
