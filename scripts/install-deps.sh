@@ -7,8 +7,9 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PKGS="build-essential cmake pkg-config python3 procps
       libprotobuf-c-dev protobuf-c-compiler liblmdb-dev libzstd-dev libcmocka-dev
       nettle-dev zlib1g-dev libibverbs-dev libjansson-dev libssl-dev openssl libinih-dev
-      libmicrohttpd-dev libxxhash-dev
+      libmicrohttpd-dev libxxhash-dev groff-base
       clang libclang-rt-14-dev llvm-14"
+# groff-base: unit.man_pages renders docs/man with groff and fails on any warning
 # clang, libclang-rt-14-dev (libFuzzer and clang's sanitizer runtimes; only recommended by
 # clang, so named) and llvm-14 (llvm-symbolizer, for readable reports): the fuzz harnesses
 SUDO=""
