@@ -12,7 +12,7 @@ _rgpuctl()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev= cmd= i=1 j
 	local commands="run status jobs checkpoint checkpoints restore migrate drain undrain
-		consolidate wake help"
+		consolidate wake slurm help"
 	local common="--server --cluster --admin-key --tls --tls-ca --tls-name --json --progress
 		--help"
 	COMPREPLY=()
@@ -59,7 +59,7 @@ _rgpuctl()
 
 	# an option's argument
 	case $prev in
-	--cluster | --admin-key | --tls-ca | --key | --state | --lock)
+	--cluster | --admin-key | --tls-ca | --key | --state | --lock | --write)
 		_rgpuctl_files "$cur"
 		return 0
 		;;
@@ -70,10 +70,16 @@ _rgpuctl()
 		fi
 		;;
 	--server | -s | --to | --client-address | --tls-name | --tenant | -t | --need | \
-		--rounds | --headroom | --keep)
+		--rounds | --headroom | --keep | --gpus | --mem)
 		return 0 # an address, a name or a number: nothing to offer
 		;;
 	esac
+
+	# slurm place|release|licenses
+	if [[ $cmd == slurm && $COMP_CWORD -eq $((i + 1)) && $cur != -* ]]; then
+		COMPREPLY=($(compgen -W "place release licenses" -- "$cur"))
+		return 0
+	fi
 
 	# checkpoint verify CKPT / checkpoint rm CKPT
 	if [[ $cmd == checkpoint && $COMP_CWORD -eq $((i + 1)) && $cur != -* ]]; then
@@ -92,6 +98,14 @@ _rgpuctl()
 	drain) opts="$common --to --cold --rounds" ;;
 	consolidate) opts="$common --dry-run --power-off --headroom --keep --lock --state" ;;
 	wake) opts="$common --lock --state" ;;
+	slurm)
+		case ${COMP_WORDS[i + 1]} in
+		place) opts="$common --state --gpus --mem" ;;
+		release) opts="$common --state" ;;
+		licenses) opts="$common --state --write --reconfigure" ;;
+		*) return 0 ;;
+		esac
+		;;
 	*) return 0 ;;
 	esac
 	COMPREPLY=($(compgen -W "$opts" -- "$cur"))

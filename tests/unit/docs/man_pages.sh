@@ -122,7 +122,11 @@ got=$(comp "$ctl" _rgpuctl rgpuctl run --server h:7070 -- bas)
 [[ " $got " == *" bash "* ]] || bad "completion of 'rgpuctl run ... -- bas': no bash in '$got'"
 expect "$tmp/d/lock.x" "$(comp "$ctl" _rgpuctl rgpuctl run -- ls "$tmp/d/l")" "run -- ls DIR/l"
 # every option rgpuctl takes is offered by some command, and none it does not take
-offered=$(for c in $code_cmds; do comp "$ctl" _rgpuctl rgpuctl "$c" --; done | tr ' ' '\n' | grep -v '^--$' | sort -u)
+offered=$({
+	for c in $code_cmds; do comp "$ctl" _rgpuctl rgpuctl "$c" --; done
+	for c in place release licenses; do comp "$ctl" _rgpuctl rgpuctl slurm "$c" --; done
+} | tr ' ' '\n' | grep -v '^--$' | sort -u)
+expect "licenses place release" "$(comp "$ctl" _rgpuctl rgpuctl slurm '')" "rgpuctl slurm "
 for o in $(minus "$ctl_opts" "$offered"); do bad "rgpuctl.bash offers $o for no command"; done
 for o in $(minus "$offered" "$ctl_opts"); do bad "rgpuctl.bash offers $o, which rgpuctl does not take"; done
 
