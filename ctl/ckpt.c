@@ -555,8 +555,10 @@ int ctl_cmd_migrate(int argc, char **argv)
 			 rep->error && *rep->error ? rep->error : rgpu_strerror(rep->result));
 		ret = fail_json(&o, "migrate", o.server[s], err, status_of_result(rep->result));
 	} else {
-		char job[40], sent[32], dur[32], pause[32];
+		char job[40], sent[32], dur[32], pause[32], resv[64];
 		ctl_hex(&rep->job_id, job, sizeof(job));
+		/* a batch job's reservation goes where its last program goes */
+		ctl_follow_reservation(o.server[s], o.to, job, resv, sizeof(resv));
 		ctl_fmt_bytes(rep->bytes_sent, sent, sizeof(sent));
 		ms(rep->duration_ns, dur, sizeof(dur));
 		ms(rep->pause_ns, pause, sizeof(pause));
@@ -564,14 +566,15 @@ int ctl_cmd_migrate(int argc, char **argv)
 		ctl_fmt_bytes(rep->final_bytes, fin, sizeof(fin));
 		if (o.json)
 			ctl_json_print(json_pack(
-			    "{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "server",
+			    "{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:s}", "server",
 			    o.server[s], "target", o.to, "job", job, "kind", o.cold ? "cold" : "live",
 			    "client_address", rep->client_address, "checkpoint",
 			    (json_int_t)rep->checkpoint, "rounds", (json_int_t)rep->rounds,
 			    "chunks_sent", (json_int_t)rep->chunks_sent, "bytes_sent",
 			    (json_int_t)rep->bytes_sent, "final_bytes", (json_int_t)rep->final_bytes,
 			    "pause_ns", (json_int_t)rep->pause_ns, "duration_ns",
-			    (json_int_t)rep->duration_ns, "restaged", rep->restaged));
+			    (json_int_t)rep->duration_ns, "restaged", rep->restaged, "reservation",
+			    resv));
 		else if (o.cold)
 			printf("job %.12s moved from %s to %s (client address %s): checkpoint %llu, "
 			       "%llu chunks (%s) sent, held %s, %s in all\n",
@@ -586,6 +589,8 @@ int ctl_cmd_migrate(int argc, char **argv)
 			       rep->restaged ? " (its state changed at the switchover: restored "
 					       "whole)"
 					     : "");
+		if (*resv && !o.json)
+			printf("reservation %s moved with it\n", resv);
 		ret = CTL_OK;
 	}
 	rgpu__migrate_reply__free_unpacked(rep, NULL);
@@ -731,11 +736,13 @@ int ctl_cmd_drain(int argc, char **argv, int drain)
 				 rep->error && *rep->error ? rep->error : rgpu_strerror(rep->result));
 			ret = rep->result;
 		} else if (!ret) {
-			char pause[32];
+			char pause[32], resv[64];
 			ms(rep->pause_ns, pause, sizeof(pause));
+			ctl_follow_reservation(server, target, job, resv, sizeof(resv));
 			if (!o.json)
-				printf("job %.12s (%s) moved to %s: paused %s\n", job,
-				       ctl_basename(j->client_program), target, pause);
+				printf("job %.12s (%s) moved to %s: paused %s%s%s\n", job,
+				       ctl_basename(j->client_program), target, pause,
+				       *resv ? "; its reservation too: " : "", resv);
 			json_array_append_new(moved, json_pack("{s:s,s:s,s:I}", "job", job, "target",
 							       target, "pause_ns",
 							       (json_int_t)rep->pause_ns));

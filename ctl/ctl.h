@@ -108,6 +108,14 @@ int ctl_cmd_wake(int argc, char **argv);
 int ctl_cmd_slurm(int argc, char **argv);
 /* consolidate's state file: a JSON array of the admin addresses it powered off (empty if none) */
 json_t *ctl_state_load(const char *path);
+/*
+ * ctl_follow_reservation() - after job (hex id) moved from one server to another: when its
+ * label names a reservation on `from` that no other job there carries, the reservation moves
+ * to `to` too (its first GPU). name receives the reservation moved ("" when none). Returns 0, or
+ * an error said on stderr (the job has moved all the same).
+ */
+int ctl_follow_reservation(const char *from, const char *to, const char *job, char *name,
+			   size_t len);
 /* RESERVE name on GPU gpu of admin (release: end it there); the server's words in err */
 int ctl_reserve(const char *admin, const char *name, unsigned gpu, uint64_t bytes, int release,
 		char *err, size_t len);

@@ -130,6 +130,30 @@ out=$("$ctl" slurm place 12 --gpus 1 --mem 16 $c 2>&1) || fail "place 12 after t
 [ "$out" = "$PB/0" ] || fail "place 12 after the move: '$out', want '$PB/0'"
 echo "ok: consolidate moved reservation slurm-12 with its program from A to B (fewest bytes), powered A off; both programs' checks passed; place now says $PB/0"
 
+# a later program of the job, migrated by hand: the reservation follows its last program
+ZDTM_FILL_MIB=4 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 RGPU_JOB_LABEL=slurm-12 "$ctl" run --server "$PB" -- \
+	${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_fill" >"$tmp/r.out" 2>"$tmp/r.err" &
+rpid=$!
+i=0
+until grep -q '^READY$' "$tmp/r.out"; do
+	[ $i -ge 1200 ] && fail "no READY within 60 s: $(cat "$tmp/r.out" "$tmp/r.err")"
+	sleep 0.05
+	i=$((i + 1))
+done
+"$ctl" jobs --server "$B" --json >"$tmp/jobs.json"
+rjob=$(json "$tmp/jobs.json" '[x["job"] for x in j["jobs"] if x["label"] == "slurm-12"][0]')
+"$ctl" migrate "$rjob" --server "$B" --to "$A" --json >"$tmp/mig.json" || fail "migrate: $(cat "$tmp/mig.json")"
+[ "$(json "$tmp/mig.json" 'j["reservation"]')" = slurm-12 ] || fail "the reservation did not follow: $(cat "$tmp/mig.json")"
+"$ctl" status --server "$A" --json >"$tmp/st.json"
+[ "$(json "$tmp/st.json" '[(r["name"], r["bytes"]) for r in j["servers"][0]["reservations"]]')" = "[('slurm-12', $((16 * MiB)))]" ] ||
+	fail "A's reservations after the migration: $(cat "$tmp/st.json")"
+"$ctl" status --server "$B" --json >"$tmp/stb.json"
+[ "$(json "$tmp/stb.json" 'j["servers"][0]["reservations"]')" = "[]" ] || fail "B kept it: $(cat "$tmp/stb.json")"
+kill -USR1 "$rpid"
+wait "$rpid" || fail "the migrated program failed: $(cat "$tmp/r.out" "$tmp/r.err")"
+grep -q "^zdtm fill: OK rounds=1 " "$tmp/r.out" || fail "the migrated program: $(cat "$tmp/r.out")"
+echo "ok: rgpuctl migrate of the job's program from B to A took its reservation along; its checks passed"
+
 # 4. licenses, a restart, release
 # shellcheck disable=SC2086
 "$ctl" slurm licenses $c --write "$tmp/lic.conf" >"$tmp/lic.out" || fail "licenses: $(cat "$tmp/lic.out")"
@@ -141,17 +165,18 @@ echo "ok: consolidate moved reservation slurm-12 with its program from A to B (f
 # shellcheck disable=SC2086
 [ "$("$ctl" slurm licenses $c --write "$tmp/lic.conf")" = "rgpu:1 (written; was different)" ] || fail "licenses with B drained"
 "$ctl" undrain "$B" >/dev/null || fail "undrain B"
-srv_stop B
-srv_start B -- --resume-grace 30
-B2=$(srv_admin B)
-"$ctl" status --server "$B2" --json >"$tmp/stb.json"
-[ "$(json "$tmp/stb.json" '[r["name"] for r in j["servers"][0]["reservations"]]')" = "['slurm-12']" ] || fail "the reservation did not outlive a restart: $(cat "$tmp/stb.json")"
-printf '%s\n%s\n' "$A" "$B2" >"$tmp/cluster"
+srv_stop A
+srv_start A -- --resume-grace 30
+A2=$(srv_admin A)
+"$ctl" status --server "$A2" --json >"$tmp/st.json"
+[ "$(json "$tmp/st.json" '[r["name"] for r in j["servers"][0]["reservations"]]')" = "['slurm-12']" ] || fail "the reservation did not outlive a restart: $(cat "$tmp/st.json")"
+printf '%s\n%s\n' "$A2" "$B" >"$tmp/cluster"
+rm -f "$tmp/state.json"
 # shellcheck disable=SC2086
 [ "$("$ctl" slurm release 12 $c)" = "slurm-12: released on 1 server(s)" ] || fail "release 12"
 # shellcheck disable=SC2086
 [ "$("$ctl" slurm release 12 $c)" = "slurm-12: no reservation on 0 server(s)" ] || fail "release 12 again"
-"$ctl" status --server "$B2" --json >"$tmp/stb.json"
-[ "$(json "$tmp/stb.json" 'j["servers"][0]["reservations"]')" = "[]" ] || fail "release left: $(cat "$tmp/stb.json")"
+"$ctl" status --server "$A2" --json >"$tmp/st.json"
+[ "$(json "$tmp/st.json" 'j["servers"][0]["reservations"]')" = "[]" ] || fail "release left: $(cat "$tmp/st.json")"
 echo "ok: licenses rgpu:2 (one off, one up), unchanged is not rewritten, rgpu:1 with B drained; a reservation outlives a restart; release ends it, again is no error"
 echo "reserve: all passed"
