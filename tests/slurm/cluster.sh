@@ -41,7 +41,7 @@
 #                                  configuration again and the node is back
 #   slurm_lic NAME FIELD           a license's Total, Used, Free or Reserved (scontrol show lic)
 #   slurm_logs                     print the daemons' logs (the last 60 lines of each)
-#   slurm_fail MSG                 print FAIL: MSG and the logs, stop the cluster, exit 1
+#   slurm_fail MSG                 print FAIL: MSG, stop the cluster, print the logs, exit 1
 # The functions use the names slurm_* and _slurm_* only, and the variables SLURM_*,
 # _slurm_*; a test script that sources this file should call slurm_stop from its EXIT trap.
 
@@ -58,8 +58,9 @@ slurm_logs() {
 
 slurm_fail() {
 	echo "FAIL: $*"
-	slurm_logs
+	# stopped first: nothing left running if printing the logs is cut short (a closed pipe)
 	slurm_stop
+	slurm_logs
 	exit 1
 }
 

@@ -22,7 +22,7 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-trap 'exit 143' INT TERM
+trap 'exit 143' INT TERM HUP
 fail() { slurm_fail "$@"; }
 t0=$(date +%s)
 step() { echo "selftest: $(($(date +%s) - t0)) s: $*"; }
