@@ -8,10 +8,17 @@ PKGS="build-essential cmake pkg-config python3 procps
       libprotobuf-c-dev protobuf-c-compiler liblmdb-dev libzstd-dev libcmocka-dev
       nettle-dev zlib1g-dev libibverbs-dev libjansson-dev libssl-dev openssl libinih-dev
       libmicrohttpd-dev libxxhash-dev groff-base
-      clang libclang-rt-14-dev llvm-14"
+      clang libclang-rt-14-dev llvm-14
+      slurmctld slurmd slurm-client munge libslurm-dev"
 # groff-base: unit.man_pages renders docs/man with groff and fails on any warning
 # clang, libclang-rt-14-dev (libFuzzer and clang's sanitizer runtimes; only recommended by
 # clang, so named) and llvm-14 (llvm-symbolizer, for readable reports): the fuzz harnesses
+# slurmctld, slurmd, slurm-client, munge: the Slurm tests' private one-node cluster
+# (tests/slurm/cluster.sh: its own munge key and socket, its own ports; it needs none of the
+# system services these packages bring, which on Debian do not start without
+# /etc/slurm/slurm.conf, and a system munged on its default socket does not clash with it).
+# job_submit/lua is in slurm-wlm-basic-plugins (with liblua5.1-0), a dependency of both
+# daemons. libslurm-dev: spank.h, for SPANK plugins (issue 15; tests/slurm/demo_spank.c).
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""
