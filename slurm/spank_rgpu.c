@@ -6,11 +6,15 @@
  *                      environment (SPANK_RGPU=N:BYTES), where the site's job_submit.lua
  *                      (slurm/job_submit.lua) finds it and asks for N of the `rgpu` license:
  *                      a job that cannot have GPUs now waits in the queue, Reason=Licenses
- *   each job step (slurmstepd, as root)  `rgpuctl slurm place JOBID --gpus N --mem BYTES`
- *                      reserves the GPUs (or finds where they are, for later steps), and the
+ *   each job step (slurmstepd, as root)  on the job's first node `rgpuctl slurm place JOBID
+ *                      --gpus N --mem BYTES` reserves the GPUs (or finds where they are, for
+ *                      later steps), on its other nodes `rgpuctl slurm where JOBID` waits (60 s)
+ *                      for the first node's placement; the
  *                      step's tasks get RGPU_SERVERS, RGPU_JOB_LABEL=slurm-JOBID and the
- *                      interposer first on LD_LIBRARY_PATH; a placement that fails fails the
- *                      step, with rgpuctl's words in its error
+ *                      interposer first on LD_LIBRARY_PATH; a placement that fails fails each
+ *                      task before it starts, with rgpuctl's words on its standard error (a
+ *                      step whose plugin fails earlier leaves the user no word, and Slurm calls
+ *                      such a batch job COMPLETED)
  *   the job's epilog (slurmd, as root)  `rgpuctl slurm release JOBID`
  *
  * Its arguments in plugstack.conf: cluster=FILE (the cluster file, default /etc/rgpu/cluster),
@@ -38,6 +42,7 @@ SPANK_PLUGIN(rgpu, 1);
 #endif
 
 static unsigned want_gpus;   /* --rgpu's N (0: not asked) */
+static char place_err[1200]; /* why the step has no GPUs, said by each of its tasks */
 static uint64_t want_bytes;  /* its MEM, in bytes (0: not said) */
 static const char *cluster = "/etc/rgpu/cluster", *rgpuctl = RGPU_RGPUCTL,
 		  *interposer = RGPU_INTERPOSER, *admin_key, *state;
@@ -90,12 +95,28 @@ static int opt_rgpu(int val, const char *optarg, int remote)
 	return 0;
 }
 
-struct spank_option spank_options[] = {
-	{"rgpu", "N[:MEM]",
-	 "GPUs of rgpu's servers for the job: N of them, each with MEM free (MiB, or 8G)", 1, 0,
-	 opt_rgpu},
-	SPANK_OPTIONS_TABLE_END,
+/* registered in slurm_spank_init: sbatch 22.05 does not offer an option of a static table */
+static struct spank_option rgpu_option = {
+	"rgpu", "N[:MEM]",
+	"GPUs of rgpu's servers for the job: N of them, each with MEM free (MiB, or 8G)", 1, 0,
+	opt_rgpu,
 };
+
+int slurm_spank_init(spank_t sp, int ac, char **av);
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av);
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av);
+int slurm_spank_task_init(spank_t sp, int ac, char **av);
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_option_register(sp, &rgpu_option) != ESPANK_SUCCESS) {
+		slurm_error("rgpu: cannot register --rgpu");
+		return -1;
+	}
+	return 0;
+}
 
 static void read_args(int ac, char **av)
 {
@@ -225,11 +246,25 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	snprintf(gpus, sizeof(gpus), "%u", want_gpus);
 	snprintf(mem, sizeof(mem), "%" PRIu64 "K", want_bytes >> 10);
 	const char *args[] = {"slurm", "place", job, "--gpus", gpus, "--mem", mem, NULL};
-	ret = run_rgpuctl(args, out, sizeof(out), err, sizeof(err));
+	const char *where[] = {"slurm", "where", job, NULL};
+	uint32_t nodeid = 0;
+	if (spank_get_item(sp, S_JOB_NODEID, &nodeid) != ESPANK_SUCCESS)
+		nodeid = 0;
+	if (nodeid == 0) {
+		ret = run_rgpuctl(args, out, sizeof(out), err, sizeof(err));
+	} else {
+		/* one placement per job: the first node's; the others find it (exit 4: not yet) */
+		for (int t = 0; (ret = run_rgpuctl(where, out, sizeof(out), err, sizeof(err))) == 4 &&
+				t < 120;
+		     t++)
+			usleep(500000);
+	}
 	if (ret || !*out) {
-		slurm_error("rgpu: no GPU for job %s (rgpuctl slurm place exited %d): %s", job, ret,
-			    *err ? err : "no answer");
-		return -1;
+		snprintf(place_err, sizeof(place_err),
+			 "rgpu: no GPU for job %s (rgpuctl slurm %s exited %d): %s", job,
+			 nodeid ? "where" : "place", ret, *err ? err : "no answer");
+		slurm_error("%s", place_err);
+		return 0; /* the tasks fail, saying why */
 	}
 	snprintf(label, sizeof(label), "slurm-%s", job);
 	if (spank_getenv(sp, "LD_LIBRARY_PATH", old, sizeof(old)) != ESPANK_SUCCESS)
@@ -245,6 +280,18 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* in each task, as its user, before the program: a step without its GPUs does not start */
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	(void)sp;
+	(void)ac;
+	(void)av;
+	if (!*place_err)
+		return 0;
+	dprintf(STDERR_FILENO, "%s\n", place_err);
+	return -1;
+}
+
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
 	char out[512], err[1024];
@@ -254,7 +301,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 
 	read_args(ac, av);
 	/* only a job that asked (its option, or its control environment) */
-	if (spank_option_getopt(sp, &spank_options[0], &optarg) != ESPANK_SUCCESS &&
+	if (spank_option_getopt(sp, &rgpu_option, &optarg) != ESPANK_SUCCESS &&
 	    !getenv("SPANK_RGPU"))
 		return 0;
 	if (!job || !*job) {
