@@ -9,6 +9,7 @@
  *                                       the RGPU_SERVERS value that reaches them. Asked again
  *                                       for a job that has them, it prints where they are now
  *                                       (they move with consolidate).
+ *   where JOBID                         print where the job's reservations are (exit 4: none)
  *   release JOBID                       end the job's reservations wherever they are
  *   licenses [--write FILE [--reconfigure]]
  *                                       how many GPUs the cluster offers (servers that answer
@@ -291,6 +292,24 @@ static int cmd_place(struct ctl_opts *o, const char *name)
 	return CTL_FAILED;
 }
 
+static int cmd_where(struct ctl_opts *o, const char *name)
+{
+	struct srv s[CTL_MAX_SERVERS];
+	struct pick p[SLURM_MAX_GPUS];
+	json_t *off = ctl_state_load(o->state_path ? o->state_path : CTL_DEFAULT_STATE);
+	int n;
+
+	ask_all(o, s, off);
+	json_decref(off);
+	n = find_resv(s, o->nserver, name, p);
+	if (n)
+		print_place(o, name, s, p, n, 1);
+	else
+		fprintf(stderr, "rgpuctl slurm where: no reservation %s\n", name);
+	free_all(s, o->nserver);
+	return n ? CTL_OK : CTL_NOTFOUND;
+}
+
 static int cmd_release(struct ctl_opts *o, const char *name)
 {
 	struct srv s[CTL_MAX_SERVERS];
@@ -409,14 +428,17 @@ int ctl_cmd_slurm(int argc, char **argv)
 	char name[64];
 	int ret;
 
-	if (strcmp(sub, "place") && strcmp(sub, "release") && strcmp(sub, "licenses")) {
+	if (strcmp(sub, "place") && strcmp(sub, "where") && strcmp(sub, "release") &&
+	    strcmp(sub, "licenses")) {
 		fprintf(stderr, "usage: rgpuctl slurm place JOBID --gpus N [--mem SIZE]\n"
+				"       rgpuctl slurm where JOBID\n"
 				"       rgpuctl slurm release JOBID\n"
 				"       rgpuctl slurm licenses [--write FILE [--reconfigure]]\n"
 				"  (each with --cluster FILE | --server ADDR..., --state FILE, --json)\n");
 		return !strcmp(sub, "--help") || !strcmp(sub, "-h") ? CTL_OK : CTL_USAGE;
 	}
-	ret = ctl_parse(argc - 1, argv + 1, "slurm", !strcmp(sub, "licenses") ? "SwR" : "Sgm",
+	ret = ctl_parse(argc - 1, argv + 1, "slurm",
+			!strcmp(sub, "licenses") ? "SwR" : !strcmp(sub, "place") ? "Sgm" : "S",
 			!strcmp(sub, "licenses") ? 0 : 1, &o);
 	if (ret)
 		return ret < 0 ? CTL_OK : ret;
@@ -426,7 +448,9 @@ int ctl_cmd_slurm(int argc, char **argv)
 		fprintf(stderr, "rgpuctl slurm %s: name the Slurm job id\n", sub);
 		ret = CTL_USAGE;
 	} else if (!(ret = resv_name(o.args[0], name, sizeof(name)))) {
-		ret = !strcmp(sub, "place") ? cmd_place(&o, name) : cmd_release(&o, name);
+		ret = !strcmp(sub, "place")   ? cmd_place(&o, name)
+		      : !strcmp(sub, "where") ? cmd_where(&o, name)
+					      : cmd_release(&o, name);
 	}
 	ctl_opts_free(&o);
 	return ret;

@@ -77,7 +77,7 @@ _rgpuctl()
 
 	# slurm place|release|licenses
 	if [[ $cmd == slurm && $COMP_CWORD -eq $((i + 1)) && $cur != -* ]]; then
-		COMPREPLY=($(compgen -W "place release licenses" -- "$cur"))
+		COMPREPLY=($(compgen -W "place where release licenses" -- "$cur"))
 		return 0
 	fi
 
@@ -101,7 +101,7 @@ _rgpuctl()
 	slurm)
 		case ${COMP_WORDS[i + 1]} in
 		place) opts="$common --state --gpus --mem" ;;
-		release) opts="$common --state" ;;
+		release | where) opts="$common --state" ;;
 		licenses) opts="$common --state --write --reconfigure" ;;
 		*) return 0 ;;
 		esac

@@ -124,9 +124,9 @@ expect "$tmp/d/lock.x" "$(comp "$ctl" _rgpuctl rgpuctl run -- ls "$tmp/d/l")" "r
 # every option rgpuctl takes is offered by some command, and none it does not take
 offered=$({
 	for c in $code_cmds; do comp "$ctl" _rgpuctl rgpuctl "$c" --; done
-	for c in place release licenses; do comp "$ctl" _rgpuctl rgpuctl slurm "$c" --; done
+	for c in place where release licenses; do comp "$ctl" _rgpuctl rgpuctl slurm "$c" --; done
 } | tr ' ' '\n' | grep -v '^--$' | sort -u)
-expect "licenses place release" "$(comp "$ctl" _rgpuctl rgpuctl slurm '')" "rgpuctl slurm "
+expect "licenses place release where" "$(comp "$ctl" _rgpuctl rgpuctl slurm '')" "rgpuctl slurm "
 for o in $(minus "$ctl_opts" "$offered"); do bad "rgpuctl.bash offers $o for no command"; done
 for o in $(minus "$offered" "$ctl_opts"); do bad "rgpuctl.bash offers $o, which rgpuctl does not take"; done
 
