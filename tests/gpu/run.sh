@@ -426,13 +426,17 @@ if want multi; then
 fi
 
 # ---- consolidation and telemetry (issue 11): NVML's figures in status and /metrics, idle and
-# busy; three rgpud on the one GPU, five jobs consolidated, the power-off command run
+# busy; three rgpud on the one GPU, five jobs consolidated, the power-off command run; a batch
+# job's reservation moved with its program
 if want consolidate; then
 	export RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system}
 	OUT_JSON="$OUT/telemetry.json" timeout 120 tests/e2e/metrics.sh "$B" >"$OUT/metrics.log" 2>&1; rc=$?
 	row metrics - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
 	OUT_JSON="$OUT/consolidate_status.json" timeout 300 tests/e2e/consolidate.sh "$B" >"$OUT/consolidate.log" 2>&1; rc=$?
 	row consolidate - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
+	# reservations (issue 15): a labelled program moved with its reservation, on the GPU
+	timeout 300 tests/e2e/reserve.sh "$B" >"$OUT/reserve.log" 2>&1; rc=$?
+	row reserve - "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "" ""
 	unset RGPU_E2E_DRIVER
 fi
 
