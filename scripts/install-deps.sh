@@ -8,9 +8,12 @@ PKGS="build-essential cmake pkg-config python3 procps
       libprotobuf-c-dev protobuf-c-compiler liblmdb-dev libzstd-dev libcmocka-dev
       nettle-dev zlib1g-dev libibverbs-dev libjansson-dev libssl-dev openssl libinih-dev
       libmicrohttpd-dev libxxhash-dev
-      clang libclang-rt-14-dev llvm-14"
+      clang libclang-rt-14-dev llvm-14
+      dpkg-dev fakeroot debootstrap"
 # clang, libclang-rt-14-dev (libFuzzer and clang's sanitizer runtimes; only recommended by
 # clang, so named) and llvm-14 (llvm-symbolizer, for readable reports): the fuzz harnesses
+# dpkg-dev (dpkg-shlibdeps) and fakeroot: scripts/package.sh's Debian packages; debootstrap:
+# the clean Debian root package.clean_root installs them in
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""
