@@ -12,7 +12,7 @@ for tool in dpkg-shlibdeps dpkg-deb fakeroot; do
 		exit 1
 	}
 done
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} -DCMAKE_INSTALL_PREFIX=/usr \
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" -DCMAKE_INSTALL_PREFIX=/usr \
 	-DRGPU_BUILD_TESTS=OFF -DRGPU_BUILD_CUDA_TESTS=OFF -DRGPU_CUT_TESTS=OFF >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 rm -f "$dir"/*.deb

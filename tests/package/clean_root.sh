@@ -88,12 +88,13 @@ rm -rf "$root"
 PKG_BUILD_DIR=$work/build-pkg "$src/scripts/package.sh" >"$work/package.log" 2>&1 ||
 	{ tail -n 30 "$work/package.log"; fail "scripts/package.sh failed (log: $work/package.log)"; }
 debs=""
-for p in server client slurm; do
+for p in client server slurm; do
 	deb=$work/build-pkg/rgpu-${p}_$version-1_amd64.deb
 	grep -qx "$deb" "$work/package.log" || fail "package.sh did not make $deb: $(tail -n 5 "$work/package.log")"
 	debs="$debs $(basename "$deb")"
 done
-[ "$(ls "$work"/build-pkg/*.deb | wc -l)" -eq 3 ] || fail "more than three packages: $(ls "$work"/build-pkg/*.deb)"
+made=$(cd "$work/build-pkg" && echo *.deb)
+[ "$made" = "$(echo $debs)" ] || fail "package.sh made $made, want$debs"
 step package
 
 # --- 2. a clean Debian 12 root ----------------------------------------------------------------
@@ -156,7 +157,7 @@ step install
 # --- 4. files, user, binaries -----------------------------------------------------------------
 libdir=/usr/lib/x86_64-linux-gnu
 man_of() { # the installed man pages of docs/man whose names start with $1
-	for m in "$src"/docs/man/$1*.[158]; do
+	for m in "$src/docs/man/$1"*.[158]; do
 		[ -e "$m" ] || continue
 		n=$(basename "$m")
 		echo "/usr/share/man/man${n##*.}/$n.gz"
@@ -174,7 +175,11 @@ expect_client=$( {
 expect_slurm=/usr/share/doc/rgpu-slurm/README
 for p in server client slurm; do
 	got=$(in_root dpkg -L rgpu-$p | while read -r f; do if [ -f "$root$f" ]; then echo "$f"; fi; done | sort)
-	eval want=\$expect_$p
+	case $p in
+	server) want=$expect_server ;;
+	client) want=$expect_client ;;
+	slurm) want=$expect_slurm ;;
+	esac
 	[ "$got" = "$want" ] || fail "rgpu-$p's files:
 $got
 want:
