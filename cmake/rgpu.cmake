@@ -21,6 +21,8 @@ function(rgpu_add_library name)
 endfunction()
 
 # rgpu_add_executable(NAME SOURCES... [LIBS libs...]) -> build/bin/NAME
+# In the build tree the run path finds the libraries build/lib ships (the GPU host lacks some);
+# an installed copy has none: it uses the system's, which its package depends on.
 function(rgpu_add_executable name)
   cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${A_SOURCES} ${A_UNPARSED_ARGUMENTS})
@@ -28,7 +30,7 @@ function(rgpu_add_executable name)
   target_link_libraries(${name} PRIVATE ${A_LIBS})
   set_target_properties(${name} PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin
-    BUILD_RPATH "\$ORIGIN/../lib" INSTALL_RPATH "\$ORIGIN/../lib")
+    BUILD_RPATH "\$ORIGIN/../lib" INSTALL_RPATH "")
 endfunction()
 
 # rgpu_add_unit_test(NAME SOURCES... [LIBS libs...]) -> a cmocka test run by ctest

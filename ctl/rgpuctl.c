@@ -134,30 +134,41 @@ static void usage(FILE *f)
 		RGPU_DEFAULT_SERVER, RGPU_DEFAULT_ADMIN);
 }
 
-/* The interposer's folder: $RGPU_INTERPOSER_DIR, else ../lib/interposer next to this binary. */
+/*
+ * The interposer's folder: $RGPU_INTERPOSER_DIR when set (and then that one alone), else
+ * ../lib/interposer next to this binary (the build tree), else RGPU_INTERPOSER_INSTALL_DIR,
+ * where rgpu-client installs it (off the loader's path). The first that holds libcuda.so.1
+ * goes to out; when none does, the error names every place tried.
+ */
 static int interposer_dir(char *out, size_t len)
 {
 	const char *env = getenv("RGPU_INTERPOSER_DIR");
-	char exe[PATH_MAX], probe[PATH_MAX + 32];
+	char exe[PATH_MAX], cand[2][PATH_MAX + 32], probe[PATH_MAX + 64];
+	int n = 0;
+	ssize_t r;
 	struct stat st;
-	ssize_t n;
 
 	if (env && *env) {
-		snprintf(out, len, "%s", env);
+		snprintf(cand[n++], sizeof(cand[0]), "%s", env);
 	} else {
-		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n <= 0)
-			return -1;
-		exe[n] = '\0';
-		snprintf(out, len, "%s/../lib/interposer", dirname(exe));
+		r = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (r > 0) {
+			exe[r] = '\0';
+			snprintf(cand[n++], sizeof(cand[0]), "%s/../lib/interposer", dirname(exe));
+		}
+		snprintf(cand[n++], sizeof(cand[0]), "%s", RGPU_INTERPOSER_INSTALL_DIR);
 	}
-	snprintf(probe, sizeof(probe), "%s/libcuda.so.1", out);
-	if (stat(probe, &st)) {
-		fprintf(stderr, "rgpuctl: the interposer is not at %s (set RGPU_INTERPOSER_DIR)\n",
-			probe);
-		return -1;
+	for (int i = 0; i < n; i++) {
+		snprintf(probe, sizeof(probe), "%s/libcuda.so.1", cand[i]);
+		if (stat(probe, &st) == 0) {
+			snprintf(out, len, "%s", cand[i]);
+			return 0;
+		}
 	}
-	return 0;
+	fprintf(stderr, "rgpuctl: rgpu's libcuda.so.1 (the interposer) is not in %s%s%s%s\n",
+		cand[0], n > 1 ? " nor in " : "", n > 1 ? cand[1] : "",
+		env && *env ? " ($RGPU_INTERPOSER_DIR)" : " (set RGPU_INTERPOSER_DIR)");
+	return -1;
 }
 
 static int cmd_run(int argc, char **argv)

@@ -9,7 +9,8 @@ PKGS="build-essential cmake pkg-config python3 procps
       nettle-dev zlib1g-dev libibverbs-dev libjansson-dev libssl-dev openssl libinih-dev
       libmicrohttpd-dev libxxhash-dev groff-base
       clang libclang-rt-14-dev llvm-14
-      slurmctld slurmd slurm-client munge libslurm-dev"
+      slurmctld slurmd slurm-client munge libslurm-dev
+      dpkg-dev fakeroot debootstrap"
 # groff-base: unit.man_pages renders docs/man with groff and fails on any warning
 # clang, libclang-rt-14-dev (libFuzzer and clang's sanitizer runtimes; only recommended by
 # clang, so named) and llvm-14 (llvm-symbolizer, for readable reports): the fuzz harnesses
@@ -19,6 +20,8 @@ PKGS="build-essential cmake pkg-config python3 procps
 # /etc/slurm/slurm.conf, and a system munged on its default socket does not clash with it).
 # job_submit/lua is in slurm-wlm-basic-plugins (with liblua5.1-0), a dependency of both
 # daemons. libslurm-dev: spank.h, for SPANK plugins (issue 15; tests/slurm/demo_spank.c).
+# dpkg-dev (dpkg-shlibdeps) and fakeroot: scripts/package.sh's Debian packages; debootstrap:
+# the clean Debian root package.clean_root installs them in
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""
