@@ -1,7 +1,7 @@
 # Debian packages (issue 15), made by CPack's DEB generator, one package per install component:
 #   server -> rgpu-server  rgpud, rgpud.service, /etc/rgpu/rgpud.conf, rgpud(8), rgpud.conf(5)
 #   client -> rgpu-client  rgpuctl, the interposer (off the loader's path), rgpuctl(1), completion
-#   slurm  -> rgpu-slurm   the Slurm SPANK plugin's place (not written yet: a README only)
+#   slurm  -> rgpu-slurm   the Slurm SPANK plugin, job_submit.lua, a plugstack.conf example
 # The install() rules sit with what they install (server/, ctl/, interposer/); the man pages
 # and the packages' settings are here. scripts/package.sh configures a build for /usr and runs
 # cpack. Dependencies on Debian's libraries come from dpkg-shlibdeps.
@@ -33,10 +33,6 @@ foreach(page ${RGPU_MAN_PAGES})
   install(FILES ${gz} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section} COMPONENT ${comp})
 endforeach()
 add_custom_target(man_pages ALL DEPENDS ${man_gz})
-
-# rgpu-slurm's placeholder (see packaging/slurm/README)
-install(FILES ${CMAKE_SOURCE_DIR}/packaging/slurm/README
-  DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/rgpu-slurm COMPONENT slurm)
 
 # --- CPack ------------------------------------------------------------------------------------
 set(RGPU_PACKAGE_MAINTAINER
@@ -71,6 +67,8 @@ set(CPACK_DEBIAN_CLIENT_PACKAGE_SECTION utils)
 
 set(CPACK_DEBIAN_SLURM_PACKAGE_NAME rgpu-slurm)
 set(CPACK_DEBIAN_SLURM_PACKAGE_SECTION admin)
+# slurmd and slurmstepd load the plugin (sbatch, srun and salloc too, for --rgpu)
+set(CPACK_DEBIAN_SLURM_PACKAGE_RECOMMENDS "slurmd, slurm-client")
 
 include(CPack)
 
@@ -86,9 +84,9 @@ rgpuctl run starts an unmodified CUDA program with rgpu's libcuda.so.1 in front 
 sends its driver calls to an rgpud. The library lives in a folder of its own, off the dynamic
 loader's path: it never replaces NVIDIA's driver for other programs. rgpuctl also shows
 servers and jobs, and checkpoints, migrates and drains them.")
-# The SPANK plugin will be added by a target installed with COMPONENT slurm; until then the
-# package holds a README.
 cpack_add_component(slurm DISPLAY_NAME "rgpu for Slurm" DEPENDS client
-  DESCRIPTION "Slurm integration of rgpu (placeholder)
-The place of rgpu's Slurm SPANK plugin, which is not written yet: this version of the package
-holds only a README.")
+  DESCRIPTION "Slurm integration of rgpu: --rgpu=N[:MEM] for sbatch, srun and salloc
+The SPANK plugin spank_rgpu.so gives a job's tasks GPUs of rgpu's servers (RGPU_SERVERS and
+the interposer), reserved for the job while it runs; job_submit.lua makes the job wait for
+the rgpu license, which rgpuctl slurm licenses keeps equal to the cluster's GPUs. Add the
+plugin to plugstack.conf (an example is in /usr/share/rgpu/slurm).")

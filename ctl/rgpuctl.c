@@ -159,9 +159,9 @@ static int interposer_dir(char *out, size_t len)
 		snprintf(cand[n++], sizeof(cand[0]), "%s", RGPU_INTERPOSER_INSTALL_DIR);
 	}
 	for (int i = 0; i < n; i++) {
-		snprintf(probe, sizeof(probe), "%s/libcuda.so.1", cand[i]);
+		snprintf(probe, sizeof(probe), "%.*s/libcuda.so.1", (int)sizeof(cand[0]), cand[i]);
 		if (stat(probe, &st) == 0) {
-			snprintf(out, len, "%s", cand[i]);
+			snprintf(out, len, "%.*s", (int)sizeof(cand[0]), cand[i]);
 			return 0;
 		}
 	}

@@ -156,23 +156,13 @@ step install
 
 # --- 4. files, user, binaries -----------------------------------------------------------------
 libdir=/usr/lib/x86_64-linux-gnu
-man_of() { # the installed man pages of docs/man whose names start with $1
-	for m in "$src/docs/man/$1"*.[158]; do
-		[ -e "$m" ] || continue
-		n=$(basename "$m")
-		echo "/usr/share/man/man${n##*.}/$n.gz"
-	done
-}
-expect_server=$( {
-	printf '%s\n' /etc/rgpu/rgpud.conf /lib/systemd/system/rgpud.service /usr/sbin/rgpud
-	man_of rgpud
-} | sort)
-expect_client=$( {
-	printf '%s\n' /usr/bin/rgpuctl $libdir/rgpu/libcuda.so.1
-	[ -e "$src/ctl/completion/rgpuctl.bash" ] && echo /usr/share/bash-completion/completions/rgpuctl
-	man_of rgpuctl
-} | sort)
-expect_slurm=/usr/share/doc/rgpu-slurm/README
+expect_server=$(printf '%s\n' /etc/rgpu/rgpud.conf /lib/systemd/system/rgpud.service /usr/sbin/rgpud \
+	/usr/share/bash-completion/completions/rgpud /usr/share/man/man5/rgpud.conf.5.gz \
+	/usr/share/man/man8/rgpud.8.gz | sort)
+expect_client=$(printf '%s\n' /usr/bin/rgpuctl $libdir/rgpu/libcuda.so.1 \
+	/usr/share/bash-completion/completions/rgpuctl /usr/share/man/man1/rgpuctl.1.gz | sort)
+expect_slurm=$(printf '%s\n' $libdir/slurm-wlm/spank_rgpu.so /usr/share/rgpu/slurm/job_submit.lua \
+	/usr/share/rgpu/slurm/plugstack.conf.example | sort)
 for p in server client slurm; do
 	got=$(in_root dpkg -L rgpu-$p | while read -r f; do if [ -f "$root$f" ]; then echo "$f"; fi; done | sort)
 	case $p in
@@ -191,9 +181,18 @@ done
 if in_root ldconfig -p | grep -q libcuda; then
 	fail "the loader's cache knows a libcuda: $(in_root ldconfig -p | grep libcuda)"
 fi
-for f in /usr/sbin/rgpud /usr/bin/rgpuctl $libdir/rgpu/libcuda.so.1; do
+for f in /usr/sbin/rgpud /usr/bin/rgpuctl $libdir/rgpu/libcuda.so.1 $libdir/slurm-wlm/spank_rgpu.so; do
 	if readelf -d "$root$f" | grep -E 'RPATH|RUNPATH'; then fail "$f has a run path"; fi
 	if in_root ldd "$f" | grep 'not found'; then fail "$f lacks libraries in the root"; fi
+done
+# the Slurm plugin: Slurm's entry points, and the installed client's paths compiled in
+plug=$root$libdir/slurm-wlm/spank_rgpu.so
+for sym in plugin_name plugin_type slurm_spank_init slurm_spank_init_post_opt slurm_spank_task_init \
+	slurm_spank_job_epilog; do
+	readelf --dyn-syms -W "$plug" | awk '{print $8}' | grep -qx "$sym" || fail "spank_rgpu.so lacks $sym"
+done
+for p in /usr/bin/rgpuctl $libdir/rgpu; do
+	grep -qaF "$p" "$plug" || fail "spank_rgpu.so does not name $p (the packages' paths)"
 done
 pw=$(in_root getent passwd rgpu) || fail "no user rgpu"
 [ "$(echo "$pw" | cut -d: -f6,7)" = /var/lib/rgpu:/usr/sbin/nologin ] || fail "rgpu's passwd entry: $pw"
