@@ -143,7 +143,7 @@ static void usage(FILE *f)
 static int interposer_dir(char *out, size_t len)
 {
 	const char *env = getenv("RGPU_INTERPOSER_DIR");
-	char exe[PATH_MAX], cand[2][PATH_MAX + 32], probe[PATH_MAX + 64];
+	char exe[PATH_MAX], cand[2][PATH_MAX], probe[PATH_MAX + 32];
 	int n = 0;
 	ssize_t r;
 	struct stat st;
