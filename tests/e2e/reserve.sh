@@ -3,7 +3,8 @@
 #   reserve.sh BUILD
 # 1. slurm place reserves memory of the emptiest GPU as slurm-JOBID and prints the RGPU_SERVERS
 #    that reaches it; asked again it prints the same; a request no GPU has room for fails
-#    (exit 1) and leaves nothing reserved; a bad job id is a usage error.
+#    (exit 1) and leaves nothing reserved; a bad job id is a usage error; with no room on the
+#    servers up, one consolidate powered off is woken and used.
 # 2. status shows the reservation; the GPU's memory_reserved is what it asked, less what the
 #    job's programs (RGPU_JOB_LABEL=slurm-JOBID, shown by jobs) map; a bad label is not sent.
 # 3. consolidate moves the reservation with its program live to the other server (fewest bytes),
@@ -25,6 +26,7 @@ cat >"$tmp/cluster" <<EOF2
 $A
 $B
 power-off = echo "off \$RGPU_SERVER" >>$tmp/hooks.log
+power-on = echo "on \$RGPU_SERVER" >>$tmp/hooks.log
 EOF2
 opts="--cluster $tmp/cluster --state $tmp/state.json --lock $tmp/lock"
 c="--cluster $tmp/cluster --state $tmp/state.json"
@@ -61,6 +63,25 @@ grep -q "no room for 1 GPU(s)" "$tmp/full.out" || fail "no word on the room: $(c
 [ "$(json "$tmp/stb.json" 'j["servers"][0]["reservations"]')" = "[]" ] || fail "B kept a reservation: $(cat "$tmp/stb.json")"
 grep -q "reserve: GPU 0 reserved for slurm-12 (16 MiB asked)" "$tmp/A/log" || fail "A did not log the reservation"
 echo "ok: place reserves the emptiest GPU and prints $PA/0, again the same; no room is exit 1, nothing left; 2 GPUs span both servers"
+
+# no room on the servers up: one consolidate powered off is woken (its power-on command) and used
+echo "{\"off\": [\"$B\"]}" >"$tmp/state.json"
+free=$(json "$tmp/st.json" '(lambda g: (g["memory_total"] - g["memory_used"] - g["memory_reserved"]) >> 20)(j["servers"][0]["gpus"][0])')
+# shellcheck disable=SC2086
+out=$("$ctl" slurm place 20 --gpus 1 --mem "$free" $c 2>&1) || fail "place 20 (all of A's $free MiB): $out"
+[ "$out" = "$PA/0" ] || fail "place 20: '$out', want '$PA/0'"
+# shellcheck disable=SC2086
+"$ctl" slurm place 21 --gpus 1 --mem 16 $c >"$tmp/wake.out" 2>"$tmp/wake.err" || fail "place 21: $(cat "$tmp/wake.out" "$tmp/wake.err")"
+[ "$(cat "$tmp/wake.out")" = "$PB/0" ] || fail "place 21: '$(cat "$tmp/wake.out")', want '$PB/0' (B woken)"
+grep -q "no server has room; waking $B" "$tmp/wake.err" || fail "no word on the wake: $(cat "$tmp/wake.err")"
+[ "$(cat "$tmp/hooks.log")" = "on $B" ] || fail "the power-on command: $(cat "$tmp/hooks.log")"
+[ "$(json "$tmp/state.json" 'j["off"]')" = "[]" ] || fail "B still recorded off: $(cat "$tmp/state.json")"
+for k in 20 21; do
+	# shellcheck disable=SC2086
+	"$ctl" slurm release $k $c >/dev/null || fail "release $k"
+done
+: >"$tmp/hooks.log"
+echo "ok: with A full ($free MiB reserved) and B powered off, a placement woke B (its power-on command, out of the state file) and went there"
 
 # 2. the job's program: labelled, its memory counted against the reservation
 reserved() { "$ctl" status --server "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["servers"][0]["gpus"][0].get("memory_reserved", 0))'; }
