@@ -275,6 +275,15 @@ static void on_ctl(const struct srv_config *cfg, int i)
 /* the server's proof for the admin request being answered (on_admin), when it was authenticated */
 static uint8_t admin_proof[RGPU_AUTH_MAC_LEN];
 static int admin_has_proof;
+
+/* a reply's server_proof: the request's, when it was authenticated */
+static void set_proof(ProtobufCBinaryData *p)
+{
+	if (admin_has_proof) {
+		p->data = admin_proof;
+		p->len = RGPU_AUTH_MAC_LEN;
+	}
+}
 /* the request's body, for the handlers that read more than its header */
 static const uint8_t *admin_body;
 static size_t admin_body_len;
@@ -439,10 +448,7 @@ int admin_status(const struct srv_config *cfg, struct rgpu_conn *c,
 	Rgpu__Reservation rv[SRV_MAX_RESV], *rvp[SRV_MAX_RESV];
 	rep.n_reservations = srv_resv_view(rv, rvp, SRV_MAX_RESV);
 	rep.reservations = rvp;
-	if (admin_has_proof) {
-		rep.server_proof.data = admin_proof;
-		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
-	}
+	set_proof(&rep.server_proof);
 	admin_reply(c, req, &rep.base);
 	return 0;
 }
@@ -464,10 +470,7 @@ int admin_jobs(const struct srv_config *cfg, struct rgpu_conn *c,
 	}
 	rep.n_jobs = n;
 	rep.jobs = jobs;
-	if (admin_has_proof) {
-		rep.server_proof.data = admin_proof;
-		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
-	}
+	set_proof(&rep.server_proof);
 	(void)cfg;
 	admin_reply(c, req, &rep.base);
 	free(jobs);
@@ -857,14 +860,6 @@ static void admin_error(struct rgpu_conn *c, int code, const char *msg)
 	rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
 }
 
-static void set_proof(ProtobufCBinaryData *p)
-{
-	if (admin_has_proof) {
-		p->data = admin_proof;
-		p->len = RGPU_AUTH_MAC_LEN;
-	}
-}
-
 /* The job whose id starts with the hex prefix (at least 4 digits), or -1 with why filled. */
 static int find_job_prefix(const char *prefix, char *why, size_t len)
 {
@@ -1200,10 +1195,7 @@ int admin_drain(const struct srv_config *cfg, struct rgpu_conn *c, const struct 
 	rep.error = why;
 	rep.drained = srv_server_drained;
 	rep.jobs = (uint32_t)njobs();
-	if (admin_has_proof) {
-		rep.server_proof.data = admin_proof;
-		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
-	}
+	set_proof(&rep.server_proof);
 	admin_reply(c, h, &rep.base);
 	rgpu__drain_request__free_unpacked(req, NULL);
 	return 0;
@@ -1229,10 +1221,7 @@ int admin_reserve(const struct srv_config *cfg, struct rgpu_conn *c, const struc
 	rep.error = why;
 	rep.n_reservations = srv_resv_view(rv, rvp, SRV_MAX_RESV);
 	rep.reservations = rvp;
-	if (admin_has_proof) {
-		rep.server_proof.data = admin_proof;
-		rep.server_proof.len = RGPU_AUTH_MAC_LEN;
-	}
+	set_proof(&rep.server_proof);
 	admin_reply(c, h, &rep.base);
 	rgpu__reserve_request__free_unpacked(req, NULL);
 	return 0;

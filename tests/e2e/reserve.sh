@@ -31,6 +31,19 @@ EOF2
 opts="--cluster $tmp/cluster --state $tmp/state.json --lock $tmp/lock"
 c="--cluster $tmp/cluster --state $tmp/state.json"
 MiB=1048576
+# fill NAME SERVER MIB [LABEL]: zdtm_fill through rgpu on SERVER (a client address), labelled;
+# its pid in NAMEpid once it said READY (it then waits for SIGUSR1), its output in $tmp/NAME.out
+fill() {
+	RGPU_JOB_LABEL=${4:-} ZDTM_FILL_MIB=$3 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 "$ctl" run --server "$2" -- \
+		${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_fill" >"$tmp/$1.out" 2>"$tmp/$1.err" &
+	eval "$1pid=$!"
+	i=0
+	until grep -q '^READY$' "$tmp/$1.out"; do
+		[ $i -ge 1200 ] && fail "$1: no READY within 60 s: $(cat "$tmp/$1.out" "$tmp/$1.err")"
+		sleep 0.05
+		i=$((i + 1))
+	done
+}
 
 # 1. place
 # shellcheck disable=SC2086
@@ -85,15 +98,7 @@ echo "ok: with A full ($free MiB reserved) and B powered off, a placement woke B
 
 # 2. the job's program: labelled, its memory counted against the reservation
 reserved() { "$ctl" status --server "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["servers"][0]["gpus"][0].get("memory_reserved", 0))'; }
-ZDTM_FILL_MIB=8 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 RGPU_JOB_LABEL=slurm-12 "$ctl" run --server "$PA" -- \
-	${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_fill" >"$tmp/p.out" 2>"$tmp/p.err" &
-ppid=$!
-i=0
-until grep -q '^READY$' "$tmp/p.out"; do
-	[ $i -ge 1200 ] && fail "no READY within 60 s: $(cat "$tmp/p.out" "$tmp/p.err")"
-	sleep 0.05
-	i=$((i + 1))
-done
+fill p "$PA" 8 slurm-12
 "$ctl" jobs --server "$A" --json >"$tmp/jobs.json"
 [ "$(json "$tmp/jobs.json" '[x["label"] for x in j["jobs"]]')" = "['slurm-12']" ] || fail "the job's label: $(cat "$tmp/jobs.json")"
 "$ctl" jobs --server "$A" | grep -q " running slurm-12\$" || fail "jobs' table has no label: $("$ctl" jobs --server "$A")"
@@ -110,15 +115,7 @@ grep -q "RGPU_JOB_LABEL='not a label' is not a label" "$tmp/bad.out" || fail "no
 echo "ok: the program's job carries label slurm-12; the GPU keeps 6 MiB of the 16 reserved (10 mapped); a bad label is not sent, said"
 
 # 3. consolidate: B's bigger program stays, A's reservation moves with its program to B
-ZDTM_FILL_MIB=32 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 "$ctl" run --server "$PB" -- \
-	${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_fill" >"$tmp/q.out" 2>"$tmp/q.err" &
-qpid=$!
-i=0
-until grep -q '^READY$' "$tmp/q.out"; do
-	[ $i -ge 1200 ] && fail "no READY within 60 s: $(cat "$tmp/q.out" "$tmp/q.err")"
-	sleep 0.05
-	i=$((i + 1))
-done
+fill q "$PB" 32
 sleep 1 # the workers' reports
 # shellcheck disable=SC2086
 "$ctl" consolidate $opts --power-off --json >"$tmp/cons.json" 2>"$tmp/cons.err" || fail "consolidate: $(cat "$tmp/cons.json" "$tmp/cons.err")"
@@ -152,15 +149,7 @@ out=$("$ctl" slurm place 12 --gpus 1 --mem 16 $c 2>&1) || fail "place 12 after t
 echo "ok: consolidate moved reservation slurm-12 with its program from A to B (fewest bytes), powered A off; both programs' checks passed; place now says $PB/0"
 
 # a later program of the job, migrated by hand: the reservation follows its last program
-ZDTM_FILL_MIB=4 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 RGPU_JOB_LABEL=slurm-12 "$ctl" run --server "$PB" -- \
-	${RGPU_APP_LAUNCHER:-} "$build/tests/zdtm/zdtm_fill" >"$tmp/r.out" 2>"$tmp/r.err" &
-rpid=$!
-i=0
-until grep -q '^READY$' "$tmp/r.out"; do
-	[ $i -ge 1200 ] && fail "no READY within 60 s: $(cat "$tmp/r.out" "$tmp/r.err")"
-	sleep 0.05
-	i=$((i + 1))
-done
+fill r "$PB" 4 slurm-12
 "$ctl" jobs --server "$B" --json >"$tmp/jobs.json"
 rjob=$(json "$tmp/jobs.json" '[x["job"] for x in j["jobs"] if x["label"] == "slurm-12"][0]')
 "$ctl" migrate "$rjob" --server "$B" --to "$A" --json >"$tmp/mig.json" || fail "migrate: $(cat "$tmp/mig.json")"

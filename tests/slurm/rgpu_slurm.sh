@@ -39,6 +39,15 @@ plugin=$build/lib/slurm/spank_rgpu.so
 prog=$build/tests/cuda/rt_printf_static
 [ -x "$prog" ] || fail "no $prog (RGPU_BUILD_CUDA_TESTS)"
 launch=${RGPU_APP_LAUNCHER:-}
+# no_reservations ADMIN WHAT: wait (10 s) until the server holds no reservation (the epilog's)
+no_reservations() {
+	i=0
+	until [ "$("$ctl" status --server "$1" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["servers"][0]["reservations"]))')" = 0 ]; do
+		[ $i -ge 100 ] && fail "$2 not ended: $("$ctl" status --server "$1")"
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
 
 export RGPU_RESUME_TIMEOUT_S=30
 for s in A B; do srv_start $s -- --resume-grace 30; done
@@ -97,12 +106,7 @@ slurm_wait_job "$j1" COMPLETED 30
 slurm_wait_job "$j2" COMPLETED 60
 grep -q "^prog=0$" "$(slurm_job_output "$j2")" || fail "job 2's program failed: $(cat "$tmp/j2.err")"
 cmp -s "$src/tests/cuda/rt_printf.expected" "$tmp/j2.txt" || fail "job 2's program printed otherwise"
-i=0
-until [ "$("$ctl" status --server "$A" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["servers"][0]["reservations"]))')" = 0 ]; do
-	[ $i -ge 100 ] && fail "the jobs' reservations were not ended: $("$ctl" status --server "$A")"
-	sleep 0.1
-	i=$((i + 1))
-done
+no_reservations "$A" "the jobs' reservations were"
 step "job $j2 ran once job $j1 ended, output exact; both reservations ended by the epilog"
 
 # 4. B joins; a job migrated while Slurm runs it
@@ -139,12 +143,7 @@ kill -USR1 "$cpid"
 slurm_wait_job "$j3" COMPLETED 60
 grep -q "^prog=0$" "$(slurm_job_output "$j3")" || fail "job 3's program failed: $(cat "$tmp/j3.txt" "$tmp/j3.err")"
 grep -q "^zdtm fill: OK rounds=1 " "$tmp/j3.txt" || fail "job 3's checks: $(cat "$tmp/j3.txt")"
-i=0
-until [ "$("$ctl" status --server "$B" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["servers"][0]["reservations"]))')" = 0 ]; do
-	[ $i -ge 100 ] && fail "job 3's reservation was not ended: $("$ctl" status --server "$B")"
-	sleep 0.1
-	i=$((i + 1))
-done
+no_reservations "$B" "job 3's reservation was"
 step "job $j3's program moved live from A to B while Slurm ran it, its reservation along; its checks passed; released"
 
 # 5. refusals
