@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -425,4 +426,24 @@ uint64_t ctl_gpu_free(const struct Rgpu__GpuInfo *g)
 	uint64_t used = g->memory_used + g->memory_reserved;
 
 	return used >= g->memory_used && g->memory_total > used ? g->memory_total - used : 0;
+}
+
+/* One action, as a JSON line (--json) or a sentence. */
+void ctl_action(const struct ctl_opts *o, json_t *j, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (o->json) {
+		char *s = json_dumps(j, JSON_COMPACT);
+		if (s)
+			printf("%s\n", s);
+		free(s);
+	} else {
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+		putchar('\n');
+	}
+	fflush(stdout);
+	json_decref(j);
 }

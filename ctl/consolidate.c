@@ -13,14 +13,10 @@
  * rule) and its server on. --json prints one JSON object per action, a line each.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "admin.pb-c.h"
@@ -31,99 +27,6 @@
 #include "rgpu/util.h"
 #include "rgpu_admin_msgs.h"
 
-#define DEFAULT_LOCK "/run/lock/rgpu-consolidate.lock"
-#define DEFAULT_STATE CTL_DEFAULT_STATE
-
-/* One action, as a JSON line (--json) or a sentence. */
-static void action(const struct ctl_opts *o, json_t *j, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void action(const struct ctl_opts *o, json_t *j, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (o->json) {
-		char *s = json_dumps(j, JSON_COMPACT);
-		if (s)
-			printf("%s\n", s);
-		free(s);
-	} else {
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-		putchar('\n');
-	}
-	fflush(stdout);
-	json_decref(j);
-}
-
-/* The servers powered off by an earlier run (the state file), as a JSON array. */
-json_t *ctl_state_load(const char *path)
-{
-	json_error_t e;
-	json_t *root = json_load_file(path, 0, &e), *off;
-
-	if (!root)
-		return json_array();
-	off = json_incref(json_object_get(root, "off"));
-	json_decref(root);
-	return json_is_array(off) ? off : (json_decref(off), json_array());
-}
-
-/* Written whole or not at all: a temporary file renamed over the old one. */
-static int state_save(const char *path, json_t *off)
-{
-	char tmp[4200];
-	json_t *root = json_pack("{s:O}", "off", off);
-	int ret;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	ret = json_dump_file(root, tmp, JSON_INDENT(2)) || rename(tmp, path) ? -1 : 0;
-	json_decref(root);
-	return ret;
-}
-
-static int state_has(json_t *off, const char *server)
-{
-	size_t i;
-	json_t *v;
-
-	json_array_foreach(off, i, v)
-	{
-		if (json_is_string(v) && !strcmp(json_string_value(v), server))
-			return (int)i + 1;
-	}
-	return 0;
-}
-
-/*
- * Run the cluster file's command for server (power-off or power-on) with /bin/sh, RGPU_SERVER
- * (its admin address) and RGPU_HOST (its host) in the environment. Its exit status, or -1.
- */
-static int run_hook(const char *cmd, const char *server)
-{
-	char host[256];
-	const char *colon = strrchr(server, ':');
-	size_t hl = colon ? (size_t)(colon - server) : strlen(server);
-	int st;
-	pid_t pid;
-
-	snprintf(host, sizeof(host), "%.*s", (int)hl, server);
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		setenv("RGPU_SERVER", server, 1);
-		setenv("RGPU_HOST", host, 1);
-		dup2(STDERR_FILENO, STDOUT_FILENO); /* its words are not ours: stdout stays JSON */
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /*
  * What one server said: its GPU and its jobs (NULL replies when unreachable or off), and what
@@ -250,25 +153,6 @@ static int move_reservation(const struct ctl_opts *o, const struct view *v, cons
 	return ret;
 }
 
-/* The lock file, held: at once, or waiting up to wait_s. Its descriptor, or -errno. */
-static int take_lock(const char *path, int wait_s)
-{
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-
-	if (fd < 0)
-		return -errno;
-	for (int i = 0;; i++) {
-		if (!flock(fd, LOCK_EX | LOCK_NB))
-			return fd;
-		if (errno != EWOULDBLOCK || i >= wait_s * 10) {
-			int e = errno;
-			close(fd);
-			return e == EWOULDBLOCK ? -EBUSY : -e;
-		}
-		nanosleep(&(struct timespec){0, 100000000}, NULL);
-	}
-}
-
 int ctl_cmd_consolidate(int argc, char **argv)
 {
 	struct ctl_opts o;
@@ -287,15 +171,15 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		ctl_opts_free(&o); /* what it read before the error */
 		return ret < 0 ? CTL_OK : ret;
 	}
-	lock = o.lock_path ? o.lock_path : DEFAULT_LOCK;
-	state = o.state_path ? o.state_path : DEFAULT_STATE;
+	lock = o.lock_path ? o.lock_path : CTL_DEFAULT_LOCK;
+	state = o.state_path ? o.state_path : CTL_DEFAULT_STATE;
 	if (o.power_off && !o.power_off_cmd) {
 		fprintf(stderr, "rgpuctl consolidate: --power-off needs a 'power-off = CMD' line in "
 				"the cluster file\n");
 		ret = CTL_USAGE;
 		goto out;
 	}
-	lockfd = take_lock(lock, 0);
+	lockfd = ctl_take_lock(lock, 0);
 	if (lockfd < 0) {
 		fprintf(stderr, "rgpuctl consolidate: %s %s: %s\n",
 			lockfd == -EBUSY ? "another run holds the lock" : "cannot take the lock",
@@ -312,7 +196,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 	}
 	for (int i = 0; i < o.nserver; i++) {
 		ps[i].name = o.server[i];
-		if (state_has(off, o.server[i])) {
+		if (ctl_state_has(off, o.server[i])) {
 			ps[i].off = 1;
 			continue;
 		}
@@ -332,7 +216,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		ps[i].jobs = v[i].jobs;
 		ps[i].njobs = v[i].njobs;
 		if (v[i].why)
-			action(&o,
+			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:s}", "action", "skip", "server", o.server[i],
 					 "why", v[i].why),
 			       "%s takes no part: %s", o.server[i], v[i].why);
@@ -354,7 +238,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 				       (json_int_t)j->mem);
 		if (rv)
 			json_object_set_new(pj, "reservation", json_string(rv));
-		action(&o, pj, "plan: %s %.12s (%s) %s -> %s", rv ? "reservation" : "job", j->id, sz,
+		ctl_action(&o, pj, "plan: %s %.12s (%s) %s -> %s", rv ? "reservation" : "job", j->id, sz,
 		       ps[mv->from].name, ps[mv->to].name);
 	}
 	double saved_w = 0;
@@ -363,14 +247,14 @@ int ctl_cmd_consolidate(int argc, char **argv)
 			/* what its GPU draws now (NVML, or modelled): what powering it off saves */
 			double w = v[i].st && v[i].st->n_gpus ? v[i].st->gpus[0]->power_w : 0;
 			saved_w += w;
-			action(&o,
+			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:I,s:f}", "action", "plan-empty", "server",
 					 o.server[i], "jobs", (json_int_t)ps[i].njobs, "gpu_watts", w),
 			       "plan: %s emptied (%zu job(s) move off; its GPU draws %.0f W now)",
 			       o.server[i], ps[i].njobs, w);
 		}
 	if (plan.nempty)
-		action(&o,
+		ctl_action(&o,
 		       json_pack("{s:s,s:I,s:I,s:f}", "action", "plan-summary", "servers_emptied",
 				 (json_int_t)plan.nempty, "bytes_moved", (json_int_t)plan.moved_bytes,
 				 "gpu_watts_saved", saved_w),
@@ -378,7 +262,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		       "(the hosts' own draw is not known to rgpu)",
 		       plan.nempty, plan.moved_bytes / 1048576.0, saved_w);
 	if (!plan.nmoves && !plan.nempty)
-		action(&o, json_pack("{s:s}", "action", "plan-nothing"),
+		ctl_action(&o, json_pack("{s:s}", "action", "plan-nothing"),
 		       "plan: nothing to do (every server that runs is needed)");
 	if (o.dry_run)
 		goto out;
@@ -397,7 +281,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 				failed = 1;
 				plan.empty[mv->from] = 0;
 			}
-			action(&o,
+			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:s}", "action", "move", "job",
 					 rv, "reservation", rv, "from", ps[mv->from].name, "to",
 					 ps[mv->to].name, "result", r, "jobs_moved", (int)nmoved,
@@ -418,13 +302,13 @@ int ctl_cmd_consolidate(int argc, char **argv)
 			/* the job runs on where it was: its server stays on */
 			failed = 1;
 			plan.empty[mv->from] = 0;
-			action(&o,
+			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:s,s:s,s:i,s:s}", "action", "move", "job", j->id,
 					 "from", ps[mv->from].name, "to", ps[mv->to].name, "result",
 					 r, "error", err),
 			       "job %.12s stays on %s: %s", j->id, ps[mv->from].name, err);
 		} else {
-			action(&o,
+			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I}", "action", "move", "job",
 					 j->id, "from", ps[mv->from].name, "to", ps[mv->to].name,
 					 "result", 0, "pause_ns", (json_int_t)rep->pause_ns,
@@ -448,13 +332,13 @@ int ctl_cmd_consolidate(int argc, char **argv)
 					  : again.st->n_reservations ? "it holds a reservation"
 								     : "it serves jobs again";
 			failed = 1;
-			action(&o,
+			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
 					 o.server[i], "result", -1, "error", why),
 			       "%s stays on: %s", o.server[i], why);
-		} else if ((r = run_hook(o.power_off_cmd, o.server[i])) != 0) {
+		} else if ((r = ctl_run_hook(o.power_off_cmd, o.server[i])) != 0) {
 			failed = 1;
-			action(&o,
+			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
 					 o.server[i], "result", r, "error",
 					 "the power-off command failed"),
@@ -462,12 +346,12 @@ int ctl_cmd_consolidate(int argc, char **argv)
 			       o.server[i], r);
 		} else {
 			json_array_append_new(off, json_string(o.server[i]));
-			if (state_save(state, off)) {
+			if (ctl_state_save(state, off)) {
 				failed = 1;
 				fprintf(stderr, "rgpuctl consolidate: cannot write %s: %s\n", state,
 					strerror(errno));
 			}
-			action(&o,
+			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:i}", "action", "power-off", "server",
 					 o.server[i], "result", 0),
 			       "%s powered off (recorded in %s; rgpuctl wake %s brings it back)",
@@ -489,123 +373,11 @@ out:
 	return ret;
 }
 
-int ctl_cmd_wake(int argc, char **argv)
-{
-	struct ctl_opts o;
-	json_t *off = NULL;
-	const char *state, *server, *lock;
-	int ret = ctl_parse(argc, argv, "wake", "LS", 1, &o), r, idx, lockfd = -1;
-
-	if (ret || o.nargs != 1) {
-		fprintf(stderr, "usage: rgpuctl wake SERVER [--cluster FILE] [--lock FILE] "
-				"[--state FILE] [--json]\n");
-		ctl_opts_free(&o);
-		return ret < 0 ? CTL_OK : CTL_USAGE;
-	}
-	server = o.args[0];
-	state = o.state_path ? o.state_path : DEFAULT_STATE;
-	lock = o.lock_path ? o.lock_path : DEFAULT_LOCK;
-	if (!o.power_on_cmd) {
-		fprintf(stderr, "rgpuctl wake: the cluster file has no 'power-on = CMD' line\n");
-		ret = CTL_USAGE;
-		goto out;
-	}
-	/* the state file is consolidate's too: a run in progress finishes first */
-	lockfd = take_lock(lock, 120);
-	if (lockfd < 0) {
-		fprintf(stderr, "rgpuctl wake: %s %s\n",
-			lockfd == -EBUSY ? "a consolidate run held the lock for 2 minutes:"
-					 : "cannot take the lock",
-			lock);
-		ret = lockfd == -EBUSY ? CTL_BUSY : CTL_FAILED;
-		goto out;
-	}
-	off = ctl_state_load(state);
-	r = run_hook(o.power_on_cmd, server);
-	if (r) {
-		action(&o,
-		       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-on", "server", server, "result",
-				 r, "error", "the power-on command failed"),
-		       "%s: the power-on command failed (exit %d)", server, r);
-		ret = CTL_FAILED;
-		goto out;
-	}
-	if ((idx = state_has(off, server))) {
-		json_array_remove(off, (size_t)idx - 1);
-		if (state_save(state, off)) {
-			fprintf(stderr, "rgpuctl wake: cannot write %s: %s\n", state, strerror(errno));
-			ret = CTL_FAILED;
-			goto out;
-		}
-	}
-	action(&o, json_pack("{s:s,s:s,s:i}", "action", "power-on", "server", server, "result", 0),
-	       "%s powered on; consolidate plans onto it again", server);
-out:
-	json_decref(off);
-	if (lockfd >= 0)
-		close(lockfd);
-	ctl_opts_free(&o);
-	return ret;
-}
-
-int ctl_wake_one(const struct ctl_opts *o, const char *state, const char *who, char *woke,
-		 size_t len, json_t **info)
-{
-	json_t *off = ctl_state_load(state);
-	int ret = CTL_UNREACHABLE;
-
-	*info = NULL;
-	for (size_t k = 0; ret && k < json_array_size(off); k++) {
-		const char *s = json_string_value(json_array_get(off, k));
-		int lockfd;
-		if (!s)
-			continue;
-		if (!o->power_on_cmd) {
-			fprintf(stderr, "%s: no server has room and the cluster file has no "
-					"'power-on = CMD' to wake %s\n",
-				who, s);
-			break;
-		}
-		fprintf(stderr, "%s: no server has room; waking %s\n", who, s);
-		if (run_hook(o->power_on_cmd, s)) {
-			fprintf(stderr, "%s: the power-on command for %s failed\n", who, s);
-			continue;
-		}
-		/* consolidate's state file, under its lock: the server is on again */
-		lockfd = take_lock(o->lock_path ? o->lock_path : DEFAULT_LOCK, 120);
-		json_t *now = ctl_state_load(state);
-		int idx = state_has(now, s);
-		if (idx) {
-			json_array_remove(now, (size_t)idx - 1);
-			state_save(state, now);
-		}
-		json_decref(now);
-		if (lockfd >= 0)
-			close(lockfd);
-		for (int t = 0; t < 1200 && ret; t++) {
-			struct view v = {0};
-			ask(s, &v);
-			if (v.st && !v.st->drained) {
-				snprintf(woke, len, "%s", s);
-				*info = json_pack("{s:s}", "listen", v.st->listen);
-				ret = CTL_OK;
-			} else {
-				nanosleep(&(struct timespec){0, 100000000}, NULL);
-			}
-			view_free(&v);
-		}
-		if (ret)
-			fprintf(stderr, "%s: %s did not answer within 120 s of its power-on\n", who, s);
-	}
-	json_decref(off);
-	return ret;
-}
-
 int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *out, size_t len)
 {
 	char *argv[] = {"run", "--cluster", (char *)cluster, NULL};
 	struct ctl_opts o;
-	const char *state = state_path ? state_path : DEFAULT_STATE;
+	const char *state = state_path ? state_path : CTL_DEFAULT_STATE;
 	json_t *off = NULL;
 	int ret = ctl_parse(3, argv, "run", "", 0, &o), found = 0;
 
@@ -618,7 +390,7 @@ int ctl_place(const char *cluster, const char *state_path, uint64_t need, char *
 	char *cands[CTL_MAX_SERVERS], why[2000];
 	int ncand = 0;
 	for (int i = 0; i < o.nserver; i++)
-		if (!state_has(off, o.server[i]))
+		if (!ctl_state_has(off, o.server[i]))
 			cands[ncand++] = o.server[i];
 	found = ctl_pick_target(cands, ncand, need, out, len, why, sizeof(why)) != NULL;
 	/* no room anywhere: the first server consolidate powered off is woken, and waited for */

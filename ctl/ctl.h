@@ -27,8 +27,9 @@
 #define CTL_BUSY 6        /* another rgpuctl consolidate holds the lock */
 
 #define CTL_MAX_SERVERS 256
-/* consolidate's record of the servers it powered off (--state) */
+/* consolidate's record of the servers it powered off (--state), and its lock (--lock) */
 #define CTL_DEFAULT_STATE "/var/lib/rgpu/consolidate.json"
+#define CTL_DEFAULT_LOCK "/run/lock/rgpu-consolidate.lock"
 
 /* What the command line named: servers, output, and the commands' own options. */
 struct ctl_opts {
@@ -106,8 +107,22 @@ int ctl_cmd_consolidate(int argc, char **argv);
 int ctl_cmd_wake(int argc, char **argv);
 /* rgpuctl slurm place|release|licenses (ctl/slurm.c) */
 int ctl_cmd_slurm(int argc, char **argv);
-/* consolidate's state file: a JSON array of the admin addresses it powered off (empty if none) */
+/*
+ * Powered-off servers (ctl/power.c). ctl_state_load(): the state file's servers, a JSON array
+ * of admin addresses (empty if none); ctl_state_save(): written whole or not at all (0, -1);
+ * ctl_state_has(): server's index + 1 in it, or 0. ctl_run_hook(): the cluster file's command
+ * cmd for server with /bin/sh, RGPU_SERVER and RGPU_HOST set; its exit status or -1.
+ * ctl_take_lock(): the lock file held, at once or waiting up to wait_s; its descriptor, or
+ * -EBUSY, -errno.
+ */
 json_t *ctl_state_load(const char *path);
+int ctl_state_save(const char *path, json_t *off);
+int ctl_state_has(json_t *off, const char *server);
+int ctl_run_hook(const char *cmd, const char *server);
+int ctl_take_lock(const char *path, int wait_s);
+/* One action of consolidate or wake: a JSON line (--json; j is taken) or the sentence. */
+void ctl_action(const struct ctl_opts *o, json_t *j, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /*
  * ctl_follow_reservation() - after job (hex id) moved from one server to another: when its
  * label names a reservation on `from` that no other job there carries, the reservation moves

@@ -86,37 +86,6 @@ static int resv_name(const char *job, char *out, size_t len)
 	return 0;
 }
 
-/* RESERVE (or release) name on GPU gpu of server admin; the server's words in err. */
-static int reserve(const char *admin, const char *name, unsigned gpu, uint64_t bytes,
-		   int release, char *err, size_t len)
-{
-	Rgpu__ReserveRequest req = RGPU__RESERVE_REQUEST__INIT;
-	Rgpu__ReserveReply *rep = NULL;
-	int ret;
-
-	req.name = (char *)name;
-	req.gpu = gpu;
-	req.bytes = bytes;
-	req.release = release;
-	ret = rgpu_admin_once(&ctl_peer, admin, RGPU_ADMIN_MSG_RESERVE, &req.base,
-			      &rgpu__reserve_reply__descriptor, (ProtobufCMessage **)&rep, NULL, NULL,
-			      RGPU_ADMIN_TIMEOUT_MS, err, len);
-	if (!ret && rep->result) {
-		ret = rep->result;
-		snprintf(err, len, "%s: %s", admin,
-			 rep->error && *rep->error ? rep->error : rgpu_strerror(ret));
-	}
-	if (rep)
-		rgpu__reserve_reply__free_unpacked(rep, NULL);
-	return ret;
-}
-
-int ctl_reserve(const char *admin, const char *name, unsigned gpu, uint64_t bytes, int release,
-		char *err, size_t len)
-{
-	return reserve(admin, name, gpu, bytes, release, err, len);
-}
-
 /* A GPU chosen for the job. */
 struct pick {
 	int srv;
@@ -227,7 +196,7 @@ static int try_place(struct srv *s, int ns, const char *name, unsigned want, uin
 	qsort(c, (size_t)nc, sizeof(*c), cmp_pick);
 	for (int k = 0; k < nc && got < (int)want; k++) {
 		char err[600];
-		int r = reserve(s[c[k].srv].admin, name, c[k].gpu, need, 0, err, sizeof(err));
+		int r = ctl_reserve(s[c[k].srv].admin, name, c[k].gpu, need, 0, err, sizeof(err));
 		if (r) {
 			fprintf(stderr, "rgpuctl slurm place: %s\n", err);
 			continue;
@@ -239,7 +208,7 @@ static int try_place(struct srv *s, int ns, const char *name, unsigned want, uin
 	/* not all: none, so that a retry (or the next job) starts clean */
 	for (int k = 0; k < got; k++) {
 		char err[600];
-		if (reserve(s[p[k].srv].admin, name, p[k].gpu, 0, 1, err, sizeof(err)))
+		if (ctl_reserve(s[p[k].srv].admin, name, p[k].gpu, 0, 1, err, sizeof(err)))
 			fprintf(stderr, "rgpuctl slurm place: cannot undo: %s\n", err);
 	}
 	if (!*why || got)
@@ -327,7 +296,7 @@ static int cmd_release(struct ctl_opts *o, const char *name)
 		/* one RESERVE release ends every GPU of the name on that server */
 		if (i && p[i].srv == p[i - 1].srv)
 			continue;
-		if (reserve(s[p[i].srv].admin, name, 0, 0, 1, err, sizeof(err))) {
+		if (ctl_reserve(s[p[i].srv].admin, name, 0, 0, 1, err, sizeof(err))) {
 			fprintf(stderr, "rgpuctl slurm release: %s\n", err);
 			failed = 1;
 		} else {
@@ -453,71 +422,5 @@ int ctl_cmd_slurm(int argc, char **argv)
 					      : cmd_release(&o, name);
 	}
 	ctl_opts_free(&o);
-	return ret;
-}
-
-/* The label of job `job` (its hex id) on server admin, in out ("" when none or not found). */
-static void job_label(const char *admin, const char *job, char *out, size_t len)
-{
-	Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
-	Rgpu__JobsReply *jr = NULL;
-	char err[400];
-
-	out[0] = '\0';
-	if (rgpu_admin_once(&ctl_peer, admin, RGPU_ADMIN_MSG_JOBS, &req.base,
-			    &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, NULL, NULL,
-			    RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err)))
-		return;
-	for (size_t i = 0; i < jr->n_jobs; i++) {
-		char id[40];
-		ctl_hex(&jr->jobs[i]->job_id, id, sizeof(id));
-		if (!strncmp(id, job, strlen(job)) && jr->jobs[i]->label)
-			snprintf(out, len, "%s", jr->jobs[i]->label);
-	}
-	rgpu__jobs_reply__free_unpacked(jr, NULL);
-}
-
-int ctl_follow_reservation(const char *from, const char *to, const char *job, char *name,
-			   size_t len)
-{
-	Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
-	Rgpu__StatusReply *st = NULL;
-	Rgpu__JobsReply *jr = NULL;
-	const Rgpu__Reservation *rv;
-	char err[600];
-	int left = 0, ret = 0;
-
-	job_label(to, job, name, len);
-	if (!*name)
-		return 0;
-	if (rgpu_admin_once(&ctl_peer, from, RGPU_ADMIN_MSG_STATUS, &req.base,
-			    &rgpu__status_reply__descriptor, (ProtobufCMessage **)&st, NULL, NULL,
-			    RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err)) ||
-	    rgpu_admin_once(&ctl_peer, from, RGPU_ADMIN_MSG_JOBS, &req.base,
-			    &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, NULL, NULL,
-			    RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err))) {
-		fprintf(stderr, "rgpuctl: the reservation %s stays: %s\n", name, err);
-		ret = RGPU_ECONNECT;
-		goto out;
-	}
-	rv = ctl_reservation(st, name);
-	for (size_t i = 0; jr && i < jr->n_jobs; i++)
-		left += jr->jobs[i]->label && !strcmp(jr->jobs[i]->label, name);
-	if (!rv || left) {
-		name[0] = '\0'; /* none here, or the job's other programs stay: it stays too */
-		goto out;
-	}
-	/* on the target's first GPU, where the job's devices are numbered from (migrate.c) */
-	ret = reserve(to, name, 0, rv->bytes, 0, err, sizeof(err));
-	if (!ret)
-		ret = reserve(from, name, 0, 0, 1, err, sizeof(err));
-	if (ret)
-		fprintf(stderr, "rgpuctl: the reservation %s did not follow its job: %s\n", name,
-			err);
-out:
-	if (st)
-		rgpu__status_reply__free_unpacked(st, NULL);
-	if (jr)
-		rgpu__jobs_reply__free_unpacked(jr, NULL);
 	return ret;
 }
