@@ -66,7 +66,15 @@ expect "C's licenses" "$(slurm_job_field "$c" Licenses)" "(null)"
 slurm_wait_job "$c" COMPLETED 10
 expect "A's state when C ended" "$(slurm_job_state "$a")" RUNNING
 expect "B's state when C ended" "$(slurm_job_state "$b")" PENDING
-expect "B's reason" "$(slurm_job_field "$b" Reason)" Licenses
+# the reason comes when the scheduler has looked at B (C may have been started by the backfill
+# pass before that: B's reason is None until then)
+i=0
+until [ "$(slurm_job_field "$b" Reason)" = Licenses ]; do
+	[ $i -ge 100 ] && fail "B's reason: '$(slurm_job_field "$b" Reason)', expected 'Licenses'"
+	expect "B's state while it waits" "$(slurm_job_state "$b")" PENDING
+	sleep 0.1
+	i=$((i + 1))
+done
 step "A runs, B waits for the license, C ran beside A"
 slurm_wait_job "$a" COMPLETED 15
 slurm_wait_job "$b" COMPLETED 15
