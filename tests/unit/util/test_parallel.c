@@ -1,11 +1,17 @@
 /*
  * rgpu_parallel and rgpu_parallel_watch (util/parallel.c): every item done exactly once over
  * the threads, the ticks, and that the watcher returns as soon as the work is done, not at its
- * next tick (a 200 ms floor on every checkpoint's copy and every restore's fill, once).
+ * next tick (a 200 ms floor on every checkpoint's copy and every restore's fill, once); and
+ * rgpu_memcpy_wide's bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <string.h>
+#include <stdlib.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,11 +70,81 @@ static void test_watch_returns_at_once(void **state)
 	assert_in_range(atomic_load(&w.ticks), 1, 2);
 }
 
+/* rgpu_memcpy_wide: every byte of odd sizes and offsets, many copies in a row, from several
+ * threads at once (one wide copy at a time, the rest plain), and in a forked child (the threads
+ * are not there: it starts again) */
+#define WIDE_BUF ((size_t)9 << 20)
+static uint8_t *wsrc, *wdst[4];
+
+static void fill_pattern(uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 31u + seed + (i >> 13));
+}
+
+static void wide_check(unsigned k, size_t off, size_t len)
+{
+	memset(wdst[k], 0xee, WIDE_BUF);
+	rgpu_memcpy_wide(wdst[k] + off, wsrc + off, len);
+	assert_memory_equal(wdst[k] + off, wsrc + off, len);
+	for (size_t i = 0; i < off; i++)
+		assert_int_equal(wdst[k][i], 0xee);
+	for (size_t i = off + len; i < WIDE_BUF; i += 4093)
+		assert_int_equal(wdst[k][i], 0xee);
+}
+
+static void *wide_thread(void *arg)
+{
+	unsigned k = (unsigned)(uintptr_t)arg;
+	for (unsigned r = 0; r < 20; r++)
+		wide_check(k, 1 + r * 7 + k, ((size_t)4 << 20) + 12345 * r + k);
+	return NULL;
+}
+
+static void test_memcpy_wide(void **state)
+{
+	static const size_t sizes[] = {1, 4095, (1u << 20) - 1, 1u << 20, (1u << 20) + 1,
+				       ((size_t)4 << 20) + 3, ((size_t)8 << 20) + 77};
+	pthread_t t[3];
+	(void)state;
+	wsrc = malloc(WIDE_BUF);
+	for (unsigned k = 0; k < 4; k++)
+		wdst[k] = malloc(WIDE_BUF);
+	assert_non_null(wsrc);
+	fill_pattern(wsrc, WIDE_BUF, 5);
+	for (unsigned r = 0; r < 3; r++)
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes); i++)
+			wide_check(0, r * 3 + i, sizes[i]);
+	for (unsigned r = 0; r < 200; r++) /* back to back: spinning threads, then sleeping ones */
+		wide_check(0, r & 63, (size_t)2 << 20);
+	for (unsigned k = 0; k < 3; k++)
+		assert_int_equal(pthread_create(&t[k], NULL, wide_thread, (void *)(uintptr_t)(k + 1)), 0);
+	wide_thread((void *)(uintptr_t)0);
+	for (unsigned k = 0; k < 3; k++)
+		pthread_join(t[k], NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		memset(wdst[1], 0, WIDE_BUF);
+		rgpu_memcpy_wide(wdst[1], wsrc, (size_t)6 << 20);
+		_exit(memcmp(wdst[1], wsrc, (size_t)6 << 20) ? 1 : 0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	free(wsrc);
+	for (unsigned k = 0; k < 4; k++)
+		free(wdst[k]);
+}
+
 int main(void)
 {
+	/* the wide copy's 8 threads on any machine (with 2 CPUs it would have none) */
+	setenv("RGPU_COPY_THREADS", "8", 1);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parallel),
 	    cmocka_unit_test(test_watch_returns_at_once),
+	    cmocka_unit_test(test_memcpy_wide),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
