@@ -12,6 +12,9 @@
 #    zdtm_fill (checks its memory while it rewrites it); while Slurm runs it, rgpuctl migrate
 #    moves its program live from A to B, the reservation with it; its checks pass, the job
 #    COMPLETES, and no reservation is left.
+#    consolidate then moves a job's reservation with its program onto the server of a plain rgpu
+#    job (one server emptied), both programs' checks passing; srun --rgpu=1 outside a batch job
+#    runs the nvcc program with the exact output.
 # 5. A job asking more memory than any GPU has fails with the placement's words; --rgpu=x is
 #    refused by sbatch.
 # Root only. SRV_KEEP=1 keeps the directory.
@@ -145,6 +148,52 @@ grep -q "^prog=0$" "$(slurm_job_output "$j3")" || fail "job 3's program failed: 
 grep -q "^zdtm fill: OK rounds=1 " "$tmp/j3.txt" || fail "job 3's checks: $(cat "$tmp/j3.txt")"
 no_reservations "$B" "job 3's reservation was"
 step "job $j3's program moved live from A to B while Slurm ran it, its reservation along; its checks passed; released"
+
+# consolidate from "cron" sees the Slurm job as one job: its reservation and program move together
+B_PORT=127.0.0.1:$(srv_port B)
+j5=$(slurm_sbatch --rgpu=1:16 --wrap "ZDTM_FILL_MIB=8 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 $launch $build/tests/zdtm/zdtm_fill >$tmp/j5.txt 2>$tmp/j5.err; echo prog=\$?") ||
+	fail "sbatch job 5"
+slurm_wait_job "$j5" RUNNING 30
+ZDTM_FILL_MIB=32 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 "$ctl" run --server "$B_PORT" -- $launch "$build/tests/zdtm/zdtm_fill" \
+	>"$tmp/plain.txt" 2>"$tmp/plain.err" &
+plainpid=$!
+i=0
+until grep -q '^READY$' "$tmp/j5.txt" 2>/dev/null && grep -q '^READY$' "$tmp/plain.txt"; do
+	[ $i -ge 600 ] && fail "no READY within 60 s: $(cat "$tmp/j5.txt" "$tmp/j5.err" "$tmp/plain.txt" "$tmp/plain.err")"
+	sleep 0.1
+	i=$((i + 1))
+done
+"$ctl" jobs --server "$A" --json >"$tmp/jobs.json"
+cpid=$(json "$tmp/jobs.json" '[x["client_pid"] for x in j["jobs"] if x["label"] == "slurm-'"$j5"'"][0]') ||
+	fail "job 5's program is not on A: $(cat "$tmp/jobs.json")"
+sleep 1 # the workers' reports
+# shellcheck disable=SC2086
+"$ctl" consolidate $c --lock "$tmp/lock" --json >"$tmp/cons.json" 2>&1 || fail "consolidate: $(cat "$tmp/cons.json")"
+python3 - "$tmp/cons.json" "$A" "$B" "slurm-$j5" <<'PY' || fail "consolidate: $(cat "$tmp/cons.json")"
+import json, sys
+acts = [json.loads(l) for l in open(sys.argv[1])]
+a, b, name = sys.argv[2:5]
+mv = [(x.get("reservation"), x["from"], x["to"], x["result"], x.get("jobs_moved")) for x in acts if x["action"] == "move"]
+assert mv == [(name, a, b, 0, 1)], mv
+PY
+"$ctl" status --server "$B" --json >"$tmp/stb.json"
+[ "$(json "$tmp/stb.json" '[r["name"] for r in j["servers"][0]["reservations"]]')" = "['slurm-$j5']" ] ||
+	fail "B's reservations after consolidate: $(cat "$tmp/stb.json")"
+kill -USR1 "$cpid" "$plainpid"
+slurm_wait_job "$j5" COMPLETED 60
+wait "$plainpid" || fail "the plain program failed: $(cat "$tmp/plain.txt" "$tmp/plain.err")"
+grep -q "^zdtm fill: OK rounds=1 " "$tmp/j5.txt" || fail "job 5's checks: $(cat "$tmp/j5.txt")"
+no_reservations "$B" "job 5's reservation was"
+step "consolidate moved job $j5 (its reservation and program) from A to B beside a plain job; both checks passed"
+
+# srun --rgpu outside a batch job: the license and the placement from srun's own allocation
+srun --rgpu=1 --chdir="$tmp" sh -c "echo RGPU_SERVERS=\$RGPU_SERVERS; $launch $prog" >"$tmp/srun.txt" 2>"$tmp/srun.err" ||
+	fail "srun --rgpu=1: $(cat "$tmp/srun.txt" "$tmp/srun.err")"
+head -n 1 "$tmp/srun.txt" | grep -q "^RGPU_SERVERS=127.0.0.1:[0-9]*/0$" || fail "srun's RGPU_SERVERS: $(head -n 1 "$tmp/srun.txt")"
+tail -n +2 "$tmp/srun.txt" | cmp -s "$src/tests/cuda/rt_printf.expected" - || fail "srun's program printed otherwise: $(cat "$tmp/srun.txt")"
+no_reservations "$A" "srun's reservation was"
+no_reservations "$B" "srun's reservation was"
+step "srun --rgpu=1 ran the nvcc program through rgpu, output exact; its reservation ended"
 
 # 5. refusals
 j4=$(slurm_sbatch --rgpu=1:100000000 --wrap "echo should-not-run") || fail "sbatch job 4"
