@@ -161,7 +161,10 @@ static int interposer_dir(char *out, size_t len)
 	for (int i = 0; i < n; i++) {
 		snprintf(probe, sizeof(probe), "%.*s/libcuda.so.1", (int)sizeof(cand[0]), cand[i]);
 		if (stat(probe, &st) == 0) {
-			snprintf(out, len, "%.*s", (int)sizeof(cand[0]), cand[i]);
+			size_t k = strnlen(cand[i], sizeof(cand[0]));
+			if (k >= len)
+				continue; /* a folder name too long to use */
+			memcpy(out, cand[i], k + 1);
 			return 0;
 		}
 	}
