@@ -223,7 +223,18 @@ static int cmd_run(int argc, char **argv)
 		case 'N': tls_name = optarg; break;
 		case 'c': cluster = optarg; break;
 		case 'S': state = optarg; break;
-		case 'n': need = strtoull(optarg, NULL, 10) << 20; break;
+		case 'n': {
+			char *end;
+			errno = 0;
+			need = strtoull(optarg, &end, 10);
+			if (!*optarg || *end || errno || need > (1ull << 40)) {
+				fprintf(stderr, "rgpuctl run: --need takes MiB (0 to 2^40), not '%s'\n",
+					optarg);
+				return 2;
+			}
+			need <<= 20;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
