@@ -179,5 +179,8 @@ unsigned rgpu_parallel_width(void);
  * made at the first call and kept. Small copies, and a call while another runs, use memcpy.
  */
 void rgpu_memcpy_wide(void *dst, const void *src, size_t n);
+/* rgpu_memcpy_wide_nt() - the same with non-temporal stores (x86-64): for bytes a device reads
+ * next, not this CPU */
+void rgpu_memcpy_wide_nt(void *dst, const void *src, size_t n);
 
 #endif
