@@ -175,12 +175,13 @@ unsigned rgpu_parallel_width(void);
 /*
  * rgpu_memcpy_wide() - memcpy of a large buffer on several threads at once: one thread cannot
  * move memory as fast as the copy engines (a shared-memory link's bulk copies). The threads
- * (RGPU_COPY_THREADS, by default 4 on machines with at least 16 CPUs, 2 from 8, else none) are
- * made at the first call and kept. Small copies, and a call while another runs, use memcpy.
+ * (RGPU_COPY_THREADS, by default 8 on machines with at least 16 CPUs, 4 from 8, 2 from 4, else
+ * none) are made at the first call and kept; this copy uses at most 4 of them. Small copies, and
+ * a call while another runs, use memcpy.
  */
 void rgpu_memcpy_wide(void *dst, const void *src, size_t n);
-/* rgpu_memcpy_wide_nt() - the same with non-temporal stores (x86-64): for bytes a device reads
- * next, not this CPU */
+/* rgpu_memcpy_wide_nt() - the same on every thread, with non-temporal stores (x86-64): for
+ * bytes a device reads next, not this CPU */
 void rgpu_memcpy_wide_nt(void *dst, const void *src, size_t n);
 
 #endif
