@@ -47,15 +47,15 @@ struct srv {
 	int off;          /* consolidate powered it off (state file) */
 };
 
-static void ask_all(const struct ctl_opts *o, struct srv *s, json_t *off)
+/* Every server's status, but those consolidate powered off (its state file, --state). */
+static void ask_all(const struct ctl_opts *o, struct srv *s)
 {
+	json_t *off = ctl_state_load(o->state_path ? o->state_path : CTL_DEFAULT_STATE);
+
 	for (int i = 0; i < o->nserver; i++) {
 		Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
 		char err[400];
-		s[i] = (struct srv){.admin = o->server[i]};
-		for (size_t k = 0; k < json_array_size(off); k++)
-			if (!strcmp(json_string_value(json_array_get(off, k)) ?: "", o->server[i]))
-				s[i].off = 1;
+		s[i] = (struct srv){.admin = o->server[i], .off = ctl_state_has(off, o->server[i]) != 0};
 		if (s[i].off)
 			continue;
 		if (rgpu_admin_once(&ctl_peer, o->server[i], RGPU_ADMIN_MSG_STATUS, &req.base,
@@ -66,6 +66,7 @@ static void ask_all(const struct ctl_opts *o, struct srv *s, json_t *off)
 		}
 		rgpu_reach_addr(s[i].st->listen, o->server[i], s[i].client, sizeof(s[i].client));
 	}
+	json_decref(off);
 }
 
 static void free_all(struct srv *s, int n)
@@ -223,7 +224,6 @@ static int cmd_place(struct ctl_opts *o, const char *name)
 	struct srv s[CTL_MAX_SERVERS];
 	struct pick p[SLURM_MAX_GPUS];
 	char why[4000];
-	json_t *off;
 	int n, ret;
 
 	if (o->gpus < 1 || o->gpus > SLURM_MAX_GPUS) {
@@ -231,9 +231,7 @@ static int cmd_place(struct ctl_opts *o, const char *name)
 		return CTL_USAGE;
 	}
 	for (int attempt = 0;; attempt++) {
-		off = ctl_state_load(state);
-		ask_all(o, s, off);
-		json_decref(off);
+		ask_all(o, s);
 		n = find_resv(s, o->nserver, name, p);
 		if (n) {
 			/* placed before (an earlier step of the job): where its GPUs are now */
@@ -265,11 +263,9 @@ static int cmd_where(struct ctl_opts *o, const char *name)
 {
 	struct srv s[CTL_MAX_SERVERS];
 	struct pick p[SLURM_MAX_GPUS];
-	json_t *off = ctl_state_load(o->state_path ? o->state_path : CTL_DEFAULT_STATE);
 	int n;
 
-	ask_all(o, s, off);
-	json_decref(off);
+	ask_all(o, s);
 	n = find_resv(s, o->nserver, name, p);
 	if (n)
 		print_place(o, name, s, p, n, 1);
@@ -284,10 +280,8 @@ static int cmd_release(struct ctl_opts *o, const char *name)
 	struct srv s[CTL_MAX_SERVERS];
 	struct pick p[SLURM_MAX_GPUS];
 	int n, failed = 0, unreachable = 0, ended = 0;
-	json_t *off = ctl_state_load(o->state_path ? o->state_path : CTL_DEFAULT_STATE);
 
-	ask_all(o, s, off);
-	json_decref(off);
+	ask_all(o, s);
 	for (int i = 0; i < o->nserver; i++)
 		unreachable |= !s[i].off && !s[i].st;
 	n = find_resv(s, o->nserver, name, p);
@@ -344,11 +338,9 @@ static int cmd_licenses(struct ctl_opts *o)
 	struct srv s[CTL_MAX_SERVERS];
 	unsigned total = 0;
 	int changed = 0, ret = CTL_OK;
-	json_t *off = ctl_state_load(o->state_path ? o->state_path : CTL_DEFAULT_STATE),
-	       *per = json_array();
+	json_t *per = json_array();
 
-	ask_all(o, s, off);
-	json_decref(off);
+	ask_all(o, s);
 	for (int i = 0; i < o->nserver; i++) {
 		/* consolidate plans one GPU per server: a powered-off one is woken for one */
 		unsigned g = s[i].off ? 1 : s[i].st && !s[i].st->drained ? (unsigned)s[i].st->n_gpus : 0;

@@ -177,15 +177,20 @@ static void copy_nt(uint8_t *dst, const uint8_t *src, size_t n)
 	memcpy(dst, src, n);
 }
 
+static void copy_one(void *dst, const void *src, size_t n, int nt)
+{
+	if (nt)
+		copy_nt(dst, src, n);
+	else
+		memcpy(dst, src, n);
+}
+
 /* thread i's part of the copy: 64-byte aligned pieces, the last takes the rest */
 static void wide_part(unsigned i)
 {
 	size_t per = (wide.len / wide.use) & ~(size_t)63, off = per * i;
 	size_t len = i + 1 == wide.use ? wide.len - off : per;
-	if (wide.nt)
-		copy_nt(wide.dst + off, wide.src + off, len);
-	else
-		memcpy(wide.dst + off, wide.src + off, len);
+	copy_one(wide.dst + off, wide.src + off, len, wide.nt);
 }
 
 static void *wide_main(void *p)
@@ -247,20 +252,14 @@ static void wide_start(void)
 static void wide_copy(void *dst, const void *src, size_t n, int nt, unsigned most)
 {
 	if (n < WIDE_MIN || wide.state < 0 || pthread_mutex_trylock(&wide.call)) {
-		if (nt)
-			copy_nt(dst, src, n);
-		else
-			memcpy(dst, src, n);
+		copy_one(dst, src, n, nt);
 		return;
 	}
 	if (!wide.state)
 		wide_start();
 	if (wide.state < 0) {
 		pthread_mutex_unlock(&wide.call);
-		if (nt)
-			copy_nt(dst, src, n);
-		else
-			memcpy(dst, src, n);
+		copy_one(dst, src, n, nt);
 		return;
 	}
 	pthread_mutex_lock(&wide.m);
