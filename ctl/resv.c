@@ -89,12 +89,19 @@ int ctl_follow_reservation(const char *from, const char *to, const char *job, ch
 	}
 	/* on the target's first GPU, where the job's devices are numbered from (migrate.c) */
 	ret = ctl_reserve(to, name, 0, rv->bytes, 0, err, sizeof(err));
-	if (!ret)
-		ret = ctl_reserve(from, name, 0, 0, 1, err, sizeof(err));
+	if (!ret && (ret = ctl_reserve(from, name, 0, 0, 1, err, sizeof(err)))) {
+		char e2[600];
+		/* kept on the source: not on both */
+		if (ctl_reserve(to, name, 0, 0, 1, e2, sizeof(e2)))
+			fprintf(stderr, "rgpuctl: the reservation %s is on both servers now: %s\n",
+				name, e2);
+	}
 	if (ret)
 		fprintf(stderr, "rgpuctl: the reservation %s did not follow its job: %s\n", name,
 			err);
 out:
+	if (ret)
+		name[0] = '\0'; /* said above: it did not move, and the caller must not say it did */
 	if (st)
 		rgpu__status_reply__free_unpacked(st, NULL);
 	if (jr)
