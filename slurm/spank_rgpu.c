@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,23 +185,45 @@ static int run_rgpuctl(const char *const *args, char *out, size_t olen, char *er
 	}
 	close(po[1]);
 	close(pe[1]);
-	/* stdout is one line, stderr a few: read stdout to its end, then stderr */
+	/*
+	 * Both pipes at once, each read to its end (a child blocked writing one while we wait on
+	 * the other would hang the step): stdout's first bytes are kept, stderr's last.
+	 */
 	size_t o = 0, e = 0;
-	ssize_t r;
-	while ((r = read(po[0], out + o, o + 1 < olen ? olen - o - 1 : 0)) > 0)
-		o += (size_t)r;
-	out[o] = '\0';
+	struct pollfd pf[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
 	char tmp[512];
-	while ((r = read(pe[0], tmp, sizeof(tmp))) > 0) {
-		/* keep the end: the last words say why */
-		size_t k = (size_t)r;
-		if (e + k >= elen)
-			e = 0;
-		if (k < elen) {
-			memcpy(err + e, tmp, k);
-			e += k;
+	while (pf[0].fd >= 0 || pf[1].fd >= 0) {
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int k = 0; k < 2; k++) {
+			if (pf[k].fd < 0 || !pf[k].revents)
+				continue;
+			ssize_t r = read(pf[k].fd, tmp, sizeof(tmp));
+			if (r <= 0) {
+				pf[k].fd = -1; /* poll skips it now */
+				continue;
+			}
+			size_t got = (size_t)r;
+			if (k == 0) {
+				if (got > olen - 1 - o)
+					got = olen - 1 - o;
+				memcpy(out + o, tmp, got);
+				o += got;
+			} else {
+				/* keep the end: the last words say why */
+				if (e + got >= elen)
+					e = 0;
+				if (got < elen) {
+					memcpy(err + e, tmp, got);
+					e += got;
+				}
+			}
 		}
 	}
+	out[o] = '\0';
 	err[e < elen ? e : elen - 1] = '\0';
 	close(po[0]);
 	close(pe[0]);
