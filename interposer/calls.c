@@ -9,6 +9,7 @@
  */
 #define LOG_PREFIX "rgpu: "
 #include <stdlib.h>
+#include <string.h>
 
 #include "session_state.h"
 #include "rgpu.pb-c.h"
@@ -103,9 +104,13 @@ CUresult ip_release_borrowed(uint64_t first, uint64_t last)
 
 /* ---- waiting for replies ------------------------------------------------------------------ */
 
+/*
+ * Spins as long as the driver would in a synchronous call (rgpu_sync_spin_ns), since this is
+ * one, then sleeps: a 4 MiB copy outlasts a short spin, and the wake-up then added ~5 us.
+ */
 static void waiter_wait(struct waiter *w)
 {
-	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(IP_SPIN_NS);
+	uint64_t until = rgpu_now_ns() + MAX(rgpu_sync_spin_ns(), rgpu_spin_budget_ns(IP_SPIN_NS));
 	while (!atomic_load(&w->done) && rgpu_now_ns() < until)
 		__builtin_ia32_pause();
 	pthread_mutex_lock(&w->m);
@@ -140,12 +145,15 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 		r = send_error(ret);
 		goto out;
 	}
-	ip_link_flush();
+	/* the receiver spins for the reply while it is due (and is woken to, if it slept) */
+	rgpu_spin_hold(&S.spin);
+	ip_link_flush_kick();
 	if (rgpu_trace_on) {
 		rgpu_trace_at(w.seq, RGPU_TR_CALL, t0);
 		rgpu_trace(w.seq, RGPU_TR_WRITTEN);
 	}
 	waiter_wait(&w);
+	rgpu_spin_release(&S.spin);
 	rgpu_trace(w.seq, RGPU_TR_WOKEN);
 	pthread_mutex_lock(&S.wait_lock);
 	ip_waiter_remove_locked(&w);
@@ -159,6 +167,11 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 	if (!*reply) {
 		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable reply from the server");
 		r = S.dead_err;
+	} else if (desc == &rgpu__status__descriptor && ((Rgpu__Status *)*reply)->idle_ctx) {
+		pthread_mutex_lock(&S.q_lock);
+		S.idle_seq = w.seq;
+		S.idle_ctx = ((Rgpu__Status *)*reply)->idle_ctx;
+		pthread_mutex_unlock(&S.q_lock);
 	}
 out:
 	if (w.rec_sent) {
@@ -254,6 +267,24 @@ static CUresult call_status_rows(uint16_t type, const ProtobufCMessage *req, con
 	else
 		protobuf_c_message_free_unpacked(rep, NULL);
 	return r;
+}
+
+int ip_call_idle(uint64_t ctx, CUresult *r)
+{
+	static int off = -1; /* RGPU_IDLE_SYNC=0: every synchronization goes to the worker */
+	int idle;
+	if (off < 0) {
+		const char *e = getenv("RGPU_IDLE_SYNC");
+		off = e && !strcmp(e, "0");
+	}
+	if (off)
+		return 0;
+	pthread_mutex_lock(&S.q_lock);
+	idle = S.idle_seq && S.idle_seq == S.seq && S.idle_ctx == ctx && !atomic_load(&S.dead);
+	pthread_mutex_unlock(&S.q_lock);
+	if (idle)
+		*r = take_async(CUDA_SUCCESS);
+	return idle;
 }
 
 CUresult ip_call_barrier(void)

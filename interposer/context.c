@@ -382,7 +382,8 @@ CUresult ip_ctx_sync(struct ip_ctx *c)
 	CUresult r;
 	m.ctx = c->o.id;
 	int prev = ip_pin_dev(c->device);
-	r = ip_call_status(RGPU_MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	if (!ip_call_idle(c->o.id, &r))
+		r = ip_call_status(RGPU_MSG_CTX_SYNC, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	ip_pin_server(prev);
 	if (r == CUDA_SUCCESS) {
 		ip_pool_synced(c, 0); /* every stream is idle: stream-ordered frees are real now */

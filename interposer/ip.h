@@ -357,6 +357,9 @@ int ip_pin_server(int k);
 void *ip_arena_alloc(size_t size);
 int ip_arena_free(void *p);
 int ip_arena_dst(const void *p, uint64_t n, uint64_t *at, uint64_t *reg_off, uint64_t *reg_len);
+/* ip_arena_shared() - [p, p + n) is arena memory and the link is shared memory: the worker
+ * reads it in place */
+int ip_arena_shared(const void *p, uint64_t n);
 int ip_pin_dev(int d);
 
 /* ip_session_open() - connect to RGPU_SERVERS (or RGPU_SERVER), shake hands, fill ip.dev. */
@@ -406,6 +409,13 @@ CUresult ip_release_borrowed(uint64_t first, uint64_t last);
  * next call that reports one. Returns CUDA_SUCCESS or the session's error.
  */
 CUresult ip_call_barrier(void);
+/*
+ * ip_call_idle() - the worker's last reply said context ctx (its id) had nothing pending on
+ * any stream, and nothing was sent to it since: a synchronization of it would only return
+ * (issue 14, server/exec.c "Whether a context is idle"). Then 1, with *r what that
+ * synchronization would have returned (an asynchronous error still to report); else 0.
+ */
+int ip_call_idle(uint64_t ctx, CUresult *r);
 /*
  * ip_call() - a synchronous request: send it (with everything queued before it) and wait for
  * its reply, decoded with desc into *reply (free with protobuf_c_message_free_unpacked).

@@ -341,6 +341,15 @@ void ip_link_flush(void)
 	ip_link_send_unlock();
 }
 
+void ip_link_flush_kick(void)
+{
+	pthread_mutex_lock(&S.send_lock);
+	ip_link_flush_locked();
+	if (S.link_up)
+		rgpu_conn_kick(S.conn);
+	ip_link_send_unlock();
+}
+
 /*
  * The caller is about to reuse the memory a borrowed payload points to: unless the worker has
  * executed frame seq already, keep a copy for a resend. Caller holds send_lock, so no writer
@@ -562,6 +571,7 @@ void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack)
 	pthread_mutex_unlock(&S.q_lock);
 	rgpu_conn_close(old);
 	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
+	rgpu_conn_set_spin_hint(c, &S.spin);
 	S.rx_unacked = 0;
 	ip_link_flush_locked();
 	ip_link_send_unlock();

@@ -91,6 +91,7 @@ struct ip_session {
 	void *copy_cache[IP_COPY_CACHE]; /* link.c: chunk-sized payload copies, under q_lock */
 	int copy_cached;
 	struct rgpu_conn *conn;      /* changed by the receiver only, under send_lock */
+	struct rgpu_spin_hint spin;  /* held while a caller waits for its reply (calls.c) */
 	uint64_t session;
 	uint8_t job_id[IP_JOB_ID_LEN], token[IP_TOKEN_LEN];
 	pthread_mutex_t peer_lock;   /* peer_token: the receiver changes it at a resume */
@@ -113,6 +114,8 @@ struct ip_session {
 	uint64_t seq;                /* last seq assigned */
 	uint64_t acked;              /* the worker executed through this seq */
 	uint64_t busy_first;         /* 0, or the first frame a writer is sending: kept till done */
+	uint64_t idle_seq, idle_ctx; /* the reply to call idle_seq said context idle_ctx had
+				     nothing pending (calls.c): true while seq == idle_seq */
 	uint64_t kept_bytes, kept_max;
 	int link_up;
 	atomic_int link_shm;         /* the link is shared memory (set with conn) */
@@ -196,6 +199,8 @@ int ip_hm_on_update(uint64_t addr, const uint8_t *bytes, uint64_t len);
 void ip_link_flush_locked(void);
 /* ip_link_flush() - ip_link_flush_locked under S.send_lock. */
 void ip_link_flush(void);
+/* ip_link_flush, then wake the receiver if it sleeps, to spin for a reply that is due */
+void ip_link_flush_kick(void);
 /*
  * ip_link_keep_copy() - the caller is about to reuse a borrowed payload: copy it into frame
  * seq unless the worker executed it already. Caller holds S.send_lock. 0 or RGPU_ENOMEM.

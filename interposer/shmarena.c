@@ -216,3 +216,9 @@ int ip_arena_dst(const void *p, uint64_t n, uint64_t *at, uint64_t *reg_off, uin
 	*at = (uint64_t)((const uint8_t *)p - a->base);
 	return 1;
 }
+
+int ip_arena_shared(const void *p, uint64_t n)
+{
+	uint64_t at, reg_off, reg_len;
+	return atomic_load(&S.link_shm) && ip_arena_dst(p, n, &at, &reg_off, &reg_len);
+}

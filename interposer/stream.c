@@ -197,7 +197,8 @@ static CUresult stream_call(uint16_t type, CUstream h, int ptds, const char *cal
 	sid = s ? s->o.id : 0;
 	m.stream = sid;
 	m.ctx = c->o.id;
-	r = ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	if (type != RGPU_MSG_STREAM_SYNC || !ip_call_idle(c->o.id, &r))
+		r = ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
 	/* everything queued on the stream is done: what waits for that may go ahead */
 	if (r == CUDA_SUCCESS && synced_listener)
 		synced_listener(c, sid ? sid : IP_STREAM_LEGACY_ID);

@@ -68,12 +68,74 @@ int h_ctx_destroy(struct srv_worker *w, struct srv_frame *f)
 	return 0;
 }
 
+/*
+ * Whether a context is idle (issue 14): a program's synchronous copy followed by
+ * cuCtxSynchronize, or by cuStreamSynchronize, is common (a loss read back, a benchmark's
+ * copy), and the synchronization then costs a round trip for nothing. The executor follows
+ * one context from its last cuCtxSynchronize: as long as only copies on one stream were put
+ * on it since, and that stream was synchronized after them, nothing of the context can be
+ * pending, and every Status reply says so (idle_ctx). The client answers the next
+ * synchronization itself if it sent nothing after that reply (calls.c). Every other frame
+ * that may put work on a stream, or any failure, ends it until the next cuCtxSynchronize.
+ */
+static int quiet_keeps(unsigned t)
+{
+	switch (t) {
+	case RGPU_MSG_PING:
+	case RGPU_MSG_CTX_SYNC:
+	case RGPU_MSG_STREAM_SYNC:
+	case RGPU_MSG_MEMCPY_HTOD: /* these three say what they did (srv_quiet_*) */
+	case RGPU_MSG_MEMCPY_DTOH:
+	case RGPU_MSG_MEM_INFO:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+void srv_quiet_off(struct srv_worker *w)
+{
+	w->quiet.valid = 0;
+}
+
+void srv_quiet_ctx_synced(struct srv_worker *w, uint64_t ctx, CUresult r)
+{
+	w->quiet = (struct srv_quiet){.valid = r == CUDA_SUCCESS && !w->replaying, .ctx = ctx};
+}
+
+void srv_quiet_copy(struct srv_worker *w, uint64_t ctx, CUstream s, int synced, CUresult r)
+{
+	struct srv_quiet *q = &w->quiet;
+	if (!q->valid || r != CUDA_SUCCESS || ctx != q->ctx || (q->any && s != q->stream)) {
+		q->valid = 0;
+		return;
+	}
+	q->any = 1;
+	q->stream = s;
+	q->pending = !synced;
+}
+
+void srv_quiet_stream_synced(struct srv_worker *w, uint64_t ctx, CUstream s, CUresult r)
+{
+	struct srv_quiet *q = &w->quiet;
+	if (r != CUDA_SUCCESS)
+		q->valid = 0;
+	else if (q->valid && ctx == q->ctx && (!q->any || s == q->stream))
+		q->pending = 0;
+}
+
+uint64_t srv_quiet_idle(const struct srv_worker *w)
+{
+	return w->quiet.valid && !w->quiet.pending && !w->replaying ? w->quiet.ctx : 0;
+}
+
 int h_ctx_sync(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxRef, ctx_ref, w, f);
 	CUresult r = srv_use_ctx(w, m->ctx);
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuCtxSynchronize();
+	srv_quiet_ctx_synced(w, m->ctx, r);
 	rgpu__ctx_ref__free_unpacked(m, NULL);
 	return srv_reply_status(w, f, r);
 }
@@ -207,6 +269,8 @@ int srv_exec(struct srv_worker *w, struct srv_frame *f)
 	pr_debug("%s seq %llu", rgpu_msg_name(t), (unsigned long long)f->hdr.seq);
 	w->exec_result = CUDA_SUCCESS;
 	w->exec_recorded = 0;
+	if (!quiet_keeps(t))
+		srv_quiet_off(w);
 	if (!w->replaying && (t == RGPU_MSG_GOODBYE || rgpu_msg_info(t)->effect == RGPU_EFFECT_SYNC)) {
 		ret = refuse_mismatch(w, f);
 		if (ret)

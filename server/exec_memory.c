@@ -350,6 +350,7 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 			r = land(w, m, &dev, keep, f->hdr.payload_len, s);
 		}
 		srv_async_error(w, r, "captured host-to-device copy");
+		srv_quiet_off(w);
 		rgpu__memcpy__free_unpacked(m, NULL);
 		return 0;
 	}
@@ -370,10 +371,12 @@ int h_memcpy_htod(struct srv_worker *w, struct srv_frame *f)
 		 * is free again once the stream is.
 		 */
 		r = w->drv.cuStreamSynchronize(s);
+		srv_quiet_copy(w, m->ctx, s, 1, r);
 		srv_async_error(w, r, "host-to-device copy");
 		rgpu__memcpy__free_unpacked(m, NULL);
 		return 0;
 	}
+	srv_quiet_copy(w, m->ctx, s, 0, r);
 	if (r == CUDA_SUCCESS && arena) {
 		/*
 		 * The program's pinned memory: it must stay unchanged until the copy is seen
@@ -567,6 +570,7 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 	if (r == CUDA_SUCCESS && m->size) {
 		CUresult d = dtoh_direct(w, m, f->hdr.seq, s);
 		if (d != CUDA_ERROR_NOT_SUPPORTED) {
+			srv_quiet_copy(w, m->ctx, s, !(m->flags & RGPU__COPY_FLAG__COPY_ASYNC), d);
 			if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC)
 				srv_async_error(w, d, "device-to-host copy");
 			else
@@ -578,6 +582,7 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
 		if (r == CUDA_SUCCESS && m->size)
 			r = dtoh_async(w, m, &p, f->hdr.seq, s);
+		srv_quiet_copy(w, m->ctx, s, 0, r);
 		srv_async_error(w, r, "device-to-host copy");
 	} else if (m->size <= RGPU_MAX_REPLY_DATA && (w->client_caps & RGPU_CAP_SHM)) {
 		/* small: the bytes come in the reply, one frame for the whole call */
@@ -586,12 +591,14 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 			r = stage_out(w, m, &p, 0, m->size, buf, s);
 		if (r == CUDA_SUCCESS && m->size)
 			r = w->drv.cuStreamSynchronize(s);
+		srv_quiet_copy(w, m->ctx, s, m->size != 0, r);
 		ret = srv_reply_data(w, f, r, buf, m->size);
 		if (buf)
 			srv_staging_put(w->staging, buf);
 	} else {
 		if (r == CUDA_SUCCESS && m->size)
 			r = dtoh_sync(w, m, &p, f->hdr.seq, s);
+		srv_quiet_copy(w, m->ctx, s, m->size != 0, r);
 		ret = srv_reply_status(w, f, r);
 	}
 	rgpu__memcpy__free_unpacked(m, NULL);

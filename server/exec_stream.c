@@ -49,6 +49,7 @@ int h_stream_op(struct srv_worker *w, struct srv_frame *f)
 	case RGPU_MSG_STREAM_SYNC:
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuStreamSynchronize(s);
+		srv_quiet_stream_synced(w, m->ctx, s, r);
 		ret = srv_reply_status(w, f, r);
 		break;
 	case RGPU_MSG_STREAM_QUERY:

@@ -49,6 +49,8 @@ static int reply_with(struct srv_worker *w, const struct srv_frame *f, ProtobufC
 
 	if (fd && fd->type == PROTOBUF_C_TYPE_INT32)
 		*(int32_t *)((char *)rep + fd->offset) = (int32_t)async;
+	if (rep->descriptor == &rgpu__status__descriptor && async == CUDA_SUCCESS)
+		((Rgpu__Status *)rep)->idle_ctx = srv_quiet_idle(w);
 	if (fr && fr->type == PROTOBUF_C_TYPE_INT32)
 		own = (CUresult)*(const int32_t *)((const char *)rep + fr->offset);
 	if (own != CUDA_SUCCESS)

@@ -466,6 +466,17 @@ struct srv_worker {
 	/* --idle-timeout: idle when nothing runs and no frame came since active_ns */
 	atomic_uint_fast64_t active_ns; /* a frame arrived or the executor finished one */
 	atomic_int executing;    /* the executor is running a frame */
+	struct rgpu_spin_hint spin; /* held while the executor runs frames: the reader spins */
+	/*
+	 * What the executor knows of one context's streams (exec.c, srv_quiet_*): since its last
+	 * cuCtxSynchronize, only copies on one stream were put on it, and (!pending) that stream
+	 * was synchronized after them. A reply then says the context is idle (Status.idle_ctx).
+	 */
+	struct srv_quiet {
+		int valid, pending, any;
+		uint64_t ctx;   /* the client's id of the context */
+		CUstream stream;
+	} quiet;
 	int refuse_new;          /* over --max-sessions: a new session refused, a resume routed */
 	struct srv_limits limits; /* its tenant's, resolved (srv_limits_for) once authenticated */
 
@@ -612,6 +623,17 @@ void srv_link_end(struct srv_worker *w);
  */
 int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep);
 int srv_reply_status(struct srv_worker *w, const struct srv_frame *f, CUresult r);
+/*
+ * srv_quiet_*() - keep w->quiet (executor thread): a context synchronized (r: how it went), a
+ * copy on stream s of context ctx (synced: s was synchronized after it), a stream
+ * synchronized, or anything else put on a stream (off). srv_quiet_idle(): the context idle
+ * now, or 0.
+ */
+void srv_quiet_ctx_synced(struct srv_worker *w, uint64_t ctx, CUresult r);
+void srv_quiet_copy(struct srv_worker *w, uint64_t ctx, CUstream s, int synced, CUresult r);
+void srv_quiet_stream_synced(struct srv_worker *w, uint64_t ctx, CUstream s, CUresult r);
+void srv_quiet_off(struct srv_worker *w);
+uint64_t srv_quiet_idle(const struct srv_worker *w);
 /* srv_reply_data() - a Status whose payload is data (len bytes; none when r failed) */
 int srv_reply_data(struct srv_worker *w, const struct srv_frame *f, CUresult r,
 		   const void *data, uint64_t len);

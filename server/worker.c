@@ -48,9 +48,11 @@
 /* ---- the reader ------------------------------------------------------------------------- */
 
 /* What a queued frame holds, as the bound counts it (and the client counts what it keeps). */
+/* what a queued frame holds of this process's memory: a payload the client's shared memory
+ * holds (by reference) is not counted */
 static uint64_t frame_bytes(const struct srv_frame *f)
 {
-	return RGPU_FRAME_HDR_LEN + f->hdr.body_len + f->hdr.payload_len;
+	return RGPU_FRAME_HDR_LEN + f->hdr.body_len + (f->pref.map ? 0 : f->hdr.payload_len);
 }
 
 static void queue_push(struct srv_worker *w, struct srv_frame *f)
@@ -664,6 +666,7 @@ lost:
 			break;
 		}
 		rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
+		rgpu_conn_set_spin_hint(c, &w->spin);
 		atomic_store(&w->active_ns, rgpu_now_ns());
 		spoke = 0;
 	}
@@ -1523,6 +1526,7 @@ void srv_worker_serve(struct srv_worker *w)
 {
 	pthread_t reader, control;
 	uint64_t nframes = 0, nbytes = 0;
+	int holding = 0; /* w->spin */
 	int ret;
 
 	/*
@@ -1539,6 +1543,9 @@ void srv_worker_serve(struct srv_worker *w)
 		pr_warn("job %s: out of memory for copies between servers: refused", w->job_hex);
 	if (w->conn)
 		rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
+	w->spin.hold_ns = rgpu_sync_spin_ns();
+	if (w->conn)
+		rgpu_conn_set_spin_hint(w->conn, &w->spin);
 	atomic_store(&w->active_ns, rgpu_now_ns());
 	atomic_store(&w->state, w->conn ? SRV_JOB_RUNNING : SRV_JOB_DISCONNECTED);
 	if (pthread_create(&reader, NULL, reader_main, w)) {
@@ -1552,7 +1559,20 @@ void srv_worker_serve(struct srv_worker *w)
 		struct srv_frame *f;
 		/* a checkpoint's barrier: between two frames, nothing of the job running */
 		srv_hold_point(w);
+		/*
+		 * While it runs frames (a synchronous copy, a kernel being waited for), the reader
+		 * spins for the frame the client sends once it has the reply; from when the queue
+		 * runs dry, only the connection's usual spin.
+		 */
+		if (holding && atomic_load(&w->q_len) == 0) {
+			rgpu_spin_release(&w->spin);
+			holding = 0;
+		}
 		f = queue_pop(w);
+		if (f && !holding) {
+			rgpu_spin_hold(&w->spin);
+			holding = 1;
+		}
 		if (!f) {
 			if (srv_hold_wanted(w) && !atomic_load(&w->dead))
 				continue;

@@ -137,6 +137,46 @@ void rgpu_conn_set_spin(struct rgpu_conn *c, uint32_t ns)
 	c->spin_ns = ns;
 }
 
+void rgpu_conn_set_spin_hint(struct rgpu_conn *c, struct rgpu_spin_hint *h)
+{
+	c->hint = h;
+}
+
+void rgpu_spin_hold(struct rgpu_spin_hint *h)
+{
+	if (atomic_fetch_add(&h->held, 1) == 0)
+		atomic_store(&h->since_ns, rgpu_now_ns());
+}
+
+void rgpu_spin_release(struct rgpu_spin_hint *h)
+{
+	if (atomic_fetch_sub(&h->held, 1) == 1)
+		atomic_store(&h->released_ns, rgpu_now_ns());
+}
+
+void rgpu_conn_kick(struct rgpu_conn *c)
+{
+	if (c && c->ops->kick)
+		c->ops->kick(c);
+}
+
+int rgpu_conn_spin_more(const struct rgpu_conn *c, uint64_t start, uint64_t now)
+{
+	const struct rgpu_spin_hint *h = c->hint;
+
+	if (!c->spin_ns)
+		return 0;
+	if (h) {
+		uint64_t rel = atomic_load_explicit(&h->released_ns, memory_order_relaxed);
+		if (atomic_load_explicit(&h->held, memory_order_relaxed) &&
+		    now < atomic_load_explicit(&h->since_ns, memory_order_relaxed) + h->hold_ns)
+			return 1;
+		if (rel > start)
+			start = rel;
+	}
+	return now < start + c->spin_ns;
+}
+
 int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
 {
 	if (n > RGPU_CONN_MAX_IOV)

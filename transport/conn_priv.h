@@ -36,6 +36,8 @@ struct rgpu_transport_ops {
 	 * 0 or an error. NULL for transports that mark nothing.
 	 */
 	int (*recv_marked)(struct rgpu_conn *c, void *buf, size_t len);
+	/* wake this end's reader if it sleeps waiting for bytes (NULL: it cannot be woken) */
+	void (*kick)(struct rgpu_conn *c);
 };
 
 #define RGPU_CONN_RBUF (64u << 10)
@@ -52,6 +54,13 @@ uint64_t rgpu_conn_marked_payload(const struct rgpu_conn *c, const struct iovec 
 void rgpu_conn_track_sent(struct rgpu_conn *c, const uint8_t *p, size_t len);
 /* rgpu_send_all() - every byte to socket fd: 0, RGPU_ECLOSED, RGPU_EIO */
 int rgpu_send_all(int fd, const void *p, size_t n);
+
+/*
+ * rgpu_conn_spin_more() - should a reader that began waiting at `start` still spin at `now`?
+ * For spin_ns after start or the hint's last release, and while the hint is held (up to its
+ * hold_ns); never when spin_ns is 0.
+ */
+int rgpu_conn_spin_more(const struct rgpu_conn *c, uint64_t start, uint64_t now);
 
 /* lanes.c, for tcp.c (conn.c reaches them through the ops' recv_marked) */
 int rgpu_lanes_sending(const struct rgpu_conn *c);
@@ -73,6 +82,7 @@ struct rgpu_conn {
 	uint64_t frame_deadline; /* when the frame being received must be whole, payload too */
 	uint64_t deadline;       /* no receive waits past this (0: none): rgpu_conn_set_deadline */
 	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */
+	struct rgpu_spin_hint *hint; /* the layer above's word on when bytes are due (or NULL) */
 	const struct rgpu_msg_table *msgs; /* the protocol frames are checked against */
 	/*
 	 * TLS (tls.c), once rgpu_tls_accept/_connect succeeded: the socket is then non-blocking

@@ -194,19 +194,19 @@ static int shm_wait(struct rgpu_conn *c, int r, shm_cond cond, _Atomic uint32_t 
 		    _Atomic uint32_t *sleeps, int timeout_ms)
 {
 	struct shm_link *l = L(c);
-	uint64_t deadline = timeout_ms >= 0 ? rgpu_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	uint64_t start = rgpu_now_ns();
+	uint64_t deadline = timeout_ms >= 0 ? start + (uint64_t)timeout_ms * 1000000ull : 0;
 
-	if (c->spin_ns && timeout_ms != 0) {
-		uint64_t until = rgpu_now_ns() + c->spin_ns;
-		do {
+	for (;;) {
+		/* spin while the hint says bytes are due, then sleep a slice; a wake spins again */
+		for (uint64_t t = start; timeout_ms != 0 && rgpu_conn_spin_more(c, start, t);
+		     t = rgpu_now_ns()) {
 			for (int i = 0; i < 64; i++) {
 				if (cond(l, r))
 					return 0;
 				__builtin_ia32_pause();
 			}
-		} while (rgpu_now_ns() < until);
-	}
-	for (;;) {
+		}
 		uint32_t v = atomic_load(ftx);
 		if (cond(l, r))
 			return 0;
@@ -226,6 +226,7 @@ static int shm_wait(struct rgpu_conn *c, int r, shm_cond cond, _Atomic uint32_t 
 		if (!cond(l, r))
 			ftx_wait(ftx, v, ms);
 		atomic_store(sleeps, 0);
+		start = rgpu_now_ns();
 	}
 }
 
@@ -566,6 +567,18 @@ static int shm_recv_marked(struct rgpu_conn *c, void *buf, size_t len)
 	return 0;
 }
 
+/* this end's reader, asleep waiting for the peer's bytes, is woken to spin (a held hint) */
+static void shm_kick(struct rgpu_conn *c)
+{
+	struct shm_link *l = L(c);
+	struct shm_ring_ctl *rc = &l->ctl->ring[!l->side];
+
+	if (atomic_load_explicit(&rc->cons_sleeps, memory_order_relaxed)) {
+		atomic_fetch_add(&rc->data_ftx, 1);
+		ftx_wake(&rc->data_ftx);
+	}
+}
+
 static const struct rgpu_transport_ops shm_ops = {
 	.name = "shm",
 	.sendv = shm_sendv,
@@ -574,6 +587,7 @@ static const struct rgpu_transport_ops shm_ops = {
 	.shutdown = shm_shutdown,
 	.close = shm_close,
 	.recv_marked = shm_recv_marked,
+	.kick = shm_kick,
 };
 
 int rgpu_conn_is_shm(const struct rgpu_conn *c)

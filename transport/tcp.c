@@ -110,7 +110,7 @@ static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 	 * be idle), which the spin overshoots by at most spin_ns.
 	 */
 	if (c->spin_ns && timeout_ms != 0) {
-		uint64_t until = rgpu_now_ns() + c->spin_ns;
+		uint64_t start = rgpu_now_ns();
 		do {
 			ssize_t r = recv(c->fd, buf, cap, MSG_DONTWAIT);
 			if (r > 0)
@@ -120,7 +120,7 @@ static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				break;
 			__builtin_ia32_pause();
-		} while (rgpu_now_ns() < until);
+		} while (rgpu_conn_spin_more(c, start, rgpu_now_ns()));
 	}
 	for (;;) {
 		ssize_t r;

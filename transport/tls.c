@@ -330,7 +330,7 @@ static long tls_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 		cap = 1u << 30;
 	/* as tcp.c: poll briefly for the reply that usually follows within microseconds */
 	if (c->spin_ns && timeout_ms != 0) {
-		uint64_t until = rgpu_now_ns() + c->spin_ns;
+		uint64_t start = rgpu_now_ns();
 		do {
 			r = ssl_io(c, 0, buf, cap, &se);
 			if (r > 0)
@@ -338,7 +338,7 @@ static long tls_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 			if (-r != SSL_ERROR_WANT_READ)
 				break;
 			__builtin_ia32_pause();
-		} while (rgpu_now_ns() < until);
+		} while (rgpu_conn_spin_more(c, start, rgpu_now_ns()));
 	}
 	for (;;) {
 		r = ssl_io(c, 0, buf, cap, &se);

@@ -81,6 +81,17 @@ uint64_t rgpu_spin_budget_ns(uint64_t want_ns)
 	return cpus >= 4 ? want_ns : 0;
 }
 
+uint64_t rgpu_sync_spin_ns(void)
+{
+	static int64_t v = -1;
+	if (v < 0) {
+		const char *env = getenv("RGPU_SYNC_SPIN_NS");
+		uint64_t n = env && *env ? strtoull(env, NULL, 0) : rgpu_spin_budget_ns(1000000);
+		v = (int64_t)(n > 1000000000ull ? 1000000000ull : n);
+	}
+	return (uint64_t)v;
+}
+
 const char *rgpu_host_id(void)
 {
 	static char id[64];

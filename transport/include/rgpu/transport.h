@@ -5,6 +5,7 @@
 #ifndef RGPU_TRANSPORT_H
 #define RGPU_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -23,6 +24,27 @@ const char *rgpu_conn_peer(const struct rgpu_conn *c);     /* "host:port" for lo
 int rgpu_conn_errno(const struct rgpu_conn *c);            /* cause kept beside RGPU_EIO */
 /* poll this long for more bytes before sleeping in a receive (0: never) */
 void rgpu_conn_set_spin(struct rgpu_conn *c, uint32_t ns);
+/*
+ * What the layer above knows of when bytes are due: while a hint is held (a count: each caller
+ * waiting for a reply, the worker's executor while it runs frames), the peer will answer or
+ * send its next frame soon, so a reader waiting for bytes keeps spinning, up to hold_ns from
+ * when the hold began, rather than sleeping and paying the scheduler's wake-up (5-10 us on
+ * each side of a call that outlasts the spin, such as a 4 MiB copy). After the last release it
+ * spins the connection's spin_ns more. The owner zeroes it and sets hold_ns
+ * (rgpu_sync_spin_ns()); it must outlive the connections it is given to.
+ */
+struct rgpu_spin_hint {
+	_Atomic int held;
+	_Atomic uint64_t since_ns;    /* when held last went from 0 to 1 */
+	_Atomic uint64_t released_ns; /* when it last went back to 0 */
+	uint64_t hold_ns;
+};
+void rgpu_spin_hold(struct rgpu_spin_hint *h);
+void rgpu_spin_release(struct rgpu_spin_hint *h);
+void rgpu_conn_set_spin_hint(struct rgpu_conn *c, struct rgpu_spin_hint *h);
+/* wake c's reader if it sleeps waiting for bytes, so that it spins for a held hint (shared
+ * memory; a no-op on sockets, whose reader wakes when the bytes come) */
+void rgpu_conn_kick(struct rgpu_conn *c);
 /*
  * rgpu_conn_release_fd() - hand the connection's socket to someone else (another process,
  * through SCM_RIGHTS): returns the descriptor and frees c without closing it. Refused with

@@ -78,6 +78,13 @@ static inline int rgpu_range_in(uint64_t off, uint64_t count, uint64_t size, uin
  */
 uint64_t rgpu_spin_budget_ns(uint64_t want_ns);
 /*
+ * rgpu_sync_spin_ns() - how long a thread that waits for the answer to a synchronous call
+ * (or the reader of a peer that is answering one) may busy-wait: 1 ms where
+ * rgpu_spin_budget_ns() allows spinning, as the driver itself spins in a synchronous call by
+ * default (CU_CTX_SCHED_AUTO with CPUs to spare). RGPU_SYNC_SPIN_NS overrides (0: off).
+ */
+uint64_t rgpu_sync_spin_ns(void);
+/*
  * rgpu_host_id() - this kernel's boot id (/proc/sys/kernel/random/boot_id): processes that
  * see the same one share a kernel, so shared memory can pass between them. "" when unknown.
  */
