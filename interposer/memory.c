@@ -790,14 +790,9 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 		return across(s, ptds, dst, &(struct xop){.kind = 0, .dst = dst, .hsrc = src, .n = n});
 	m.stream = sid;
 	m.ctx = c->o.id;
-	/*
-	 * From pinned memory the worker maps (the arena, over shared memory) nothing is copied on
-	 * the way, so chunks are as large as a frame allows: each costs the copy engine a gap
-	 * (H200: 4 MiB chunks moved 53.4 GB/s, 16 MiB ones 54.9, the whole copy 55.4;
-	 * tests/bench/host_dma.c).
-	 */
+	/* as large as the way there takes them (ip_copy_chunk) */
 	uint64_t at, reg_off, reg_len;
-	size_t chunk = ip_arena_shared(src, n) ? RGPU_MAX_CHUNK : RGPU_COPY_CHUNK;
+	size_t chunk = ip_copy_chunk(src, n);
 	for (size_t off = 0; off < n && r == CUDA_SUCCESS; off += chunk) {
 		size_t len = MIN(chunk, n - off);
 		uint64_t seq = 0;

@@ -664,6 +664,7 @@ lost:
 	hex(S.job_id, IP_JOB_ID_LEN, S.job_hex);
 	snprintf(S.shm_socket, sizeof(S.shm_socket), "%s", rep->shm_socket ? rep->shm_socket : "");
 	S.lanes_offered = rep->lanes;
+	atomic_store(&S.staging_size, rep->staging_size);
 	S.same_host = rep->host_id && *rep->host_id && !strcmp(rep->host_id, rgpu_host_id());
 	if (rep->shm && (ret = shm_offer(S.conn, why, sizeof(why)))) {
 		pr_err("no shared memory with the GPU server %s: %s", S.server, why);
@@ -820,6 +821,7 @@ static int resume(const char *why)
 			rgpu__hello_reply__free_unpacked(rep, NULL);
 		if (!ret) {
 			uint32_t lanes = rep->shm ? 0 : rep->lanes;
+			atomic_store(&S.staging_size, rep->staging_size);
 			ip_link_install(c, rep->received, 0);
 			rgpu__hello_reply__free_unpacked(rep, NULL);
 			open_lanes(c, lanes);

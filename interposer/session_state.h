@@ -84,6 +84,7 @@ struct ip_session {
 	uint8_t link_id[16];         /* the TCP link's, which its lanes name (lane > 0 hellos) */
 	int lane_hello;              /* exchange_hello: 0 a link's hello, k > 0 lane k's */
 	uint32_t lanes_offered;      /* the last link hello's HelloReply.lanes */
+	_Atomic uint64_t staging_size; /* HelloReply.staging_size: TCP copies are cut at it */
 	char shm_socket[108];        /* the server's socket for this host's clients (its reply) */
 	int same_host;               /* the server's reply named this kernel's boot id */
 	struct ip_arena *arena;      /* pinned memory shared with the worker (shmarena.c) */

@@ -439,14 +439,15 @@ static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, const st
 			   uint64_t seq, CUstream s)
 {
 	CUresult r = CUDA_SUCCESS;
-	for (uint64_t off = 0; r == CUDA_SUCCESS && off < m->size; off += RGPU_COPY_CHUNK) {
+	uint64_t chunk = srv_staging_size(w->staging);
+	for (uint64_t off = 0; r == CUDA_SUCCESS && off < m->size; off += chunk) {
 		struct send_chunk *c = malloc(sizeof(*c));
 		if (!c)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		c->w = w;
 		c->seq = seq;
 		c->offset = off;
-		c->len = (size_t)MIN(RGPU_COPY_CHUNK, m->size - off);
+		c->len = (size_t)MIN(chunk, m->size - off);
 		c->buf = srv_staging_get(w->staging);
 		r = stage_out(w, m, p, off, c->len, c->buf, s);
 		if (r == CUDA_SUCCESS)
@@ -469,14 +470,15 @@ static CUresult dtoh_sync(struct srv_worker *w, const Rgpu__Memcpy *m, const str
 {
 	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
 	void *cur = srv_staging_get(w->staging), *next_buf = NULL;
-	uint64_t off = 0, len = MIN(RGPU_COPY_CHUNK, m->size);
+	uint64_t chunk = srv_staging_size(w->staging);
+	uint64_t off = 0, len = MIN(chunk, m->size);
 	CUresult r;
 
 	r = stage_out(w, m, p, 0, len, cur, s);
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuStreamSynchronize(s);
 	while (r == CUDA_SUCCESS && off < m->size) {
-		uint64_t next = off + len, nlen = MIN(RGPU_COPY_CHUNK, m->size - next);
+		uint64_t next = off + len, nlen = MIN(chunk, m->size - next);
 		next_buf = NULL;
 		if (next < m->size) {
 			next_buf = srv_staging_get(w->staging);

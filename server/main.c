@@ -58,7 +58,7 @@ static void usage(FILE *f)
 		"                          0: no cache, every image is shipped)\n"
 		"  -w, --window BASE:SIZE  device address window (default 0x%llx:16T); must be the\n"
 		"                          same on every server a job may move between\n"
-		"      --staging N         pinned 4 MiB staging buffers per session (default 16)\n"
+		"      --staging N         pinned 16 MiB staging buffers per session (default 4)\n"
 		"      --port-file PATH    write the port listened on to PATH\n"
 		"      --admin HOST:PORT   admin protocol address for rgpuctl (default " RGPU_DEFAULT_ADMIN ";\n"
 		"                          'none' turns it off)\n"
@@ -229,7 +229,7 @@ static int rgpud(int argc, char **argv)
 		.listen = RGPU_DEFAULT_SERVER,
 		.window_base = RGPU_WINDOW_BASE,
 		.window_size = RGPU_WINDOW_SIZE,
-		.staging_buffers = 16,
+		.staging_buffers = 4,
 		.admin = RGPU_DEFAULT_ADMIN,
 		.resume_grace_s = 60,
 		.module_cache_bytes = SRV_MODULE_CACHE_BYTES,

@@ -1127,7 +1127,9 @@ int srv_ctl_recv(int fd, struct Rgpu__Ctl **m, int *got_fd, int timeout_ms);
 /* ---- staging (pinned bounce buffers) --------------------------------------------------- */
 int srv_staging_new(struct srv_worker *w, int n, size_t size, struct srv_staging **out);
 void *srv_staging_get(struct srv_staging *s);   /* blocks until one is free */
-void *srv_staging_tryget(struct srv_staging *s); /* NULL when all are in flight */
+size_t srv_staging_size(const struct srv_staging *s); /* each buffer's bytes */
+/* one that holds len bytes; NULL when all are in flight, or they are smaller */
+void *srv_staging_tryget(struct srv_staging *s, size_t len);
 void srv_staging_put(struct srv_staging *s, void *buf);
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
 /*

@@ -63,6 +63,11 @@ out_free:
 	return RGPU_ENOMEM;
 }
 
+size_t srv_staging_size(const struct srv_staging *s)
+{
+	return s ? s->size : 0;
+}
+
 void *srv_staging_get(struct srv_staging *s)
 {
 	void *b;
@@ -74,11 +79,11 @@ void *srv_staging_get(struct srv_staging *s)
 	return b;
 }
 
-void *srv_staging_tryget(struct srv_staging *s)
+void *srv_staging_tryget(struct srv_staging *s, size_t len)
 {
 	void *b = NULL;
 	pthread_mutex_lock(&s->lock);
-	if (s->nfree)
+	if (s->nfree && len <= s->size) /* the size changes when shared memory is adopted */
 		b = s->free[--s->nfree];
 	pthread_mutex_unlock(&s->lock);
 	return b;
@@ -113,7 +118,7 @@ CUresult srv_staging_adopt(struct srv_worker *w, uint8_t *base, int n, size_t si
 	struct srv_staging *s = w->staging;
 	void **all, **fr;
 
-	if (!s || n <= 0 || size != s->size)
+	if (!s || n <= 0 || !size)
 		return CUDA_ERROR_INVALID_VALUE;
 	all = calloc((size_t)n, sizeof(void *));
 	fr = calloc((size_t)n, sizeof(void *));
@@ -133,6 +138,7 @@ CUresult srv_staging_adopt(struct srv_worker *w, uint8_t *base, int n, size_t si
 	s->all = all;
 	s->free = fr;
 	s->n = s->nfree = n;
+	s->size = size; /* the client's: copies are cut at it from now on */
 	s->adopted = base;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
