@@ -48,14 +48,16 @@ static int read_cluster(struct ctl_opts *o, const char *path)
 		return CTL_USAGE;
 	}
 	while (!ret && fgets(line, sizeof(line), f)) {
-		char *p = line, *e;
-		char *hash = strchr(p, '#'), *eq;
-		if (hash)
-			*hash = '\0';
+		char *p = line, *e, *eq;
 		while (*p == ' ' || *p == '\t')
 			p++;
-		/* a setting: power-off = CMD, power-on = CMD (run by sh, $RGPU_HOST set) */
-		if ((eq = strchr(p, '='))) {
+		if (*p == '#')
+			continue; /* a comment line */
+		/*
+		 * a setting: power-off = CMD, power-on = CMD (run by sh, $RGPU_HOST set), taken whole:
+		 * a command may hold a '#' (a URL's fragment, a quoted string)
+		 */
+		if ((eq = strchr(p, '=')) && (!strchr(p, '#') || eq < strchr(p, '#'))) {
 			char *k = p, *v = eq + 1, **dst = NULL;
 			for (e = eq; e > k && (e[-1] == ' ' || e[-1] == '\t'); e--)
 				;
@@ -78,7 +80,8 @@ static int read_cluster(struct ctl_opts *o, const char *path)
 			*dst = strdup(v);
 			continue;
 		}
-		for (e = p; *e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r'; e++)
+		/* a server's address; a '#' after it starts a comment */
+		for (e = p; *e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r' && *e != '#'; e++)
 			;
 		*e = '\0';
 		if (*p)
@@ -137,6 +140,15 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 	const char *cluster = NULL, *tls_ca = getenv("RGPU_TLS_CA"),
 		   *tls_name = getenv("RGPU_TLS_NAME"), *tls_env = getenv("RGPU_TLS");
 	int c, ret, tls = tls_env && !strcmp(tls_env, "1");
+
+	/* as the interposer: RGPU_TLS=0 means none, even with RGPU_TLS_CA set (options win) */
+	if (tls_env && *tls_env && strcmp(tls_env, "0") && strcmp(tls_env, "1")) {
+		fprintf(stderr, "rgpuctl %s: RGPU_TLS='%s': want 1 (TLS) or 0 (none)\n", cmd,
+			tls_env);
+		return CTL_USAGE;
+	}
+	if (tls_env && !strcmp(tls_env, "0"))
+		tls_ca = NULL;
 
 	memset(o, 0, sizeof(*o));
 	o->headroom = 0.10;
@@ -207,7 +219,9 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 		case 'K': {
 			char *end;
 			double v = strtod(optarg, &end);
-			if (!*optarg || *end || v < 0 || (c == 'H' ? v >= 100 : v > 256)) {
+			/* a number of servers is whole: 1.5 is refused, not read as 1 */
+			if (!*optarg || *end || v < 0 || (c == 'H' ? v >= 100 : v > 256) ||
+			    (c == 'K' && strspn(optarg, "0123456789") != strlen(optarg))) {
 				fprintf(stderr, "rgpuctl %s: --%s takes %s, not '%s'\n", cmd,
 					c == 'H' ? "headroom" : "keep",
 					c == 'H' ? "a percentage below 100" : "0 to 256 servers", optarg);

@@ -34,7 +34,7 @@ static void usage(FILE *f)
 		"  -k, --keys DIR          authenticate clients: one key per tenant, DIR/TENANT.key\n"
 		"                          (32+ random bytes, hex or raw, mode 0600); clients\n"
 		"                          without a right key are refused before any CUDA call\n"
-		"      --admin-key FILE    authenticate rgpuctl status/jobs with this operator key\n"
+		"      --admin-key FILE    every admin request must prove this operator key\n"
 		"                          (same format); without it the admin port stays on loopback\n"
 		"      --tls-cert FILE     TLS 1.3 on the client and admin ports with this certificate\n"
 		"      --tls-key FILE      (PEM chain, the server's first) and its private key (PEM);\n"

@@ -202,7 +202,8 @@ int rgpu_parse_size(const char *s, uint64_t *out)
 	if (!s || !*s || *s == '-')
 		return RGPU_EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	/* decimal, or 0x-prefixed hexadecimal: a leading 0 is not octal ("010M" is 10 MiB) */
+	v = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
 	if (errno || end == s)
 		return RGPU_EINVAL;
 	switch (*end) {

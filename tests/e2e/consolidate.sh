@@ -24,10 +24,10 @@ B=$(srv_admin B)
 C=$(srv_admin C)
 cat >"$tmp/cluster" <<EOF
 # three servers
-$A
+$A   # a comment after an address
 $B
 $C
-power-off = echo "off \$RGPU_SERVER \$RGPU_HOST" >>$tmp/hooks.log
+power-off = echo "off \$RGPU_SERVER \$RGPU_HOST #1" >>$tmp/hooks.log
 power-on = echo "on \$RGPU_SERVER" >>$tmp/hooks.log
 EOF
 opts="--cluster $tmp/cluster --lock $tmp/lock --state $tmp/state.json"
@@ -111,7 +111,8 @@ echo "GPU telemetry after:  $after"
 [ -n "${OUT_JSON:-}" ] && cat "$tmp/st_before.json" "$tmp/st_after.json" >"$OUT_JSON"
 [ "$(jobs_on "$A")$(jobs_on "$B")$(jobs_on "$C")" = 500 ] || fail "not every job is on A: $(cat "$tmp/run.json")"
 [ "$(grep -c '"action":"move".*"result":0' "$tmp/run.json")" = 3 ] || fail "not 3 moves: $(cat "$tmp/run.json")"
-[ "$(sort "$tmp/hooks.log")" = "$(printf 'off %s 127.0.0.1\noff %s 127.0.0.1\n' "$B" "$C" | sort)" ] ||
+# (the command's '#' is its own: a command is taken whole)
+[ "$(sort "$tmp/hooks.log")" = "$(printf 'off %s 127.0.0.1 #1\noff %s 127.0.0.1 #1\n' "$B" "$C" | sort)" ] ||
 	fail "the power-off command ran otherwise: $(cat "$tmp/hooks.log")"
 [ "$(json "$tmp/state.json" 'sorted(j["off"]) == sorted(["'"$B"'", "'"$C"'"])')" = True ] ||
 	fail "the state file: $(cat "$tmp/state.json")"

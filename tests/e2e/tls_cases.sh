@@ -72,6 +72,16 @@ rc=$?
 grep -q "refused: this server requires TLS" "$tmp/st.out" || fail "$(cat "$tmp/st.out")"
 grep -q "admin client .* refused: it did not start TLS" "$log" || fail "no admin refusal line"
 echo "ok: rgpuctl status without TLS: $(cat "$tmp/st.out")"
+# ... RGPU_TLS=0 turns it off though RGPU_TLS_CA is set, as for the interposer
+RGPU_TLS=0 "$ctl" status --server "$RGPU_E2E_ADMIN" --admin-key "$admin_key" >"$tmp/st.out" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "refused: this server requires TLS" "$tmp/st.out" ||
+	fail "rgpuctl status with RGPU_TLS=0 and RGPU_TLS_CA: exit $rc, $(cat "$tmp/st.out")"
+RGPU_TLS=yes "$ctl" status --server "$RGPU_E2E_ADMIN" >"$tmp/st.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "RGPU_TLS='yes': want 1 (TLS) or 0 (none)" "$tmp/st.out" ||
+	fail "rgpuctl status with RGPU_TLS=yes: exit $rc, $(cat "$tmp/st.out")"
+echo "ok: RGPU_TLS=0 turns rgpuctl's TLS off; RGPU_TLS=yes is refused"
 # ... and with the wrong CA
 "$ctl" status --server "$RGPU_E2E_ADMIN" --tls-ca "$RGPU_E2E_TLS_DIR/other-ca.pem" \
 	--admin-key "$admin_key" >"$tmp/st.out" 2>&1

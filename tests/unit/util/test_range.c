@@ -1,6 +1,7 @@
 /*
  * util's checked range arithmetic (rgpu_range_end, rgpu_range_in): the ends of tables and of
- * pitched ranges that peers and files name, which must never wrap around 2^64.
+ * pitched ranges that peers and files name, which must never wrap around 2^64. And the sizes
+ * operators write (rgpu_parse_size).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -74,12 +75,42 @@ static void test_hostarea_merge(void **state)
 	assert_int_equal(rgpu_hostarea_base(1ull << 20), 0);
 }
 
+static void test_parse_size(void **state)
+{
+	uint64_t v = 0;
+
+	(void)state;
+	assert_int_equal(rgpu_parse_size("64", &v), 0);
+	assert_int_equal(v, 64);
+	/* a leading 0 is decimal, as the man pages say, not octal */
+	assert_int_equal(rgpu_parse_size("010M", &v), 0);
+	assert_int_equal(v, 10ull << 20);
+	assert_int_equal(rgpu_parse_size("08", &v), 0);
+	assert_int_equal(v, 8);
+	assert_int_equal(rgpu_parse_size("0x10K", &v), 0);
+	assert_int_equal(v, 16ull << 10);
+	assert_int_equal(rgpu_parse_size("0x200000000000", &v), 0);
+	assert_int_equal(v, 0x200000000000ull);
+	assert_int_equal(rgpu_parse_size("16T", &v), 0);
+	assert_int_equal(v, 16ull << 40);
+	assert_int_equal(rgpu_parse_size("2GiB", &v), 0);
+	assert_int_equal(v, 2ull << 30);
+	v = 99;
+	assert_int_equal(rgpu_parse_size("1X", &v), RGPU_EINVAL);
+	assert_int_equal(rgpu_parse_size("-1", &v), RGPU_EINVAL);
+	assert_int_equal(rgpu_parse_size("", &v), RGPU_EINVAL);
+	assert_int_equal(rgpu_parse_size("0x", &v), RGPU_EINVAL);
+	assert_int_equal(rgpu_parse_size("99999999999T", &v), RGPU_ETOOBIG);
+	assert_int_equal(v, 99); /* untouched on failure */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_range_end),
 	    cmocka_unit_test(test_range_in),
 	    cmocka_unit_test(test_hostarea_merge),
+	    cmocka_unit_test(test_parse_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,7 +147,8 @@ void rgpu_reach_addr(const char *listen, const char *via, char *out, size_t len)
 #define RGPU_LABEL_MAX 63
 int rgpu_label_valid(const char *s);
 
-/* rgpu_parse_size() - "64", "4K", "2M", "1G", "1T" (powers of 1024) into *out. */
+/* rgpu_parse_size() - "64", "4K", "2M", "1G", "1T" (powers of 1024), decimal or 0x-prefixed
+ * hexadecimal, into *out. */
 int rgpu_parse_size(const char *s, uint64_t *out);
 
 /*
