@@ -93,42 +93,6 @@ static int quiet_keeps(unsigned t)
 	}
 }
 
-void srv_quiet_off(struct srv_worker *w)
-{
-	w->quiet.valid = 0;
-}
-
-void srv_quiet_ctx_synced(struct srv_worker *w, uint64_t ctx, CUresult r)
-{
-	w->quiet = (struct srv_quiet){.valid = r == CUDA_SUCCESS && !w->replaying, .ctx = ctx};
-}
-
-void srv_quiet_copy(struct srv_worker *w, uint64_t ctx, CUstream s, int synced, CUresult r)
-{
-	struct srv_quiet *q = &w->quiet;
-	if (!q->valid || r != CUDA_SUCCESS || ctx != q->ctx || (q->any && s != q->stream)) {
-		q->valid = 0;
-		return;
-	}
-	q->any = 1;
-	q->stream = s;
-	q->pending = !synced;
-}
-
-void srv_quiet_stream_synced(struct srv_worker *w, uint64_t ctx, CUstream s, CUresult r)
-{
-	struct srv_quiet *q = &w->quiet;
-	if (r != CUDA_SUCCESS)
-		q->valid = 0;
-	else if (q->valid && ctx == q->ctx && (!q->any || s == q->stream))
-		q->pending = 0;
-}
-
-uint64_t srv_quiet_idle(const struct srv_worker *w)
-{
-	return w->quiet.valid && !w->quiet.pending && !w->replaying ? w->quiet.ctx : 0;
-}
-
 int h_ctx_sync(struct srv_worker *w, struct srv_frame *f)
 {
 	DECODE(m, CtxRef, ctx_ref, w, f);

@@ -78,6 +78,44 @@ static int reply_with(struct srv_worker *w, const struct srv_frame *f, ProtobufC
 	return ret;
 }
 
+/* ---- what replies say of a context's streams (server/exec.c, "Whether a context is idle") -- */
+
+void srv_quiet_off(struct srv_worker *w)
+{
+	w->quiet.valid = 0;
+}
+
+void srv_quiet_ctx_synced(struct srv_worker *w, uint64_t ctx, CUresult r)
+{
+	w->quiet = (struct srv_quiet){.valid = r == CUDA_SUCCESS && !w->replaying, .ctx = ctx};
+}
+
+void srv_quiet_copy(struct srv_worker *w, uint64_t ctx, CUstream s, int synced, CUresult r)
+{
+	struct srv_quiet *q = &w->quiet;
+	if (!q->valid || r != CUDA_SUCCESS || ctx != q->ctx || (q->any && s != q->stream)) {
+		q->valid = 0;
+		return;
+	}
+	q->any = 1;
+	q->stream = s;
+	q->pending = !synced;
+}
+
+void srv_quiet_stream_synced(struct srv_worker *w, uint64_t ctx, CUstream s, CUresult r)
+{
+	struct srv_quiet *q = &w->quiet;
+	if (r != CUDA_SUCCESS)
+		q->valid = 0;
+	else if (q->valid && ctx == q->ctx && (!q->any || s == q->stream))
+		q->pending = 0;
+}
+
+uint64_t srv_quiet_idle(const struct srv_worker *w)
+{
+	return w->quiet.valid && !w->quiet.pending && !w->replaying ? w->quiet.ctx : 0;
+}
+
 int srv_reply(struct srv_worker *w, const struct srv_frame *f, ProtobufCMessage *rep)
 {
 	return reply_with(w, f, rep, NULL, 0);

@@ -468,7 +468,7 @@ struct srv_worker {
 	atomic_int executing;    /* the executor is running a frame */
 	struct rgpu_spin_hint spin; /* held while the executor runs frames: the reader spins */
 	/*
-	 * What the executor knows of one context's streams (exec.c, srv_quiet_*): since its last
+	 * What the executor knows of one context's streams (reply.c, srv_quiet_*): since its last
 	 * cuCtxSynchronize, only copies on one stream were put on it, and (!pending) that stream
 	 * was synchronized after them. A reply then says the context is idle (Status.idle_ctx).
 	 */
