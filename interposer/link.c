@@ -567,13 +567,18 @@ void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack)
 		n++;
 	S.link_up = 1;
 	S.gen++;
-	pthread_cond_signal(&S.q_cond);
+	/*
+	 * The frames to send again are written by the sender thread, not here: this is the
+	 * receiver, and the worker writes what it sends again from its reader at the same time.
+	 * Had both sides' readers written more than the sockets hold, each would wait for the
+	 * other to read (the resume deadlocked under cut.duplex).
+	 */
+	pthread_cond_broadcast(&S.q_cond);
 	pthread_mutex_unlock(&S.q_lock);
 	rgpu_conn_close(old);
 	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
 	rgpu_conn_set_spin_hint(c, &S.spin);
 	S.rx_unacked = 0;
-	ip_link_flush_locked();
 	ip_link_send_unlock();
 	pr_debug("job %s: %llu frame(s) sent again", S.job_hex, (unsigned long long)n);
 }
