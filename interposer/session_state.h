@@ -224,12 +224,13 @@ void ip_link_broken(void);
 void ip_link_send_ack(void);
 /* ip_link_send_unlock() - release send_lock, writing an acknowledgement left pending. */
 void ip_link_send_unlock(void);
-/*
- * ip_link_install() - write on connection c from now on: the worker received through
- * `received` (what follows is written again) and executed through `ack`.
- */
 /* ip_link_executed() - the last seq the worker said it executed (what the kept list starts after) */
 uint64_t ip_link_executed(void);
+/*
+ * ip_link_install() - write on connection c from now on: the worker received through
+ * `received` (what follows is written again, by the sender thread: the receiver that calls
+ * this goes back to reading) and executed through `ack`.
+ */
 void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack);
 /* ip_link_sender_main() - the sender thread: writes what is queued, in batches. */
 void *ip_link_sender_main(void *arg);

@@ -560,6 +560,9 @@ static void test_resend_after_break(void **state)
 	assert_int_equal(S.link_up, 1);
 	assert_int_equal(S.gen, 3);
 	assert_int_equal(S.acked, 2);
+	/* install (the receiver) leaves them to the sender thread, whose part this flush is */
+	assert_int_equal(S.unsent->seq, 4);
+	ip_link_flush();
 	assert_null(S.unsent);
 	assert_kept(3, 4, 5, 6); /* 3 was received, not executed: still kept */
 	assert_int_equal(S.kept_bytes, 65600 + 65599 + 200063 + 161);
@@ -720,6 +723,7 @@ static void test_borrowed_then_copied(void **state)
 	fill(buf, sizeof(buf), 21);
 	sp.salt = 21;
 	ip_link_install(peer_open(&p1), 0, 0);
+	ip_link_flush(); /* the sender thread's part */
 	ip_link_broken();
 	peer_join(&p1);
 	assert_int_equal(p1.len, 100063 + 161);
@@ -751,6 +755,7 @@ static void test_borrowed_then_copied(void **state)
 	/* buf changes again: the resend carries the copy, pattern 21, not pattern 23 */
 	fill(buf, sizeof(buf), 23);
 	ip_link_install(peer_open(&p2), 0, 0);
+	ip_link_flush(); /* the sender thread's part */
 	rgpu_conn_shutdown(S.conn);
 	peer_join(&p2);
 	assert_int_equal(p2.len, 100063 + 161);
