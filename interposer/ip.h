@@ -358,12 +358,13 @@ void *ip_arena_alloc(size_t size);
 int ip_arena_free(void *p);
 int ip_arena_dst(const void *p, uint64_t n, uint64_t *at, uint64_t *reg_off, uint64_t *reg_len);
 /*
- * ip_copy_chunk() - the chunks a host-to-device copy from src is cut into: over shared memory,
- * RGPU_MAX_CHUNK from the arena (read in place: nothing is copied on the way, and each chunk
- * costs the copy engine a gap) and RGPU_COPY_CHUNK (a slot) otherwise; over TCP, the worker's
- * staging buffers' size (HelloReply.staging_size: 16 MiB; RGPU_COPY_CHUNK from an older one)
+ * ip_copy_chunk() - the chunks a host-to-device copy is cut into, its source in the arena or
+ * not (ip_arena_dst): over shared memory, RGPU_MAX_CHUNK from the arena (read in place: nothing
+ * is copied on the way, and each chunk costs the copy engine a gap) and RGPU_COPY_CHUNK (a
+ * slot) otherwise; over TCP, the worker's staging buffers' size (HelloReply.staging_size:
+ * 16 MiB; RGPU_COPY_CHUNK from an older one)
  */
-size_t ip_copy_chunk(const void *src, uint64_t n);
+size_t ip_copy_chunk(int in_arena);
 int ip_pin_dev(int d);
 
 /* ip_session_open() - connect to RGPU_SERVERS (or RGPU_SERVER), shake hands, fill ip.dev. */

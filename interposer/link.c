@@ -547,6 +547,13 @@ void ip_link_send_unlock(void)
 		ack_pending();
 }
 
+void ip_link_spin(struct rgpu_conn *c)
+{
+	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
+	S.spin.hold_ns = rgpu_sync_spin_ns();
+	rgpu_conn_set_spin_hint(c, &S.spin);
+}
+
 /* Install a resumed link: the worker received through `received` and executed through `ack`. */
 void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack)
 {
@@ -576,8 +583,7 @@ void ip_link_install(struct rgpu_conn *c, uint64_t received, uint64_t ack)
 	pthread_cond_broadcast(&S.q_cond);
 	pthread_mutex_unlock(&S.q_lock);
 	rgpu_conn_close(old);
-	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
-	rgpu_conn_set_spin_hint(c, &S.spin);
+	ip_link_spin(c);
 	S.rx_unacked = 0;
 	ip_link_send_unlock();
 	pr_debug("job %s: %llu frame(s) sent again", S.job_hex, (unsigned long long)n);

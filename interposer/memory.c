@@ -792,7 +792,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 	m.ctx = c->o.id;
 	/* as large as the way there takes them (ip_copy_chunk) */
 	uint64_t at, reg_off, reg_len;
-	size_t chunk = ip_copy_chunk(src, n);
+	int in_arena = ip_arena_dst(src, n, &at, &reg_off, &reg_len);
+	size_t chunk = ip_copy_chunk(in_arena);
 	for (size_t off = 0; off < n && r == CUDA_SUCCESS; off += chunk) {
 		size_t len = MIN(chunk, n - off);
 		uint64_t seq = 0;
@@ -823,7 +824,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
 	 * acknowledges a frame as it starts it), nor is a copy for a resend: wait for the worker
 	 * to have run the last chunk, whose handler waits for the copy.
 	 */
-	if (last && r == CUDA_SUCCESS && !async && ip_arena_dst(src, n, &at, &reg_off, &reg_len))
+	if (last && r == CUDA_SUCCESS && !async && in_arena)
 		r = ip_call_barrier();
 	if (last && !(async && host_find((uint64_t)(uintptr_t)src))) {
 		CUresult r2 = ip_release_borrowed(first, last);

@@ -1129,9 +1129,7 @@ static CUresult open_one(const char *tmo, const char *max)
 	open_lanes(S.conn, S.lanes_offered);
 	ip_statelog_init();
 	atomic_store(&S.link_shm, rgpu_conn_is_shm(S.conn));
-	rgpu_conn_set_spin(S.conn, (uint32_t)rgpu_spin_budget_ns(30000));
-	S.spin.hold_ns = rgpu_sync_spin_ns();
-	rgpu_conn_set_spin_hint(S.conn, &S.spin);
+	ip_link_spin(S.conn);
 	if (pthread_create(&t, NULL, receiver_main, &S) ||
 	    pthread_detach(t) || pthread_create(&t, NULL, ip_link_sender_main, &S) ||
 	    pthread_detach(t) || pthread_create(&t, NULL, ip_callback_main, &S) ||

@@ -200,6 +200,11 @@ int ip_hm_on_update(uint64_t addr, const uint8_t *bytes, uint64_t len);
 void ip_link_flush_locked(void);
 /* ip_link_flush() - ip_link_flush_locked under S.send_lock. */
 void ip_link_flush(void);
+/*
+ * ip_link_spin() - how c's reader polls before it sleeps: 30 us after its last bytes, and while
+ * a caller waits for its reply (S.spin, up to rgpu_sync_spin_ns)
+ */
+void ip_link_spin(struct rgpu_conn *c);
 /* ip_link_flush, then wake the receiver if it sleeps, to spin for a reply that is due */
 void ip_link_flush_kick(void);
 /*

@@ -217,11 +217,10 @@ int ip_arena_dst(const void *p, uint64_t n, uint64_t *at, uint64_t *reg_off, uin
 	return 1;
 }
 
-size_t ip_copy_chunk(const void *src, uint64_t n)
+size_t ip_copy_chunk(int in_arena)
 {
-	uint64_t at, reg_off, reg_len, st = atomic_load(&S.staging_size);
+	uint64_t st = atomic_load(&S.staging_size);
 	if (atomic_load(&S.link_shm))
-		return ip_arena_dst(src, n, &at, &reg_off, &reg_len) ? RGPU_MAX_CHUNK
-								     : RGPU_COPY_CHUNK;
+		return in_arena ? RGPU_MAX_CHUNK : RGPU_COPY_CHUNK;
 	return st >= RGPU_COPY_CHUNK && st <= RGPU_MAX_CHUNK ? st : RGPU_COPY_CHUNK;
 }

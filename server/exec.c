@@ -81,12 +81,12 @@ int h_ctx_destroy(struct srv_worker *w, struct srv_frame *f)
 static int quiet_keeps(unsigned t)
 {
 	switch (t) {
-	case RGPU_MSG_PING:
-	case RGPU_MSG_CTX_SYNC:
-	case RGPU_MSG_STREAM_SYNC:
-	case RGPU_MSG_MEMCPY_HTOD: /* these three say what they did (srv_quiet_*) */
-	case RGPU_MSG_MEMCPY_DTOH:
+	case RGPU_MSG_PING: /* these two put nothing on a stream */
 	case RGPU_MSG_MEM_INFO:
+	case RGPU_MSG_CTX_SYNC: /* these four say what they did (srv_quiet_*) */
+	case RGPU_MSG_STREAM_SYNC:
+	case RGPU_MSG_MEMCPY_HTOD:
+	case RGPU_MSG_MEMCPY_DTOH:
 		return 1;
 	default:
 		return 0;

@@ -47,9 +47,20 @@
 
 /* ---- the reader ------------------------------------------------------------------------- */
 
-/* What a queued frame holds, as the bound counts it (and the client counts what it keeps). */
-/* what a queued frame holds of this process's memory: a payload the client's shared memory
- * holds (by reference) is not counted */
+/* how the client's link c is polled: 30 us after its last bytes, and while the executor runs
+ * frames (w->spin, up to rgpu_sync_spin_ns) */
+static void link_spin(struct srv_worker *w, struct rgpu_conn *c)
+{
+	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
+	w->spin.hold_ns = rgpu_sync_spin_ns();
+	rgpu_conn_set_spin_hint(c, &w->spin);
+}
+
+/*
+ * What a queued frame holds, as the bound counts it (and the client counts what it keeps): of
+ * this process's memory only, so a payload read in place in the client's shared memory is not
+ * counted.
+ */
 static uint64_t frame_bytes(const struct srv_frame *f)
 {
 	return RGPU_FRAME_HDR_LEN + f->hdr.body_len + (f->pref.map ? 0 : f->hdr.payload_len);
@@ -666,8 +677,7 @@ lost:
 				_exit(0); /* freed now, whatever the executor is waiting for */
 			break;
 		}
-		rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
-		rgpu_conn_set_spin_hint(c, &w->spin);
+		link_spin(w, c);
 		atomic_store(&w->active_ns, rgpu_now_ns());
 		spoke = 0;
 	}
@@ -1548,10 +1558,7 @@ void srv_worker_serve(struct srv_worker *w)
 	if (srv_peer_init(w, 0))
 		pr_warn("job %s: out of memory for copies between servers: refused", w->job_hex);
 	if (w->conn)
-		rgpu_conn_set_spin(w->conn, (uint32_t)rgpu_spin_budget_ns(30000));
-	w->spin.hold_ns = rgpu_sync_spin_ns();
-	if (w->conn)
-		rgpu_conn_set_spin_hint(w->conn, &w->spin);
+		link_spin(w, w->conn);
 	atomic_store(&w->active_ns, rgpu_now_ns());
 	atomic_store(&w->state, w->conn ? SRV_JOB_RUNNING : SRV_JOB_DISCONNECTED);
 	if (pthread_create(&reader, NULL, reader_main, w)) {

@@ -51,6 +51,18 @@ no_reservations() {
 		i=$((i + 1))
 	done
 }
+# ready NAME...: wait (60 s) until each program's $tmp/NAME.txt says READY; else fail with what
+# each wrote (NAME.txt, NAME.err)
+ready() {
+	i=0
+	for n in "$@"; do
+		until grep -q '^READY$' "$tmp/$n.txt" 2>/dev/null; do
+			[ $i -ge 600 ] && fail "no READY from $* within 60 s: $(for m in "$@"; do cat "$tmp/$m.txt" "$tmp/$m.err"; done)"
+			sleep 0.1
+			i=$((i + 1))
+		done
+	done
+}
 
 export RGPU_RESUME_TIMEOUT_S=30
 for s in A B; do srv_start $s -- --resume-grace 30; done
@@ -126,12 +138,7 @@ done
 j3=$(slurm_sbatch --rgpu=1:16 --wrap "ZDTM_FILL_MIB=8 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 $launch $build/tests/zdtm/zdtm_fill >$tmp/j3.txt 2>$tmp/j3.err; echo prog=\$?") ||
 	fail "sbatch job 3"
 slurm_wait_job "$j3" RUNNING 30
-i=0
-until grep -q '^READY$' "$tmp/j3.txt" 2>/dev/null; do
-	[ $i -ge 600 ] && fail "job 3's program: no READY within 60 s: $(cat "$tmp/j3.txt" "$tmp/j3.err")"
-	sleep 0.1
-	i=$((i + 1))
-done
+ready j3
 "$ctl" jobs --server "$A" --json >"$tmp/jobs.json"
 rj=$(json "$tmp/jobs.json" '[x["job"] for x in j["jobs"] if x["label"] == "slurm-'"$j3"'"][0]') ||
 	fail "job 3's program is not on A: $(cat "$tmp/jobs.json")"
@@ -157,12 +164,7 @@ slurm_wait_job "$j5" RUNNING 30
 ZDTM_FILL_MIB=32 ZDTM_FILL_BUSY=4 ZDTM_ROUNDS=1 "$ctl" run --server "$B_PORT" -- $launch "$build/tests/zdtm/zdtm_fill" \
 	>"$tmp/plain.txt" 2>"$tmp/plain.err" &
 plainpid=$!
-i=0
-until grep -q '^READY$' "$tmp/j5.txt" 2>/dev/null && grep -q '^READY$' "$tmp/plain.txt"; do
-	[ $i -ge 600 ] && fail "no READY within 60 s: $(cat "$tmp/j5.txt" "$tmp/j5.err" "$tmp/plain.txt" "$tmp/plain.err")"
-	sleep 0.1
-	i=$((i + 1))
-done
+ready j5 plain
 "$ctl" jobs --server "$A" --json >"$tmp/jobs.json"
 cpid=$(json "$tmp/jobs.json" '[x["client_pid"] for x in j["jobs"] if x["label"] == "slurm-'"$j5"'"][0]') ||
 	fail "job 5's program is not on A: $(cat "$tmp/jobs.json")"
