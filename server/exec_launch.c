@@ -178,13 +178,15 @@ int h_host_func(struct srv_worker *w, struct srv_frame *f)
 		if (!t) {
 			r = CUDA_ERROR_OUT_OF_MEMORY;
 		} else {
+			/* once launched, a one-shot trigger is the stream's: it may run and free t */
+			int persistent = srv_capturing(w, s);
 			t->w = w;
 			t->id = m->callback;
-			t->persistent = srv_capturing(w, s);
+			t->persistent = persistent;
 			r = w->drv.cuLaunchHostFunc(s, host_trigger_cb, t);
 			if (r != CUDA_SUCCESS) {
 				free(t);
-			} else if (t->persistent) {
+			} else if (persistent) {
 				pthread_mutex_lock(&kept_lock);
 				t->next = kept_triggers;
 				kept_triggers = t;
