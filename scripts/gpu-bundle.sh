@@ -10,7 +10,7 @@ cp -a "$B"/bin/rgpud "$B"/bin/rgpuctl "$B"/bin/procaddr_dump gpubundle/bin/
 [ -x "$B"/bin/gpuhash_check ] && cp -a "$B"/bin/gpuhash_check gpubundle/bin/
 # the checkpoint benchmark's references and the checkpoint tests' programs (issue 9), the
 # loopback TCP ceiling (issue 14)
-for t in store_bench d2h_bw peer_bw tcp_ceiling host_dma; do [ -x "$B/bin/$t" ] && cp -a "$B/bin/$t" gpubundle/bin/; done
+for t in store_bench d2h_bw peer_bw tcp_ceiling lanes_bench host_dma; do [ -x "$B/bin/$t" ] && cp -a "$B/bin/$t" gpubundle/bin/; done
 [ -d "$B/tests/zdtm" ] && mkdir -p gpubundle/tests/zdtm &&
 	find "$B/tests/zdtm" -maxdepth 1 -type f -name 'zdtm_*' -perm -u+x -exec cp -a {} gpubundle/tests/zdtm/ \;
 cp -a "$B"/lib/*.so.* gpubundle/lib/

@@ -11,7 +11,12 @@
  *                                 connection, both ends polling (as rgpu's threads do): the
  *                                 least two transfers cost on this host's loopback
  *
- *   tcp_ceiling [-t SECONDS] [-s STREAMS,...]     defaults: -t 2 -s 1,2,4,8
+ *   tcp_ceiling [-t SECONDS] [-s STREAMS,...] [-m MiB]     defaults: -t 2 -s 1,2,4,8
+ *
+ * With -m each of k senders walks through its own MiB / k bytes, 4 MiB at a time, and each
+ * receiver likewise (lines tcp_ceiling_walk_<k>, and no _best): a large copy reads and writes
+ * memory that is not in the caches, where the default 4 MiB buffers, written again and again,
+ * mostly are.
  *
  * It needs no GPU and no CUDA. It never checks the bytes: it measures the kernel's loopback,
  * not a protocol.
@@ -28,11 +33,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BUF_BYTES (4u << 20)
+#define BUF_BYTES ((size_t)4 << 20)
+#define MIN_SZ(a, b) ((a) < (b) ? (a) : (b))
+#define MAX_SZ(a, b) ((a) > (b) ? (a) : (b))
 enum { MAX_STREAMS = 64, MAX_COUNTS = 16 };
 
 struct conn {
 	int send_fd, recv_fd;
+	size_t span;            /* bytes each end walks through, 4 MiB at a time */
+	char *sbuf, *rbuf;      /* the sender's and the receiver's, touched before the clock starts */
 	pthread_t sender, receiver;
 	atomic_ullong received;
 };
@@ -51,14 +60,16 @@ static double now_s(void)
 static void *sender(void *arg)
 {
 	struct conn *c = arg;
-	char *buf = malloc(BUF_BYTES);
-	if (buf) {
-		memset(buf, 0x5a, BUF_BYTES);
+	char *buf = c->sbuf;
+	size_t at = 0;
+	{
 		while (!atomic_load(&stop)) {
 			size_t off = 0;
+			char *b = buf + at;
+			at = (at + BUF_BYTES) % c->span;
 			while (off < BUF_BYTES) {
 				ssize_t n =
-				    send(c->send_fd, buf + off, BUF_BYTES - off, MSG_NOSIGNAL);
+				    send(c->send_fd, b + off, BUF_BYTES - off, MSG_NOSIGNAL);
 				if (n < 0 && errno == EINTR)
 					continue;
 				if (n <= 0) {
@@ -69,13 +80,9 @@ static void *sender(void *arg)
 				off += (size_t)n;
 			}
 		}
-	} else {
-		fprintf(stderr, "tcp_ceiling: out of memory\n");
-		atomic_store(&failed, 1);
 	}
 out:
 	shutdown(c->send_fd, SHUT_WR);
-	free(buf);
 	return NULL;
 }
 
@@ -83,14 +90,10 @@ out:
 static void *receiver(void *arg)
 {
 	struct conn *c = arg;
-	char *buf = malloc(BUF_BYTES);
-	if (!buf) {
-		fprintf(stderr, "tcp_ceiling: out of memory\n");
-		atomic_store(&failed, 1);
-		return NULL;
-	}
+	char *buf = c->rbuf;
+	size_t at = 0;
 	for (;;) {
-		ssize_t n = recv(c->recv_fd, buf, BUF_BYTES, 0);
+		ssize_t n = recv(c->recv_fd, buf + at, MIN_SZ(BUF_BYTES, c->span - at), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -100,8 +103,8 @@ static void *receiver(void *arg)
 		if (n <= 0)
 			break;
 		atomic_fetch_add(&c->received, (unsigned long long)n);
+		at = (at + (size_t)n) % c->span;
 	}
-	free(buf);
 	return NULL;
 }
 
@@ -156,7 +159,7 @@ out_close:
  * k connections for secs seconds; returns GB/s received over all of them, or a negative value
  * after printing why.
  */
-static double measure(int lfd, const struct sockaddr_in *addr, int k, double secs)
+static double measure(int lfd, const struct sockaddr_in *addr, int k, double secs, size_t walk)
 {
 	struct conn conns[MAX_STREAMS];
 	int made = 0, started = 0;
@@ -166,8 +169,22 @@ static double measure(int lfd, const struct sockaddr_in *addr, int k, double sec
 	memset(conns, 0, sizeof(conns));
 	atomic_store(&stop, 0);
 	for (; made < k; made++)
+	{
 		if (connect_pair(lfd, addr, &conns[made]) < 0)
 			goto out_close;
+		/* each end's share of the walk, whole 4 MiB writes (at least one) */
+		conns[made].span = walk ? MAX_SZ(walk / (size_t)k / BUF_BYTES, 1) * BUF_BYTES
+					: BUF_BYTES;
+		conns[made].sbuf = malloc(conns[made].span);
+		conns[made].rbuf = malloc(conns[made].span);
+		if (!conns[made].sbuf || !conns[made].rbuf) {
+			fprintf(stderr, "tcp_ceiling: out of memory\n");
+			made++;
+			goto out_close;
+		}
+		memset(conns[made].sbuf, 0x5a, conns[made].span);
+		memset(conns[made].rbuf, 0, conns[made].span);
+	}
 	t0 = now_s();
 	for (; started < k; started++) {
 		struct conn *c = &conns[started];
@@ -201,6 +218,8 @@ out_close:
 	for (int i = 0; i < made; i++) {
 		close(conns[i].send_fd);
 		close(conns[i].recv_fd);
+		free(conns[i].sbuf);
+		free(conns[i].rbuf);
 	}
 	return started == k && !atomic_load(&failed) ? gbs : -1;
 }
@@ -287,8 +306,8 @@ static int parse_counts(const char *s, int *counts)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: tcp_ceiling [-t SECONDS] [-s STREAMS,...]   (default -t 2 -s 1,2,4,8;"
-		" 1 to %d streams each)\n",
+		"usage: tcp_ceiling [-t SECONDS] [-s STREAMS,...] [-m MiB]   (default -t 2 -s "
+		"1,2,4,8; 1 to %d streams each; -m: walk through MiB of memory in all)\n",
 		MAX_STREAMS);
 }
 
@@ -298,8 +317,9 @@ int main(int argc, char **argv)
 	double secs = 2, best = 0;
 	struct sockaddr_in addr;
 	char *end;
+	size_t walk = 0;
 
-	while ((opt = getopt(argc, argv, "t:s:h")) != -1) {
+	while ((opt = getopt(argc, argv, "t:s:m:h")) != -1) {
 		switch (opt) {
 		case 't':
 			secs = strtod(optarg, &end);
@@ -319,6 +339,15 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'm': {
+			long v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 4 || v > 65536) {
+				fprintf(stderr, "tcp_ceiling: -m %s: want MiB, 4 to 65536\n", optarg);
+				return 2;
+			}
+			walk = (size_t)v << 20;
+			break;
+		}
 		default:
 			usage();
 			return 2;
@@ -332,17 +361,18 @@ int main(int argc, char **argv)
 	if (lfd < 0)
 		return 1;
 	for (int i = 0; i < ncounts; i++) {
-		double gbs = measure(lfd, &addr, counts[i], secs);
+		double gbs = measure(lfd, &addr, counts[i], secs, walk);
 		if (gbs < 0) {
 			close(lfd);
 			return 1;
 		}
-		printf("tcp_ceiling_%d %.3f GB/s\n", counts[i], gbs);
+		printf("tcp_ceiling_%s%d %.3f GB/s\n", walk ? "walk_" : "", counts[i], gbs);
 		fflush(stdout);
 		if (gbs > best)
 			best = gbs;
 	}
-	printf("tcp_ceiling_best %.3f GB/s\n", best);
+	if (!walk)
+		printf("tcp_ceiling_best %.3f GB/s\n", best);
 	double us = rtt(lfd, &addr);
 	if (us < 0) {
 		fprintf(stderr, "tcp_ceiling: the round trips failed\n");

@@ -455,6 +455,11 @@ BEFORE=$B/before
 # shellcheck disable=SC2086 # BENCH_TESTS is a list
 timeout 300 "$P/bench" $BENCH_TESTS >"$OUT/bench.native.txt" 2>"$OUT/bench.native.err"; BENCH_RC_native=$?
 timeout 120 "$B/bin/tcp_ceiling" >"$OUT/bench.ceiling.txt" 2>&1 || echo "tcp_ceiling failed: $?" >>"$OUT/bench.ceiling.txt"
+# beside it, 8 connections walking through 1 GiB as a large copy does, and the TCP transport's
+# own rate with rgpu's default 8 connections per link, no GPU (lanes_bench)
+timeout 60 "$B/bin/tcp_ceiling" -s 8 -m 1024 2>&1 | grep -v rtt >>"$OUT/bench.ceiling.txt"
+timeout 120 "$B/bin/lanes_bench" -n 8 -c 4,16,64 >>"$OUT/bench.ceiling.txt" 2>&1 ||
+	echo "lanes_bench failed: $?" >>"$OUT/bench.ceiling.txt"
 if [ -x "$BEFORE/bin/rgpud" ]; then
 	"$BEFORE/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/before.port" --state-dir "$OUT/before-state" \
 		"${DRIVER_ARG[@]}" --log-level warn 2>"$OUT/rgpud.before.log" &
