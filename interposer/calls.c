@@ -8,6 +8,7 @@
  * went away: the session's death (link.c) wakes every waiter.
  */
 #define LOG_PREFIX "rgpu: "
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,15 +105,57 @@ CUresult ip_release_borrowed(uint64_t first, uint64_t last)
 
 /* ---- waiting for replies ------------------------------------------------------------------ */
 
+static __thread int tls_block; /* > 0: this thread's waits block (ip_wait_block) */
+
+void ip_wait_block(int on)
+{
+	tls_block += on ? 1 : -1;
+}
+
 /*
- * Spins as long as the driver would in a synchronous call (rgpu_sync_spin_ns), since this is
- * one, then sleeps: a 4 MiB copy outlasts a short spin, and the wake-up then added ~5 us.
+ * How a caller waits for its reply: as the driver waits for the GPU in the thread's current
+ * context (its CU_CTX_SCHED_* flag, cuCtxCreate or cuDevicePrimaryCtxSetFlags, the runtime's
+ * cudaSetDeviceFlags), since a synchronous call is such a wait.
+ *   BLOCK  CU_CTX_SCHED_BLOCKING_SYNC, or an event made with CU_EVENT_BLOCKING_SYNC: sleep at
+ *          once, and let the receiver sleep after its own short spin, so a program that asked
+ *          for blocking waits keeps its CPUs free
+ *   SPIN   CU_CTX_SCHED_SPIN: poll until the reply comes, however long
+ *   YIELD  CU_CTX_SCHED_YIELD: the same, giving the CPU up between polls
+ *   AUTO   no flag: poll up to rgpu_sync_spin_ns (1 ms; none with fewer than 4 CPUs), then
+ *          sleep: a 4 MiB copy outlasts a short spin, and the wake-up then added ~5 us
  */
-static void waiter_wait(struct waiter *w)
+enum wait_kind { WAIT_AUTO, WAIT_SPIN, WAIT_YIELD, WAIT_BLOCK };
+
+static enum wait_kind wait_kind(void)
+{
+	struct ip_ctx *c = ip_ctx_cur();
+	if (tls_block > 0)
+		return WAIT_BLOCK;
+	switch (c ? c->flags & CU_CTX_SCHED_MASK : 0) {
+	case CU_CTX_SCHED_SPIN:
+		return WAIT_SPIN;
+	case CU_CTX_SCHED_YIELD:
+		return WAIT_YIELD;
+	case CU_CTX_SCHED_BLOCKING_SYNC:
+		return WAIT_BLOCK;
+	default:
+		return WAIT_AUTO;
+	}
+}
+
+static void waiter_wait(struct waiter *w, enum wait_kind k)
 {
 	uint64_t until = rgpu_now_ns() + MAX(rgpu_sync_spin_ns(), rgpu_spin_budget_ns(IP_SPIN_NS));
-	while (!atomic_load(&w->done) && rgpu_now_ns() < until)
-		__builtin_ia32_pause();
+	if (k == WAIT_SPIN || k == WAIT_YIELD)
+		until = UINT64_MAX;
+	else if (k == WAIT_BLOCK)
+		until = 0;
+	while (!atomic_load(&w->done) && rgpu_now_ns() < until) {
+		if (k == WAIT_YIELD)
+			sched_yield();
+		else
+			__builtin_ia32_pause();
+	}
 	pthread_mutex_lock(&w->m);
 	while (!atomic_load(&w->done))
 		pthread_cond_wait(&w->c, &w->m);
@@ -125,6 +168,7 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 {
 	struct waiter w = {0};
 	CUresult r = CUDA_SUCCESS;
+	enum wait_kind kind = wait_kind();
 	int ret;
 
 	*reply = NULL;
@@ -145,15 +189,20 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 		r = send_error(ret);
 		goto out;
 	}
-	/* the receiver spins for the reply while it is due (and is woken to, if it slept) */
-	rgpu_spin_hold(&S.spin);
+	/*
+	 * the receiver spins for the reply while it is due (and is woken to, if it slept), unless
+	 * this wait blocks
+	 */
+	if (kind != WAIT_BLOCK)
+		rgpu_spin_hold(&S.spin);
 	ip_link_flush_kick();
 	if (rgpu_trace_on) {
 		rgpu_trace_at(w.seq, RGPU_TR_CALL, t0);
 		rgpu_trace(w.seq, RGPU_TR_WRITTEN);
 	}
-	waiter_wait(&w);
-	rgpu_spin_release(&S.spin);
+	waiter_wait(&w, kind);
+	if (kind != WAIT_BLOCK)
+		rgpu_spin_release(&S.spin);
 	rgpu_trace(w.seq, RGPU_TR_WOKEN);
 	pthread_mutex_lock(&S.wait_lock);
 	ip_waiter_remove_locked(&w);

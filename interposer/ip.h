@@ -422,6 +422,12 @@ CUresult ip_call_barrier(void);
  */
 int ip_call_idle(uint64_t ctx, CUresult *r);
 /*
+ * ip_wait_block() - on: this thread's calls block while they wait for their replies, whatever
+ * its context's scheduling flag (cuEventSynchronize of a CU_EVENT_BLOCKING_SYNC event); off:
+ * undoes one on.
+ */
+void ip_wait_block(int on);
+/*
  * ip_call() - a synchronous request: send it (with everything queued before it) and wait for
  * its reply, decoded with desc into *reply (free with protobuf_c_message_free_unpacked).
  * MSG_DATA frames for this request are written to dst (dst_size bytes at most) as they come.

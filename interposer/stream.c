@@ -514,7 +514,14 @@ static CUresult event_call(uint16_t type, CUevent h, const char *call)
 	m.event = e->o.id;
 	m.ctx = e->ctx->o.id;
 	ip_route_ctx(e->ctx);
-	return ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	/* a CU_EVENT_BLOCKING_SYNC event's synchronization blocks, as natively */
+	int block = type == RGPU_MSG_EVENT_SYNC && (e->flags & CU_EVENT_BLOCKING_SYNC);
+	if (block)
+		ip_wait_block(1);
+	r = ip_call_status(type, &m.base, NULL, 0, NULL, 0, NULL, NULL);
+	if (block)
+		ip_wait_block(0);
+	return r;
 }
 
 IP_API CUresult CUDAAPI cuEventSynchronize(CUevent e)
