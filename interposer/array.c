@@ -21,6 +21,7 @@
  * requirements and sparse properties, which only those would make sensible.
  */
 #define LOG_PREFIX "rgpu: "
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,14 +74,17 @@ static struct ip_texobj *texobjs;
 /* What rgpu carries; the driver on the worker judges the rest of the descriptor. */
 static CUresult desc_ok(const char *fn, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
+	char what[96];
 	if (!rgpu_array_format_bytes(d->Format)) {
-		ip_refused(fn, "array formats other than 8-, 16- and 32-bit integers, half and "
-			       "float are not supported");
+		snprintf(what, sizeof(what), "%s with format %#x", fn, (unsigned)d->Format);
+		ip_refused(what, "array formats other than 8-, 16- and 32-bit integers, half and "
+				 "float are not supported");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	if (d->Flags & ~(unsigned)KNOWN_FLAGS) {
-		ip_refused(fn, "array flags other than layered, surface load/store, cubemap and "
-			       "texture gather are not supported");
+		snprintf(what, sizeof(what), "%s with flags %#x", fn, d->Flags);
+		ip_refused(what, "array flags other than layered, surface load/store, cubemap and "
+				 "texture gather are not supported");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	if (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4)

@@ -96,6 +96,12 @@ CUresult ip_post(uint16_t type, const ProtobufCMessage *req, const void *payload
 	return r == CUDA_SUCCESS ? ip_session_error() : r;
 }
 
+CUresult ip_reply_wrong(const char *call, const char *what)
+{
+	pr_err("%s: the GPU server's reply %s: CUDA_ERROR_UNKNOWN", call, what);
+	return CUDA_ERROR_UNKNOWN;
+}
+
 CUresult ip_release_borrowed(uint64_t first, uint64_t last)
 {
 	if (ip_link_release(first, last))

@@ -118,7 +118,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 	REQUIRE_INIT();
 	if (dev < 0 || dev >= ip.ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (ip_ctx_stack_full())
+	if (ip_ctx_stack_full("cuCtxCreate"))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	c = ip_obj_new(sizeof(*c), ST_KIND_CONTEXT, NULL);
 	if (!c)

@@ -7,7 +7,10 @@
  * may use it; context.c, which creates and tears contexts down by calling into the areas,
  * stands above them all.
  */
+#include <stdio.h>
+
 #include "ip.h"
+#include "ip_entries.h"
 #include "rgpu.pb-c.h"
 
 static __thread struct ip_ctx *tls_stack[IP_CTX_STACK];
@@ -89,9 +92,17 @@ CUresult ip_ctx_require_live(struct ip_ctx **out)
 	return r != CUDA_SUCCESS ? r : atomic_load(&(*out)->sticky);
 }
 
-int ip_ctx_stack_full(void)
+int ip_ctx_stack_full(const char *what)
 {
-	return tls_depth == IP_CTX_STACK;
+	char why[96];
+	if (tls_depth < IP_CTX_STACK)
+		return 0;
+	snprintf(why, sizeof(why),
+		 "this thread's context stack already holds %d contexts, rgpu's limit "
+		 "(CUDA_ERROR_OUT_OF_MEMORY)",
+		 IP_CTX_STACK);
+	ip_refused(what, why);
+	return 1;
 }
 
 void ip_ctx_push(struct ip_ctx *c)
@@ -150,7 +161,7 @@ IP_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext h)
 	REQUIRE_INIT();
 	if (!(c = ip_obj_get(h, ST_KIND_CONTEXT)))
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (tls_depth == IP_CTX_STACK)
+	if (ip_ctx_stack_full("cuCtxPushCurrent"))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	tls_stack[tls_depth++] = c;
 	return CUDA_SUCCESS;

@@ -36,6 +36,7 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/frame.h"
+#include "ip_entries.h"
 #include "rgpu/log.h"
 #include "rgpu/record.h"
 
@@ -353,8 +354,12 @@ static CUresult graph_sync(struct ip_graph *g)
 		    &rgpu__graph_nodes_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS && rep->result != CUDA_SUCCESS)
 		r = (CUresult)rep->result;
-	if (r == CUDA_SUCCESS && rep->n_type != rep->n_id)
+	if (r == CUDA_SUCCESS && rep->n_type != rep->n_id) {
+		pr_err("graph %llu: the GPU server listed %zu node types for %zu nodes: "
+		       "CUDA_ERROR_UNKNOWN",
+		       (unsigned long long)g->o.id, rep->n_type, rep->n_id);
 		r = CUDA_ERROR_UNKNOWN;
+	}
 	if (r == CUDA_SUCCESS && rep->n_type) {
 		list = calloc(rep->n_type, sizeof(*list));
 		idx = calloc(rep->n_type, sizeof(*idx));
@@ -389,9 +394,12 @@ static CUresult graph_sync(struct ip_graph *g)
 		list[i]->ndeps = 0;
 	}
 	for (size_t e = 0; r == CUDA_SUCCESS && e < rep->n_edge_from && e < rep->n_edge_to; e++) {
-		if (rep->edge_from[e] >= rep->n_type || rep->edge_to[e] >= rep->n_type)
+		if (rep->edge_from[e] >= rep->n_type || rep->edge_to[e] >= rep->n_type) {
+			pr_err("graph %llu: the GPU server listed an edge between nodes it did not "
+			       "list: CUDA_ERROR_UNKNOWN",
+			       (unsigned long long)g->o.id);
 			r = CUDA_ERROR_UNKNOWN;
-		else if (add_dep(list[rep->edge_to[e]], list[rep->edge_from[e]]))
+		} else if (add_dep(list[rep->edge_to[e]], list[rep->edge_from[e]]))
 			r = CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (r == CUDA_SUCCESS && nb) {
@@ -1346,8 +1354,14 @@ static CUresult set_params(struct ip_graph_exec *e, CUgraphNode h, CUgraphNodeTy
 	}
 	if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
 		q.child = graph_get(*(const CUgraph *)params);
-		if (!e || !q.child)
-			return e ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+		if (e && !q.child)
+			return CUDA_ERROR_INVALID_VALUE;
+		if (!e) {
+			ip_refused("cuGraphNodeSetParams of a child graph node in a graph",
+				   "rgpu changes a child graph node's graph only in an executable "
+				   "graph (CUDA_ERROR_NOT_SUPPORTED)");
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
 		return send_node(&q);
 	}
 	/* describe into a copy; the node itself changes only once the worker took it */

@@ -281,8 +281,11 @@ int ip_ctx_work_pending(void);
 CUresult ip_ctx_sync(struct ip_ctx *c);
 /* ip_ctx_cur() - the calling thread's current context, or NULL. */
 struct ip_ctx *ip_ctx_cur(void);
-/* ip_ctx_stack_full() - the calling thread's context stack has no room for one more. */
-int ip_ctx_stack_full(void);
+/*
+ * ip_ctx_stack_full() - the calling thread's context stack has no room for one more (IP_CTX_STACK):
+ * then 1, and `what` (the call refused) is logged the first time.
+ */
+int ip_ctx_stack_full(const char *what);
 /* ip_ctx_push() - make c current on this thread (the caller checked ip_ctx_stack_full). */
 void ip_ctx_push(struct ip_ctx *c);
 /* ip_ctx_pop() - undo the calling thread's last ip_ctx_push */
@@ -421,6 +424,12 @@ CUresult ip_call_barrier(void);
  * synchronization would have returned (an asynchronous error still to report); else 0.
  */
 int ip_call_idle(uint64_t ctx, CUresult *r);
+/*
+ * ip_reply_wrong() - a reply that said success but does not hold what it must (a server
+ * that breaks the protocol): logs "call: the GPU server's reply what" and returns
+ * CUDA_ERROR_UNKNOWN.
+ */
+CUresult ip_reply_wrong(const char *call, const char *what);
 /*
  * ip_wait_block() - on: this thread's calls block while they wait for their replies, whatever
  * its context's scheduling flag (cuEventSynchronize of a CU_EVENT_BLOCKING_SYNC event); off:
@@ -571,6 +580,9 @@ void ip_stream_on_synced(ip_synced_fn fn);
 
 /* ---- memory --------------------------------------------------------------------------------- */
 
+/* ip_mem_window_full() - log (the first 8 times) that the device address window has no room for
+ * size bytes, which `call` then refuses with CUDA_ERROR_OUT_OF_MEMORY */
+void ip_mem_window_full(const char *call, uint64_t size);
 /* ip_mem_alloc() - an allocation of size bytes for context c (cuMemAlloc without the current
  * context) */
 CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out);

@@ -69,7 +69,9 @@ static CUresult take_options(unsigned n, const CUjit_option *opt, void *const *v
 	if (n && (!opt || !val))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (n > RGPU_JIT_MAX_OPTIONS) {
-		ip_refused("cuLinkCreate", "more than 64 JIT options");
+		ip_refused(per_input ? "cuLinkAddData with more than 64 JIT options"
+				     : "cuLinkCreate with more than 64 JIT options",
+			   "rgpu forwards at most 64 (CUDA_ERROR_NOT_SUPPORTED)");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -77,7 +79,8 @@ static CUresult take_options(unsigned n, const CUjit_option *opt, void *const *v
 		if ((unsigned)opt[i] >= CU_JIT_NUM_OPTIONS)
 			return CUDA_ERROR_INVALID_VALUE;
 		if (kind == RGPU_JIT_REFUSED) {
-			ip_refused("cuLinkCreate",
+			ip_refused(per_input ? "cuLinkAddData with a host-pointer JIT option"
+					     : "cuLinkCreate with a host-pointer JIT option",
 				   "a JIT option that carries host pointers (symbol names or "
 				   "addresses) cannot reach a remote driver");
 			return CUDA_ERROR_NOT_SUPPORTED;

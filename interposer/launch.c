@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ip.h"
+#include "ip_entries.h"
 #include "rgpu.pb-c.h"
 #include "rgpu/err.h"
 #include "rgpu/frame.h"
@@ -34,9 +35,20 @@ static CUresult parse_extra(void **extra, void **buf, size_t *size)
 	return CUDA_SUCCESS;
 }
 
+/* rgpu's own bound on a launch's attributes (the driver's is its enum's size): said once */
+static int too_many_attrs(unsigned n)
+{
+	if (n <= IP_MAX_LAUNCH_ATTRS)
+		return 0;
+	pr_warn_once("refused: a launch with %u attributes: rgpu carries at most %d "
+		     "(CUDA_ERROR_INVALID_VALUE)",
+		     n, IP_MAX_LAUNCH_ATTRS);
+	return 1;
+}
+
 CUresult ip_attrs_to_wire(const CUlaunchAttribute *in, unsigned n, CUlaunchAttribute *out)
 {
-	if (n > IP_MAX_LAUNCH_ATTRS)
+	if (too_many_attrs(n))
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(out, in, n * sizeof(*in));
 	for (unsigned i = 0; i < n; i++) {
@@ -163,7 +175,7 @@ static CUresult launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params
 {
 	if (!cfg || (cfg->numAttrs && !cfg->attrs))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (cfg->numAttrs > IP_MAX_LAUNCH_ATTRS)
+	if (too_many_attrs(cfg->numAttrs))
 		return CUDA_ERROR_INVALID_VALUE;
 	for (unsigned i = 0; i < cfg->numAttrs; i++)
 		if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE)
@@ -228,8 +240,12 @@ static CUresult host_func(CUstream s, CUhostFn fn, CUstreamCallback cb, void *us
 	r = ip_stream_get(s, ptds, &c, &so);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (cb && ip_capture_of(so))
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* callbacks cannot be captured */
+	if (cb && ip_capture_of(so)) {
+		ip_refused("cuStreamAddCallback on a capturing stream",
+			   "callbacks cannot be captured, as natively "
+			   "(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
 	m.stream = so ? so->o.id : 0;
 	m.ctx = c->o.id;
 	m.callback = ip_callback_register(fn, cb, s, user, ip_capture_of(so) != NULL);

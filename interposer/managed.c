@@ -477,8 +477,13 @@ static CUresult link_range_locked(struct mrange *m)
 {
 	if (!scratch)
 		scratch = malloc((size_t)MM_BLOCK * MM_READAHEAD_MAX);
-	if (!scratch || install_handler_locked())
+	int ret = scratch ? install_handler_locked() : -ENOMEM;
+	if (ret) {
+		pr_err("managed memory: cannot install its fault handler (%s): "
+		       "CUDA_ERROR_OUT_OF_MEMORY",
+		       strerror(-ret));
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	ip_link_on_enqueue(mm_before);
 	ip_mem_on_free(mm_forget);
 	m->next = ranges;
@@ -709,6 +714,10 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned fl
 			ret = mm_fault(&m->mm, (uint32_t)b);
 	}
 	pthread_mutex_unlock(&mm_lock);
+	if (ret)
+		pr_err("cuMemPrefetchAsync of %zu bytes at %#llx: the managed memory could not be "
+		       "moved (%s): CUDA_ERROR_UNKNOWN",
+		       n, (unsigned long long)p, ret < 0 ? strerror(-ret) : "a transfer failed");
 	return ret ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
 }
 

@@ -149,6 +149,16 @@ void ip_mem_on_free(ip_freed_fn fn)
 		}
 }
 
+void ip_mem_window_full(const char *call, uint64_t size)
+{
+	static int said; /* the first 8 times */
+	if (__atomic_fetch_add(&said, 1, __ATOMIC_RELAXED) < 8)
+		pr_warn("%s of %llu bytes: CUDA_ERROR_OUT_OF_MEMORY, the device address window "
+			"(%llu GiB at %#llx, the server's --window) has no free range that large",
+			call, (unsigned long long)size, (unsigned long long)(ip.vaw.size >> 30),
+			(unsigned long long)ip.vaw.base);
+}
+
 CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 {
 	Rgpu__MemAlloc m = RGPU__MEM_ALLOC__INIT;
@@ -160,6 +170,8 @@ CUresult ip_mem_alloc(struct ip_ctx *c, uint64_t size, CUdeviceptr *out)
 	ret = ip_vaw_alloc(&ip.vaw, size, c->device, c, &res);
 	if (ret) {
 		pthread_mutex_unlock(&ip.mem_lock);
+		if (ret == RGPU_ENOSPC)
+			ip_mem_window_full("a device allocation", size);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	m.addr = res.addr;
@@ -581,7 +593,7 @@ static CUresult across(CUstream s, int ptds, uint64_t where, const struct xop *x
 	r = ip_stream_sync(s, ptds);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (ip_ctx_stack_full())
+	if (ip_ctx_stack_full("a copy or memset of another context's memory"))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	ip_ctx_push(o);
 	prev = ip_pin_dev(o->device);

@@ -151,6 +151,14 @@ static CUresult for_each_server(const struct ip_module *m, CUresult (*fn)(void *
 }
 
 /* Load an image (module or library) for the current context. */
+/* rgpu's own limit on a module image (the native driver has none): said once */
+static void image_too_big(uint64_t size)
+{
+	pr_warn_once("refused: a module image of %llu bytes: rgpu ships images of at most %llu "
+		     "(CUDA_ERROR_INVALID_IMAGE)",
+		     (unsigned long long)size, (unsigned long long)RGPU_MAX_IMAGE);
+}
+
 static CUresult load(const void *image, int library, struct ip_module **out)
 {
 	Rgpu__ModuleLoad req = RGPU__MODULE_LOAD__INIT;
@@ -177,8 +185,10 @@ static CUresult load(const void *image, int library, struct ip_module **out)
 	ret = rgpu_image_locate(image, &img);
 	if (ret)
 		return ret == RGPU_EUNSUPPORTED ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_IMAGE;
-	if (img.size > RGPU_MAX_IMAGE)
+	if (img.size > RGPU_MAX_IMAGE) {
+		image_too_big(img.size);
 		return CUDA_ERROR_INVALID_IMAGE;
+	}
 	if (img.kind == RGPU_IMAGE_BUNDLE) {
 		/* a PTX-only -rdc wrapper: its containers go as one bundle, linked by the server */
 		bundle = malloc(img.size);
@@ -251,6 +261,8 @@ static CUresult read_file(const char *path, void **data)
 	if (fd < 0)
 		return CUDA_ERROR_FILE_NOT_FOUND;
 	if (fstat(fd, &st) || st.st_size <= 0 || (uint64_t)st.st_size > RGPU_MAX_IMAGE) {
+		if (st.st_size > 0)
+			image_too_big((uint64_t)st.st_size);
 		close(fd);
 		return CUDA_ERROR_INVALID_IMAGE;
 	}

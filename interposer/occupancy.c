@@ -120,7 +120,7 @@ static CUresult query(struct ip_func *f, uint32_t kind, const uint32_t *blocks,
 	r = ip_call_status(RGPU_MSG_OCCUPANCY, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__occupancy_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS && rep->n_value != nq)
-		r = CUDA_ERROR_UNKNOWN;
+		r = ip_reply_wrong("an occupancy query", "holds a different number of values");
 	for (size_t k = 0; r == CUDA_SUCCESS && k < nq; k++) {
 		out[idx[k]] = rep->value[k];
 		cache_put(f, gen, kind, qb[k], qs[k], flags, rep->value[k]);
@@ -297,7 +297,7 @@ static CUresult cluster_query(int *out, CUfunction h, const CUlaunchConfig *cfg,
 	r = ip_call_status(RGPU_MSG_OCCUPANCY, &m.base, NULL, 0, NULL, 0,
 			   &rgpu__occupancy_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS && rep->n_value != 1)
-		r = CUDA_ERROR_UNKNOWN;
+		r = ip_reply_wrong("an occupancy query", "holds a different number of values");
 	if (r == CUDA_SUCCESS)
 		*out = (int)rep->value[0];
 	if (rep)

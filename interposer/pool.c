@@ -284,8 +284,17 @@ IP_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps 
 	CUresult r = ip_check_init();
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (!out || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-	    props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+	if (!out || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (props->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+	    props->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+	    props->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+		ip_refused("cuMemPoolCreate of host memory",
+			   "the GPU server's host memory is not this process's memory "
+			   "(CUDA_ERROR_NOT_SUPPORTED)");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE) {
 		ip_refused("cuMemPoolCreate of an exportable pool",

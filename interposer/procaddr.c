@@ -33,6 +33,7 @@
  *    queries of procaddr_queries.txt check it against the real driver).
  */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,30 @@ static CUdriverProcAddressQueryResult resolve(const char *symbol, int version, i
 }
 
 /*
+ * The driver's graphics interop (OpenGL, EGL, VDPAU) is left out on purpose (gen_entries.py's
+ * NOT_DRIVER_HEADERS): it shares a display's buffers, which a remote GPU cannot. The runtime
+ * may look such names up without calling them, so this is said once, at info level.
+ */
+static int graphics_interop(const char *s)
+{
+	static const char *const pre[] = {"cuGL", "cuGraphicsGL", "cuEGL", "cuGraphicsEGL",
+					  "cuVDPAU", "cuGraphicsVDPAU"};
+	for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
+		if (!strncmp(s, pre[i], strlen(pre[i])))
+			return 1;
+	return 0;
+}
+
+static void interop_said(const char *symbol)
+{
+	static atomic_int said;
+	if (!atomic_exchange(&said, 1))
+		pr_info("graphics interop (OpenGL, EGL, VDPAU) is not served: %s and its kind are "
+			"not found (a call through them fails)",
+			symbol);
+}
+
+/*
  * lookup() - what both entry points share: argument checks and the search.
  * Returns CUDA_SUCCESS with *status set, or CUDA_ERROR_INVALID_VALUE. *pfn is always written
  * when pfn is not NULL.
@@ -146,6 +171,8 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 			 *status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
 			     ? "not found"
 			     : "version not sufficient");
+		if (*status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && graphics_interop(symbol))
+			interop_said(symbol);
 	}
 	return CUDA_SUCCESS;
 }

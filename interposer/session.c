@@ -710,6 +710,11 @@ lost:
 	/* one slice, shared by this server's devices; cut per device once all servers answered */
 	if (ip_vaw_init(&ip.vaw, rep->window_base, rep->window_size,
 			rep->granularity ? rep->granularity : RGPU_GRANULE, 1)) {
+		pr_err("the GPU server %s offered a device address window 0x%llx+0x%llx with "
+		       "granularity %llu that this client cannot use: CUDA_ERROR_NO_DEVICE",
+		       S.server, (unsigned long long)rep->window_base,
+		       (unsigned long long)rep->window_size,
+		       (unsigned long long)rep->granularity);
 		r = CUDA_ERROR_NO_DEVICE;
 		goto out;
 	}

@@ -24,7 +24,7 @@ static CUresult tensor_map_call(CUtensorMap *out, Rgpu__TensorMapEncode *m)
 	r = ip_call_status(RGPU_MSG_TENSOR_MAP, &m->base, NULL, 0, NULL, 0,
 			   &rgpu__tensor_map_reply__descriptor, (ProtobufCMessage **)&rep);
 	if (r == CUDA_SUCCESS && (!rep || rep->map.len != sizeof(*out)))
-		r = CUDA_ERROR_UNKNOWN; /* a worker that answered success without a map */
+		r = ip_reply_wrong("cuTensorMapEncode", "holds no 128-byte map");
 	if (r == CUDA_SUCCESS)
 		memcpy(out, rep->map.data, sizeof(*out));
 	if (rep)

@@ -268,14 +268,7 @@ IP_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_
 	if (ret == RGPU_EINVAL)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (ret) {
-		/* the window has no room of that size: said, the first 8 times */
-		static int said;
-		if (__atomic_fetch_add(&said, 1, __ATOMIC_RELAXED) < 8)
-			pr_warn("cuMemAddressReserve of %zu bytes: CUDA_ERROR_OUT_OF_MEMORY, the "
-				"device address window (%llu GiB at %#llx, the server's --window) "
-				"has no free range that large",
-				size, (unsigned long long)(ip.vaw.size >> 30),
-				(unsigned long long)ip.vaw.base);
+		ip_mem_window_full("cuMemAddressReserve", size);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*ptr = at;

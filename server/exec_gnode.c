@@ -619,8 +619,12 @@ static CUresult bind_copy(struct srv_worker *w, uint64_t child, CUgraph from, ui
 	r = all_nodes(w, from, &a, &na);
 	if (r == CUDA_SUCCESS)
 		r = all_nodes(w, to, &b, &nb);
-	if (r == CUDA_SUCCESS && na != nb)
+	if (r == CUDA_SUCCESS && na != nb) {
+		pr_err("job %s: a child graph's copy has %zu nodes where its graph has %zu: "
+		       "CUDA_ERROR_UNKNOWN",
+		       w->job_hex, nb, na);
 		r = CUDA_ERROR_UNKNOWN;
+	}
 	for (size_t i = 0; r == CUDA_SUCCESS && i < na; i++) {
 		uint64_t id = node_id(src, a[i]);
 		if (id)
@@ -946,8 +950,12 @@ static int reply_nodes(struct srv_worker *w, const struct srv_frame *f, const Rg
 			;
 		for (j = 0; j < nn && n[j] != to[e]; j++)
 			;
-		if (i == nn || j == nn)
+		if (i == nn || j == nn) {
+			pr_err("job %s: the driver listed an edge of a graph between nodes it did "
+			       "not list: CUDA_ERROR_UNKNOWN",
+			       w->job_hex);
 			r = CUDA_ERROR_UNKNOWN;
+		}
 		rep.edge_from[e] = (uint32_t)i;
 		rep.edge_to[e] = (uint32_t)j;
 	}
@@ -1007,8 +1015,12 @@ static int reply_dot(struct srv_worker *w, const struct srv_frame *f, const Rgpu
 	CUresult r = graph_h(w, m->graph, &g, NULL);
 	int fd = -1, ret;
 
-	if (r == CUDA_SUCCESS && (fd = mkstemp(path)) < 0)
+	if (r == CUDA_SUCCESS && (fd = mkstemp(path)) < 0) {
+		pr_warn("job %s: cuGraphDebugDotPrint: cannot make a file in /tmp (%s): "
+			"CUDA_ERROR_OPERATING_SYSTEM",
+			w->job_hex, strerror(errno));
 		r = CUDA_ERROR_OPERATING_SYSTEM;
+	}
 	if (r == CUDA_SUCCESS)
 		r = w->drv.cuGraphDebugDotPrint(g, path, (unsigned)m->flags);
 	if (r == CUDA_SUCCESS) {
@@ -1019,6 +1031,14 @@ static int reply_dot(struct srv_worker *w, const struct srv_frame *f, const Rgpu
 		if (sz >= 0 && sz < (long)(RGPU_MAX_BODY - 64) && fseek(fp, 0, SEEK_SET) == 0 &&
 		    (text = malloc((size_t)sz + 1)) != NULL)
 			len = fread(text, 1, (size_t)sz, fp);
+		if (sz >= (long)(RGPU_MAX_BODY - 64))
+			pr_warn("job %s: cuGraphDebugDotPrint: the graph's %ld bytes of DOT text "
+				"exceed what a reply holds (%u): CUDA_ERROR_OPERATING_SYSTEM",
+				w->job_hex, sz, (unsigned)(RGPU_MAX_BODY - 64));
+		else if (!text || len != (size_t)sz)
+			pr_warn("job %s: cuGraphDebugDotPrint: cannot read the driver's DOT file "
+				"back: CUDA_ERROR_OPERATING_SYSTEM",
+				w->job_hex);
 		if (!text || len != (size_t)sz)
 			r = CUDA_ERROR_OPERATING_SYSTEM;
 		if (fp)
