@@ -468,8 +468,18 @@ static void CUDA_CB host_job_fn(void *arg)
 	free(arg);
 }
 
+/*
+ * Captured into a graph, the job runs at every launch of it, as the driver's copy or set node
+ * would: it is kept for the process's life (a graph's end does not say so), never freed.
+ */
+static void CUDA_CB host_job_kept_fn(void *arg)
+{
+	host_job_run(arg);
+}
+
 static CUresult host_job_submit(const struct host_job *h, CUstream s, int ptds, int async)
 {
+	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
 	struct host_job *job;
 	CUresult r;
 
@@ -483,7 +493,10 @@ static CUresult host_job_submit(const struct host_job *h, CUstream s, int ptds, 
 	if (!job)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*job = *h;
-	r = ptds ? cuLaunchHostFunc_ptsz(s, host_job_fn, job) : cuLaunchHostFunc(s, host_job_fn, job);
+	r = ptds ? cuStreamIsCapturing_ptsz(s, &cs) : cuStreamIsCapturing(s, &cs);
+	CUhostFn fn = cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? host_job_kept_fn : host_job_fn;
+	if (r == CUDA_SUCCESS)
+		r = ptds ? cuLaunchHostFunc_ptsz(s, fn, job) : cuLaunchHostFunc(s, fn, job);
 	if (r != CUDA_SUCCESS)
 		free(job);
 	return r;
