@@ -1128,7 +1128,10 @@ int srv_ctl_recv(int fd, struct Rgpu__Ctl **m, int *got_fd, int timeout_ms);
 int srv_staging_new(struct srv_worker *w, int n, size_t size, struct srv_staging **out);
 void *srv_staging_get(struct srv_staging *s);   /* blocks until one is free */
 size_t srv_staging_size(const struct srv_staging *s); /* each buffer's bytes */
-/* one that holds len bytes; NULL when all are in flight, or they are smaller */
+/*
+ * one that holds len bytes, for the reader; NULL when all but two are in flight (those are the
+ * executor's, which waits for them), or they are smaller
+ */
 void *srv_staging_tryget(struct srv_staging *s, size_t len);
 void srv_staging_put(struct srv_staging *s, void *buf);
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s);

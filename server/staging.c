@@ -79,11 +79,20 @@ void *srv_staging_get(struct srv_staging *s)
 	return b;
 }
 
+/*
+ * The reader's buffers come back only once the executor has run their frames, and the executor
+ * holds at most two at a time (a device-to-host copy's chunk in flight and the next one), which
+ * it waits for: the reader leaves it those two, else a copy back queued ahead of the reader's
+ * copies would wait for ever (tests/progs/copymix over TCP).
+ */
+#define EXECUTOR_RESERVE 2
+
 void *srv_staging_tryget(struct srv_staging *s, size_t len)
 {
 	void *b = NULL;
 	pthread_mutex_lock(&s->lock);
-	if (s->nfree && len <= s->size) /* the size changes when shared memory is adopted */
+	/* the size changes when shared memory is adopted */
+	if (s->nfree > EXECUTOR_RESERVE && len <= s->size)
 		b = s->free[--s->nfree];
 	pthread_mutex_unlock(&s->lock);
 	return b;
