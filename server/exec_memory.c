@@ -569,6 +569,15 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 	} else if (r == CUDA_SUCCESS && !srv_dev_range(w, "device-to-host copy", &m->src, m->size)) {
 		r = CUDA_ERROR_INVALID_VALUE;
 	}
+	if (r == CUDA_SUCCESS && srv_capturing(w, s)) {
+		/*
+		 * the client refuses these itself: its bytes travel once, and the host functions
+		 * that send or land them free themselves, which a graph would run again
+		 */
+		pr_warn_once("job %s: a device-to-host copy refused: its stream is being captured",
+			     w->job_hex);
+		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
 	if (r == CUDA_SUCCESS && m->size) {
 		CUresult d = dtoh_direct(w, m, f->hdr.seq, s);
 		if (d != CUDA_ERROR_NOT_SUPPORTED) {

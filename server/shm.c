@@ -131,6 +131,17 @@ void srv_shm_point(struct srv_worker *w)
 	m->has_pending = 0;
 	pthread_mutex_unlock(&m->lock);
 	/* the link's memory stays mapped for the job's life: the driver keeps it registered */
+	/*
+	 * the worker's copies assume buffers of at least RGPU_COPY_CHUNK (peer.c) and at most
+	 * RGPU_MAX_CHUNK: other sizes, which only a client other than rgpu's offers, are not used
+	 */
+	if (a.nstage && (a.slot_size < RGPU_COPY_CHUNK || a.slot_size > RGPU_MAX_CHUNK)) {
+		pr_warn("job %s: the client's staging buffers of %llu bytes are not %u to %u: the "
+			"worker keeps its own",
+			w->job_hex, (unsigned long long)a.slot_size, (unsigned)RGPU_COPY_CHUNK,
+			(unsigned)RGPU_MAX_CHUNK);
+		a.nstage = 0;
+	}
 	r = a.nstage ? host_register(w, a.stage, (uint64_t)a.nstage * a.slot_size) : CUDA_SUCCESS;
 	if (r == CUDA_SUCCESS && a.nstage)
 		r = srv_staging_adopt(w, a.stage, (int)a.nstage, a.slot_size);

@@ -127,7 +127,7 @@ CUresult srv_staging_adopt(struct srv_worker *w, uint8_t *base, int n, size_t si
 	struct srv_staging *s = w->staging;
 	void **all, **fr;
 
-	if (!s || n <= 0 || !size)
+	if (!s || n <= 0 || size < RGPU_COPY_CHUNK || size > RGPU_MAX_CHUNK)
 		return CUDA_ERROR_INVALID_VALUE;
 	all = calloc((size_t)n, sizeof(void *));
 	fr = calloc((size_t)n, sizeof(void *));
