@@ -309,6 +309,7 @@ static int resume_link(struct srv_worker *w, struct rgpu_conn *c, const Rgpu__He
 		return ret;
 	if (rep.shm && (ret = shm_accept(w, c)))
 		return ret;
+	link_spin(w, c); /* before the link is published: the executor reads its polling too */
 	return srv_link_up(w, c, hello->received);
 }
 
@@ -677,7 +678,6 @@ lost:
 				_exit(0); /* freed now, whatever the executor is waiting for */
 			break;
 		}
-		link_spin(w, c);
 		atomic_store(&w->active_ns, rgpu_now_ns());
 		spoke = 0;
 	}
