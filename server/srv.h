@@ -1136,6 +1136,18 @@ void *srv_staging_tryget(struct srv_staging *s, size_t len);
 void srv_staging_put(struct srv_staging *s, void *buf);
 void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
 /*
+ * srv_staging_renew() - the buffers go with the context (srv_base_ctx_renew): the reader gets
+ * none from now on, the payloads of queued frames move to ordinary memory, and once every
+ * buffer is back the worker's own are freed. srv_staging_refill() then makes n of size in the
+ * new context (0, or RGPU_ENOMEM with none made). The pool itself stays, so that other threads
+ * may keep using w->staging throughout. Executor.
+ */
+void srv_staging_renew(struct srv_worker *w);
+int srv_staging_refill(struct srv_worker *w, int n, size_t size);
+/* srv_queue_unstage() - the payloads of queued frames that are in staging buffers move to
+ * ordinary memory, their buffers back to the pool (worker.c) */
+void srv_queue_unstage(struct srv_worker *w);
+/*
  * srv_staging_adopt() - n buffers of size at base (shared memory the driver has registered)
  * become the pool; the worker's own go (freed now, or dropped when they come back). Executor.
  */

@@ -6,6 +6,7 @@
 #define LOG_PREFIX "staging: "
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rgpu/err.h"
@@ -20,6 +21,7 @@ struct srv_staging {
 	void **all;
 	void **free;
 	uint8_t *adopted;        /* all[] are shared memory here (srv_staging_adopt), not ours */
+	int closed;              /* the reader gets none (srv_staging_renew) */
 };
 
 static int in_pool(const struct srv_staging *s, const void *b)
@@ -92,7 +94,7 @@ void *srv_staging_tryget(struct srv_staging *s, size_t len)
 	void *b = NULL;
 	pthread_mutex_lock(&s->lock);
 	/* the size changes when shared memory is adopted */
-	if (s->nfree > EXECUTOR_RESERVE && len <= s->size)
+	if (!s->closed && s->nfree > EXECUTOR_RESERVE && len <= s->size)
 		b = s->free[--s->nfree];
 	pthread_mutex_unlock(&s->lock);
 	return b;
@@ -154,13 +156,71 @@ CUresult srv_staging_adopt(struct srv_worker *w, uint8_t *base, int n, size_t si
 	return CUDA_SUCCESS;
 }
 
-/* Wait until every buffer is back (chunks still on their way to the client hold theirs). */
-static void staging_drain(struct srv_staging *s)
+void srv_staging_renew(struct srv_worker *w)
 {
+	struct srv_staging *s = w->staging;
+
 	pthread_mutex_lock(&s->lock);
-	while (s->nfree < s->n)
-		pthread_cond_wait(&s->cond, &s->lock);
+	s->closed = 1;
+	/*
+	 * Every buffer back: chunks on their way to the client return theirs, and frames queued
+	 * behind this one (the executor's) give theirs up, as does a frame the reader was reading
+	 * into one when the pool closed, once it is queued.
+	 */
+	while (s->nfree < s->n) {
+		pthread_mutex_unlock(&s->lock);
+		srv_queue_unstage(w);
+		pthread_mutex_lock(&s->lock);
+		if (s->nfree < s->n) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 10000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+		}
+	}
+	for (int i = 0; i < s->n && !s->adopted; i++)
+		w->drv.cuMemFreeHost(s->all[i]);
+	s->n = s->nfree = 0;
+	s->adopted = NULL; /* shared memory's registration went with the context too */
 	pthread_mutex_unlock(&s->lock);
+}
+
+int srv_staging_refill(struct srv_worker *w, int n, size_t size)
+{
+	struct srv_staging *s = w->staging;
+	void **all = calloc((size_t)n, sizeof(void *)), **fr = calloc((size_t)n, sizeof(void *));
+	int made = 0;
+
+	for (; all && fr && made < n; made++) {
+		CUresult r = w->drv.cuMemHostAlloc(&all[made], size, CU_MEMHOSTALLOC_PORTABLE);
+		if (r != CUDA_SUCCESS) {
+			pr_err("cuMemHostAlloc(%zu): %s", size, srv_cu_name(&w->drv, r));
+			break;
+		}
+		fr[made] = all[made];
+	}
+	if (made < n) {
+		for (int i = 0; i < made; i++)
+			w->drv.cuMemFreeHost(all[i]);
+		free(all);
+		free(fr);
+		return RGPU_ENOMEM;
+	}
+	pthread_mutex_lock(&s->lock);
+	free(s->all);
+	free(s->free);
+	s->all = all;
+	s->free = fr;
+	s->n = s->nfree = n;
+	s->size = size;
+	s->closed = 0;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 /*
@@ -180,13 +240,11 @@ int srv_base_ctx_renew(struct srv_worker *w)
 {
 	struct srv_driver *d = &w->drv;
 	CUresult r;
-	int n = w->staging ? w->staging->n : w->cfg->staging_buffers;
+	/* the worker's own count and size, whatever a shared-memory client lent it */
+	int n = w->cfg->staging_buffers;
 
-	if (w->staging) {
-		staging_drain(w->staging);
-		srv_staging_free(w, w->staging);
-		w->staging = NULL;
-	}
+	if (w->staging)
+		srv_staging_renew(w);
 	srv_hm_unregister(w);
 	d->cuDevicePrimaryCtxRelease(w->dev[0]);
 	r = d->cuDevicePrimaryCtxRetain(&w->base_ctx, w->dev[0]);
@@ -201,7 +259,8 @@ int srv_base_ctx_renew(struct srv_worker *w)
 		       w->dev_base, srv_cu_name(d, r));
 		_exit(1);
 	}
-	if (srv_staging_new(w, n, RGPU_COPY_CHUNK, &w->staging)) {
+	if (w->staging ? srv_staging_refill(w, n, RGPU_MAX_CHUNK)
+		       : srv_staging_new(w, n, RGPU_MAX_CHUNK, &w->staging)) {
 		pr_err("the staging buffers could not be made again: ending the job");
 		_exit(1);
 	}
