@@ -141,6 +141,8 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 		   *tls_name = getenv("RGPU_TLS_NAME"), *tls_env = getenv("RGPU_TLS");
 	int c, ret, tls = tls_env && !strcmp(tls_env, "1");
 
+	/* first: on any error the caller frees o (ctl_parse) */
+	memset(o, 0, sizeof(*o));
 	/* as the interposer: RGPU_TLS=0 means none, even with RGPU_TLS_CA set (options win) */
 	if (tls_env && *tls_env && strcmp(tls_env, "0") && strcmp(tls_env, "1")) {
 		fprintf(stderr, "rgpuctl %s: RGPU_TLS='%s': want 1 (TLS) or 0 (none)\n", cmd,
@@ -150,7 +152,6 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 	if (tls_env && !strcmp(tls_env, "0"))
 		tls_ca = NULL;
 
-	memset(o, 0, sizeof(*o));
 	o->headroom = 0.10;
 	o->keep = 1;
 	optind = 1;
