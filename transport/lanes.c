@@ -47,6 +47,7 @@ struct lane_job {
 	uint8_t *dst;           /* receiving: where it goes (NULL: dropped) */
 	size_t len;
 	uint64_t seq, deadline;
+	uint64_t done_ns;       /* when the lane finished it (rgpu_lanes_stats) */
 	int busy;
 };
 
@@ -64,6 +65,8 @@ struct rgpu_lanes {
 	atomic_int ready;       /* the peer has them: payloads may be striped */
 	int stop;
 	int err[2];             /* the first failure of the payload being sent [0], received [1] */
+	struct rgpu_lanes_stats st[2]; /* sending [0], receiving [1]: that side's thread only */
+	uint64_t post_ns[2], end_ns[2]; /* the current payload's posting, the last one's end */
 	struct rgpu_conn *c;
 	struct lane l[RGPU_MAX_LANES];
 };
@@ -158,6 +161,7 @@ static void *lane_main(void *p)
 		int ret = a.rx ? lane_recv(ln, &job) : lane_send(ln, &job);
 		if (ret)
 			fail(ls, a.rx, ret);
+		j->done_ns = rgpu_now_ns();
 		pthread_mutex_lock(&ls->m);
 		__atomic_store_n(&j->busy, 0, __ATOMIC_RELEASE);
 		pthread_cond_broadcast(&ls->done);
@@ -285,6 +289,11 @@ static void stripe(size_t len, int n, int k, size_t *off, size_t *part)
 static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst, size_t len,
 		 uint64_t seq, uint64_t deadline)
 {
+	ls->post_ns[rx] = rgpu_now_ns();
+	if (ls->end_ns[rx])
+		ls->st[rx].gap_ns += ls->post_ns[rx] - ls->end_ns[rx];
+	ls->st[rx].frames++;
+	ls->st[rx].bytes += len;
 	pthread_mutex_lock(&ls->m);
 	ls->err[rx] = 0;
 	for (int k = 1; k <= ls->n; k++) {
@@ -299,10 +308,14 @@ static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst
 	pthread_mutex_unlock(&ls->m);
 }
 
-/* wait for the lanes' stripes; the first failure of any, the link's own stripe's included */
-static int wait_all(struct rgpu_lanes *ls, int rx)
+/*
+ * wait for the lanes' stripes; the first failure of any, the link's own stripe's included.
+ * own_ns: when the link's own stripe was through.
+ */
+static int wait_all(struct rgpu_lanes *ls, int rx, uint64_t own_ns)
 {
 	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(LANE_SPIN_NS);
+	uint64_t first = own_ns, last = own_ns;
 	int ret;
 
 	for (int k = 1; k <= ls->n; k++) {
@@ -317,8 +330,24 @@ static int wait_all(struct rgpu_lanes *ls, int rx)
 			pthread_cond_wait(&ls->done, &ls->m);
 	}
 	ret = ls->err[rx];
+	for (int k = 1; k <= ls->n; k++) {
+		const struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
+		first = MIN(first, j->done_ns);
+		last = MAX(last, j->done_ns);
+	}
 	pthread_mutex_unlock(&ls->m);
+	ls->end_ns[rx] = rgpu_now_ns();
+	ls->st[rx].busy_ns += last - ls->post_ns[rx];
+	ls->st[rx].spread_ns += last - first;
+	ls->st[rx].wake_ns += ls->end_ns[rx] - last;
 	return ret;
+}
+
+void rgpu_lanes_stats(const struct rgpu_conn *c, int rx, struct rgpu_lanes_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (c->lanes)
+		*out = c->lanes->st[!!rx];
 }
 
 int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq)
@@ -332,7 +361,7 @@ int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq
 	ret = rgpu_send_all(c->fd, p, part);
 	if (ret)
 		fail(ls, 0, ret);
-	ret = wait_all(ls, 0);
+	ret = wait_all(ls, 0, rgpu_now_ns());
 	if (ret) {
 		c->last_errno = errno;
 		c->ops->shutdown(c); /* a lane lost is the link lost */
@@ -368,7 +397,7 @@ int rgpu_lanes_recv_marked(struct rgpu_conn *c, void *p, size_t len)
 	ret = first_stripe(c, p, part);
 	if (ret)
 		fail(ls, 1, ret);
-	ret = wait_all(ls, 1);
+	ret = wait_all(ls, 1, rgpu_now_ns());
 	if (ret)
 		c->ops->shutdown(c);
 	return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;

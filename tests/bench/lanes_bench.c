@@ -13,6 +13,9 @@
  *
  * Prints one line per pair, "lanes_<conns>_<chunk>M X GB/s": the payload bytes received over the
  * time they took. The payloads are checked: each frame's first and last 8 bytes carry its seq.
+ * With lanes, a comment line follows (rgpu_lanes_stats), in us per payload for each side: busy
+ * (posting its stripes to the end of the last), the slowest stripe's lead over the fastest,
+ * the wake-up of the thread that waited for them, and the time between payloads.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -201,8 +204,19 @@ static double receive(struct run *r, int nbuf)
 	return gbs;
 }
 
+/* appends " WHO: busy B, slowest lead S, wake W, between G;" (us per payload) to out */
+static void say_stats(char *out, size_t cap, const struct rgpu_lanes_stats *st, const char *who)
+{
+	double n = st->frames ? (double)st->frames : 1;
+	size_t at = strlen(out);
+	snprintf(out + at, cap - at, " %s: busy %.0f, slowest lead %.0f, wake %.0f, between %.0f;",
+		 who, st->busy_ns / n / 1e3, st->spread_ns / n / 1e3, st->wake_ns / n / 1e3,
+		 st->gap_ns / n / 1e3);
+}
+
+/* GB/s, negative on failure; *why: where the time went (empty without lanes) */
 static double measure(int conns, size_t chunk, size_t src_len, uint8_t *src, double secs,
-		      int nbuf)
+		      int nbuf, char *why, size_t cap)
 {
 	struct run r = {.src = src, .src_len = src_len, .chunk = chunk, .secs = secs};
 	pthread_t t;
@@ -223,6 +237,15 @@ static double measure(int conns, size_t chunk, size_t src_len, uint8_t *src, dou
 	pthread_join(t, NULL);
 	if (r.err)
 		gbs = -1;
+	if (gbs > 0 && conns > 1) {
+		/* where each payload's time went, in us: a comment line beside the result */
+		struct rgpu_lanes_stats tx, rx;
+		rgpu_lanes_stats(r.cli, 0, &tx);
+		rgpu_lanes_stats(r.srv, 1, &rx);
+		snprintf(why, cap, "# lanes_%d_%zuM us per payload:", conns, chunk >> 20);
+		say_stats(why, cap, &tx, "sender");
+		say_stats(why, cap, &rx, "receiver");
+	}
 out:
 	rgpu_conn_close(r.cli);
 	rgpu_conn_close(r.srv);
@@ -303,12 +326,14 @@ int main(int argc, char **argv)
 	memset(src, 0x5a, src_len); /* touched: the walk reads memory, not the zero page */
 	for (int i = 0; i < nconns; i++)
 		for (int j = 0; j < nchunks; j++) {
+			char why[512] = "";
 			double g = measure((int)conns[i], (size_t)chunks[j] * MiB, src_len, src,
-					   secs, (int)nbuf);
+					   secs, (int)nbuf, why, sizeof(why));
 			if (g < 0)
 				failed = 1;
 			else
-				printf("lanes_%ld_%ldM %.2f GB/s\n", conns[i], chunks[j], g);
+				printf("lanes_%ld_%ldM %.2f GB/s\n%s%s", conns[i], chunks[j], g, why,
+				       *why ? "\n" : "");
 			fflush(stdout);
 		}
 	free(src);

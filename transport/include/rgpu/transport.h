@@ -304,6 +304,19 @@ int rgpu_conn_recv_payload_raw(struct rgpu_conn *c, void *buf, size_t len);
 int rgpu_lanes_attach(struct rgpu_conn *c, int index, int fd);
 void rgpu_lanes_ready(struct rgpu_conn *c);
 int rgpu_lanes_count(const struct rgpu_conn *c);
+/*
+ * rgpu_lanes_stats() - where a link's striped payloads spent their time, sending (rx 0) or
+ * receiving (rx 1), summed over them since the lanes were attached (zeros without lanes): for
+ * benchmarks (tests/bench/lanes_bench.c). Read it while that side is idle.
+ */
+struct rgpu_lanes_stats {
+	uint64_t frames, bytes;  /* striped payloads, their bytes */
+	uint64_t busy_ns;        /* from posting the stripes to the end of the last one */
+	uint64_t spread_ns;      /* from the first stripe's end to the last's: the slowest's lead */
+	uint64_t wake_ns;        /* from the last stripe's end to the caller's return */
+	uint64_t gap_ns;         /* from a payload's return to the next one's posting */
+};
+void rgpu_lanes_stats(const struct rgpu_conn *c, int rx, struct rgpu_lanes_stats *out);
 
 /*
  * rgpu_conn_relay() - copy bytes both ways between c and the socket fd until either side ends
