@@ -189,6 +189,7 @@ int h_goodbye(struct srv_worker *w, struct srv_frame *f)
 {
 	(void)f;
 	pr_debug("client said goodbye");
+	srv_link_lanes_said(w);
 	/* what a driver thread wrote since the last flush; the client waits for it (session.c) */
 	srv_stdio_flush(w);
 	return RGPU_ECLOSED;

@@ -609,6 +609,9 @@ void srv_link_acked(struct srv_worker *w, uint64_t seq);
 void srv_link_ack(struct srv_worker *w);
 /* srv_link_down() - the link broke: stop writing, keep everything for the resume */
 void srv_link_down(struct srv_worker *w);
+/* srv_link_lanes_said() - log where the link's striped payloads spent their time (at info,
+ * when there were any: rgpu_lanes_stats), as the job ends */
+void srv_link_lanes_said(struct srv_worker *w);
 /*
  * srv_link_up() - install a new link after a resume: frames after client_received are
  * written again. Returns 0 or the send error.

@@ -462,14 +462,15 @@ timeout 120 "$B/bin/lanes_bench" -n 8 -c 4,16,64 >>"$OUT/bench.ceiling.txt" 2>&1
 	echo "lanes_bench failed: $?" >>"$OUT/bench.ceiling.txt"
 if [ -x "$BEFORE/bin/rgpud" ]; then
 	"$BEFORE/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/before.port" --state-dir "$OUT/before-state" \
-		"${DRIVER_ARG[@]}" --log-level warn 2>"$OUT/rgpud.before.log" &
+		"${DRIVER_ARG[@]}" --log-level info 2>"$OUT/rgpud.before.log" &
 	SRVB=$!
 	for _ in $(seq 100); do [ -s "$OUT/before.port" ] && break; sleep 0.1; done
 fi
 # this build's benchmark runs on a fresh rgpud started exactly as the previous build's (no
-# state dump, log level warn)
+# state dump, log level info: a few lines per job, among them where striped payloads spent
+# their time)
 "$B/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/after.port" --state-dir "$OUT/after-state" \
-	"${DRIVER_ARG[@]}" --log-level warn 2>"$OUT/rgpud.after.log" &
+	"${DRIVER_ARG[@]}" --log-level info 2>"$OUT/rgpud.after.log" &
 SRVA=$!
 for _ in $(seq 100); do [ -s "$OUT/after.port" ] && break; sleep 0.1; done
 # bench_rgpu TRANSPORT ROUND: this build, bench.TRANSPORTROUND.txt; BENCH_RC_TRANSPORT: the last
@@ -508,6 +509,10 @@ for t in tcp shm; do
 done
 python3 tests/gpu/report.py --transports "$OUT/bench.native.txt" "$FILES_tcp" "$FILES_shm" \
 	"$OUT/bench.ceiling.txt" >"$OUT/bench.table" 2>&1
+# where the TCP runs' striped payloads spent their time (the workers' last words), and the
+# transport's own rate without a GPU beside them
+{ grep "striped payloads" "$OUT/rgpud.after.log" | sed 's/^.*striped/striped/'
+  grep "lanes_" "$OUT/bench.ceiling.txt"; } >>"$OUT/bench.table"
 
 # ---- where a synchronous call's time goes: `bench small` with both sides stamping each call
 # (RGPU_TRACE_FILE, rgpu/trace.h), one fresh rgpud per transport so that one job's stamps are
