@@ -224,7 +224,7 @@ static struct ip_gnode *node_new(struct ip_graph *g, CUgraphNodeType type)
 
 static void scratch_put(struct ip_scratch *s)
 {
-	if (s && --s->refs == 0) {
+	if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
 		ip_mem_free(s->addr);
 		free(s);
 	}
@@ -547,7 +547,7 @@ static CUresult memcpy_work(const CUDA_MEMCPY3D *p, struct ip_ctx *c, CUDA_MEMCP
 		free(s);
 		return r;
 	}
-	s->refs = 1;
+	atomic_init(&s->refs, 1);
 	if (hs) {
 		dev->srcMemoryType = CU_MEMORYTYPE_DEVICE;
 		dev->srcDevice = s->addr;
@@ -577,7 +577,7 @@ static void hcopy_of(const struct ip_gnode *n, struct ip_hcopy *h)
 	h->node = n->o.id;
 	h->to_device = n->c.host_src;
 	h->scratch = n->c.scratch;
-	n->c.scratch->refs++;
+	atomic_fetch_add(&n->c.scratch->refs, 1);
 	*x = *p;
 	if (n->c.host_src) {
 		x->dstMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -803,7 +803,7 @@ static CUresult host_sides(const struct ip_graph *g, struct ip_hcopy **out, size
 		} else {
 			for (size_t k = 0; k < x->ch.nhc; k++, n++) {
 				v[n] = x->ch.hc[k];
-				v[n].scratch->refs++;
+				atomic_fetch_add(&v[n].scratch->refs, 1);
 			}
 		}
 	}
@@ -1865,7 +1865,7 @@ static CUresult params_copy(struct ip_gnode *to, const struct ip_gnode *from)
 	case CU_GRAPH_NODE_TYPE_MEMCPY:
 		to->c = from->c;
 		if (to->c.scratch)
-			to->c.scratch->refs++;
+			atomic_fetch_add(&to->c.scratch->refs, 1);
 		return CUDA_SUCCESS;
 	case CU_GRAPH_NODE_TYPE_MEMSET: to->s = from->s; return CUDA_SUCCESS;
 	case CU_GRAPH_NODE_TYPE_HOST: to->h = from->h; return CUDA_SUCCESS;
@@ -1887,7 +1887,7 @@ static CUresult params_copy(struct ip_gnode *to, const struct ip_gnode *from)
 		}
 		for (size_t i = 0; i < from->ch.nhc; i++) {
 			to->ch.hc[i] = from->ch.hc[i];
-			to->ch.hc[i].scratch->refs++;
+			atomic_fetch_add(&to->ch.hc[i].scratch->refs, 1);
 		}
 		to->ch.nhc = from->ch.nhc;
 		return CUDA_SUCCESS;

@@ -79,7 +79,7 @@ struct ip_graph {
 /* The scratch device buffer that stands in for a memcpy node's host side (gnode.c). */
 struct ip_scratch {
 	CUdeviceptr addr;
-	int refs;
+	_Atomic int refs; /* held by nodes of graphs and executable graphs, each under its own lock */
 };
 
 /* A memcpy node with a host side in an executable graph: moved at every launch (gnode.c). */

@@ -494,7 +494,8 @@ static CUresult host_job_submit(const struct host_job *h, CUstream s, int ptds, 
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*job = *h;
 	r = ptds ? cuStreamIsCapturing_ptsz(s, &cs) : cuStreamIsCapturing(s, &cs);
-	CUhostFn fn = cs == CU_STREAM_CAPTURE_STATUS_ACTIVE ? host_job_kept_fn : host_job_fn;
+	/* an invalidated capture still records it (launch.c registers it as kept the same way) */
+	CUhostFn fn = cs != CU_STREAM_CAPTURE_STATUS_NONE ? host_job_kept_fn : host_job_fn;
 	if (r == CUDA_SUCCESS)
 		r = ptds ? cuLaunchHostFunc_ptsz(s, fn, job) : cuLaunchHostFunc(s, fn, job);
 	if (r != CUDA_SUCCESS)
