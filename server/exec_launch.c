@@ -147,6 +147,14 @@ struct host_trigger {
  */
 static struct host_trigger *kept_triggers;
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+/* the callbacks the client was asked to run and has not been waited for: what it may answer */
+static void callbacks_called(struct srv_worker *w, int d)
+{
+	pthread_mutex_lock(&w->cb_lock);
+	w->cb_called += (size_t)(ssize_t)d;
+	pthread_mutex_unlock(&w->cb_lock);
+}
+
 static void CUDA_CB host_trigger_cb(void *arg)
 {
 	struct host_trigger *t = arg;
@@ -159,9 +167,12 @@ static void CUDA_CB host_trigger_cb(void *arg)
 	srv_stdio_flush(t->w);
 	srv_hm_sync(t->w); /* the device's writes to mirrored host memory, before the function */
 	/* the stream waits here until the client's function has returned */
-	if (!atomic_load(&t->w->dead) &&
-	    srv_send(t->w, RGPU_MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)
-		srv_wait_callback(t->w, t->id);
+	if (!atomic_load(&t->w->dead)) {
+		callbacks_called(t->w, 1); /* before the send: its answer may come at once */
+		if (srv_send(t->w, RGPU_MSG_CALLBACK, 0, 0, &cb.base, NULL, 0) == 0)
+			srv_wait_callback(t->w, t->id);
+		callbacks_called(t->w, -1);
+	}
 	if (!t->persistent)
 		free(t);
 }
@@ -201,15 +212,20 @@ int h_host_func(struct srv_worker *w, struct srv_frame *f)
 
 /* ---- host-function triggers ------------------------------------------------------------- */
 
-void srv_callback_done(struct srv_worker *w, uint64_t id)
+int srv_callback_done(struct srv_worker *w, uint64_t id)
 {
 	pthread_mutex_lock(&w->cb_lock);
+	if (w->cb_ndone >= w->cb_called) {
+		/* more answers than calls: a client that makes them up would grow this for ever */
+		pthread_mutex_unlock(&w->cb_lock);
+		return RGPU_EPROTO;
+	}
 	if (w->cb_ndone == w->cb_cap) {
 		size_t cap = w->cb_cap ? 2 * w->cb_cap : 16;
 		uint64_t *n = realloc(w->cb_done, cap * sizeof(*n));
 		if (!n) {
 			pthread_mutex_unlock(&w->cb_lock);
-			return;
+			return RGPU_ENOMEM;
 		}
 		w->cb_done = n;
 		w->cb_cap = cap;
@@ -217,6 +233,7 @@ void srv_callback_done(struct srv_worker *w, uint64_t id)
 	w->cb_done[w->cb_ndone++] = id;
 	pthread_cond_broadcast(&w->cb_cond);
 	pthread_mutex_unlock(&w->cb_lock);
+	return 0;
 }
 
 int srv_wait_callback(struct srv_worker *w, uint64_t id)

@@ -412,6 +412,11 @@ static CUresult link_options(Rgpu__LinkOption **in, size_t n, CUjit_option *opt,
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
+		/* a size given twice: every slot says the one the buffer is made with */
+		if (opt[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES ||
+		    opt[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+			val[i] = (void *)(uintptr_t)
+			    log_size[opt[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
 		if (rgpu_jit_opt_kind(opt[i]) != RGPU_JIT_LOG)
 			continue;
 		int which = opt[i] == CU_JIT_ERROR_LOG_BUFFER;

@@ -460,6 +460,7 @@ struct srv_worker {
 	pthread_cond_t cb_cond;
 	uint64_t *cb_done;       /* ids acknowledged and not yet consumed */
 	size_t cb_ndone, cb_cap;
+	size_t cb_called;        /* callbacks sent to the client and not yet waited for */
 	atomic_int dead;         /* the client is gone: stop waiting for it */
 	atomic_int cb_waiting;   /* host functions waiting for the client (srv_wait_callback) */
 
@@ -694,7 +695,7 @@ void srv_collect_walk(const void *node, VISIT which, int depth);
 
 /* Host-function triggers (exec_launch.c): a driver thread waits for the reader's word. */
 int srv_wait_callback(struct srv_worker *w, uint64_t id);
-void srv_callback_done(struct srv_worker *w, uint64_t id);
+int srv_callback_done(struct srv_worker *w, uint64_t id);
 
 /* Executing one frame (exec.c): 0, or a negative RGPU_E* code that ends the session. */
 int srv_exec(struct srv_worker *w, struct srv_frame *f);

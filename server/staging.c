@@ -103,8 +103,11 @@ void *srv_staging_tryget(struct srv_staging *s, size_t len)
 void srv_staging_put(struct srv_staging *s, void *buf)
 {
 	pthread_mutex_lock(&s->lock);
-	if (s->adopted && !in_pool(s, buf)) {
-		/* one of the worker's own, replaced while in flight: it stays allocated, unused */
+	if (!in_pool(s, buf) || s->nfree >= s->n) {
+		/*
+		 * one the pool no longer has, replaced while in flight (shared memory adopted, or a
+		 * context renewed): it stays allocated, unused
+		 */
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}

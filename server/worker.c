@@ -602,8 +602,13 @@ static void *reader_main(void *arg)
 				break;
 			}
 			atomic_fetch_add(&w->rx_seq, 1);
-			srv_callback_done(w, cb->callback);
+			ret = srv_callback_done(w, cb->callback);
 			rgpu__callback__free_unpacked(cb, NULL);
+			if (ret) {
+				srv_protocol_error(w, ret, "MSG_CALLBACK_DONE for a callback it was "
+							   "not asked to run");
+				break;
+			}
 			continue;
 		}
 		if (f->hdr.payload_len && f->hdr.type == RGPU_MSG_MEMCPY_HTOD &&
