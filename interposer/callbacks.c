@@ -33,6 +33,20 @@ uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream,
 	return r->id;
 }
 
+void ip_callback_forget(uint64_t id)
+{
+	struct cbreg **pp, *r = NULL;
+	pthread_mutex_lock(&S.cb_lock);
+	for (pp = &S.cbregs; *pp; pp = &(*pp)->next)
+		if ((*pp)->id == id) {
+			r = *pp;
+			*pp = r->next;
+			break;
+		}
+	pthread_mutex_unlock(&S.cb_lock);
+	free(r);
+}
+
 void *ip_callback_main(void *arg)
 {
 	ip_sess_bind(arg);

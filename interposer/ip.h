@@ -492,6 +492,8 @@ int ip_msg_class_ok(uint16_t type, int want);
 /* persistent: captured into a graph, it runs at every replay and stays registered */
 uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream, void *user,
 			      int persistent);
+/* ip_callback_forget() - drop registration id (its request was never sent) */
+void ip_callback_forget(uint64_t id);
 
 /* ---- streams --------------------------------------------------------------------------------- */
 

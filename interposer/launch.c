@@ -246,12 +246,18 @@ static CUresult host_func(CUstream s, CUhostFn fn, CUstreamCallback cb, void *us
 			   "(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	}
+	if (!so && (r = ip_capture_guard_legacy(c, fn ? "cuLaunchHostFunc"
+						       : "cuStreamAddCallback")) != CUDA_SUCCESS)
+		return r;
 	m.stream = so ? so->o.id : 0;
 	m.ctx = c->o.id;
 	m.callback = ip_callback_register(fn, cb, s, user, ip_capture_of(so) != NULL);
 	if (!m.callback)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	return ip_post(RGPU_MSG_HOST_FUNC, &m.base, NULL, 0);
+	r = ip_post(RGPU_MSG_HOST_FUNC, &m.base, NULL, 0);
+	if (r != CUDA_SUCCESS)
+		ip_callback_forget(m.callback); /* nothing will trigger it */
+	return r;
 }
 
 IP_API CUresult CUDAAPI cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
