@@ -14,6 +14,13 @@
 #include "rgpu.pb-c.h"
 #include "rgpu/log.h"
 
+static __thread int in_callback;
+
+int ip_in_callback(void)
+{
+	return in_callback;
+}
+
 uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream, void *user,
 			      int persistent)
 {
@@ -70,10 +77,12 @@ void *ip_callback_main(void *arg)
 			}
 		pthread_mutex_unlock(&S.cb_lock);
 		if (r) {
+			in_callback = 1;
 			if (r->fn)
 				r->fn(r->user);
 			else
 				r->cb(r->stream, CUDA_SUCCESS, r->user);
+			in_callback = 0;
 			if (!r->persistent)
 				free(r);
 		} else {

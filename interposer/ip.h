@@ -53,6 +53,7 @@ struct ip_ctx {
 	int prio_known, prio_least, prio_greatest; /* cuCtxGetStreamPriorityRange, once asked */
 	_Atomic CUresult sticky;  /* a sticky fault the server reported (ctxcur.c) */
 	struct ip_stream *node_stream; /* what graph node work is recorded on (gnode.c) */
+	struct ip_stream *io_stream;   /* the interposer's own non-blocking stream (stream.c) */
 };
 
 /*
@@ -494,6 +495,14 @@ uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream,
 			      int persistent);
 /* ip_callback_forget() - drop registration id (its request was never sent) */
 void ip_callback_forget(uint64_t id);
+/* ip_in_callback() - the calling thread is running an application's host function or callback */
+int ip_in_callback(void);
+/*
+ * ip_stream_io() - the id of context c's own non-blocking stream, made on first use: for the
+ * interposer's copies that must not wait for the application's streams (a host function's
+ * stream is stopped while it runs). 0 (the legacy stream) when it cannot be made.
+ */
+uint64_t ip_stream_io(struct ip_ctx *c);
 
 /* ---- streams --------------------------------------------------------------------------------- */
 

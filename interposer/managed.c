@@ -81,6 +81,17 @@ static struct {
 
 /* ---- I/O for the protocol ------------------------------------------------------------------- */
 
+/*
+ * The stream the protocol's copies go on: the legacy stream (0), or, inside a host function,
+ * the context's own non-blocking one. A host function runs while its stream waits for it, and
+ * work on the legacy stream would wait for that stream in turn (a blocking one): the copies
+ * must not. Called with mm_internal set (the stream may be made now).
+ */
+static uint64_t io_stream(struct ip_ctx *c)
+{
+	return c && ip_in_callback() ? ip_stream_io(c) : 0;
+}
+
 /* Device bytes [a, a + n) into dst. */
 static int fetch_piece(const struct mrange *m, uint64_t a, uint64_t n, void *dst)
 {
@@ -91,6 +102,7 @@ static int fetch_piece(const struct mrange *m, uint64_t a, uint64_t n, void *dst
 	q.size = n;
 	q.ctx = m->ctx ? m->ctx->o.id : 0; /* none: a library's variable (device 0's primary) */
 	mm_internal = 1;
+	q.stream = io_stream(m->ctx);
 	int prev = ip_pin_dev(m->ctx ? m->ctx->device : 0);
 	r = ip_call_status(RGPU_MSG_MEMCPY_DTOH, &q.base, NULL, 0, dst, n, NULL, NULL);
 	ip_pin_server(prev);
@@ -107,6 +119,7 @@ static int send_piece(const struct mrange *m, uint64_t a, uint64_t n, const uint
 	q.ctx = m->ctx ? m->ctx->o.id : 0;
 	q.flags = RGPU__COPY_FLAG__COPY_ASYNC;
 	mm_internal = 1;
+	q.stream = io_stream(m->ctx);
 	int prev = ip_pin_dev(m->ctx ? m->ctx->device : 0);
 	for (uint64_t o = 0; o < n && r == CUDA_SUCCESS; o += RGPU_COPY_CHUNK) {
 		q.dst = a + o;
@@ -201,6 +214,7 @@ static CUresult post_sync_copy(const struct ip_ctx *c, uint64_t addr, const void
 	q.size = len;
 	q.ctx = c ? c->o.id : 0;
 	mm_internal = 1;
+	q.stream = io_stream((struct ip_ctx *)c);
 	int prev = ip_pin_dev(c ? c->device : 0);
 	r = ip_post(RGPU_MSG_MEMCPY_HTOD, &q.base, bytes, len);
 	ip_pin_server(prev);
@@ -319,8 +333,18 @@ static int on_fault(uint64_t a)
 		pthread_mutex_unlock(&mm_lock);
 		return 0;
 	}
-	if (ip_ctx_work_pending()) {
-		/* work that may write it may still run: wait for it, as the program should have */
+	if (ip_in_callback())
+		pr_warn_once("a host function touched managed or large mapped memory (%#llx): rgpu "
+			     "fetches it through the GPU server, whose executor waits for this very "
+			     "function while another thread synchronizes its stream; the program "
+			     "may hang there (user guide, \"Managed memory\")",
+			     (unsigned long long)a);
+	if (ip_ctx_work_pending() && !ip_in_callback()) {
+		/*
+		 * work that may write it may still run: wait for it, as the program should have. Not
+		 * in a host function: its stream's work before it is done, and waiting for the rest
+		 * would wait for the stream that waits for the function.
+		 */
 		ctx = m->ctx;
 		pthread_mutex_unlock(&mm_lock);
 		(void)settle(ctx); /* a failure shows in the fetch, or at the next call */

@@ -54,6 +54,19 @@ static CUresult stream_new(struct ip_ctx *c, unsigned flags, int prio, int per_t
 	return CUDA_SUCCESS;
 }
 
+uint64_t ip_stream_io(struct ip_ctx *c)
+{
+	struct ip_stream *s = c->io_stream;
+
+	if (s && ip_obj_get(s, ST_KIND_STREAM))
+		return s->o.id;
+	/* per_thread: the application never has its handle, and could not destroy it */
+	if (stream_new(c, CU_STREAM_NON_BLOCKING, 0, 1, &s) != CUDA_SUCCESS)
+		return 0;
+	c->io_stream = s;
+	return s->o.id;
+}
+
 static CUresult per_thread_stream(struct ip_ctx *c, struct ip_stream **out)
 {
 	int free_slot = -1;
@@ -123,6 +136,7 @@ void ip_stream_ctx_teardown(struct ip_ctx *c)
 		ip_capture_abandon((struct ip_stream *)v[i]);
 	}
 	free(v);
+	c->io_stream = NULL;
 	ip_obj_collect(c, ST_KIND_EVENT, &v, &n);
 	for (size_t i = 0; i < n; i++)
 		ip_obj_unregister(v[i]);
