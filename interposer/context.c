@@ -180,6 +180,20 @@ IP_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext h)
 
 /* ---- primary contexts -------------------------------------------------------------------- */
 
+/*
+ * A primary context's teardown runs outside ip.lock (it waits for the server, and the runtime's
+ * destructors it calls may call back in): another thread's retain, release or reset waits for
+ * it to end, else a retain would activate the context the teardown is about to destroy. The
+ * tearing thread itself goes on (a destructor that retains). With ip.lock held.
+ */
+static pthread_cond_t teardown_done = PTHREAD_COND_INITIALIZER;
+
+static void await_teardown_locked(struct ip_ctx *c)
+{
+	while (c->tearing && !pthread_equal(c->tearing_by, pthread_self()))
+		pthread_cond_wait(&teardown_done, &ip.lock);
+}
+
 IP_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
 	struct ip_ctx *c;
@@ -191,6 +205,7 @@ IP_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	c = ip.dev[dev].primary;
 	pthread_mutex_lock(&ip.lock);
+	await_teardown_locked(c);
 	if (c->refcount++ == 0)
 		r = ctx_activate(c);
 	if (r != CUDA_SUCCESS)
@@ -212,15 +227,25 @@ static CUresult primary_release(CUdevice dev, int reset)
 		return CUDA_ERROR_INVALID_DEVICE;
 	c = ip.dev[dev].primary;
 	pthread_mutex_lock(&ip.lock);
+	await_teardown_locked(c);
 	if (!reset && c->refcount == 0) {
 		pthread_mutex_unlock(&ip.lock);
 		return CUDA_ERROR_INVALID_CONTEXT;
 	}
-	teardown = c->active && (reset || c->refcount == 1);
+	teardown = c->active && !c->tearing && (reset || c->refcount == 1);
 	c->refcount = reset ? 0 : c->refcount - 1;
+	if (teardown) {
+		c->tearing = 1;
+		c->tearing_by = pthread_self();
+	}
 	pthread_mutex_unlock(&ip.lock);
-	if (teardown)
+	if (teardown) {
 		r = ctx_teardown(c);
+		pthread_mutex_lock(&ip.lock);
+		c->tearing = 0;
+		pthread_cond_broadcast(&teardown_done);
+		pthread_mutex_unlock(&ip.lock);
+	}
 	return r;
 }
 

@@ -48,6 +48,8 @@ struct ip_ctx {
 	unsigned flags;
 	int primary;
 	int refcount;             /* primary: retains; others: 1 */
+	int tearing;              /* primary: its teardown runs, on thread tearing_by (ip.lock) */
+	pthread_t tearing_by;
 	int active;               /* exists on the server */
 	unsigned long long uid;   /* cuCtxGetId */
 	int prio_known, prio_least, prio_greatest; /* cuCtxGetStreamPriorityRange, once asked */
