@@ -436,10 +436,11 @@ static void CUDA_CB send_chunk_cb(void *arg)
  * an event), and the caller returns at once.
  */
 static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, const struct pitched *p,
-			   uint64_t seq, CUstream s)
+			   uint64_t seq, CUstream s, uint64_t *queued)
 {
 	CUresult r = CUDA_SUCCESS;
 	uint64_t chunk = srv_staging_size(w->staging);
+	*queued = 0;
 	for (uint64_t off = 0; r == CUDA_SUCCESS && off < m->size; off += chunk) {
 		struct send_chunk *c = malloc(sizeof(*c));
 		if (!c)
@@ -455,9 +456,25 @@ static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, const st
 		if (r != CUDA_SUCCESS) {
 			srv_staging_put(w->staging, c->buf);
 			free(c);
+		} else {
+			*queued += c->len;
 		}
 	}
 	return r;
+}
+
+/*
+ * An asynchronous copy back that failed: the client is told that the bytes no chunk will bring
+ * count as come (a zero-length MSG_DATA that says they landed), so that it stops waiting for
+ * them; the error itself is the stream's, reported at the next synchronization.
+ */
+static void dtoh_abandoned(struct srv_worker *w, uint64_t seq, uint64_t bytes)
+{
+	Rgpu__DataChunk dc = RGPU__DATA_CHUNK__INIT;
+	if (!bytes)
+		return;
+	dc.landed = bytes;
+	srv_send(w, RGPU_MSG_DATA, 0, seq, &dc.base, NULL, 0);
 }
 
 /*
@@ -582,19 +599,24 @@ int h_memcpy_dtoh(struct srv_worker *w, struct srv_frame *f)
 		CUresult d = dtoh_direct(w, m, f->hdr.seq, s);
 		if (d != CUDA_ERROR_NOT_SUPPORTED) {
 			srv_quiet_copy(w, m->ctx, s, !(m->flags & RGPU__COPY_FLAG__COPY_ASYNC), d);
-			if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC)
+			if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
 				srv_async_error(w, d, "device-to-host copy");
-			else
+				if (d != CUDA_SUCCESS)
+					dtoh_abandoned(w, f->hdr.seq, m->size);
+			} else
 				ret = srv_reply_status(w, f, d);
 			rgpu__memcpy__free_unpacked(m, NULL);
 			return ret;
 		}
 	}
 	if (m->flags & RGPU__COPY_FLAG__COPY_ASYNC) {
+		uint64_t queued = 0;
 		if (r == CUDA_SUCCESS && m->size)
-			r = dtoh_async(w, m, &p, f->hdr.seq, s);
+			r = dtoh_async(w, m, &p, f->hdr.seq, s, &queued);
 		srv_quiet_copy(w, m->ctx, s, 0, r);
 		srv_async_error(w, r, "device-to-host copy");
+		if (r != CUDA_SUCCESS)
+			dtoh_abandoned(w, f->hdr.seq, m->size - queued);
 	} else if (m->size <= RGPU_MAX_REPLY_DATA && (w->client_caps & RGPU_CAP_SHM)) {
 		/* small: the bytes come in the reply, one frame for the whole call */
 		void *buf = m->size ? srv_staging_get(w->staging) : NULL;
