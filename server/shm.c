@@ -81,6 +81,16 @@ static CUresult host_register(struct srv_worker *w, void *p, uint64_t len)
 	return r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED ? CUDA_SUCCESS : r;
 }
 
+/* the bytes registering [off, off + len) pins: whole pages (a client could pin a page a byte) */
+static uint64_t pinned_span(uint64_t off, uint64_t len)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	return (off + len + page - 1) / page * page - off / page * page;
+}
+
+/* registrations at most: the linear look-ups stay cheap (a client's pinned allocations) */
+#define MAX_REGS 65536
+
 static void regs_drop(struct srv_worker *w, struct srv_shm *m, uint64_t off, uint64_t len)
 {
 	size_t k = 0;
@@ -88,7 +98,7 @@ static void regs_drop(struct srv_worker *w, struct srv_shm *m, uint64_t off, uin
 		struct shm_reg *g = &m->regs[i];
 		if (g->off < off + len && off < g->off + g->len) {
 			w->drv.cuMemHostUnregister(m->arena + g->off);
-			m->pinned -= g->len;
+			m->pinned -= pinned_span(g->off, g->len);
 		} else
 			m->regs[k++] = *g;
 	}
@@ -177,8 +187,9 @@ int srv_shm_arena_use(struct srv_worker *w, uint64_t off, uint64_t len)
 		m->cap = cap;
 	}
 	uint64_t most = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
-	r = m->pinned + len > most ? CUDA_ERROR_OUT_OF_MEMORY
-				   : host_register(w, m->arena + off, len);
+	r = m->pinned + pinned_span(off, len) > most || m->nregs >= MAX_REGS
+		? CUDA_ERROR_OUT_OF_MEMORY
+		: host_register(w, m->arena + off, len);
 	if (r != CUDA_SUCCESS) {
 		if (!m->warned++)
 			pr_warn("job %s: the client's pinned memory [%llu, +%llu) could not be "
@@ -188,7 +199,7 @@ int srv_shm_arena_use(struct srv_worker *w, uint64_t off, uint64_t len)
 		return 0;
 	}
 	m->regs[m->nregs++] = (struct shm_reg){off, len};
-	m->pinned += len;
+	m->pinned += pinned_span(off, len);
 	return 1;
 }
 
