@@ -497,6 +497,11 @@ uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream,
 			      int persistent);
 /* ip_callback_forget() - drop registration id (its request was never sent) */
 void ip_callback_forget(uint64_t id);
+/*
+ * ip_mm_capturing() - on: the request the calling thread is about to send is recorded into a
+ * stream capture, not run (managed.c leaves managed memory as it is for it)
+ */
+void ip_mm_capturing(int on);
 /* ip_in_callback() - the calling thread is running an application's host function or callback */
 int ip_in_callback(void);
 /*

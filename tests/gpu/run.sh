@@ -80,7 +80,7 @@ PART=${RGPU_GPU_PART:-all}
 want() { [ "$PART" = all ] || case " $PART " in *" $1 "*) true ;; *) false ;; esac; }
 P="$B/tests/progs"
 if want main; then
-for p in vecadd streams globals globals_unload bigcopy callbacks params vmm duplex idlesync blocksync hostgraph copymix mappedcb primaryrace; do
+for p in vecadd streams globals globals_unload bigcopy callbacks params vmm duplex idlesync blocksync hostgraph copymix mappedcb primaryrace managedcap; do
 	[ -x "$P/$p" ] && run_pair "$p" "$P/$p"
 done
 # errors: the native run's codes are the reference the rgpu run must reproduce
