@@ -451,6 +451,12 @@ static CUresult get_func(struct ip_module *m, struct ip_funcinfo *fi, int kind,
 					     : RGPU__FUNC_KIND__FUNC_MODULE;
 		req.ctx = m->ctx ? m->ctx->o.id : 0;
 		r = for_each_server(m, post_func_get, &req);
+		if (r != CUDA_SUCCESS) {
+			/* not announced (everywhere): no handle, a later call tries again */
+			pthread_mutex_unlock(&m->lock);
+			ip_obj_drop(f);
+			return r;
+		}
 		fi->handle = f;
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -706,14 +712,20 @@ IP_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pfunc, CUkernel k)
 		f->mod = kern->mod;
 		f->info = kern->info;
 		f->ctx = c;
-		f->next = kern->kfuncs;
-		kern->kfuncs = f;
 		req.func = f->o.id;
 		req.parent = kern->o.id;
 		req.kind = RGPU__FUNC_KIND__FUNC_KERNEL_FUNCTION;
 		req.name = kern->info->name;
 		req.ctx = c->o.id;
 		r = ip_post(RGPU_MSG_FUNC_GET, &req.base, NULL, 0);
+		if (r != CUDA_SUCCESS) {
+			/* not announced: no handle, a later call tries again */
+			pthread_mutex_unlock(&kern->mod->lock);
+			ip_obj_drop(f);
+			return r;
+		}
+		f->next = kern->kfuncs;
+		kern->kfuncs = f;
 	}
 	pthread_mutex_unlock(&kern->mod->lock);
 	*pfunc = (CUfunction)f;
