@@ -175,7 +175,15 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 		case 'j': o->json = 1; break;
 		case 'p': o->progress = 1; break;
 		case 't': o->to = optarg; break;
-		case 'a': o->client_address = optarg; break;
+		case 'a':
+			if (!rgpu_addr_complete(optarg)) {
+				fprintf(stderr, "rgpuctl %s: --client-address '%s': want HOST:PORT, "
+						"the address the job's client reaches the target at\n",
+					cmd, optarg);
+				return CTL_USAGE;
+			}
+			o->client_address = optarg;
+			break;
 		case 'c': o->cold = 1; break;
 		case 'r': {
 			char *end;

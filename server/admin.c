@@ -380,6 +380,12 @@ static void do_migrate(struct admin_req *a)
 	if (!req || !req->target || !*req->target) {
 		ret = RGPU_EINVAL;
 		snprintf(why, sizeof(m.why), "a migration needs a target server");
+	} else if (req->client_address && *req->client_address &&
+		   !rgpu_addr_complete(req->client_address)) {
+		/* checked before anything moves: the client could not follow a redirect there */
+		ret = RGPU_EINVAL;
+		snprintf(why, sizeof(m.why), "the client address '%s' is not HOST:PORT",
+			 req->client_address);
 	} else if (!(w->client_caps & RGPU_CAP_MIGRATE)) {
 		ret = RGPU_EUNSUPPORTED;
 		snprintf(why, sizeof(m.why),

@@ -1085,6 +1085,10 @@ int admin_restore(const struct srv_config *cfg, struct rgpu_conn *c,
 		admin_error(c, RGPU_EINVAL, "a restore needs a target server");
 		goto free_req;
 	}
+	if (req->client_address && *req->client_address && !rgpu_addr_complete(req->client_address)) {
+		admin_error(c, RGPU_EINVAL, "the client address is not HOST:PORT");
+		goto free_req;
+	}
 	if (fork_helper(c, "rgpud-restore", &ctl) != 0)
 		goto free_req;
 	ret = srv_store_open(cfg, &store, why, sizeof(why));

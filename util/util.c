@@ -120,6 +120,15 @@ char *rgpu_hex(const void *data, size_t n, char *out)
 	return out;
 }
 
+int rgpu_addr_complete(const char *s)
+{
+	char host[256];
+	int port;
+	/* no default host: a bare port, or ":PORT", leaves it empty */
+	return s && rgpu_parse_hostport(s, "", host, sizeof(host), &port) == 0 && host[0] &&
+	       port >= 1 && port <= 65535;
+}
+
 int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t hostlen,
 			int *port)
 {

@@ -104,6 +104,23 @@ static void test_parse_size(void **state)
 	assert_int_equal(v, 99); /* untouched on failure */
 }
 
+/* rgpu_addr_complete: what a redirected client can use, a host and a port 1..65535 */
+static void test_addr_complete(void **state)
+{
+	(void)state;
+	assert_true(rgpu_addr_complete("gpu2:7070"));
+	assert_true(rgpu_addr_complete("10.0.0.5:1"));
+	assert_true(rgpu_addr_complete("[fe80::1]:65535"));
+	assert_false(rgpu_addr_complete("gpu2"));      /* no port */
+	assert_false(rgpu_addr_complete("gpu2:0"));    /* a listener's "any port" */
+	assert_false(rgpu_addr_complete("7070"));      /* a bare port: no host */
+	assert_false(rgpu_addr_complete(":7070"));
+	assert_false(rgpu_addr_complete("gpu2:65536"));
+	assert_false(rgpu_addr_complete("gpu2:x"));
+	assert_false(rgpu_addr_complete(""));
+	assert_false(rgpu_addr_complete(NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -111,6 +128,7 @@ int main(void)
 	    cmocka_unit_test(test_range_in),
 	    cmocka_unit_test(test_hostarea_merge),
 	    cmocka_unit_test(test_parse_size),
+    cmocka_unit_test(test_addr_complete),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

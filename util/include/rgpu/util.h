@@ -134,6 +134,11 @@ char *rgpu_hex(const void *data, size_t n, char *out);
 int rgpu_parse_hostport(const char *s, const char *def_host, char *host, size_t hostlen,
 			int *port);
 /*
+ * rgpu_addr_complete() - s is "HOST:PORT" with both: a host and a port from 1 to 65535, what a
+ * client told to go somewhere needs (a redirect). 1 or 0.
+ */
+int rgpu_addr_complete(const char *s);
+/*
  * rgpu_reach_addr() - where another host reaches a server that listens on `listen`: listen
  * itself, or with a wildcard host (0.0.0.0, ::, none) the host of `via`, an address that
  * reached that server (its admin address, say). Written into out.
