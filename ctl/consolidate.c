@@ -327,8 +327,12 @@ int ctl_cmd_consolidate(int argc, char **argv)
 			continue;
 		/* only a server that serves no job now: a job may have landed since the plan */
 		ask(o.server[i], &again);
-		if (!again.st || again.njobs) {
-			const char *why = !again.st                    ? "it did not answer"
+		/*
+		 * from what it says itself, not from the plan's view of it (ask() stops early, with
+		 * njobs 0, at a reservation on another GPU or one without a GPU)
+		 */
+		if (!again.st || !again.jr || again.jr->n_jobs || again.st->n_reservations) {
+			const char *why = !again.st || !again.jr     ? "it did not answer"
 					  : again.st->n_reservations ? "it holds a reservation"
 								     : "it serves jobs again";
 			failed = 1;
