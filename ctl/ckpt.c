@@ -89,12 +89,12 @@ static int job_gone(const char *server, const char *prefix)
 static int find_job(struct ctl_opts *o, const char *cmd, const char *prefix)
 {
 	int found = -1, n = 0;
+	char why[600];
 
 	if (!is_hex(prefix, 4)) {
-		fprintf(stderr, "rgpuctl %s: '%s' is not a job id (4 to 32 hex digits of one: "
-				"rgpuctl jobs)\n",
-			cmd, prefix);
-		return -CTL_USAGE;
+		snprintf(why, sizeof(why),
+			 "'%s' is not a job id (4 to 32 hex digits of one: rgpuctl jobs)", prefix);
+		return -fail_json(o, cmd, NULL, why, CTL_USAGE);
 	}
 	if (o->nserver == 1)
 		return 0;
@@ -105,7 +105,12 @@ static int find_job(struct ctl_opts *o, const char *cmd, const char *prefix)
 		if (rgpu_admin_once(&ctl_peer, o->server[i], RGPU_ADMIN_MSG_JOBS, &req.base,
 				    &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, NULL,
 				    NULL, RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err))) {
-			fprintf(stderr, "rgpuctl %s: %s (looking for job %s)\n", cmd, err, prefix);
+			if (o->json) /* a line of its own, as every line under --json */
+				ctl_json_print(json_pack("{s:s,s:s}", "server", o->server[i],
+							 "warning", err));
+			else
+				fprintf(stderr, "rgpuctl %s: %s (looking for job %s)\n", cmd, err,
+					prefix);
 			continue;
 		}
 		for (size_t k = 0; k < jr->n_jobs; k++) {
@@ -121,11 +126,10 @@ static int find_job(struct ctl_opts *o, const char *cmd, const char *prefix)
 	if (n == 1)
 		return found;
 	if (n)
-		fprintf(stderr, "rgpuctl %s: job id %s names %d jobs: give more of it\n", cmd,
-			prefix, n);
+		snprintf(why, sizeof(why), "job id %s names %d jobs: give more of it", prefix, n);
 	else
-		fprintf(stderr, "rgpuctl %s: no job %s on any server asked\n", cmd, prefix);
-	return n ? -CTL_USAGE : -CTL_NOTFOUND;
+		snprintf(why, sizeof(why), "no job %s on any server asked", prefix);
+	return -fail_json(o, cmd, NULL, why, n ? CTL_USAGE : CTL_NOTFOUND);
 }
 
 /* The one server a checkpoint id refers to: --server, or the only one named. */
@@ -133,10 +137,10 @@ static int one_server(const struct ctl_opts *o, const char *cmd)
 {
 	if (o->nserver == 1)
 		return 0;
-	fprintf(stderr, "rgpuctl %s: a checkpoint id names a checkpoint of one server: say which "
-			"with --server ADDR\n",
-		cmd);
-	return -CTL_USAGE;
+	return -fail_json(o, cmd, NULL,
+			  "a checkpoint id names a checkpoint of one server: say which with "
+			  "--server ADDR",
+			  CTL_USAGE);
 }
 
 static void ms(uint64_t ns, char *out, size_t len)
@@ -182,9 +186,10 @@ static int ckpt_op(struct ctl_opts *o, const char *what, const char *idstr)
 
 	snprintf(cmd, sizeof(cmd), "checkpoint %s", what);
 	if (parse_id(idstr, &id)) {
-		fprintf(stderr, "rgpuctl %s: '%s' is not a checkpoint id (rgpuctl checkpoints)\n",
-			cmd, idstr);
-		return CTL_USAGE;
+		char why[300];
+		snprintf(why, sizeof(why), "'%s' is not a checkpoint id (rgpuctl checkpoints)",
+			 idstr);
+		return fail_json(o, cmd, NULL, why, CTL_USAGE);
 	}
 	if ((s = one_server(o, cmd)) < 0)
 		return -s;

@@ -181,9 +181,13 @@ int ctl_cmd_consolidate(int argc, char **argv)
 	}
 	lockfd = ctl_take_lock(lock, 0);
 	if (lockfd < 0) {
-		fprintf(stderr, "rgpuctl consolidate: %s %s: %s\n",
-			lockfd == -EBUSY ? "another run holds the lock" : "cannot take the lock",
-			lock, lockfd == -EBUSY ? "this run does nothing" : strerror(-lockfd));
+		const char *why = lockfd == -EBUSY ? "this run does nothing" : strerror(-lockfd);
+		ctl_action(&o,
+		       json_pack("{s:s,s:s,s:s}", "action", "lock", "lock", lock, "error",
+				 lockfd == -EBUSY ? "another run holds the lock" : why),
+		       "%s %s: %s",
+		       lockfd == -EBUSY ? "another run holds the lock" : "cannot take the lock",
+		       lock, why);
 		ret = lockfd == -EBUSY ? CTL_BUSY : CTL_FAILED;
 		goto out;
 	}
@@ -223,7 +227,9 @@ int ctl_cmd_consolidate(int argc, char **argv)
 	}
 	ret = ctl_plan_make(ps, (size_t)o.nserver, o.headroom, o.keep, &plan);
 	if (ret) {
-		fprintf(stderr, "rgpuctl consolidate: no plan: %s\n", rgpu_strerror(ret));
+		ctl_action(&o,
+		       json_pack("{s:s,s:s}", "action", "plan", "error", rgpu_strerror(ret)),
+		       "no plan: %s", rgpu_strerror(ret));
 		ret = CTL_FAILED;
 		goto out;
 	}
@@ -340,26 +346,44 @@ int ctl_cmd_consolidate(int argc, char **argv)
 			       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
 					 o.server[i], "result", -1, "error", why),
 			       "%s stays on: %s", o.server[i], why);
-		} else if ((r = ctl_run_hook(o.power_off_cmd, o.server[i])) != 0) {
-			failed = 1;
-			ctl_action(&o,
-			       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
-					 o.server[i], "result", r, "error",
-					 "the power-off command failed"),
-			       "%s: the power-off command failed (exit %d); it is not recorded as off",
-			       o.server[i], r);
 		} else {
+			/*
+			 * recorded as off before the hook runs, so that a server the hook did power
+			 * off is never left unrecorded (then nothing would wake it); taken back if
+			 * the hook fails
+			 */
 			json_array_append_new(off, json_string(o.server[i]));
 			if (ctl_state_save(state, off)) {
+				int e = errno;
+				json_array_remove(off, json_array_size(off) - 1);
 				failed = 1;
-				fprintf(stderr, "rgpuctl consolidate: cannot write %s: %s\n", state,
-					strerror(errno));
+				ctl_action(&o,
+				       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
+						 o.server[i], "result", -1, "error",
+						 "the state file cannot be written"),
+				       "%s stays on: cannot write %s (%s), where it would be recorded "
+				       "as off",
+				       o.server[i], state, strerror(e));
+			} else if ((r = ctl_run_hook(o.power_off_cmd, o.server[i])) != 0) {
+				json_array_remove(off, json_array_size(off) - 1);
+				failed = 1;
+				if (ctl_state_save(state, off))
+					fprintf(stderr, "rgpuctl consolidate: cannot write %s: %s\n",
+						state, strerror(errno));
+				ctl_action(&o,
+				       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
+						 o.server[i], "result", r, "error",
+						 "the power-off command failed"),
+				       "%s: the power-off command failed (exit %d); it is not recorded "
+				       "as off",
+				       o.server[i], r);
+			} else {
+				ctl_action(&o,
+				       json_pack("{s:s,s:s,s:i}", "action", "power-off", "server",
+						 o.server[i], "result", 0),
+				       "%s powered off (recorded in %s; rgpuctl wake %s brings it back)",
+				       o.server[i], state, o.server[i]);
 			}
-			ctl_action(&o,
-			       json_pack("{s:s,s:s,s:i}", "action", "power-off", "server",
-					 o.server[i], "result", 0),
-			       "%s powered off (recorded in %s; rgpuctl wake %s brings it back)",
-			       o.server[i], state, o.server[i]);
 		}
 		view_free(&again);
 	}

@@ -94,6 +94,20 @@ wait $lpid
 [ $rc -eq 6 ] || fail "a run while another holds the lock: exit $rc, want 6: $(cat "$tmp/locked.out")"
 grep -q "another run holds the lock" "$tmp/locked.out" || fail "no word on the lock: $(cat "$tmp/locked.out")"
 echo "ok: a run while another holds the lock does nothing (exit 6)"
+# ... and says so in JSON under --json (a cron line's log stays one JSON object a line)
+(flock "$tmp/lock" sleep 3) &
+lpid=$!
+sleep 0.5
+# shellcheck disable=SC2086
+"$ctl" consolidate $opts --dry-run --json >"$tmp/locked.json" 2>&1
+rc=$?
+wait $lpid
+[ $rc -eq 6 ] || fail "the same with --json: exit $rc, want 6: $(cat "$tmp/locked.json")"
+python3 -c 'import json,sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert any(l.get("action") == "lock" and "another run holds the lock" in l.get("error", "") for l in lines), lines' \
+	"$tmp/locked.json" || fail "not one JSON object a line naming the lock: $(cat "$tmp/locked.json")"
+echo "ok: and under --json, a JSON line names the lock"
 
 # 3. consolidate, powering the emptied servers off; every server's GPU telemetry before and after
 power() {
