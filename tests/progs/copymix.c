@@ -77,5 +77,7 @@ int main(void)
 	}
 	printf("copymix: ok, %u MiB read back while %d pinned copies went in\n", BIG >> 20,
 	       NSMALL);
+	free(big_h);
+	free(back);
 	return 0;
 }
