@@ -498,10 +498,12 @@ uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream,
 /* ip_callback_forget() - drop registration id (its request was never sent) */
 void ip_callback_forget(uint64_t id);
 /*
- * ip_mm_capturing() - on: the request the calling thread is about to send is recorded into a
- * stream capture, not run (managed.c leaves managed memory as it is for it)
+ * ip_link_set_captured() - on: the request the calling thread is about to queue is recorded into
+ * a stream capture, not run (the enqueue hooks see it: managed.c leaves managed memory as it is
+ * for it); ip_link_captured() - what was set.
  */
-void ip_mm_capturing(int on);
+void ip_link_set_captured(int on);
+int ip_link_captured(void);
 /* ip_in_callback() - the calling thread is running an application's host function or callback */
 int ip_in_callback(void);
 /*

@@ -147,9 +147,9 @@ static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsi
 	struct ip_stream *so = NULL;
 	struct ip_ctx *sc;
 	int captured = ip_stream_get(s, ptds, &sc, &so) == CUDA_SUCCESS && ip_capture_of(so);
-	ip_mm_capturing(captured);
+	ip_link_set_captured(captured);
 	r = ip_post(RGPU_MSG_LAUNCH, &m.base, payload, plen);
-	ip_mm_capturing(0);
+	ip_link_set_captured(0);
 out:
 	if (buf != stackbuf)
 		free(buf);

@@ -35,6 +35,18 @@ struct ip_session ip_sessions[IP_MAX_SESSIONS] = {[0 ... IP_MAX_SESSIONS - 1] = 
 }};
 int ip_nsessions = 1;
 
+static __thread int enq_captured; /* ip_link_set_captured */
+
+void ip_link_set_captured(int on)
+{
+	enq_captured = on;
+}
+
+int ip_link_captured(void)
+{
+	return enq_captured;
+}
+
 void ip_link_on_enqueue(ip_enqueue_fn fn)
 {
 	for (int i = 0; i < IP_MAX_SESSIONS; i++)

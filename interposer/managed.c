@@ -66,12 +66,7 @@ static struct mrange *ranges;
 static atomic_int nranges;
 static uint8_t *scratch;           /* MM_BLOCK * MM_READAHEAD_MAX bytes, for mm_flush */
 static __thread int mm_internal;   /* this thread is sending or fetching for the protocol */
-static __thread int mm_captured;   /* this thread is recording work into a capture */
 
-void ip_mm_capturing(int on)
-{
-	mm_captured = on;
-}
 static struct sigaction old_segv;
 static int handler_installed;
 
@@ -296,7 +291,7 @@ static void mm_before(uint16_t type, const ProtobufCMessage *req)
 	 * captured work runs only when its graph is launched (MSG_GRAPH_LAUNCH comes here then):
 	 * the CPU's copy stays valid until then, and nothing is pending
 	 */
-	if (!atomic_load(&nranges) || mm_internal || mm_captured)
+	if (!atomic_load(&nranges) || mm_internal || ip_link_captured())
 		return;
 	switch (type) {
 	case RGPU_MSG_LAUNCH:

@@ -479,8 +479,9 @@ static void CUDA_CB host_job_kept_fn(void *arg)
 
 static CUresult host_job_submit(const struct host_job *h, CUstream s, int ptds, int async)
 {
-	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
 	struct host_job *job;
+	struct ip_stream *so = NULL;
+	struct ip_ctx *sc;
 	CUresult r;
 
 	if (!async) {
@@ -493,9 +494,9 @@ static CUresult host_job_submit(const struct host_job *h, CUstream s, int ptds, 
 	if (!job)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*job = *h;
-	r = ptds ? cuStreamIsCapturing_ptsz(s, &cs) : cuStreamIsCapturing(s, &cs);
-	/* an invalidated capture still records it (launch.c registers it as kept the same way) */
-	CUhostFn fn = cs != CU_STREAM_CAPTURE_STATUS_NONE ? host_job_kept_fn : host_job_fn;
+	/* captured, invalidated or not (launch.c registers it as kept by the same test) */
+	r = ip_stream_get(s, ptds, &sc, &so);
+	CUhostFn fn = ip_capture_of(so) ? host_job_kept_fn : host_job_fn;
 	if (r == CUDA_SUCCESS)
 		r = ptds ? cuLaunchHostFunc_ptsz(s, fn, job) : cuLaunchHostFunc(s, fn, job);
 	if (r != CUDA_SUCCESS)

@@ -1148,9 +1148,6 @@ void srv_staging_free(struct srv_worker *w, struct srv_staging *s);
  */
 void srv_staging_renew(struct srv_worker *w);
 int srv_staging_refill(struct srv_worker *w, int n, size_t size);
-/* srv_queue_unstage() - the payloads of queued frames that are in staging buffers move to
- * ordinary memory, their buffers back to the pool (worker.c) */
-void srv_queue_unstage(struct srv_worker *w);
 /*
  * srv_staging_adopt() - n buffers of size at base (shared memory the driver has registered)
  * become the pool; the worker's own go (freed now, or dropped when they come back). Executor.

@@ -159,6 +159,25 @@ CUresult srv_staging_adopt(struct srv_worker *w, uint8_t *base, int n, size_t si
 	return CUDA_SUCCESS;
 }
 
+/*
+ * The payloads of frames queued for the executor that sit in staging buffers move to ordinary
+ * memory, their buffers back to the pool.
+ */
+static void queue_unstage(struct srv_worker *w)
+{
+	pthread_mutex_lock(&w->q_lock);
+	for (struct srv_frame *f = w->q_head; f; f = f->next) {
+		void *p = f->payload_staged ? malloc(f->hdr.payload_len) : NULL;
+		if (!p)
+			continue; /* not staged, or no memory now: the next round tries again */
+		memcpy(p, f->payload, f->hdr.payload_len);
+		srv_staging_put(w->staging, f->payload);
+		f->payload = p;
+		f->payload_staged = 0;
+	}
+	pthread_mutex_unlock(&w->q_lock);
+}
+
 void srv_staging_renew(struct srv_worker *w)
 {
 	struct srv_staging *s = w->staging;
@@ -172,7 +191,7 @@ void srv_staging_renew(struct srv_worker *w)
 	 */
 	while (s->nfree < s->n) {
 		pthread_mutex_unlock(&s->lock);
-		srv_queue_unstage(w);
+		queue_unstage(w);
 		pthread_mutex_lock(&s->lock);
 		if (s->nfree < s->n) {
 			struct timespec ts;

@@ -177,21 +177,6 @@ static void frame_free(struct srv_worker *w, struct srv_frame *f)
 	free(f);
 }
 
-void srv_queue_unstage(struct srv_worker *w)
-{
-	pthread_mutex_lock(&w->q_lock);
-	for (struct srv_frame *f = w->q_head; f; f = f->next) {
-		void *p = f->payload_staged ? malloc(f->hdr.payload_len) : NULL;
-		if (!p)
-			continue; /* not staged, or no memory now: the next round tries again */
-		memcpy(p, f->payload, f->hdr.payload_len);
-		srv_staging_put(w->staging, f->payload);
-		f->payload = p;
-		f->payload_staged = 0;
-	}
-	pthread_mutex_unlock(&w->q_lock);
-}
-
 static void wake_all(struct srv_worker *w)
 {
 	pthread_mutex_lock(&w->cb_lock);
