@@ -450,6 +450,7 @@ static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, const st
 		c->offset = off;
 		c->len = (size_t)MIN(chunk, m->size - off);
 		c->buf = srv_staging_get(w->staging);
+		size_t len = c->len; /* once launched, the chunk is the stream's: it may be freed */
 		r = stage_out(w, m, p, off, c->len, c->buf, s);
 		if (r == CUDA_SUCCESS)
 			r = w->drv.cuLaunchHostFunc(s, send_chunk_cb, c);
@@ -457,7 +458,7 @@ static CUresult dtoh_async(struct srv_worker *w, const Rgpu__Memcpy *m, const st
 			srv_staging_put(w->staging, c->buf);
 			free(c);
 		} else {
-			*queued += c->len;
+			*queued += len;
 		}
 	}
 	return r;
