@@ -40,16 +40,23 @@ uint64_t ip_callback_register(CUhostFn fn, CUstreamCallback cb, CUstream stream,
 	return r->id;
 }
 
+/* registration id (NULL: none), taken off the list unless it stays (persistent); S.cb_lock */
+static struct cbreg *take_locked(uint64_t id, int keep_persistent)
+{
+	for (struct cbreg **pp = &S.cbregs; *pp; pp = &(*pp)->next)
+		if ((*pp)->id == id) {
+			struct cbreg *r = *pp;
+			if (!(keep_persistent && r->persistent))
+				*pp = r->next;
+			return r;
+		}
+	return NULL;
+}
+
 void ip_callback_forget(uint64_t id)
 {
-	struct cbreg **pp, *r = NULL;
 	pthread_mutex_lock(&S.cb_lock);
-	for (pp = &S.cbregs; *pp; pp = &(*pp)->next)
-		if ((*pp)->id == id) {
-			r = *pp;
-			*pp = r->next;
-			break;
-		}
+	struct cbreg *r = take_locked(id, 0);
 	pthread_mutex_unlock(&S.cb_lock);
 	free(r);
 }
@@ -59,7 +66,7 @@ void *ip_callback_main(void *arg)
 	ip_sess_bind(arg);
 	pthread_mutex_lock(&S.cb_lock);
 	for (;;) {
-		struct cbreg **pp, *r = NULL;
+		struct cbreg *r;
 		uint64_t id;
 
 		while (S.cbq_n == 0 && !atomic_load(&S.dead))
@@ -68,13 +75,7 @@ void *ip_callback_main(void *arg)
 			break;
 		id = S.cbq[0];
 		memmove(S.cbq, S.cbq + 1, --S.cbq_n * sizeof(*S.cbq));
-		for (pp = &S.cbregs; *pp; pp = &(*pp)->next)
-			if ((*pp)->id == id) {
-				r = *pp;
-				if (!r->persistent)
-					*pp = r->next;
-				break;
-			}
+		r = take_locked(id, 1);
 		pthread_mutex_unlock(&S.cb_lock);
 		if (r) {
 			in_callback = 1;

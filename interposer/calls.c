@@ -151,11 +151,10 @@ static enum wait_kind wait_kind(void)
 
 static void waiter_wait(struct waiter *w, enum wait_kind k)
 {
-	uint64_t until = rgpu_now_ns() + MAX(rgpu_sync_spin_ns(), rgpu_spin_budget_ns(IP_SPIN_NS));
-	if (k == WAIT_SPIN || k == WAIT_YIELD)
-		until = UINT64_MAX;
-	else if (k == WAIT_BLOCK)
-		until = 0;
+	uint64_t until = k == WAIT_BLOCK  ? 0
+			 : k != WAIT_AUTO ? UINT64_MAX
+					  : rgpu_now_ns() + MAX(rgpu_sync_spin_ns(),
+								rgpu_spin_budget_ns(IP_SPIN_NS));
 	while (!atomic_load(&w->done) && rgpu_now_ns() < until) {
 		if (k == WAIT_YIELD)
 			sched_yield();

@@ -74,6 +74,7 @@ static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsi
 	Rgpu__Launch m = RGPU__LAUNCH__INIT;
 	struct ip_func *f;
 	struct ip_ctx *c;
+	struct ip_stream *so;
 	uint64_t sid;
 	const int *a;
 	uint8_t stackbuf[4096], *buf = stackbuf;
@@ -89,9 +90,10 @@ static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsi
 		f = ip_obj_get(h, ST_KIND_KERNEL);
 	if (!f)
 		return CUDA_ERROR_INVALID_HANDLE;
-	r = ip_stream_resolve(s, ptds, &c, &sid);
+	r = ip_stream_get(s, ptds, &c, &so);
 	if (r != CUDA_SUCCESS)
 		return r;
+	sid = so ? so->o.id : 0;
 	if (!sid && (r = ip_capture_guard_legacy(c, "cuLaunchKernel")) != CUDA_SUCCESS)
 		return r;
 	a = ip.dev[c->device].attr;
@@ -144,10 +146,7 @@ static CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsi
 		m.attrs.data = (uint8_t *)wire;
 		m.attrs.len = nattrs * sizeof(*attrs);
 	}
-	struct ip_stream *so = NULL;
-	struct ip_ctx *sc;
-	int captured = ip_stream_get(s, ptds, &sc, &so) == CUDA_SUCCESS && ip_capture_of(so);
-	ip_link_set_captured(captured);
+	ip_link_set_captured(ip_capture_of(so) != NULL);
 	r = ip_post(RGPU_MSG_LAUNCH, &m.base, payload, plen);
 	ip_link_set_captured(0);
 out:

@@ -561,9 +561,7 @@ void ip_link_send_unlock(void)
 
 void ip_link_spin(struct rgpu_conn *c)
 {
-	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
-	S.spin.hold_ns = rgpu_sync_spin_ns();
-	rgpu_conn_set_spin_hint(c, &S.spin);
+	rgpu_conn_poll_as_link(c, &S.spin);
 }
 
 /* Install a resumed link: the worker received through `received` and executed through `ack`. */

@@ -66,7 +66,6 @@ static struct mrange *ranges;
 static atomic_int nranges;
 static uint8_t *scratch;           /* MM_BLOCK * MM_READAHEAD_MAX bytes, for mm_flush */
 static __thread int mm_internal;   /* this thread is sending or fetching for the protocol */
-
 static struct sigaction old_segv;
 static int handler_installed;
 
@@ -338,13 +337,14 @@ static int on_fault(uint64_t a)
 		pthread_mutex_unlock(&mm_lock);
 		return 0;
 	}
-	if (ip_in_callback())
+	int in_callback = ip_in_callback();
+	if (in_callback)
 		pr_warn_once("a host function touched managed or large mapped memory (%#llx): rgpu "
 			     "fetches it through the GPU server, whose executor waits for this very "
 			     "function while another thread synchronizes its stream; the program "
 			     "may hang there (user guide, \"Managed memory\")",
 			     (unsigned long long)a);
-	if (ip_ctx_work_pending() && !ip_in_callback()) {
+	if (ip_ctx_work_pending() && !in_callback) {
 		/*
 		 * work that may write it may still run: wait for it, as the program should have. Not
 		 * in a host function: its stream's work before it is done, and waiting for the rest

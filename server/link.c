@@ -190,7 +190,7 @@ void srv_link_down(struct srv_worker *w)
 void srv_link_lanes_said(struct srv_worker *w)
 {
 	struct rgpu_lanes_stats st[2] = {{0}};
-	double n[2];
+	char said[2][160];
 
 	pthread_mutex_lock(&w->send_lock);
 	if (w->conn) {
@@ -201,14 +201,10 @@ void srv_link_lanes_said(struct srv_worker *w)
 	if (!st[0].frames && !st[1].frames)
 		return;
 	for (int i = 0; i < 2; i++)
-		n[i] = st[i].frames ? (double)st[i].frames : 1;
-	pr_info("job %s: striped payloads, us each (busy, slowest stripe's lead, wake-up, between "
-		"payloads): %llu received (%.0f, %.0f, %.0f, %.0f), %llu sent (%.0f, %.0f, %.0f, "
-		"%.0f)",
-		w->job_hex, (unsigned long long)st[0].frames, st[0].busy_ns / n[0] / 1e3,
-		st[0].spread_ns / n[0] / 1e3, st[0].wake_ns / n[0] / 1e3, st[0].gap_ns / n[0] / 1e3,
-		(unsigned long long)st[1].frames, st[1].busy_ns / n[1] / 1e3,
-		st[1].spread_ns / n[1] / 1e3, st[1].wake_ns / n[1] / 1e3, st[1].gap_ns / n[1] / 1e3);
+		rgpu_lanes_stats_say(&st[i], said[i], sizeof(said[i]));
+	pr_info("job %s: striped payloads, each: %llu received (%s), %llu sent (%s)", w->job_hex,
+		(unsigned long long)st[0].frames, said[0], (unsigned long long)st[1].frames,
+		said[1]);
 }
 
 int srv_link_up(struct srv_worker *w, struct rgpu_conn *c, uint64_t client_received)

@@ -11,6 +11,7 @@
 
 #include "rgpu/err.h"
 #include "rgpu/log.h"
+#include "rgpu/util.h"
 #include "srv.h"
 
 struct srv_staging {
@@ -32,37 +33,58 @@ static int in_pool(const struct srv_staging *s, const void *b)
 	return 0;
 }
 
+/*
+ * n pinned buffers of size, all free, into s in place of its arrays (which hold none of the
+ * worker's own then: new, or renewed). 0, or RGPU_ENOMEM with s unchanged.
+ */
+static int fill(struct srv_worker *w, struct srv_staging *s, int n, size_t size)
+{
+	void **all = calloc((size_t)n, sizeof(void *)), **fr = calloc((size_t)n, sizeof(void *));
+	int made = 0;
+
+	for (; all && fr && made < n; made++) {
+		CUresult r = w->drv.cuMemHostAlloc(&all[made], size, CU_MEMHOSTALLOC_PORTABLE);
+		if (r != CUDA_SUCCESS) {
+			pr_err("cuMemHostAlloc(%zu): %s", size, srv_cu_name(&w->drv, r));
+			break;
+		}
+		fr[made] = all[made];
+	}
+	if (made < n) {
+		for (int i = 0; i < made; i++)
+			w->drv.cuMemFreeHost(all[i]);
+		free(all);
+		free(fr);
+		return RGPU_ENOMEM;
+	}
+	pthread_mutex_lock(&s->lock);
+	free(s->all);
+	free(s->free);
+	s->all = all;
+	s->free = fr;
+	s->n = s->nfree = n;
+	s->size = size;
+	s->closed = 0;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
 int srv_staging_new(struct srv_worker *w, int n, size_t size, struct srv_staging **out)
 {
 	struct srv_staging *s = calloc(1, sizeof(*s));
 	if (!s)
 		return RGPU_ENOMEM;
-	s->all = calloc((size_t)n, sizeof(void *));
-	s->free = calloc((size_t)n, sizeof(void *));
-	if (!s->all || !s->free)
-		goto out_free;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	s->size = size;
-	for (int i = 0; i < n; i++) {
-		CUresult r = w->drv.cuMemHostAlloc(&s->all[i], size, CU_MEMHOSTALLOC_PORTABLE);
-		if (r != CUDA_SUCCESS) {
-			pr_err("cuMemHostAlloc(%zu): %s", size, srv_cu_name(&w->drv, r));
-			goto out_release;
-		}
-		s->free[s->nfree++] = s->all[i];
-		s->n++;
+	if (fill(w, s, n, size)) {
+		pthread_cond_destroy(&s->cond);
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		return RGPU_ENOMEM;
 	}
 	*out = s;
 	return 0;
-out_release:
-	for (int i = 0; i < s->n; i++)
-		w->drv.cuMemFreeHost(s->all[i]);
-out_free:
-	free(s->all);
-	free(s->free);
-	free(s);
-	return RGPU_ENOMEM;
 }
 
 size_t srv_staging_size(const struct srv_staging *s)
@@ -195,12 +217,7 @@ void srv_staging_renew(struct srv_worker *w)
 		pthread_mutex_lock(&s->lock);
 		if (s->nfree < s->n) {
 			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 10000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
+			rgpu_deadline(&ts, 10000000ull);
 			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
 		}
 	}
@@ -213,36 +230,7 @@ void srv_staging_renew(struct srv_worker *w)
 
 int srv_staging_refill(struct srv_worker *w, int n, size_t size)
 {
-	struct srv_staging *s = w->staging;
-	void **all = calloc((size_t)n, sizeof(void *)), **fr = calloc((size_t)n, sizeof(void *));
-	int made = 0;
-
-	for (; all && fr && made < n; made++) {
-		CUresult r = w->drv.cuMemHostAlloc(&all[made], size, CU_MEMHOSTALLOC_PORTABLE);
-		if (r != CUDA_SUCCESS) {
-			pr_err("cuMemHostAlloc(%zu): %s", size, srv_cu_name(&w->drv, r));
-			break;
-		}
-		fr[made] = all[made];
-	}
-	if (made < n) {
-		for (int i = 0; i < made; i++)
-			w->drv.cuMemFreeHost(all[i]);
-		free(all);
-		free(fr);
-		return RGPU_ENOMEM;
-	}
-	pthread_mutex_lock(&s->lock);
-	free(s->all);
-	free(s->free);
-	s->all = all;
-	s->free = fr;
-	s->n = s->nfree = n;
-	s->size = size;
-	s->closed = 0;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	return 0;
+	return fill(w, w->staging, n, size);
 }
 
 /*

@@ -51,9 +51,7 @@
  * frames (w->spin, up to rgpu_sync_spin_ns) */
 static void link_spin(struct srv_worker *w, struct rgpu_conn *c)
 {
-	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
-	w->spin.hold_ns = rgpu_sync_spin_ns();
-	rgpu_conn_set_spin_hint(c, &w->spin);
+	rgpu_conn_poll_as_link(c, &w->spin);
 }
 
 /*

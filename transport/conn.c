@@ -142,6 +142,13 @@ void rgpu_conn_set_spin_hint(struct rgpu_conn *c, struct rgpu_spin_hint *h)
 	c->hint = h;
 }
 
+void rgpu_conn_poll_as_link(struct rgpu_conn *c, struct rgpu_spin_hint *h)
+{
+	rgpu_conn_set_spin(c, (uint32_t)rgpu_spin_budget_ns(30000));
+	h->hold_ns = rgpu_sync_spin_ns();
+	rgpu_conn_set_spin_hint(c, h);
+}
+
 void rgpu_spin_hold(struct rgpu_spin_hint *h)
 {
 	if (atomic_fetch_add(&h->held, 1) == 0)

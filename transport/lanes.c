@@ -24,6 +24,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -348,6 +349,14 @@ void rgpu_lanes_stats(const struct rgpu_conn *c, int rx, struct rgpu_lanes_stats
 	memset(out, 0, sizeof(*out));
 	if (c->lanes)
 		*out = c->lanes->st[!!rx];
+}
+
+void rgpu_lanes_stats_say(const struct rgpu_lanes_stats *st, char *out, size_t cap)
+{
+	double n = st->frames ? (double)st->frames : 1;
+	snprintf(out, cap, "busy %.0f, slowest lead %.0f, wake %.0f, between %.0f us",
+		 st->busy_ns / n / 1e3, st->spread_ns / n / 1e3, st->wake_ns / n / 1e3,
+		 st->gap_ns / n / 1e3);
 }
 
 int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq)

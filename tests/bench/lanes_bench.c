@@ -204,14 +204,13 @@ static double receive(struct run *r, int nbuf)
 	return gbs;
 }
 
-/* appends " WHO: busy B, slowest lead S, wake W, between G;" (us per payload) to out */
+/* appends " WHO: busy B, slowest lead S, wake W, between G us;" (per payload) to out */
 static void say_stats(char *out, size_t cap, const struct rgpu_lanes_stats *st, const char *who)
 {
-	double n = st->frames ? (double)st->frames : 1;
+	char said[160];
 	size_t at = strlen(out);
-	snprintf(out + at, cap - at, " %s: busy %.0f, slowest lead %.0f, wake %.0f, between %.0f;",
-		 who, st->busy_ns / n / 1e3, st->spread_ns / n / 1e3, st->wake_ns / n / 1e3,
-		 st->gap_ns / n / 1e3);
+	rgpu_lanes_stats_say(st, said, sizeof(said));
+	snprintf(out + at, cap - at, " %s: %s;", who, said);
 }
 
 /* GB/s, negative on failure; *why: where the time went (empty without lanes) */
@@ -242,7 +241,7 @@ static double measure(int conns, size_t chunk, size_t src_len, uint8_t *src, dou
 		struct rgpu_lanes_stats tx, rx;
 		rgpu_lanes_stats(r.cli, 0, &tx);
 		rgpu_lanes_stats(r.srv, 1, &rx);
-		snprintf(why, cap, "# lanes_%d_%zuM us per payload:", conns, chunk >> 20);
+		snprintf(why, cap, "# lanes_%d_%zuM per payload:", conns, chunk >> 20);
 		say_stats(why, cap, &tx, "sender");
 		say_stats(why, cap, &rx, "receiver");
 	}

@@ -42,6 +42,11 @@ struct rgpu_spin_hint {
 void rgpu_spin_hold(struct rgpu_spin_hint *h);
 void rgpu_spin_release(struct rgpu_spin_hint *h);
 void rgpu_conn_set_spin_hint(struct rgpu_conn *c, struct rgpu_spin_hint *h);
+/*
+ * rgpu_conn_poll_as_link() - how a job's link is polled, on either side: 30 us after its last
+ * bytes (rgpu_spin_budget_ns), and while h is held, up to rgpu_sync_spin_ns (set in h here)
+ */
+void rgpu_conn_poll_as_link(struct rgpu_conn *c, struct rgpu_spin_hint *h);
 /* wake c's reader if it sleeps waiting for bytes, so that it spins for a held hint (shared
  * memory; a no-op on sockets, whose reader wakes when the bytes come) */
 void rgpu_conn_kick(struct rgpu_conn *c);
@@ -317,6 +322,8 @@ struct rgpu_lanes_stats {
 	uint64_t gap_ns;         /* from a payload's return to the next one's posting */
 };
 void rgpu_lanes_stats(const struct rgpu_conn *c, int rx, struct rgpu_lanes_stats *out);
+/* rgpu_lanes_stats_say() - "busy B, slowest lead S, wake W, between G us" per payload, into out */
+void rgpu_lanes_stats_say(const struct rgpu_lanes_stats *st, char *out, size_t cap);
 
 /*
  * rgpu_conn_relay() - copy bytes both ways between c and the socket fd until either side ends
