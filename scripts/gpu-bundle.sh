@@ -38,3 +38,6 @@ if [ -n "${BEFORE:-}" ]; then
 	cp -a "$BEFORE"/lib/interposer gpubundle/before/lib/
 fi
 du -sh gpubundle
+# the device tool carries at most 64 MiB with the working tree: carry the archive
+# (gpubundle.tgz) and unpack it there: tar xzf gpubundle.tgz
+tar czf gpubundle.tgz gpubundle && du -sh gpubundle.tgz
