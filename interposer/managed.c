@@ -492,6 +492,10 @@ static CUresult new_range(struct ip_ctx *c, uint64_t addr, uint64_t size, struct
 	m->viewed = 1;
 	if (nvars && mm_invalidate(&m->mm, 0, size))
 		goto fail;
+	if (nvars)
+		pr_debug("managed memory: %zu __managed__ variable(s) mapped at %#llx+%llu, where "
+			 "the server's driver placed them", nvars, (unsigned long long)addr,
+			 (unsigned long long)size);
 	*out = m;
 	return CUDA_SUCCESS;
 fail:

@@ -353,6 +353,7 @@ static int rgpud(int argc, char **argv)
 	cfg.ntenants = conf.ntenants;
 	if (!cfg.state_dir)
 		cfg.state_dir = default_state_dir();
+	srv_layout_say(cfg.window_base, cfg.window_size);
 	if (replay) {
 		/* one line of result on stdout; the handlers' progress only when asked for */
 		if (!level_set)
@@ -412,6 +413,7 @@ static int rgpud(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	srv_layout_reexec(argv); /* returns in the second start, or where it cannot */
 	int rc = rgpud(argc, argv);
 
 	free(config_argv);

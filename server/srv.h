@@ -201,6 +201,9 @@ int srv_tls_start(const struct srv_config *cfg, struct rgpu_conn *c, const char 
 
 /* ---- supervisor ------------------------------------------------------------------------ */
 int srv_supervise(const struct srv_config *cfg);
+/* layout.c: rgpud's mappings clear of its clients' (the drivers' __managed__ addresses) */
+void srv_layout_reexec(char **argv);
+void srv_layout_say(uint64_t window_base, uint64_t window_size);
 /* srv_probe_run() - report the server's GPUs on fd (CTL_GPUS) and exit (probe.c) */
 void srv_probe_run(const struct srv_config *cfg, int fd) __attribute__((noreturn));
 
