@@ -12,7 +12,7 @@
 # migration that fails at each step leaves the job running on A (the program still passes)
 # with no job left on the target; a job whose module images its server does not cache moves.
 set -u
-build=$1
+build=$(realpath "$1") # absolute: one server starts from another directory
 shift
 progs=${*:-"memory globals streams events pool graph graphnodes mixed managed arrays"}
 tmp=$(mktemp -d)
