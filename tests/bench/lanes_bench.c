@@ -270,8 +270,8 @@ static int usage(void)
 	fprintf(stderr, "usage: lanes_bench [-t SECONDS] [-n CONNS,...] [-c CHUNK_MiB,...] "
 			"[-m SOURCE_MiB] [-b BUFFERS]\n"
 			"  (defaults -t 2 -n 1,8 -c 4,16 -m 1024 -b 4; CONNS 1 to %d, CHUNK_MiB 1 "
-			"to 64, BUFFERS 1 to 64)\n",
-		RGPU_MAX_LANES);
+			"to %llu (one frame's payload), BUFFERS 1 to 64)\n",
+		RGPU_MAX_LANES, (unsigned long long)(RGPU_MAX_CHUNK / MiB));
 	return 2;
 }
 
@@ -294,7 +294,7 @@ int main(int argc, char **argv)
 				return usage();
 			break;
 		case 'c':
-			if ((nchunks = parse_list(optarg, chunks, 64)) < 0)
+			if ((nchunks = parse_list(optarg, chunks, (long)(RGPU_MAX_CHUNK / MiB))) < 0)
 				return usage();
 			break;
 		case 'm':

@@ -2,8 +2,10 @@
 # Everything rgpu checks on a real GPU, in one go (testing.md tier 4; gpu-host.md):
 #   tests/gpu/run.sh [OUT_DIR]
 # Environment: RGPU_GPU_CUTS=0 leaves out the connection-cut runs; RGPU_GPU_PART picks a part
-# or several, space-separated (the whole run passes the device tool's 10 minutes): main (the programs, frameworks, state logs,
-# cuts), bench (the benchmarks, TLS, the chunk hash), ckpt (checkpoints, cold migration and their
+# or several, space-separated (each part keeps within the device tool's 10 minutes; the whole
+# run does not): main (the programs, state logs, hostile input), compat (the programs whose
+# output must equal native's; in main too), frameworks (PyTorch, JAX, CuPy), conformance, cuts
+# (connection cuts; RGPU_GPU_CUTS=0 leaves them out of all), bench (the benchmarks, TLS, the chunk hash), ckpt (checkpoints, cold migration and their
 # benchmark; RGPU_CKPT_BENCH_MIB sizes) or live (live migration and its benchmark;
 # RGPU_LIVE_BENCH_MIB sizes, RGPU_LIVE_RUNS), multi (devices of several servers); all (default)
 # runs them all; RGPU_BENCH_ROUNDS (default 2)
@@ -96,39 +98,6 @@ row errors "$([ $rn = 0 ] && echo ok || echo DIFF:$rn)" "$([ $rr = 0 ] && echo o
 	run_pair "cuda_$p" "$B/tests/cuda/$p"
 done
 
-# ---- PyTorch: a small CNN, 50 steps, and a CUDA graph; loss must match native ----------
-if python3 -c "import torch" 2>/dev/null && [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
-	run_pair torch_train python3 tests/gpu/torch_train.py
-	# PyTorch's allocator on the virtual memory API (cuMemCreate, cuMemMap, ...)
-	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True run_pair torch_expandable \
-		python3 tests/gpu/torch_train.py
-	# a second run through rgpu: every module image must now come from the server's cache
-	mark=$(wc -l <"$OUT/rgpud.log")
-	RGPU_LOG=warn RGPU_LOG_FILE="$OUT/torch_train2.rgpu.ilog" timeout 300 \
-		"$B/bin/rgpuctl" run -- python3 tests/gpu/torch_train.py >"$OUT/torch_train2.rgpu.log" 2>&1
-	tail -n +"$((mark + 1))" "$OUT/rgpud.log" >"$OUT/rgpud.second_torch.log"
-	python3 - "$OUT" >>"$OUT/torch_compare.txt" 2>&1 <<'PY'
-import json, sys
-out = sys.argv[1]
-def last(p):
-    try:
-        return json.loads(open(p).read().strip().splitlines()[-1])
-    except Exception as e:
-        return None
-for name in ("torch_train", "torch_expandable"):
-    n, r = last(f"{out}/{name}.native.log"), last(f"{out}/{name}.rgpu.log")
-    if n and r:
-        rel = abs(r["final_loss"] - n["final_loss"]) / abs(n["final_loss"])
-        print(f"{name}: final loss native {n['final_loss']:.6f} rgpu {r['final_loss']:.6f} "
-              f"rel diff {rel:.2e} ({'ok' if rel <= 1e-3 else 'MISMATCH'}); step ms native "
-              f"{n['step_ms_median']:.3f} rgpu {r['step_ms_median']:.3f} ratio "
-              f"{r['step_ms_median'] / n['step_ms_median']:.2f}; graph ok native "
-              f"{n['graph_ok']} rgpu {r['graph_ok']}")
-    else:
-        print(f"{name}: a side produced no result")
-PY
-fi
-
 fi # want main
 
 # ---- run_compare NAME PREFIXES RTOL CMD...: natively, then through rgpu, outputs compared
@@ -214,6 +183,59 @@ fi
 fi # want main || want compat
 
 if want main; then
+# ---- device printf and assert: the program's whole output through rgpu equals the native one
+for p in rt_printf_static rt_printf_shared rt_assert_static rt_assert_shared rt_sticky_static \
+	rt_sticky_shared rt_zerocopy_static rt_zerocopy_shared; do
+	[ -f "$OUT/cuda_$p.native.log" ] || continue
+	row "${p}_output" "-" "$(cmp -s "$OUT/cuda_$p.native.log" "$OUT/cuda_$p.rgpu.log" && echo same || echo DIFF)" "" "" ""
+done
+
+fi # want main
+
+# ---- the conformance suite (tests/conformance): every program natively and through rgpu, with
+# its result line compared (RGPU_GPU_PART=conformance alone) -------------------------------
+if want conformance && [ -d "$B/tests/conformance/bin" ]; then
+	RGPU_VERIFY_LOG=1 tests/conformance/compare.sh "$B" "$OUT/conformance" >"$OUT/conformance.txt" 2>&1
+	awk '$1 ~ /^conf_/ && NF == 4 { same = ($4 == "yes") ? "ok" : "DIFF";
+		printf "%-22s %-8s %-8s %10s %10s %8s\n", $1, ($2 == "PASS" ? "ok" : $2), ($3 == "PASS" ? "ok" : $3), "", "", same }' \
+		"$OUT/conformance.txt" >>"$TABLE"
+fi
+
+# ---- the frameworks (RGPU_GPU_PART=frameworks) ---------------------------------------
+if want frameworks; then
+# ---- PyTorch: a small CNN, 50 steps, and a CUDA graph; loss must match native ----------
+if python3 -c "import torch" 2>/dev/null && [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
+	run_pair torch_train python3 tests/gpu/torch_train.py
+	# PyTorch's allocator on the virtual memory API (cuMemCreate, cuMemMap, ...)
+	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True run_pair torch_expandable \
+		python3 tests/gpu/torch_train.py
+	# a second run through rgpu: every module image must now come from the server's cache
+	mark=$(wc -l <"$OUT/rgpud.log")
+	RGPU_LOG=warn RGPU_LOG_FILE="$OUT/torch_train2.rgpu.ilog" timeout 300 \
+		"$B/bin/rgpuctl" run -- python3 tests/gpu/torch_train.py >"$OUT/torch_train2.rgpu.log" 2>&1
+	tail -n +"$((mark + 1))" "$OUT/rgpud.log" >"$OUT/rgpud.second_torch.log"
+	python3 - "$OUT" >>"$OUT/torch_compare.txt" 2>&1 <<'PY'
+import json, sys
+out = sys.argv[1]
+def last(p):
+    try:
+        return json.loads(open(p).read().strip().splitlines()[-1])
+    except Exception as e:
+        return None
+for name in ("torch_train", "torch_expandable"):
+    n, r = last(f"{out}/{name}.native.log"), last(f"{out}/{name}.rgpu.log")
+    if n and r:
+        rel = abs(r["final_loss"] - n["final_loss"]) / abs(n["final_loss"])
+        print(f"{name}: final loss native {n['final_loss']:.6f} rgpu {r['final_loss']:.6f} "
+              f"rel diff {rel:.2e} ({'ok' if rel <= 1e-3 else 'MISMATCH'}); step ms native "
+              f"{n['step_ms_median']:.3f} rgpu {r['step_ms_median']:.3f} ratio "
+              f"{r['step_ms_median'] / n['step_ms_median']:.2f}; graph ok native "
+              f"{n['graph_ok']} rgpu {r['graph_ok']}")
+    else:
+        print(f"{name}: a side produced no result")
+PY
+fi
+
 # ---- frameworks: a bf16 transformer (SDPA) eagerly and under torch.compile, JAX jit, CuPy ----
 # losses and values within 1e-3 relative of native (the issue's bound); a framework missing
 # on the host is a SKIP row, never a pass
@@ -235,48 +257,7 @@ if [ "${RGPU_DRY_RUN:-0}" != 1 ]; then
 			python3 "$FW/$script"
 	done
 fi
-
-# ---- PyTorch again through a proxy that cuts the link 10 times: the loss must match native
-if [ -x "$B/tests/e2e/cutproxy" ] && [ -f "$OUT/torch_train.native.log" ] && [ "${RGPU_GPU_CUTS:-1}" != 0 ]; then
-	"$B/tests/e2e/cutproxy" --listen 127.0.0.1:0 --port-file "$OUT/cut.port" --target "$RGPU_SERVER" \
-		--cuts 10 --max-ms 2500 --max-bytes 400000000 --spread log --seed 7 --stats "$OUT/cut.stats" \
-		2>"$OUT/cutproxy.torch.log" &
-	CP=$!
-	for _ in $(seq 50); do [ -s "$OUT/cut.port" ] && break; sleep 0.1; done
-	RGPU_TRANSPORT=tcp RGPU_VERIFY_LOG=1 RGPU_SERVER=127.0.0.1:$(cat "$OUT/cut.port") RGPU_LOG=info RGPU_LOG_FILE="$OUT/torch_cut.rgpu.ilog" \
-		timeout 600 "$B/bin/rgpuctl" run -- python3 tests/gpu/torch_train.py >"$OUT/torch_cut.rgpu.log" 2>&1
-	rc=$?
-	kill $CP 2>/dev/null; wait $CP 2>/dev/null
-	n=$(tail -1 "$OUT/torch_train.native.log"); r=$(tail -1 "$OUT/torch_cut.rgpu.log")
-	same=$(python3 -c '
-import json, sys
-try:
-    n, r = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-    print("ok" if abs(r["final_loss"] - n["final_loss"]) <= 1e-3 * abs(n["final_loss"]) and r["graph_ok"] else "MISMATCH")
-except Exception:
-    print("NORESULT")' "$n" "$r")
-	row torch_cut "-" "$([ $rc = 0 ] && [ "$same" = ok ] && echo ok || echo "FAIL:$rc:$same")" "" "" ""
-	{ echo "torch with cuts: $(cat "$OUT/cut.stats" 2>/dev/null)"; echo "  native: $n"; echo "  cut:    $r"; } \
-		>"$OUT/torch_cut.txt"
-fi
-
-# ---- device printf and assert: the program's whole output through rgpu equals the native one
-for p in rt_printf_static rt_printf_shared rt_assert_static rt_assert_shared rt_sticky_static \
-	rt_sticky_shared rt_zerocopy_static rt_zerocopy_shared; do
-	[ -f "$OUT/cuda_$p.native.log" ] || continue
-	row "${p}_output" "-" "$(cmp -s "$OUT/cuda_$p.native.log" "$OUT/cuda_$p.rgpu.log" && echo same || echo DIFF)" "" "" ""
-done
-
-fi # want main
-
-# ---- the conformance suite (tests/conformance): every program natively and through rgpu, with
-# its result line compared (RGPU_GPU_PART=conformance alone) -------------------------------
-if { want main || want conformance; } && [ -d "$B/tests/conformance/bin" ]; then
-	RGPU_VERIFY_LOG=1 tests/conformance/compare.sh "$B" "$OUT/conformance" >"$OUT/conformance.txt" 2>&1
-	awk '$1 ~ /^conf_/ && NF == 4 { same = ($4 == "yes") ? "ok" : "DIFF";
-		printf "%-22s %-8s %-8s %10s %10s %8s\n", $1, ($2 == "PASS" ? "ok" : $2), ($3 == "PASS" ? "ok" : $3), "", "", same }' \
-		"$OUT/conformance.txt" >>"$TABLE"
-fi
+fi # want frameworks
 
 if want main; then
 # ---- rgpu only: hostile input, a client killed mid-copy ---------------------------------
@@ -321,19 +302,6 @@ row replay "-" "$([ "$nrep" -gt 0 ] && [ $((nok + nmoved)) = "$nrep" ] && echo "
 "$B/bin/rgpuctl" status --server "$ADMIN" --json >"$OUT/status.json" 2>&1
 row rgpuctl_status "-" "$(grep -q memory_total "$OUT/status.json" && echo ok || echo FAIL)" "" "" ""
 
-# ---- connection cuts: every nvcc program (10 cuts each, own rgpud on this GPU) ----------
-if [ -x "$B/tests/e2e/cutproxy" ] && [ -d "$B/tests/cuda" ] && [ "${RGPU_GPU_CUTS:-1}" != 0 ]; then
-	for p in $(find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -printf "%f\n" | grep -v '^rt_quota' | sort); do
-		t0=$(secs)
-		# (their state logs are compared; the replays on this GPU are the ones below, one per
-		# program, not one per cut run)
-		RGPU_E2E_REPLAY=0 RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system} RGPUD_ARGS="--resume-grace $GRACE" \
-			RGPU_LOG=info RGPU_LOG_FILE="$OUT/cut_$p.ilog" timeout 300 tests/e2e/with_cuts.sh "$B" 10 "$B/tests/cuda/$p" >"$OUT/cut_$p.log" 2>&1
-		rc=$?
-		t1=$(secs)
-		row "cut10_$p" "-" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "$(calc "$t1 - $t0")" ""
-	done
-fi
 
 # ---- cuGetProcAddress against the real driver -----------------------------------------
 if [ -x "$B/bin/procaddr_dump" ] && [ -f "$B/tests/procaddr_queries.txt" ]; then
@@ -346,6 +314,51 @@ fi
 
 
 fi # want main
+
+
+# ---- connection cuts (RGPU_GPU_PART=cuts; RGPU_GPU_CUTS=0 leaves them out) -------------
+if want cuts; then
+# the native loss the cut run is compared with, when the frameworks part did not run
+[ -f "$OUT/torch_train.native.log" ] || [ "${RGPU_DRY_RUN:-0}" = 1 ] ||
+	timeout 300 python3 tests/gpu/torch_train.py >"$OUT/torch_train.native.log" 2>&1
+# ---- PyTorch again through a proxy that cuts the link 10 times: the loss must match native
+if [ -x "$B/tests/e2e/cutproxy" ] && [ -f "$OUT/torch_train.native.log" ] && [ "${RGPU_GPU_CUTS:-1}" != 0 ]; then
+	"$B/tests/e2e/cutproxy" --listen 127.0.0.1:0 --port-file "$OUT/cut.port" --target "$RGPU_SERVER" \
+		--cuts 10 --max-ms 2500 --max-bytes 400000000 --spread log --seed 7 --stats "$OUT/cut.stats" \
+		2>"$OUT/cutproxy.torch.log" &
+	CP=$!
+	for _ in $(seq 50); do [ -s "$OUT/cut.port" ] && break; sleep 0.1; done
+	RGPU_TRANSPORT=tcp RGPU_VERIFY_LOG=1 RGPU_SERVER=127.0.0.1:$(cat "$OUT/cut.port") RGPU_LOG=info RGPU_LOG_FILE="$OUT/torch_cut.rgpu.ilog" \
+		timeout 600 "$B/bin/rgpuctl" run -- python3 tests/gpu/torch_train.py >"$OUT/torch_cut.rgpu.log" 2>&1
+	rc=$?
+	kill $CP 2>/dev/null; wait $CP 2>/dev/null
+	n=$(tail -1 "$OUT/torch_train.native.log"); r=$(tail -1 "$OUT/torch_cut.rgpu.log")
+	same=$(python3 -c '
+import json, sys
+try:
+    n, r = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+    print("ok" if abs(r["final_loss"] - n["final_loss"]) <= 1e-3 * abs(n["final_loss"]) and r["graph_ok"] else "MISMATCH")
+except Exception:
+    print("NORESULT")' "$n" "$r")
+	row torch_cut "-" "$([ $rc = 0 ] && [ "$same" = ok ] && echo ok || echo "FAIL:$rc:$same")" "" "" ""
+	{ echo "torch with cuts: $(cat "$OUT/cut.stats" 2>/dev/null)"; echo "  native: $n"; echo "  cut:    $r"; } \
+		>"$OUT/torch_cut.txt"
+fi
+
+# ---- connection cuts: every nvcc program (10 cuts each, own rgpud on this GPU) ----------
+if [ -x "$B/tests/e2e/cutproxy" ] && [ -d "$B/tests/cuda" ] && [ "${RGPU_GPU_CUTS:-1}" != 0 ]; then
+	for p in $(find "$B/tests/cuda" -maxdepth 1 -type f -perm -u+x -printf "%f\n" | grep -v '^rt_quota' | sort); do
+		t0=$(secs)
+		# (their state logs are compared; the replays on this GPU are the ones above, one per
+		# program, not one per cut run)
+		RGPU_E2E_REPLAY=0 RGPU_E2E_DRIVER=${DRIVER_ARG[1]:-system} RGPUD_ARGS="--resume-grace $GRACE" \
+			RGPU_LOG=info RGPU_LOG_FILE="$OUT/cut_$p.ilog" timeout 300 tests/e2e/with_cuts.sh "$B" 10 "$B/tests/cuda/$p" >"$OUT/cut_$p.log" 2>&1
+		rc=$?
+		t1=$(secs)
+		row "cut10_$p" "-" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" "" "$(calc "$t1 - $t0")" ""
+	done
+fi
+fi # want cuts
 
 # ---- checkpoints and cold migration (issue 9): the zdtm programs moved A -> B -> A between
 # two rgpud on this GPU, damaged checkpoints refused, kill -9 during checkpoints, the benchmark
@@ -458,7 +471,7 @@ timeout 120 "$B/bin/tcp_ceiling" >"$OUT/bench.ceiling.txt" 2>&1 || echo "tcp_cei
 # beside it, 8 connections walking through 1 GiB as a large copy does, and the TCP transport's
 # own rate with rgpu's default 8 connections per link, no GPU (lanes_bench)
 timeout 60 "$B/bin/tcp_ceiling" -s 8 -m 1024 2>&1 | grep -v rtt >>"$OUT/bench.ceiling.txt"
-timeout 120 "$B/bin/lanes_bench" -n 8 -c 4,16,64 >>"$OUT/bench.ceiling.txt" 2>&1 ||
+timeout 120 "$B/bin/lanes_bench" -n 8 -c 4,16 >>"$OUT/bench.ceiling.txt" 2>&1 ||
 	echo "lanes_bench failed: $?" >>"$OUT/bench.ceiling.txt"
 if [ -x "$BEFORE/bin/rgpud" ]; then
 	"$BEFORE/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/before.port" --state-dir "$OUT/before-state" \
