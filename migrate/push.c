@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "admin.pb-c.h"
 #include "checkpoint.pb-c.h"
@@ -372,6 +373,8 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		goto out;
 	}
 	need_sent = 1;
+	if (rgpu_fault("push_stall")) /* a target that stops reading (tests: the sender's deadline) */
+		sleep(120);
 	/* the checkers: at most one per core, and no more than there are chunks to check */
 	rx.ck = ck;
 	rx.hashes = hashes;

@@ -100,6 +100,8 @@ int rgpu_admin_open(const struct rgpu_admin_peer *p, const char *server, struct 
 	if (p && p->tls && rgpu_conn_tls_binding(a->c, a->binding) == 0)
 		a->bound = 1;
 	rgpu_conn_set_msgs(a->c, &rgpu_admin_msgs);
+	if (p)
+		rgpu_conn_set_send_timeout(a->c, p->send_timeout_ms);
 	*out = a;
 	return 0;
 }

@@ -114,12 +114,17 @@ static void client_address(const char *asked, const char *told, const char *targ
 		rgpu_reach_addr(told, target, out, len);
 }
 
-/* A client connection to another server's admin address, as this server's operator. */
+/*
+ * A client connection to another server's admin address, as this server's operator. A target
+ * that takes no byte of a send for --frame-timeout fails the send, and with it the migration
+ * (the job runs on here), rather than holding the job for as long as the target stalls.
+ */
 int srv_peer_open(const struct srv_config *cfg, const char *target, struct rgpu_admin **a,
 		  char *err, size_t errlen)
 {
 	static struct rgpu_tls *tls;
-	struct rgpu_admin_peer peer = {.key = cfg->admin_key};
+	struct rgpu_admin_peer peer = {.key = cfg->admin_key,
+				       .send_timeout_ms = cfg->frame_timeout_s * 1000};
 
 	if (cfg->tls) {
 		char why[400];

@@ -112,6 +112,11 @@ void rgpu_conn_set_frame_timeout(struct rgpu_conn *c, int ms)
 	c->frame_timeout_ms = ms > 0 ? ms : RGPU_FRAME_TIMEOUT_MS;
 }
 
+void rgpu_conn_set_send_timeout(struct rgpu_conn *c, int ms)
+{
+	c->send_timeout_ms = ms > 0 ? ms : 0;
+}
+
 void rgpu_conn_set_deadline(struct rgpu_conn *c, uint64_t deadline)
 {
 	c->deadline = deadline;

@@ -79,6 +79,7 @@ struct rgpu_conn {
 	int last_errno;        /* cause kept beside RGPU_EIO */
 	char peer[96];         /* "host:port" for logs */
 	int frame_timeout_ms;  /* a frame must arrive whole within this of its first byte */
+	int send_timeout_ms;   /* a send moving no byte this long fails (0: no limit) */
 	uint64_t frame_deadline; /* when the frame being received must be whole, payload too */
 	uint64_t deadline;       /* no receive waits past this (0: none): rgpu_conn_set_deadline */
 	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */

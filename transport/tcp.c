@@ -81,10 +81,20 @@ static int plain_sendv(struct rgpu_conn *c, const struct iovec *iov_in, int n)
 	while (i < n) {
 		msg.msg_iov = iov + i;
 		msg.msg_iovlen = (size_t)(n - i);
-		ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		ssize_t w = sendmsg(c->fd, &msg,
+				    MSG_NOSIGNAL | (c->send_timeout_ms ? MSG_DONTWAIT : 0));
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				/* only with a send timeout: wait that long for room */
+				struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+				int k = poll(&pfd, 1, c->send_timeout_ms);
+				if (k > 0 || (k < 0 && errno == EINTR))
+					continue;
+				c->last_errno = k == 0 ? ETIMEDOUT : errno;
+				return k == 0 ? RGPU_ETIMEDOUT : RGPU_EIO;
+			}
 			c->last_errno = errno;
 			return errno == EPIPE || errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
 		}

@@ -267,8 +267,10 @@ static int write_all(struct rgpu_conn *c, const uint8_t *p, size_t len)
 			continue;
 		}
 		if (-r == SSL_ERROR_WANT_WRITE || -r == SSL_ERROR_WANT_READ) {
-			/* sends wait as long as TCP's do; shutdown() wakes them */
-			int ret = wait_for(c, -r, -1);
+			/* sends wait as long as TCP's do, or the send timeout; shutdown() wakes them */
+			int ret = wait_for(c, -r, c->send_timeout_ms ? c->send_timeout_ms : -1);
+			if (ret == RGPU_ETIMEDOUT)
+				c->last_errno = ETIMEDOUT;
 			if (ret)
 				return ret;
 			continue;

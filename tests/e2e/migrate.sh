@@ -133,6 +133,28 @@ for fault in push_send ckpt_commit ckpt_barrier; do
 	zdtm_finish 1
 	echo "ok: a migration failing at $fault on the source: the job ran on"
 done
+# a target that stops reading mid-push (for 120 s): the source's send fails after its
+# --frame-timeout (2 s here), the migration with it, and the job runs on on A
+srv_stop A
+srv_start A -- --resume-grace 30 --frame-timeout 2
+A=$(srv_admin A)
+srv_start C RGPU_FAULT=push_stall
+zdtm_start A zdtm_fill 1 # 64 MiB that do not compress: more than the sockets hold
+zdtm_wait_ready 1
+job=$(job_of A)
+t0=$(date +%s)
+"$ctl" migrate "$job" --server "$A" --to "$(srv_admin C)" --cold >"$tmp/m.out" 2>&1
+rc=$?
+t=$(($(date +%s) - t0))
+[ $rc -eq 1 ] || fail "migration to a stalled target: exit $rc, want 1: $(cat "$tmp/m.out")"
+[ $t -le 20 ] || fail "migration to a stalled target took $t s (the target stalls for 120 s)"
+grep -q "timed out" "$tmp/m.out" || fail "migration to a stalled target: $(cat "$tmp/m.out")"
+[ "$(job_of A)" = "$job" ] || fail "stalled target: the job is gone from A"
+zdtm_go
+zdtm_finish 1
+srv_stop C KILL
+rm -rf "$tmp/C"
+echo "ok: a target that stops reading: the migration failed after $t s ($(tail -c 140 "$tmp/m.out" | tr -d '\n')), the job ran on"
 # a job whose module images the module cache does not hold (--module-cache-bytes 0): its
 # worker kept them, so it is checkpointed and moved all the same
 srv_stop A

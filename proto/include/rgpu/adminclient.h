@@ -23,6 +23,7 @@ struct rgpu_admin_peer {
 	const struct rgpu_key *key;
 	struct rgpu_tls *tls;
 	const char *tls_name; /* the name the certificate must carry; NULL: the host asked */
+	int send_timeout_ms;  /* a send the server takes no byte of for this long fails (0: none) */
 };
 
 #define RGPU_ADMIN_TIMEOUT_MS 5000     /* a short request's reply */

@@ -1231,6 +1231,65 @@ static void test_send_interrupted(void **state)
 	free(got);
 }
 
+/*
+ * rgpu_conn_set_send_timeout(): a peer that reads nothing fails the send with RGPU_ETIMEDOUT
+ * (errno ETIMEDOUT) after about the timeout; one that reads slowly, each read within it, gets
+ * every byte and the send succeeds.
+ */
+static void test_send_timeout(void **state)
+{
+	(void)state;
+	struct rgpu_conn *a, *b;
+	struct big_sender s = {0};
+	pthread_t th;
+	const uint64_t len = 16 * MiB;
+	uint8_t *payload = malloc(len), *got = malloc(len);
+	struct rgpu_frame_hdr h;
+	uint8_t *body = NULL;
+
+	assert_non_null(payload);
+	assert_non_null(got);
+	for (uint64_t j = 0; j < len; j++)
+		payload[j] = pat(77, j);
+
+	/* nobody reads: the send fails once the socket is full and 200 ms pass */
+	conn_pair(&a, &b);
+	rgpu_conn_set_send_timeout(a, 200);
+	s.c = a;
+	s.payload = payload;
+	s.len = len;
+	uint64_t t0 = rgpu_now_ns();
+	big_sender_main(&s);
+	uint64_t took_ms = (rgpu_now_ns() - t0) / 1000000;
+	assert_int_equal(s.ret, RGPU_ETIMEDOUT);
+	assert_int_equal(rgpu_conn_errno(a), ETIMEDOUT);
+	assert_true(took_ms >= 200 && took_ms < 5000);
+	rgpu_conn_close(a);
+	rgpu_conn_close(b);
+
+	/* a slow reader, 20 ms between reads of 256 KiB: within the timeout, every byte comes */
+	conn_pair(&a, &b);
+	rgpu_conn_set_send_timeout(a, 1000);
+	s.c = a;
+	s.ret = -1;
+	s.len = 4 * MiB;
+	assert_int_equal(pthread_create(&th, NULL, big_sender_main, &s), 0);
+	assert_int_equal(rgpu_frame_recv(b, RGPU_PEER_SERVER, &h, &body), 0);
+	assert_int_equal(h.payload_len, s.len);
+	free(body);
+	for (uint64_t off = 0; off < s.len; off += 256 << 10) {
+		usleep(20000);
+		assert_int_equal(rgpu_conn_recv(b, got + off, 256 << 10), 0);
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(s.ret, 0);
+	assert_memory_equal(got, payload, s.len);
+	rgpu_conn_close(a);
+	rgpu_conn_close(b);
+	free(payload);
+	free(got);
+}
+
 /* ---- truncated streams ----
  *
  * transport.h: rgpu_frame_recv() returns RGPU_ECLOSED for a clean end between frames and
@@ -1964,6 +2023,7 @@ int main(void)
 	    cmocka_unit_test(test_wire_bytes),
 	    cmocka_unit_test(test_many_frames),
 	    cmocka_unit_test(test_send_interrupted),
+	    cmocka_unit_test(test_send_timeout),
 	    cmocka_unit_test(test_truncated_header),
 	    cmocka_unit_test(test_truncated_body),
 	    cmocka_unit_test(test_truncated_payload),

@@ -78,6 +78,12 @@ int rgpu_conn_recv_payload(struct rgpu_conn *c, void *buf, size_t len);
  */
 void rgpu_conn_set_frame_timeout(struct rgpu_conn *c, int ms);
 /*
+ * rgpu_conn_set_send_timeout() - a send on c (TCP or TLS, not its lanes) that moves no byte for
+ * ms fails with RGPU_ETIMEDOUT (errno ETIMEDOUT): a peer that stops reading. 0 (the default):
+ * sends wait as long as TCP's do.
+ */
+void rgpu_conn_set_send_timeout(struct rgpu_conn *c, int ms);
+/*
  * rgpu_conn_set_deadline() - no receive on c waits past deadline (rgpu_now_ns() time; 0
  * removes it): a whole handshake must arrive by then, however its bytes are spread. A wait cut
  * short is RGPU_ETIMEDOUT before a frame began, RGPU_EDEADLINE inside one.
