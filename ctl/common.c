@@ -128,6 +128,7 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 		{"power-off", no_argument, NULL, 'P'},
 		{"headroom", required_argument, NULL, 'H'},
 		{"keep", required_argument, NULL, 'K'},
+		{"settle", required_argument, NULL, 'W'},
 		{"lock", required_argument, NULL, 'L'},
 		{"state", required_argument, NULL, 'S'},
 		{"gpus", required_argument, NULL, 'g'},
@@ -154,9 +155,10 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 
 	o->headroom = 0.10;
 	o->keep = 1;
+	o->settle_s = 30;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
-		if (strchr("tacrnPHKLSgmwR", c) && !strchr(allowed, c)) {
+		if (strchr("tacrnPHKLSWgmwR", c) && !strchr(allowed, c)) {
 			fprintf(stderr, "rgpuctl %s: option %s does not apply here\n", cmd,
 				argv[optind - 1]);
 			return CTL_USAGE;
@@ -240,6 +242,18 @@ static int parse(int argc, char **argv, const char *cmd, const char *allowed, in
 				o->headroom = v / 100.0;
 			else
 				o->keep = (unsigned)v;
+			break;
+		}
+		case 'W': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (!*optarg || *end || v < 0 || v > 3600) {
+				fprintf(stderr, "rgpuctl %s: --settle takes 0 to 3600 seconds, not "
+						"'%s'\n",
+					cmd, optarg);
+				return CTL_USAGE;
+			}
+			o->settle_s = (unsigned)v;
 			break;
 		}
 		case 'h': return -1; /* the caller prints the usage */

@@ -153,6 +153,66 @@ static int move_reservation(const struct ctl_opts *o, const struct view *v, cons
 	return ret;
 }
 
+/* Job id's state on server ("running", "disconnected", "ending"), "" when it has no such job. */
+static void job_state(const char *server, const char *id, char *out, size_t len)
+{
+	Rgpu__AdminRequest req = RGPU__ADMIN_REQUEST__INIT;
+	Rgpu__JobsReply *jr = NULL;
+	char err[400];
+
+	snprintf(out, len, "unreachable");
+	if (rgpu_admin_once(&ctl_peer, server, RGPU_ADMIN_MSG_JOBS, &req.base,
+			    &rgpu__jobs_reply__descriptor, (ProtobufCMessage **)&jr, NULL, NULL,
+			    RGPU_ADMIN_TIMEOUT_MS, err, sizeof(err)))
+		return;
+	snprintf(out, len, "%s", "");
+	for (size_t k = 0; k < jr->n_jobs; k++) {
+		char hex[40];
+		ctl_hex(&jr->jobs[k]->job_id, hex, sizeof(hex));
+		if (!strcmp(hex, id))
+			snprintf(out, len, "%s", jr->jobs[k]->state);
+	}
+	rgpu__jobs_reply__free_unpacked(jr, NULL);
+}
+
+/*
+ * Whether the client of every job moved off server `from` (moved[m] set) has reached the job's
+ * new server, waiting up to settle_s: a client away at the switchover (a stopped process, a
+ * network blip) learns where its job went only from the server it left, so that server must
+ * not go off before. A job gone from its new server has ended: nothing waits for it. On 0,
+ * why says which job has not.
+ */
+static int clients_followed(const struct ctl_plan *plan, const unsigned char *moved,
+			    const struct ctl_plan_server *ps, int from, unsigned settle_s,
+			    char *why, size_t len)
+{
+	uint64_t deadline = rgpu_now_ns() + (uint64_t)settle_s * 1000000000ull;
+
+	for (;;) {
+		size_t late = plan->nmoves;
+		char state[32] = "";
+		for (size_t m = 0; m < plan->nmoves && late == plan->nmoves; m++) {
+			const struct ctl_plan_move *mv = &plan->moves[m];
+			if (!moved[m] || mv->from != (size_t)from)
+				continue;
+			job_state(ps[mv->to].name, ps[from].jobs[mv->job].id, state, sizeof(state));
+			if (*state && strcmp(state, "running"))
+				late = m;
+		}
+		if (late == plan->nmoves)
+			return 1;
+		if (rgpu_now_ns() >= deadline) {
+			const struct ctl_plan_move *mv = &plan->moves[late];
+			snprintf(why, len,
+				 "the client of job %.12s has not reached %s within %u s (the job is "
+				 "%s there): this server stays on to redirect it (--settle)",
+				 ps[from].jobs[mv->job].id, ps[mv->to].name, settle_s, state);
+			return 0;
+		}
+		usleep(200000);
+	}
+}
+
 int ctl_cmd_consolidate(int argc, char **argv)
 {
 	struct ctl_opts o;
@@ -161,12 +221,13 @@ int ctl_cmd_consolidate(int argc, char **argv)
 	struct ctl_plan plan = {0};
 	json_t *off = NULL;
 	const char *lock, *state;
-	int ret = ctl_parse(argc, argv, "consolidate", "nPHKLS", 0, &o), lockfd = -1, failed = 0;
+	unsigned char *moved = NULL; /* moved[m]: plan.moves[m] (a single job) moved */
+	int ret = ctl_parse(argc, argv, "consolidate", "nPHKLSW", 0, &o), lockfd = -1, failed = 0;
 
 	if (ret) {
 		if (ret < 0)
 			fprintf(stderr, "usage: rgpuctl consolidate [--cluster FILE | --server S...] "
-					"[--dry-run] [--power-off] [--headroom PCT] [--keep N] "
+					"[--dry-run] [--power-off [--settle SECONDS]] [--headroom PCT] [--keep N] "
 					"[--lock FILE] [--state FILE] [--json]\n");
 		ctl_opts_free(&o); /* what it read before the error */
 		return ret < 0 ? CTL_OK : ret;
@@ -272,6 +333,11 @@ int ctl_cmd_consolidate(int argc, char **argv)
 		       "plan: nothing to do (every server that runs is needed)");
 	if (o.dry_run)
 		goto out;
+	moved = calloc(plan.nmoves + 1, 1);
+	if (!moved) {
+		ret = CTL_FAILED;
+		goto out;
+	}
 	for (size_t m = 0; m < plan.nmoves; m++) {
 		const struct ctl_plan_move *mv = &plan.moves[m];
 		const struct ctl_plan_job *j = &ps[mv->from].jobs[mv->job];
@@ -314,6 +380,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 					 r, "error", err),
 			       "job %.12s stays on %s: %s", j->id, ps[mv->from].name, err);
 		} else {
+			moved[m] = 1;
 			ctl_action(&o,
 			       json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I}", "action", "move", "job",
 					 j->id, "from", ps[mv->from].name, "to", ps[mv->to].name,
@@ -328,9 +395,18 @@ int ctl_cmd_consolidate(int argc, char **argv)
 	}
 	for (int i = 0; o.power_off && i < o.nserver; i++) {
 		struct view again = {0};
+		char late[300];
 		int r;
 		if (!plan.empty[i])
 			continue;
+		if (!clients_followed(&plan, moved, ps, i, o.settle_s, late, sizeof(late))) {
+			failed = 1;
+			ctl_action(&o,
+			       json_pack("{s:s,s:s,s:i,s:s}", "action", "power-off", "server",
+					 o.server[i], "result", -1, "error", late),
+			       "%s stays on: %s", o.server[i], late);
+			continue;
+		}
 		/* only a server that serves no job now: a job may have landed since the plan */
 		ask(o.server[i], &again);
 		/*
@@ -389,6 +465,7 @@ int ctl_cmd_consolidate(int argc, char **argv)
 	}
 	ret = failed ? CTL_FAILED : CTL_OK;
 out:
+	free(moved);
 	ctl_plan_free(&plan);
 	for (int i = 0; v && i < o.nserver; i++)
 		view_free(&v[i]);

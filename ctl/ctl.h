@@ -46,6 +46,7 @@ struct ctl_opts {
 	int dry_run, power_off;
 	double headroom;               /* a fraction (default 0.10) */
 	unsigned keep;                 /* servers kept on at least (default 1) */
+	unsigned settle_s;             /* --settle: wait for moved jobs' clients (default 30) */
 	const char *lock_path, *state_path;
 	/* the cluster file's settings (power-off = CMD, power-on = CMD), or NULL */
 	char *power_off_cmd, *power_on_cmd;

@@ -70,7 +70,7 @@ _rgpuctl()
 		fi
 		;;
 	--server | -s | --to | --client-address | --tls-name | --tenant | -t | --need | \
-		--rounds | --headroom | --keep | --gpus | --mem)
+		--rounds | --headroom | --keep | --settle | --gpus | --mem)
 		return 0 # an address, a name or a number: nothing to offer
 		;;
 	esac
@@ -96,7 +96,7 @@ _rgpuctl()
 	restore) opts="$common --to --client-address" ;;
 	migrate) opts="$common --to --client-address --cold --rounds" ;;
 	drain) opts="$common --to --cold --rounds" ;;
-	consolidate) opts="$common --dry-run --power-off --headroom --keep --lock --state" ;;
+	consolidate) opts="$common --dry-run --power-off --settle --headroom --keep --lock --state" ;;
 	wake) opts="$common --lock --state" ;;
 	slurm)
 		case ${COMP_WORDS[i + 1]} in

@@ -162,4 +162,51 @@ echo "bogus = 1" >>"$tmp/cluster"
 "$ctl" consolidate $opts --dry-run >"$tmp/bad.out" 2>&1
 [ $? -eq 2 ] || fail "a bad cluster setting: $(cat "$tmp/bad.out")"
 echo "ok: a second run plans nothing and leaves the powered-off servers alone; a session with no room woke B and ran there; wake C"
+
+# 5. a client away at the switchover (stopped): its job moves off C, but C stays on until the
+# client has reached the job's new server (--settle 2 here), then goes off at the next run. A
+# job on A keeps A on, so C's is the one to move
+sed -i '$d' "$tmp/cluster" # the bogus line
+: >"$tmp/hooks.log"
+start A 32
+start C 16
+i=0
+until "$ctl" jobs --cluster "$tmp/cluster" --json >"$tmp/cjobs.json" &&
+	[ "$(json "$tmp/cjobs.json" 'sum(1 for x in j["jobs"] if x["device_memory"] > 0)')" = 2 ]; do
+	[ $i -ge 100 ] && fail "the jobs on A and C: their memory was not reported"
+	sleep 0.1
+	i=$((i + 1))
+done
+cjob=$(json "$tmp/cjobs.json" '[x["job"] for x in j["jobs"] if x["server"] == "'"$C"'"][0]')
+kill -STOP "$p7"
+# shellcheck disable=SC2086
+"$ctl" consolidate $opts --power-off --settle 2 --json >"$tmp/settle.json" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "consolidate with a stopped client: exit $rc, want 1: $(cat "$tmp/settle.json")"
+grep -q '"action":"move","job":"'"$cjob"'".*"result":0' "$tmp/settle.json" ||
+	fail "the stopped client's job did not move: $(cat "$tmp/settle.json")"
+python3 -c 'import json,sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+late = [l for l in lines if l.get("action") == "power-off" and l.get("server") == sys.argv[2]]
+assert late and late[0]["result"] == -1 and "has not reached" in late[0]["error"] and "within 2 s" in late[0]["error"], lines' \
+	"$tmp/settle.json" "$C" || fail "C's power-off not refused for the late client: $(cat "$tmp/settle.json")"
+grep -q "^off $C" "$tmp/hooks.log" && fail "C was powered off with a client still to redirect"
+kill -CONT "$p7"
+i=0
+until [ "$("$ctl" jobs --cluster "$tmp/cluster" --json | python3 -c 'import json,sys
+print(sum(1 for x in json.load(sys.stdin)["jobs"] if x["job"] == sys.argv[1] and x["state"] == "running"))' "$cjob")" = 1 ]; do
+	[ $i -ge 200 ] && fail "the resumed client did not reach its job"
+	sleep 0.1
+	i=$((i + 1))
+done
+# shellcheck disable=SC2086
+"$ctl" consolidate $opts --power-off --settle 20 --json >"$tmp/settle2.json" 2>&1 ||
+	fail "consolidate once the client followed: $(cat "$tmp/settle2.json")"
+grep -q "^off $C" "$tmp/hooks.log" || fail "C not powered off once its moved client followed: $(cat "$tmp/settle2.json")"
+kill -USR1 "$p7"
+wait "$p7" || fail "the stopped program failed after its job moved: $(cat "$o7" "$o7.err")"
+grep -q "^zdtm fill: OK rounds=1 " "$o7" || fail "the stopped program: $(cat "$o7")"
+kill -USR1 "$p6"
+wait "$p6" || fail "the program on A failed: $(cat "$o6" "$o6.err")"
+echo "ok: a stopped client's job moved off C; C stayed on (--settle 2: the client had not followed), went off once it had; the program's checks passed"
 echo "consolidate: all passed"
