@@ -1178,6 +1178,16 @@ static void *big_sender_main(void *arg)
 	return NULL;
 }
 
+/* len bytes of frame seed's pattern (pat), malloc'd */
+static uint8_t *patterned(uint64_t len, uint32_t seed)
+{
+	uint8_t *p = malloc(len);
+	assert_non_null(p);
+	for (uint64_t j = 0; j < len; j++)
+		p[j] = pat(seed, j);
+	return p;
+}
+
 static void test_send_interrupted(void **state)
 {
 	(void)state;
@@ -1186,14 +1196,11 @@ static void test_send_interrupted(void **state)
 	struct big_sender s = {0};
 	pthread_t th;
 	const uint64_t len = 4 * MiB;
-	uint8_t *payload = malloc(len), *got = malloc(len);
+	uint8_t *payload = patterned(len, 99), *got = malloc(len);
 	struct rgpu_frame_hdr h;
 	uint8_t *body = NULL;
 
-	assert_non_null(payload);
 	assert_non_null(got);
-	for (uint64_t j = 0; j < len; j++)
-		payload[j] = pat(99, j);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_usr1; /* no SA_RESTART: a blocked sendmsg returns early */
 	sigemptyset(&sa.sa_mask);
@@ -1243,14 +1250,11 @@ static void test_send_timeout(void **state)
 	struct big_sender s = {0};
 	pthread_t th;
 	const uint64_t len = 16 * MiB;
-	uint8_t *payload = malloc(len), *got = malloc(len);
+	uint8_t *payload = patterned(len, 77), *got = malloc(len);
 	struct rgpu_frame_hdr h;
 	uint8_t *body = NULL;
 
-	assert_non_null(payload);
 	assert_non_null(got);
-	for (uint64_t j = 0; j < len; j++)
-		payload[j] = pat(77, j);
 
 	/* nobody reads: the send fails once the socket is full and 200 ms pass */
 	conn_pair(&a, &b);
