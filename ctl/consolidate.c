@@ -180,7 +180,8 @@ static void job_state(const char *server, const char *id, char *out, size_t len)
  * new server, waiting up to settle_s: a client away at the switchover (a stopped process, a
  * network blip) learns where its job went only from the server it left, so that server must
  * not go off before. A job gone from its new server has ended: nothing waits for it. On 0,
- * why says which job has not.
+ * why says which job has not. Only this run's moves of single jobs: a reservation's jobs, and
+ * jobs an earlier run moved, are not waited for.
  */
 static int clients_followed(const struct ctl_plan *plan, const unsigned char *moved,
 			    const struct ctl_plan_server *ps, int from, unsigned settle_s,
@@ -203,10 +204,17 @@ static int clients_followed(const struct ctl_plan *plan, const unsigned char *mo
 			return 1;
 		if (rgpu_now_ns() >= deadline) {
 			const struct ctl_plan_move *mv = &plan->moves[late];
-			snprintf(why, len,
-				 "the client of job %.12s has not reached %s within %u s (the job is "
-				 "%s there): this server stays on to redirect it (--settle)",
-				 ps[from].jobs[mv->job].id, ps[mv->to].name, settle_s, state);
+			if (!strcmp(state, "unreachable"))
+				snprintf(why, len,
+					 "%s, where job %.12s went, did not answer within %u s: this "
+					 "server stays on to redirect its client (--settle)",
+					 ps[mv->to].name, ps[from].jobs[mv->job].id, settle_s);
+			else
+				snprintf(why, len,
+					 "the client of job %.12s has not reached %s within %u s (the "
+					 "job is %s there): this server stays on to redirect it "
+					 "(--settle)",
+					 ps[from].jobs[mv->job].id, ps[mv->to].name, settle_s, state);
 			return 0;
 		}
 		usleep(200000);

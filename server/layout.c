@@ -27,62 +27,112 @@
 #include "srv.h"
 
 #define SRV_LAYOUT_GAP (32ull << 40)
-#define SRV_LAYOUT_ENV "RGPUD_STACK_LIMIT" /* the limit to put back, set across the exec */
-#define SRV_DEFAULT_THREAD_STACK (8ull << 20) /* glibc's when the limit is unlimited */
+/* across the exec: the stack limit to put back (soft, hard) and glibc's default thread stack */
+#define SRV_LAYOUT_ENV "RGPUD_STACK_LIMIT"
 
 static char layout_note[160];
+
+static void note(const char *what)
+{
+	snprintf(layout_note, sizeof(layout_note), "%s%s%s", what, errno ? ": " : "",
+		 errno ? strerror(errno) : "");
+}
+
+static void put_lim(char *out, size_t len, rlim_t v)
+{
+	if (v == RLIM_INFINITY)
+		snprintf(out, len, "inf");
+	else
+		snprintf(out, len, "%llu", (unsigned long long)v);
+}
+
+static int get_lim(const char *s, rlim_t *v)
+{
+	char *end;
+	if (!strcmp(s, "inf")) {
+		*v = RLIM_INFINITY;
+		return 0;
+	}
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	*v = (rlim_t)x;
+	return *s && !*end && !errno ? 0 : -1;
+}
+
+/* The second start: the limit and the threads' default stack size as they were. */
+static void put_back(const char *back, const struct rlimit *now)
+{
+	char soft[32], hard[32];
+	unsigned long long stack;
+	struct rlimit rl;
+	pthread_attr_t a;
+
+	unsetenv(SRV_LAYOUT_ENV);
+	errno = 0;
+	if (now->rlim_cur != SRV_LAYOUT_GAP || sscanf(back, "%31s %31s %llu", soft, hard, &stack) != 3 ||
+	    get_lim(soft, &rl.rlim_cur) || get_lim(hard, &rl.rlim_max) || !stack) {
+		note("ignored " SRV_LAYOUT_ENV ", which rgpud sets for itself");
+		return;
+	}
+	if (setrlimit(RLIMIT_STACK, &rl)) {
+		note("cannot put the stack size limit back");
+		return;
+	}
+	if (pthread_attr_init(&a) || pthread_attr_setstacksize(&a, (size_t)stack) ||
+	    pthread_setattr_default_np(&a))
+		note("cannot put the threads' default stack size back");
+	pthread_attr_destroy(&a);
+}
 
 void srv_layout_reexec(char **argv)
 {
 	const char *back = getenv(SRV_LAYOUT_ENV), *mode = getenv("RGPUD_LAYOUT");
+	char soft[32], hard[32], val[96];
+	size_t stack = 0;
 	struct rlimit rl;
-	char val[32];
+	pthread_attr_t a;
 
-	if (getrlimit(RLIMIT_STACK, &rl))
+	errno = 0;
+	if (getrlimit(RLIMIT_STACK, &rl)) {
+		note("cannot read the stack size limit");
 		return;
+	}
 	if (back) {
-		/* the second start: put the limit and the threads' default stack size back */
-		rlim_t soft = strcmp(back, "inf") ? strtoull(back, NULL, 10) : RLIM_INFINITY;
-		pthread_attr_t a;
-		size_t stack = soft == RLIM_INFINITY || soft > SRV_DEFAULT_THREAD_STACK
-				       ? SRV_DEFAULT_THREAD_STACK
-				       : (size_t)soft;
-
-		unsetenv(SRV_LAYOUT_ENV);
-		rl.rlim_cur = soft;
-		if (setrlimit(RLIMIT_STACK, &rl))
-			snprintf(layout_note, sizeof(layout_note),
-				 "cannot put the stack size limit back (%s)", strerror(errno));
-		if (!pthread_attr_init(&a)) {
-			if (pthread_attr_setstacksize(&a, stack) || pthread_setattr_default_np(&a))
-				snprintf(layout_note, sizeof(layout_note),
-					 "cannot set the threads' default stack size");
-			pthread_attr_destroy(&a);
-		}
+		put_back(back, &rl);
 		return;
 	}
 	if (mode && !strcmp(mode, "keep")) {
-		snprintf(layout_note, sizeof(layout_note), "RGPUD_LAYOUT=keep");
+		note("RGPUD_LAYOUT=keep");
 		return;
 	}
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= SRV_LAYOUT_GAP)
-		return; /* already placed so */
-	if (rl.rlim_cur == RLIM_INFINITY)
-		snprintf(val, sizeof(val), "inf");
-	else
-		snprintf(val, sizeof(val), "%llu", (unsigned long long)rl.rlim_cur);
+#if defined(__SANITIZE_THREAD__)
+	note("ThreadSanitizer maps its own way");
+	return;
+#endif
+	if (rl.rlim_cur == SRV_LAYOUT_GAP)
+		return; /* started so: the area is where it should be */
+	/* glibc's own default for threads, which it derived from the limit at start */
+	if (pthread_getattr_default_np(&a) == 0) {
+		pthread_attr_getstacksize(&a, &stack);
+		pthread_attr_destroy(&a);
+	}
+	if (!stack) {
+		note("cannot read the threads' default stack size");
+		return;
+	}
+	put_lim(soft, sizeof(soft), rl.rlim_cur);
+	put_lim(hard, sizeof(hard), rl.rlim_max);
+	snprintf(val, sizeof(val), "%s %s %zu", soft, hard, stack);
 	struct rlimit big = {SRV_LAYOUT_GAP, rl.rlim_max};
 	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < SRV_LAYOUT_GAP)
-		big.rlim_max = SRV_LAYOUT_GAP; /* root may raise it */
+		big.rlim_max = SRV_LAYOUT_GAP; /* root may raise it; put back after */
 	if (setrlimit(RLIMIT_STACK, &big)) {
-		snprintf(layout_note, sizeof(layout_note),
-			 "cannot raise the stack size limit to move it (%s)", strerror(errno));
+		note("cannot raise the stack size limit to move it");
 		return;
 	}
 	setenv(SRV_LAYOUT_ENV, val, 1);
 	execv("/proc/self/exe", argv);
-	snprintf(layout_note, sizeof(layout_note), "cannot execute itself again (%s)",
-		 strerror(errno));
+	note("cannot execute itself again");
 	unsetenv(SRV_LAYOUT_ENV);
 	setrlimit(RLIMIT_STACK, &rl);
 }
@@ -98,6 +148,8 @@ void srv_layout_say(uint64_t window_base, uint64_t window_size)
 	    at > window_base + window_size) {
 		pr_debug("layout: mappings from %#llx down (drivers' __managed__ variables there)",
 			 (unsigned long long)at);
+		if (layout_note[0])
+			pr_warn("layout: %s", layout_note);
 		return;
 	}
 	pr_warn("layout: this process maps at %#llx%s%s: a __managed__ variable's address may be "

@@ -191,9 +191,19 @@ int rgpu_conn_spin_more(const struct rgpu_conn *c, uint64_t start, uint64_t now)
 
 int rgpu_conn_sendv(struct rgpu_conn *c, const struct iovec *iov, int n)
 {
+	int ret;
+
 	if (n > RGPU_CONN_MAX_IOV)
 		return RGPU_EINVAL;
-	return c->ops->sendv(c, iov, n);
+	/* a send that timed out may have sent part of a frame (or a TLS record): the stream is cut */
+	if ((ret = __atomic_load_n(&c->send_broken, __ATOMIC_ACQUIRE)))
+		return ret;
+	ret = c->ops->sendv(c, iov, n);
+	if (ret == RGPU_ETIMEDOUT) {
+		__atomic_store_n(&c->send_broken, ret, __ATOMIC_RELEASE);
+		shutdown(c->fd, SHUT_RDWR); /* and whoever waits to read from it stops */
+	}
+	return ret;
 }
 
 int rgpu_conn_hung_up(struct rgpu_conn *c)

@@ -165,7 +165,8 @@ echo "ok: a second run plans nothing and leaves the powered-off servers alone; a
 
 # 5. a client away at the switchover (stopped): its job moves off C, but C stays on until the
 # client has reached the job's new server (--settle 2 here), then goes off at the next run. A
-# job on A keeps A on, so C's is the one to move
+# job on A keeps A on, so C's is the one to move. (The redirect is in the stopped client's
+# socket already: this checks the wait, which a client cut off by the network needs.)
 sed -i '$d' "$tmp/cluster" # the bogus line
 : >"$tmp/hooks.log"
 start A 32

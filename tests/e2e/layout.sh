@@ -21,14 +21,18 @@ moved() {
 	echo "ok: $1: libc at 0x$a"
 }
 stack_limit() { awk '/^Max stack size/ { print $4 }' "/proc/$1/limits"; }
+stack_hard() { awk '/^Max stack size/ { print $5 }' "/proc/$1/limits"; }
 
 want=$(ulimit -s)
 [ "$want" = unlimited ] || want=$((want * 1024))
+hard=$(ulimit -Hs)
+[ "$hard" = unlimited ] || hard=$((hard * 1024))
 srv_start A
 pa=$(cat "$tmp/A/pid")
 moved rgpud "$pa"
 [ "$(stack_limit "$pa")" = "$want" ] || fail "rgpud: stack size limit $(stack_limit "$pa"), want $want"
-echo "ok: rgpud: stack size limit $want, as it was started with"
+[ "$(stack_hard "$pa")" = "$hard" ] || fail "rgpud: hard stack size limit $(stack_hard "$pa"), want $hard"
+echo "ok: rgpud: stack size limits $want and $hard, as it was started with"
 
 # a worker (forked from rgpud) is placed as rgpud, and its threads run a program through
 zdtm_start A zdtm_streams 1
@@ -48,7 +52,15 @@ moved "rgpud started with an unlimited stack" "$pb"
 [ "$(stack_limit "$pb")" = unlimited ] || fail "rgpud B: stack size limit $(stack_limit "$pb")"
 echo "ok: rgpud started with an unlimited stack: limit unlimited again"
 
-srv_start C RGPUD_LAYOUT=keep
+# a limit of 64 MiB, put back as it was
+(ulimit -S -s 65536 && srv_start D) || fail "rgpud D did not start"
+pd=$(cat "$tmp/D/pid")
+moved "rgpud started with a 64 MiB stack" "$pd"
+[ "$(stack_limit "$pd")" = 67108864 ] || fail "rgpud D: stack size limit $(stack_limit "$pd")"
+echo "ok: rgpud started with a 64 MiB stack: limit 64 MiB again"
+
+# (under the default limit: an unlimited one is the kernel's bottom-up layout, not the default)
+(ulimit -S -s 8192 && srv_start C RGPUD_LAYOUT=keep) || fail "rgpud C did not start"
 pc=$(cat "$tmp/C/pid")
 a=$(libc_at "$pc")
 python3 -c "import sys; sys.exit(0 if int(sys.argv[1],16) >= 0x700000000000 else 1)" "$a" ||

@@ -1268,6 +1268,13 @@ static void test_send_timeout(void **state)
 	assert_int_equal(s.ret, RGPU_ETIMEDOUT);
 	assert_int_equal(rgpu_conn_errno(a), ETIMEDOUT);
 	assert_true(took_ms >= 200 && took_ms < 5000);
+	/* the stream is cut: the next send fails at once, and the peer reads an end */
+	t0 = rgpu_now_ns();
+	s.len = 64;
+	big_sender_main(&s);
+	assert_int_equal(s.ret, RGPU_ETIMEDOUT);
+	assert_true(rgpu_now_ns() - t0 < 100000000ull);
+	s.len = len;
 	rgpu_conn_close(a);
 	rgpu_conn_close(b);
 

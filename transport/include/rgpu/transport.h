@@ -79,8 +79,9 @@ int rgpu_conn_recv_payload(struct rgpu_conn *c, void *buf, size_t len);
 void rgpu_conn_set_frame_timeout(struct rgpu_conn *c, int ms);
 /*
  * rgpu_conn_set_send_timeout() - a send on c (TCP or TLS, not its lanes) that moves no byte for
- * ms fails with RGPU_ETIMEDOUT (errno ETIMEDOUT): a peer that stops reading. 0 (the default):
- * sends wait as long as TCP's do.
+ * ms fails with RGPU_ETIMEDOUT (errno ETIMEDOUT): a peer that stops reading. The connection is
+ * then cut (shut down both ways: part of a frame may have gone) and every later send fails
+ * the same at once. 0 (the default): sends wait as long as TCP's do.
  */
 void rgpu_conn_set_send_timeout(struct rgpu_conn *c, int ms);
 /*
