@@ -4,8 +4,9 @@
  * tests/gpu/run.sh runs it each way and tests/gpu/report.py prints the results side by side.
  *
  *   bench rtt       synchronous round trip: cuStreamQuery on an idle stream (median, p99)
- *   bench launch    back-to-back empty kernels on one stream, launches per second; then one
- *                   empty kernel and cuStreamSynchronize, repeated (median)
+ *   bench launch    back-to-back empty kernels on one stream, launches per second (the
+ *                   parameters as kernelParams, then as an `extra` buffer); then one empty
+ *                   kernel and cuStreamSynchronize, repeated (median)
  *   bench small     synchronous 4-byte copies with a host variable: device to host (median,
  *                   p99) and host to device (median, p99)
  *   bench bw        host to device and device to host, pinned memory, 4 KiB .. 1 GiB
@@ -80,6 +81,21 @@ static void bench_launch(CUmodule mod)
 		rates[r] = N / (now_s() - t0);
 	}
 	printf("launch_rate %.0f launches/s\n", pct(rates, REPS, 0.5));
+
+	/* the same launches with an empty parameter buffer (CU_LAUNCH_PARAM_BUFFER_POINTER), the
+	 * form rgpu's worker launches in: natively, what that form costs the driver itself */
+	static char none[8];
+	size_t none_size = 0;
+	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, none, CU_LAUNCH_PARAM_BUFFER_SIZE,
+			 &none_size, CU_LAUNCH_PARAM_END};
+	for (int r = 0; r < REPS; r++) {
+		double t0 = now_s();
+		for (int i = 0; i < N; i++)
+			CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, extra));
+		CHECK(cuStreamSynchronize(s));
+		rates[r] = N / (now_s() - t0);
+	}
+	printf("launch_extra_rate %.0f launches/s\n", pct(rates, REPS, 0.5));
 
 	enum { M = 5000 };
 	static double t[M];

@@ -458,8 +458,8 @@ if want bench; then
 # From this one run (issue 14's table): natively, through rgpu over TCP loopback and over shared
 # memory (RGPU_TRANSPORT=tcp and shm, one rgpud), and the host's loopback TCP ceiling
 # (tcp_ceiling). With gpubundle/before (the previous build's rgpud and interposer,
-# scripts/gpu-bundle.sh BEFORE=DIR), the benchmark also runs through it, over TCP and without
-# the pageable and streams modes (time). rgpu runs RGPU_BENCH_ROUNDS times, the order turned
+# scripts/gpu-bundle.sh BEFORE=DIR), the benchmark also runs through it, over both transports
+# and without the pageable and streams modes (time). rgpu runs RGPU_BENCH_ROUNDS times, the order turned
 # round every round; the tables show each side's best. A copy that reads back wrong fails the
 # benchmark (bench_* rows of the tests table).
 BENCH_TESTS="rtt launch small bw pageable streams"
@@ -497,20 +497,25 @@ bench_rgpu() {
 	local files=FILES_$1
 	printf -v "$files" %s "${!files}${!files:+,}$OUT/bench.$1$2.txt"
 }
+# bench_before TRANSPORT ROUND: the previous build, bench.before_TRANSPORTROUND.txt
 bench_before() {
 	[ -n "${SRVB:-}" ] || return 0
 	# shellcheck disable=SC2086 # BEFORE_TESTS is a list
-	RGPU_TRANSPORT=tcp RGPU_INTERPOSER_DIR=$(realpath "$BEFORE/lib/interposer") timeout 300 "$B/bin/rgpuctl" run \
+	RGPU_TRANSPORT=$1 RGPU_INTERPOSER_DIR=$(realpath "$BEFORE/lib/interposer") timeout 300 "$B/bin/rgpuctl" run \
 		--server "127.0.0.1:$(cat "$OUT/before.port")" -- "$P/bench" $BEFORE_TESTS \
-		>"$OUT/bench.before$1.txt" 2>"$OUT/bench.before$1.err"
-	FILES_before="${FILES_before}${FILES_before:+,}$OUT/bench.before$1.txt"
+		>"$OUT/bench.before_$1$2.txt" 2>"$OUT/bench.before_$1$2.err"
+	local files=FILES_before_$1
+	printf -v "$files" %s "${!files}${!files:+,}$OUT/bench.before_$1$2.txt"
 }
 # shellcheck disable=SC2034 # BENCH_RC_*: read as ${!rc} below
-FILES_tcp="" FILES_shm="" FILES_before="" BENCH_RC_tcp=0 BENCH_RC_shm=0
+FILES_tcp="" FILES_shm="" FILES_before_tcp="" FILES_before_shm="" BENCH_RC_tcp=0 BENCH_RC_shm=0
 for i in $(seq "${RGPU_BENCH_ROUNDS:-2}"); do
-	if [ $((i % 2)) = 1 ]; then order="tcp shm before"; else order="before shm tcp"; fi
+	if [ $((i % 2)) = 1 ]; then order="tcp shm before_tcp before_shm"; else order="before_shm before_tcp shm tcp"; fi
 	for t in $order; do
-		if [ "$t" = before ]; then bench_before "$i"; else bench_rgpu "$t" "$i"; fi
+		case $t in
+		before_*) bench_before "${t#before_}" "$i" ;;
+		*) bench_rgpu "$t" "$i" ;;
+		esac
 	done
 done
 kill $SRVA 2>/dev/null; wait $SRVA 2>/dev/null
@@ -546,8 +551,11 @@ for t in tcp shm; do
 	python3 tests/bench/sync_breakdown.py --posts --label "$t, empty-kernel launches, traced run: $(awk '$1 == "launch_rate" { print $2 }' "$OUT/bench.trace_$t.txt")/s" \
 		"$OUT/trace_$t/t" >>"$OUT/breakdown_$t.txt" 2>&1
 done
-[ -n "$FILES_before" ] && python3 tests/gpu/report.py "$OUT/bench.native.txt" "$FILES_tcp" "$FILES_before" \
-	>"$OUT/bench.before.table" 2>&1
+for t in tcp shm; do
+	files=FILES_before_$t own=FILES_$t
+	[ -n "${!files}" ] && python3 tests/gpu/report.py "$OUT/bench.native.txt" "${!own}" "${!files}" \
+		>"$OUT/bench.before_$t.table" 2>&1
+done
 
 # the delay one resume adds, as the clients saw it (link lost -> resumed)
 cat "$OUT"/*.ilog "$OUT"/cut_*.log 2>/dev/null | grep -o 'resumed on [^ ]* after [0-9.]* s' |
@@ -585,7 +593,9 @@ grep -h "^FAILED" "$OUT/replay.txt" 2>/dev/null | head -10
 grep -h "^moved" "$OUT/replay.txt" 2>/dev/null | sort | uniq -c | head -5
 echo "== benchmarks: native, rgpu over TCP loopback (RGPU_TRANSPORT=tcp) and over shared memory (RGPU_TRANSPORT=shm), one rgpud, same run; best of ${RGPU_BENCH_ROUNDS:-2} for rgpu"
 [ -s "$OUT/bench.table" ] && cat "$OUT/bench.table"
-[ -s "$OUT/bench.before.table" ] && { echo "== benchmarks: this build vs the previous build (TCP, best of ${RGPU_BENCH_ROUNDS:-2})"; cat "$OUT/bench.before.table"; }
+for t in tcp shm; do
+	[ -s "$OUT/bench.before_$t.table" ] && { echo "== benchmarks: this build vs the previous build ($t, best of ${RGPU_BENCH_ROUNDS:-2})"; cat "$OUT/bench.before_$t.table"; }
+done
 for t in tcp shm; do [ -s "$OUT/breakdown_$t.txt" ] && cat "$OUT/breakdown_$t.txt"; done
 echo "== chunk hash on the GPU (tests/gpu/gpuhash_check.c)"
 [ -s "$OUT/gpuhash.txt" ] && sed 's/^/   /' "$OUT/gpuhash.txt"
