@@ -9,8 +9,11 @@
  */
 #define LOG_PREFIX "rgpu: "
 #include <sched.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "session_state.h"
 #include "rgpu.pb-c.h"
@@ -155,16 +158,19 @@ static void waiter_wait(struct waiter *w, enum wait_kind k)
 			 : k != WAIT_AUTO ? UINT64_MAX
 					  : rgpu_now_ns() + MAX(rgpu_sync_spin_ns(),
 								rgpu_spin_budget_ns(IP_SPIN_NS));
-	while (!atomic_load(&w->done) && rgpu_now_ns() < until) {
+	while (atomic_load_explicit(&w->state, memory_order_acquire) != IP_W_DONE &&
+	       rgpu_now_ns() < until) {
 		if (k == WAIT_YIELD)
 			sched_yield();
 		else
 			__builtin_ia32_pause();
 	}
-	pthread_mutex_lock(&w->m);
-	while (!atomic_load(&w->done))
-		pthread_cond_wait(&w->c, &w->m);
-	pthread_mutex_unlock(&w->m);
+	uint32_t v = IP_W_PENDING;
+	if (!atomic_compare_exchange_strong(&w->state, &v, IP_W_ASLEEP))
+		return; /* done meanwhile */
+	while (atomic_load(&w->state) != IP_W_DONE)
+		syscall(SYS_futex, (uint32_t *)&w->state, FUTEX_WAIT_PRIVATE, IP_W_ASLEEP, NULL,
+			NULL, 0);
 }
 
 static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void *payload,
@@ -186,8 +192,6 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 	if (rows)
 		w.rows = *rows;
 	w.type = type;
-	pthread_mutex_init(&w.m, NULL);
-	pthread_cond_init(&w.c, NULL);
 	uint64_t t0 = rgpu_trace_on ? rgpu_now_ns() : 0;
 	ret = ip_link_enqueue(type, req, payload, plen, IP_ENQ_SELF, &w, NULL);
 	if (ret) {
@@ -209,9 +213,12 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 	if (kind != WAIT_BLOCK)
 		rgpu_spin_release(&S.spin);
 	rgpu_trace(w.seq, RGPU_TR_WOKEN);
-	pthread_mutex_lock(&S.wait_lock);
-	ip_waiter_remove_locked(&w);
-	pthread_mutex_unlock(&S.wait_lock);
+	if (w.linked) {
+		/* completed by the session's death, which leaves waiters where they are */
+		pthread_mutex_lock(&S.wait_lock);
+		ip_waiter_remove_locked(&w);
+		pthread_mutex_unlock(&S.wait_lock);
+	}
 	if (!w.body && w.body_len == 0 && atomic_load(&S.dead)) {
 		r = S.dead_err;
 		goto out;
@@ -234,8 +241,6 @@ out:
 		pthread_mutex_unlock(&S.q_lock);
 	}
 	free(w.body);
-	pthread_mutex_destroy(&w.m);
-	pthread_cond_destroy(&w.c);
 	return r;
 }
 
@@ -492,13 +497,10 @@ int ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body)
 		}
 	}
 	if (w && !w->async) {
-		pthread_mutex_lock(&w->m);
 		w->body = *body;
 		w->body_len = h->body_len;
-		atomic_store(&w->done, 1);
-		pthread_cond_signal(&w->c);
-		pthread_mutex_unlock(&w->m);
 		*body = NULL;
+		ip_waiter_complete_locked(w, 1);
 	}
 	pthread_mutex_unlock(&S.wait_lock);
 	return 0;

@@ -10,8 +10,11 @@
  * thread. This file never reads from the connection and never shakes hands (session.c does).
  */
 #define LOG_PREFIX "rgpu: "
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "session_state.h"
 #include "rgpu/err.h"
@@ -73,12 +76,8 @@ void ip_session_die(CUresult err, const char *why)
 	if (S.conn)
 		rgpu_conn_shutdown(S.conn);
 	pthread_mutex_lock(&S.wait_lock);
-	for (w = S.waiters; w; w = w->next) {
-		pthread_mutex_lock(&w->m);
-		atomic_store(&w->done, 1);
-		pthread_cond_signal(&w->c);
-		pthread_mutex_unlock(&w->m);
-	}
+	for (w = S.waiters; w; w = w->next)
+		ip_waiter_complete_locked(w, 0); /* an asynchronous copy's stays: its memory is kept */
 	pthread_mutex_unlock(&S.wait_lock);
 	pthread_mutex_lock(&S.q_lock);
 	pthread_cond_broadcast(&S.q_cond);
@@ -96,17 +95,34 @@ void ip_waiter_add(struct waiter *w)
 	pthread_mutex_lock(&S.wait_lock);
 	w->next = S.waiters;
 	S.waiters = w;
+	w->linked = 1;
 	pthread_mutex_unlock(&S.wait_lock);
 }
 
 void ip_waiter_remove_locked(struct waiter *w)
 {
 	struct waiter **pp;
+	if (!w->linked)
+		return;
 	for (pp = &S.waiters; *pp; pp = &(*pp)->next)
 		if (*pp == w) {
 			*pp = w->next;
-			return;
+			break;
 		}
+	w->linked = 0;
+}
+
+void ip_waiter_complete_locked(struct waiter *w, int unlink)
+{
+	if (unlink)
+		ip_waiter_remove_locked(w);
+	/*
+	 * After the exchange the caller may return and its waiter be gone: only the futex word's
+	 * address is used after it, and a wake-up on memory reused meanwhile is a spurious one,
+	 * which every futex wait allows.
+	 */
+	if (atomic_exchange(&w->state, IP_W_DONE) == IP_W_ASLEEP)
+		syscall(SYS_futex, (uint32_t *)&w->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 struct waiter *ip_waiter_find_locked(uint64_t seq)

@@ -50,15 +50,23 @@ struct waiter {
 	uint64_t dst_size, received;
 	struct ip_rows rows;         /* width 0: dst is contiguous, else the rows MSG_DATA fills */
 	int async;
-	atomic_int done;
+	/*
+	 * IP_W_PENDING until the reply (or the session's death) sets IP_W_DONE; IP_W_ASLEEP while
+	 * the caller sleeps on it (a futex), so that whoever completes it wakes it. The receiver
+	 * unlinks a waiter it completes (linked 0, under wait_lock), so the caller, spinning on
+	 * state, finds everything written when it sees IP_W_DONE and has no lock to take.
+	 */
+	_Atomic uint32_t state;
+	int linked; /* on S.waiters (wait_lock) */
 	uint8_t *body;
 	uint32_t body_len;
 	uint16_t type;
 	struct rgpu_rec_ops *rec_sent; /* the records the call made when sent (statelog.c) */
-	pthread_mutex_t m;
-	pthread_cond_t c;
 	struct waiter *next;
 };
+enum { IP_W_PENDING, IP_W_DONE, IP_W_ASLEEP };
+/* ip_waiter_complete_locked() - w is done: wake its caller (wait_lock held) */
+void ip_waiter_complete_locked(struct waiter *w, int unlink);
 
 /* A registered host function or stream callback. */
 struct cbreg {

@@ -24,7 +24,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -465,10 +467,6 @@ static void test_waiter_registered(void **state)
 
 	memset(&w1, 0, sizeof(w1));
 	memset(&w2, 0, sizeof(w2));
-	pthread_mutex_init(&w1.m, NULL);
-	pthread_cond_init(&w1.c, NULL);
-	pthread_mutex_init(&w2.m, NULL);
-	pthread_cond_init(&w2.c, NULL);
 	assert_int_equal(ip_link_enqueue(RGPU_MSG_PING, NULL, NULL, 0, 0, &w1, &seq), 0);
 	assert_int_equal(seq, 1);
 	assert_int_equal(ip_link_enqueue(RGPU_MSG_PING, NULL, NULL, 0, 0, NULL, NULL), 0);
@@ -486,6 +484,52 @@ static void test_waiter_registered(void **state)
 	ip_waiter_remove_locked(&w2);
 	assert_null(S.waiters);
 	pthread_mutex_unlock(&S.wait_lock);
+}
+
+/* a caller's wait as calls.c sleeps it: state PENDING -> ASLEEP, then the futex until DONE */
+static void *sleep_on_waiter(void *arg)
+{
+	struct waiter *w = arg;
+	uint32_t v = IP_W_PENDING;
+	if (atomic_compare_exchange_strong(&w->state, &v, IP_W_ASLEEP))
+		while (atomic_load(&w->state) != IP_W_DONE)
+			syscall(SYS_futex, (uint32_t *)&w->state, FUTEX_WAIT_PRIVATE, IP_W_ASLEEP,
+				NULL, NULL, 0);
+	return NULL;
+}
+
+/* A completed waiter leaves the list (the receiver's unlink), and one that sleeps is woken. */
+static void test_waiter_completed(void **state)
+{
+	(void)state;
+	struct waiter w1, w2;
+	pthread_t t;
+
+	memset(&w1, 0, sizeof(w1));
+	memset(&w2, 0, sizeof(w2));
+	assert_int_equal(ip_link_enqueue(RGPU_MSG_PING, NULL, NULL, 0, 0, &w1, NULL), 0);
+	assert_int_equal(ip_link_enqueue(RGPU_MSG_PING, NULL, NULL, 0, 0, &w2, NULL), 0);
+	assert_int_equal(w1.linked, 1);
+	assert_int_equal(pthread_create(&t, NULL, sleep_on_waiter, &w1), 0);
+	for (int i = 0; i < 2000 && atomic_load(&w1.state) != IP_W_ASLEEP; i++)
+		sleep_ms(1);
+	assert_int_equal(atomic_load(&w1.state), IP_W_ASLEEP);
+	pthread_mutex_lock(&S.wait_lock);
+	ip_waiter_complete_locked(&w1, 1);
+	assert_int_equal(atomic_load(&w1.state), IP_W_DONE);
+	assert_int_equal(w1.linked, 0);
+	assert_null(ip_waiter_find_locked(w1.seq));
+	assert_ptr_equal(ip_waiter_find_locked(w2.seq), &w2);
+	pthread_mutex_unlock(&S.wait_lock);
+	pthread_join(t, NULL); /* woken: the join returns */
+	/* one done before its caller looked: no sleep at all */
+	pthread_mutex_lock(&S.wait_lock);
+	ip_waiter_complete_locked(&w2, 1);
+	pthread_mutex_unlock(&S.wait_lock);
+	assert_int_equal(pthread_create(&t, NULL, sleep_on_waiter, &w2), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&w2.state), IP_W_DONE);
+	assert_null(S.waiters);
 }
 
 /* ---- 2. written again after a break ------------------------------------------------------ */
@@ -658,8 +702,6 @@ static void test_death_releases_senders(void **state)
 	struct waiter w;
 
 	memset(&w, 0, sizeof(w));
-	pthread_mutex_init(&w.m, NULL);
-	pthread_cond_init(&w.c, NULL);
 	S.kept_max = 1000;
 	S.closing = 1; /* no log line from the test's death */
 	assert_int_equal(ip_link_enqueue(RGPU_MSG_MEMCPY_HTOD, NULL, send_src, 844, 0, &w, NULL), 0);
@@ -677,7 +719,8 @@ static void test_death_releases_senders(void **state)
 	assert_int_equal(b.ret, RGPU_ECLOSED);
 	assert_int_equal(a.seq, 0);
 	assert_int_equal(b.seq, 0);
-	assert_int_equal(atomic_load(&w.done), 1);
+	assert_int_equal(atomic_load(&w.state), IP_W_DONE);
+	assert_int_equal(w.linked, 1); /* death leaves it linked: its caller unlinks it */
 	assert_int_equal(ip_session_error(), CUDA_ERROR_LAUNCH_TIMEOUT);
 
 	/* nothing was taken: no seq, no bytes; later frames, urgent too, are refused */
@@ -867,6 +910,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_kept_until_acked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiter_completed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiter_registered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_resend_after_break, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound_blocks_until_ack, setup, teardown),
