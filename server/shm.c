@@ -134,7 +134,9 @@ void srv_shm_point(struct srv_worker *w)
 	struct rgpu_shm_accepted a;
 	CUresult r;
 
-	if (!atomic_exchange(&w->shm_pending, 0) || !m)
+	/* (a load first: this runs before every frame, and an exchange always writes) */
+	if (!atomic_load_explicit(&w->shm_pending, memory_order_relaxed) ||
+	    !atomic_exchange(&w->shm_pending, 0) || !m)
 		return;
 	pthread_mutex_lock(&m->lock);
 	a = m->pending;

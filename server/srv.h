@@ -339,18 +339,12 @@ struct srv_worker {
 	struct srv_out *out_head, *out_tail;
 	uint64_t out_bytes;          /* bytes copied into the resend list */
 	uint64_t tx_seq;             /* last seq sent */
-	/* last client seq received: the reader's; a host-memory frame's is counted with its
-	 * write, under the host area's lock, so a checkpoint sees the two together */
-	atomic_uint_fast64_t rx_seq;
 	uint64_t reader_skip_until;  /* a restored job: frames the reader consumes itself
 					(callbacks done, host memory) up to here were applied
 					before the checkpoint, and are not applied again */
-	atomic_uint_fast64_t executed; /* last client seq the executor has run */
-	atomic_uint_fast64_t ack_told; /* last `executed` value sent to the client */
-	uint64_t ack_ns;             /* when the executor last sent an acknowledgement */
 	uint64_t caps;               /* capability bits this worker serves */
 	uint64_t client_caps;        /* the bits the client announced (its MSG_HELLO) */
-	uint64_t bytes_in, bytes_out;
+	uint64_t bytes_out;
 	uint8_t job_id[SRV_JOB_ID_LEN];
 	uint8_t token[SRV_TOKEN_LEN];
 	/* another server's worker presents it to send this job copies (peer.c); the job's for
@@ -449,14 +443,48 @@ struct srv_worker {
 	int restored;            /* rebuilt from a checkpoint (restore.c): no link yet */
 	CUresult replay_result;  /* replaying: the result the handler would have replied */
 
-	/* reader -> executor queue */
-	pthread_mutex_t q_lock;
+	/*
+	 * The reader -> executor queue, and what each of the two threads writes at every frame,
+	 * each on cache lines of its own: a line both wrote would move between their CPUs at
+	 * every frame. The executor takes everything queued at once into x_head (one lock per
+	 * burst of frames, not per frame), and hands the frames it ran back, a batch at a time,
+	 * on retired: the reader made their allocations, so the reader frees them, into its own
+	 * arena and off the executor's time.
+	 */
+	_Alignas(64) pthread_mutex_t q_lock;
 	pthread_cond_t q_cond;
 	struct srv_frame *q_head, *q_tail;
-	atomic_int q_len;
-	uint64_t q_bytes;        /* frame bytes queued; the reader waits above limits.queued */
-	int q_warned;            /* the reader said once that it stopped for the bound */
+	int q_sleeping;            /* the executor sleeps on q_cond (q_lock) */
 	int q_closed;            /* the reader is done (EOF or protocol error) */
+	int q_warned;            /* the reader said once that it stopped for the bound */
+	_Atomic(struct srv_frame *) retired; /* run, for the reader to free */
+	/* -- the reader's: frames and bytes queued, ever; what waits is q_in - q_out
+	 * (srv_queued); it stops reading while more than limits.queued bytes wait */
+	_Alignas(64) _Atomic uint64_t q_in, q_in_bytes;
+	uint64_t q_out_seen;       /* its last look at q_out_bytes */
+	/* last client seq received; a host-memory frame's is counted with its write, under the
+	 * host area's lock, so a checkpoint sees the two together */
+	atomic_uint_fast64_t rx_seq;
+	uint64_t bytes_in;
+	/* --idle-timeout: idle when nothing runs and no frame came since active_ns, or
+	 * since the executor finished one (ex_active_ns) */
+	atomic_uint_fast64_t active_ns;
+	/* -- the executor's: frames and bytes run, ever */
+	_Alignas(64) _Atomic uint64_t q_out, q_out_bytes;
+	struct srv_frame *x_head;  /* taken, not yet run */
+	struct srv_frame *x_retired; /* run, not yet handed back (x_nretired of them, with
+					x_retired_bytes of payloads) */
+	unsigned x_nretired;
+	uint64_t x_retired_bytes;
+	atomic_int executing;    /* running a frame */
+	atomic_uint_fast64_t executed; /* last client seq it has run */
+	atomic_uint_fast64_t ack_told; /* last `executed` value sent to the client */
+	uint64_t ack_ns;             /* when it last sent an acknowledgement */
+	atomic_uint_fast64_t ex_active_ns;
+	/* the reader waits for room (q_cond): it writes this rarely, the executor reads it at
+	 * every frame */
+	atomic_int q_room_wait;
+	_Alignas(64) char q_end; /* (what follows starts on a line of its own) */
 
 	/* host-function triggers waiting for MSG_CALLBACK_DONE */
 	pthread_mutex_t cb_lock;
@@ -467,9 +495,6 @@ struct srv_worker {
 	atomic_int dead;         /* the client is gone: stop waiting for it */
 	atomic_int cb_waiting;   /* host functions waiting for the client (srv_wait_callback) */
 
-	/* --idle-timeout: idle when nothing runs and no frame came since active_ns */
-	atomic_uint_fast64_t active_ns; /* a frame arrived or the executor finished one */
-	atomic_int executing;    /* the executor is running a frame */
 	struct rgpu_spin_hint spin; /* held while the executor runs frames: the reader spins */
 	/*
 	 * What the executor knows of one context's streams (reply.c, srv_quiet_*): since its last

@@ -185,10 +185,9 @@ CUresult srv_staging_adopt(struct srv_worker *w, uint8_t *base, int n, size_t si
  * The payloads of frames queued for the executor that sit in staging buffers move to ordinary
  * memory, their buffers back to the pool.
  */
-static void queue_unstage(struct srv_worker *w)
+static void frames_unstage(struct srv_worker *w, struct srv_frame *f)
 {
-	pthread_mutex_lock(&w->q_lock);
-	for (struct srv_frame *f = w->q_head; f; f = f->next) {
+	for (; f; f = f->next) {
 		void *p = f->payload_staged ? malloc(f->hdr.payload_len) : NULL;
 		if (!p)
 			continue; /* not staged, or no memory now: the next round tries again */
@@ -197,6 +196,14 @@ static void queue_unstage(struct srv_worker *w)
 		f->payload = p;
 		f->payload_staged = 0;
 	}
+}
+
+/* (on the executor's thread: it runs the frame that renews the pool, so x_head is its own) */
+static void queue_unstage(struct srv_worker *w)
+{
+	frames_unstage(w, w->x_head);
+	pthread_mutex_lock(&w->q_lock);
+	frames_unstage(w, w->q_head);
 	pthread_mutex_unlock(&w->q_lock);
 }
 

@@ -64,22 +64,36 @@ static uint64_t frame_bytes(const struct srv_frame *f)
 	return RGPU_FRAME_HDR_LEN + f->hdr.body_len + (f->pref.map ? 0 : f->hdr.payload_len);
 }
 
+static void frames_collect(struct srv_worker *w);
+
+/* frames queued for the executor and not yet run (q_out first: it never passes q_in) */
+static uint64_t srv_queued(struct srv_worker *w)
+{
+	uint64_t out = atomic_load(&w->q_out);
+	return atomic_load(&w->q_in) - out;
+}
+
 static void queue_push(struct srv_worker *w, struct srv_frame *f)
 {
 	pthread_mutex_lock(&w->q_lock);
 	if (f) {
-		w->q_bytes += frame_bytes(f);
+		atomic_store_explicit(&w->q_in_bytes,
+				      atomic_load_explicit(&w->q_in_bytes, memory_order_relaxed) +
+					      frame_bytes(f),
+				      memory_order_relaxed);
 		f->next = NULL;
 		if (w->q_tail)
 			w->q_tail->next = f;
 		else
 			w->q_head = f;
 		w->q_tail = f;
-		atomic_fetch_add(&w->q_len, 1);
+		atomic_fetch_add(&w->q_in, 1);
 	} else {
 		w->q_closed = 1;
 	}
-	pthread_cond_broadcast(&w->q_cond);
+	/* an executor that spins sees q_in; only one asleep needs waking */
+	if (w->q_sleeping || !f)
+		pthread_cond_broadcast(&w->q_cond);
 	pthread_mutex_unlock(&w->q_lock);
 }
 
@@ -87,14 +101,17 @@ static void queue_push(struct srv_worker *w, struct srv_frame *f)
  * The executor spins briefly before sleeping: a frame usually follows the previous one within
  * microseconds, and a futex wake-up would add more than that to every synchronous call. Before
  * it sleeps it tells the client how far it got (at most every ACK_IDLE_NS), so the client can
- * drop the frames it kept.
+ * drop the frames it kept. It takes every frame queued at once and runs them from x_head.
  */
 static struct srv_frame *queue_pop(struct srv_worker *w)
 {
-	struct srv_frame *f;
-	uint64_t until = rgpu_now_ns() + rgpu_spin_budget_ns(50000);
+	struct srv_frame *f = w->x_head;
+	uint64_t until;
 
-	while (atomic_load(&w->q_len) == 0 && rgpu_now_ns() < until && !srv_hold_wanted(w))
+	if (f)
+		goto got;
+	until = rgpu_now_ns() + rgpu_spin_budget_ns(50000);
+	while (srv_queued(w) == 0 && rgpu_now_ns() < until && !srv_hold_wanted(w))
 		__builtin_ia32_pause();
 	pthread_mutex_lock(&w->q_lock);
 	while (!w->q_head && !w->q_closed && !srv_hold_wanted(w)) {
@@ -109,21 +126,50 @@ static struct srv_frame *queue_pop(struct srv_worker *w)
 			}
 			struct timespec ts;
 			rgpu_deadline(&ts, due - now);
+			w->q_sleeping = 1;
 			pthread_cond_timedwait(&w->q_cond, &w->q_lock, &ts);
+			w->q_sleeping = 0;
 			continue;
 		}
+		if (atomic_load(&w->retired)) {
+			/* idle: the frames run last are freed here, not when the next one comes */
+			pthread_mutex_unlock(&w->q_lock);
+			frames_collect(w);
+			pthread_mutex_lock(&w->q_lock);
+			continue;
+		}
+		w->q_sleeping = 1;
 		pthread_cond_wait(&w->q_cond, &w->q_lock);
+		w->q_sleeping = 0;
 	}
 	f = w->q_head;
-	if (f) {
-		w->q_head = f->next;
-		if (!w->q_head)
-			w->q_tail = NULL;
-		atomic_fetch_sub(&w->q_len, 1);
-		w->q_bytes -= frame_bytes(f);
-		pthread_cond_broadcast(&w->q_cond);
-	}
+	w->q_head = w->q_tail = NULL;
 	pthread_mutex_unlock(&w->q_lock);
+	if (!f)
+		return NULL;
+got:
+	w->x_head = f->next;
+	/*
+	 * The reader wrote the frames: their lines are in its cache. Fetch the next frame's
+	 * header now, and what the one after this one points to, while this one runs.
+	 */
+	if (f->next) {
+		struct srv_frame *n = f->next;
+		__builtin_prefetch(n->next);
+		__builtin_prefetch(n->decoded);
+		__builtin_prefetch(n->payload);
+		__builtin_prefetch(n->body);
+	}
+	/* (this thread alone writes both: no read-modify-write needed) */
+	atomic_store_explicit(&w->q_out, atomic_load_explicit(&w->q_out, memory_order_relaxed) + 1,
+			      memory_order_release);
+	atomic_store(&w->q_out_bytes,
+		     atomic_load_explicit(&w->q_out_bytes, memory_order_relaxed) + frame_bytes(f));
+	if (atomic_load(&w->q_room_wait)) {
+		pthread_mutex_lock(&w->q_lock);
+		pthread_cond_broadcast(&w->q_cond);
+		pthread_mutex_unlock(&w->q_lock);
+	}
 	return f;
 }
 
@@ -138,14 +184,24 @@ static int queue_wait_room(struct srv_worker *w, struct rgpu_conn *c)
 {
 	int ret = 0;
 
+	uint64_t in = atomic_load_explicit(&w->q_in_bytes, memory_order_relaxed);
+
+	/* the executor's count only grows: an old look at it is enough while under the bound */
+	if (in - w->q_out_seen <= w->limits.queued)
+		return 0;
+	w->q_out_seen = atomic_load(&w->q_out_bytes);
+	if (in - w->q_out_seen <= w->limits.queued)
+		return 0;
 	pthread_mutex_lock(&w->q_lock);
-	while (w->q_bytes > w->limits.queued && !atomic_load(&w->dead)) {
+	atomic_store(&w->q_room_wait, 1); /* before the test: the executor's count then wakes */
+	while (in - (w->q_out_seen = atomic_load(&w->q_out_bytes)) > w->limits.queued &&
+	       !atomic_load(&w->dead)) {
 		struct timespec ts;
 		if (!w->q_warned) {
 			w->q_warned = 1;
 			pr_warn("job %s: %llu bytes queued ahead of the executor, over %s %llu: "
 				"reading from %s paused until it catches up",
-				w->job_hex, (unsigned long long)w->q_bytes,
+				w->job_hex, (unsigned long long)(in - w->q_out_seen),
 				w->limits.set & SRV_LIM_QUEUED ? "the tenant's queued limit (rgpud.conf)"
 							       : "rgpud --max-queued",
 				(unsigned long long)w->limits.queued, w->peer);
@@ -157,6 +213,7 @@ static int queue_wait_room(struct srv_worker *w, struct rgpu_conn *c)
 		rgpu_deadline(&ts, 100000000ull);
 		pthread_cond_timedwait(&w->q_cond, &w->q_lock, &ts);
 	}
+	atomic_store(&w->q_room_wait, 0);
 	pthread_mutex_unlock(&w->q_lock);
 	return ret;
 }
@@ -173,6 +230,61 @@ static void frame_free(struct srv_worker *w, struct srv_frame *f)
 	else
 		free(f->payload);
 	free(f);
+}
+
+/* The executor's frames run so far go to the reader (frames_collect). */
+static void frames_hand_back(struct srv_worker *w)
+{
+	struct srv_frame *last = w->x_retired;
+
+	if (!last)
+		return;
+	while (last->next)
+		last = last->next;
+	last->next = atomic_load(&w->retired);
+	while (!atomic_compare_exchange_weak(&w->retired, &last->next, w->x_retired))
+		;
+	w->x_retired = NULL;
+	w->x_nretired = 0;
+	w->x_retired_bytes = 0;
+}
+
+/*
+ * The executor is done with f: what the client's shared memory or the staging pool lends goes
+ * back now (the client or the next copy may be waiting for it); the rest goes to the reader,
+ * which frees it before it reads its next frame (frames_collect).
+ */
+static void frame_retire(struct srv_worker *w, struct srv_frame *f)
+{
+	if (f->pref.map) {
+		rgpu_payload_release(&f->pref);
+		memset(&f->pref, 0, sizeof(f->pref));
+		f->payload = NULL;
+	} else if (f->payload_staged) {
+		srv_staging_put(w->staging, f->payload);
+		f->payload_staged = 0;
+		f->payload = NULL;
+	}
+	f->next = w->x_retired;
+	w->x_retired = f;
+	w->x_retired_bytes += f->payload ? f->hdr.payload_len : 0;
+	/* a batch at a time (the list's head is a line the reader reads at every frame), of at
+	 * most 64 frames and 1 MiB of payloads, and whatever ran when the executor runs dry */
+	if (++w->x_nretired >= 64 || w->x_retired_bytes >= (1u << 20) || !w->x_head)
+		frames_hand_back(w);
+}
+
+/* Free the frames the executor ran (frame_retire): the reader, and the executor going idle. */
+static void frames_collect(struct srv_worker *w)
+{
+	struct srv_frame *f = atomic_load_explicit(&w->retired, memory_order_relaxed)
+				      ? atomic_exchange(&w->retired, NULL)
+				      : NULL;
+	while (f) {
+		struct srv_frame *next = f->next;
+		frame_free(w, f);
+		f = next;
+	}
 }
 
 static void wake_all(struct srv_worker *w)
@@ -415,7 +527,7 @@ static void conn_init(struct srv_worker *w, struct rgpu_conn *c)
  */
 static int busy(struct srv_worker *w)
 {
-	return atomic_load(&w->executing) || atomic_load(&w->q_len) || atomic_load(&w->cb_waiting);
+	return atomic_load(&w->executing) || srv_queued(w) || atomic_load(&w->cb_waiting);
 }
 
 /* How long the reader may wait for a frame to begin: until the session would be idle. */
@@ -425,7 +537,7 @@ static int idle_wait_ms(struct srv_worker *w)
 		return -1;
 	if (busy(w))
 		return w->limits.idle_timeout_s * 1000; /* look again then */
-	return rgpu_ms_until(atomic_load(&w->active_ns) +
+	return rgpu_ms_until(MAX(atomic_load(&w->active_ns), atomic_load(&w->ex_active_ns)) +
 			     (uint64_t)w->limits.idle_timeout_s * 1000000000ull);
 }
 
@@ -456,10 +568,12 @@ static void *reader_main(void *arg)
 	unsigned link_gen = atomic_load(&w->token_gen); /* the token this link was opened under */
 
 	for (;;) {
-		struct srv_frame *f = calloc(1, sizeof(*f));
+		struct srv_frame *f;
 		const char *why = NULL;
 		int ret;
 
+		frames_collect(w);
+		f = calloc(1, sizeof(*f));
 		if (!f)
 			break;
 		if (!c) {
@@ -551,7 +665,11 @@ static void *reader_main(void *arg)
 			spoke = 1;
 			atomic_store(&w->token_prev_ok, 0);
 		}
-		srv_link_acked(w, f->hdr.ack);
+		/*
+		 * What the frame acknowledges is freed once it is handled: a frame for the
+		 * executor is queued first, so that this runs beside it.
+		 */
+		uint64_t acked = f->hdr.ack;
 		if (f->hdr.seq <= atomic_load(&w->rx_seq) ||
 		    (f->hdr.seq <= w->reader_skip_until && reader_type(f->hdr.type))) {
 			/*
@@ -560,6 +678,7 @@ static void *reader_main(void *arg)
 			 * reader had already applied (the client resends everything after the last
 			 * frame executed).
 			 */
+			srv_link_acked(w, acked);
 			if (f->hdr.seq > atomic_load(&w->rx_seq))
 				atomic_fetch_add(&w->rx_seq, 1);
 			ret = rgpu_conn_discard(c, f->hdr.payload_len);
@@ -576,6 +695,7 @@ static void *reader_main(void *arg)
 			goto lost;
 		}
 		if (f->hdr.type == RGPU_MSG_CALLBACK_DONE) {
+			srv_link_acked(w, acked);
 			Rgpu__Callback *cb =
 				RGPU_PB_UNPACK(rgpu__callback, f->hdr.body_len, f->body);
 			free(f->body);
@@ -638,6 +758,7 @@ static void *reader_main(void *arg)
 		if (f->hdr.type == RGPU_MSG_HOST_MIRROR || f->hdr.type == RGPU_MSG_HOST_WRITE) {
 			/* host memory takes a write at once, whatever the streams are doing (its
 			 * seq is counted with the write: srv_hm_frame) */
+			srv_link_acked(w, acked);
 			ret = srv_hm_frame(w, f);
 			unsigned type = f->hdr.type;
 			frame_free(w, f);
@@ -657,6 +778,7 @@ static void *reader_main(void *arg)
 			f->decoded = lm ? &lm->base : NULL;
 		}
 		queue_push(w, f);
+		srv_link_acked(w, acked);
 		continue;
 lost:
 		if (atomic_load(&w->dead))
@@ -1580,7 +1702,7 @@ void srv_worker_serve(struct srv_worker *w)
 		 * spins for the frame the client sends once it has the reply; from when the queue
 		 * runs dry, only the connection's usual spin.
 		 */
-		if (holding && atomic_load(&w->q_len) == 0) {
+		if (holding && !w->x_head && srv_queued(w) == 0) {
 			rgpu_spin_release(&w->spin);
 			holding = 0;
 		}
@@ -1603,9 +1725,9 @@ void srv_worker_serve(struct srv_worker *w)
 		atomic_store(&w->executing, 1);
 		ret = srv_exec(w, f);
 		rgpu_trace(f->hdr.seq, RGPU_TR_EXECUTED);
-		atomic_store(&w->active_ns, rgpu_now_ns());
+		atomic_store_explicit(&w->ex_active_ns, rgpu_now_ns(), memory_order_relaxed);
 		atomic_store(&w->executing, 0);
-		frame_free(w, f);
+		frame_retire(w, f);
 		if (ret)
 			break;
 		/*

@@ -24,8 +24,10 @@
 
 static struct srv_worker *new_worker(void)
 {
-	struct srv_worker *w = calloc(1, sizeof(*w));
+	/* (its hot fields sit on cache lines of their own: the struct is 64-byte aligned) */
+	struct srv_worker *w = aligned_alloc(64, (sizeof(*w) + 63) & ~(size_t)63);
 	assert_non_null(w);
+	memset(w, 0, sizeof(*w));
 	pthread_mutex_init(&w->send_lock, NULL);
 	pthread_cond_init(&w->out_cond, NULL);
 	w->session = 0x77;
