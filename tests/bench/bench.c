@@ -62,32 +62,11 @@ static void bench_rtt(void)
 	CHECK(cuStreamDestroy(s));
 }
 
-static void bench_launch(CUmodule mod)
+/* N back-to-back launches of f on s, then a synchronise: the median rate of 5 repeats */
+static double launch_rate(CUfunction f, CUstream s, void **extra)
 {
 	enum { N = 200000, REPS = 5 };
 	double rates[REPS];
-	CUfunction f;
-	CUstream s;
-	CHECK(cuModuleGetFunction(&f, mod, "empty_kernel"));
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	for (int i = 0; i < 1000; i++)
-		CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
-	CHECK(cuStreamSynchronize(s));
-	for (int r = 0; r < REPS; r++) {
-		double t0 = now_s();
-		for (int i = 0; i < N; i++)
-			CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
-		CHECK(cuStreamSynchronize(s));
-		rates[r] = N / (now_s() - t0);
-	}
-	printf("launch_rate %.0f launches/s\n", pct(rates, REPS, 0.5));
-
-	/* the same launches with an empty parameter buffer (CU_LAUNCH_PARAM_BUFFER_POINTER), the
-	 * form rgpu's worker launches in: natively, what that form costs the driver itself */
-	static char none[8];
-	size_t none_size = 0;
-	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, none, CU_LAUNCH_PARAM_BUFFER_SIZE,
-			 &none_size, CU_LAUNCH_PARAM_END};
 	for (int r = 0; r < REPS; r++) {
 		double t0 = now_s();
 		for (int i = 0; i < N; i++)
@@ -95,7 +74,26 @@ static void bench_launch(CUmodule mod)
 		CHECK(cuStreamSynchronize(s));
 		rates[r] = N / (now_s() - t0);
 	}
-	printf("launch_extra_rate %.0f launches/s\n", pct(rates, REPS, 0.5));
+	return pct(rates, REPS, 0.5);
+}
+
+static void bench_launch(CUmodule mod)
+{
+	CUfunction f;
+	CUstream s;
+	CHECK(cuModuleGetFunction(&f, mod, "empty_kernel"));
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int i = 0; i < 1000; i++)
+		CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+	CHECK(cuStreamSynchronize(s));
+	printf("launch_rate %.0f launches/s\n", launch_rate(f, s, NULL));
+	/* the same with an empty parameter buffer (CU_LAUNCH_PARAM_BUFFER_POINTER): natively,
+	 * what that form costs the driver itself; through rgpu, the interposer's path for it */
+	static char none[8];
+	size_t none_size = 0;
+	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, none, CU_LAUNCH_PARAM_BUFFER_SIZE,
+			 &none_size, CU_LAUNCH_PARAM_END};
+	printf("launch_extra_rate %.0f launches/s\n", launch_rate(f, s, extra));
 
 	enum { M = 5000 };
 	static double t[M];
