@@ -213,13 +213,11 @@ static CUresult call_rows(uint16_t type, const ProtobufCMessage *req, const void
 	if (kind != WAIT_BLOCK)
 		rgpu_spin_release(&S.spin);
 	rgpu_trace(w.seq, RGPU_TR_WOKEN);
-	if (w.linked) {
-		/* completed by the session's death, which leaves waiters where they are */
-		pthread_mutex_lock(&S.wait_lock);
-		ip_waiter_remove_locked(&w);
-		pthread_mutex_unlock(&S.wait_lock);
-	}
 	if (!w.body && w.body_len == 0 && atomic_load(&S.dead)) {
+		/* let go by the session's death: a data chunk the receiver was writing into this
+		 * call's memory lands before it returns */
+		pthread_mutex_lock(&S.deliver_lock);
+		pthread_mutex_unlock(&S.deliver_lock);
 		r = S.dead_err;
 		goto out;
 	}
@@ -421,8 +419,9 @@ static int recv_rows(const struct waiter *w, uint64_t off, uint64_t len)
 	int ret;
 
 	if (!buf) {
-		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "out of memory receiving a copy");
-		return rgpu_conn_discard(S.conn, len);
+		/* the caller ends the session, once it holds no lock (wait_lock: the death's) */
+		ret = rgpu_conn_discard(S.conn, len);
+		return ret ? ret : RGPU_ENOMEM;
 	}
 	ret = rgpu_conn_recv(S.conn, buf, len);
 	while (!ret && len) {
@@ -438,6 +437,13 @@ static int recv_rows(const struct waiter *w, uint64_t off, uint64_t len)
 	return ret;
 }
 
+/* A copy's bytes could not be placed: the session ends (no lock held). 0. */
+static int rows_oom(void)
+{
+	ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "out of memory receiving a copy");
+	return 0;
+}
+
 /* Returns 0, or the transport error that broke the link in the middle of the payload. */
 int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
 {
@@ -449,6 +455,7 @@ int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
 		ip_session_die(CUDA_ERROR_DEVICE_UNAVAILABLE, "undecodable data frame");
 		return 0;
 	}
+	pthread_mutex_lock(&S.deliver_lock);
 	pthread_mutex_lock(&S.wait_lock);
 	w = ip_waiter_find_locked(h->ref);
 	/* the waiter cannot go away while data for it is outstanding: it waits for the reply */
@@ -471,8 +478,9 @@ int ip_call_on_data(const struct rgpu_frame_hdr *h, const uint8_t *body)
 			free(w);
 		}
 	}
+	pthread_mutex_unlock(&S.deliver_lock);
 	rgpu__data_chunk__free_unpacked(dc, NULL);
-	return ret;
+	return ret == RGPU_ENOMEM ? rows_oom() : ret;
 }
 
 int ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body)
@@ -493,7 +501,7 @@ int ip_call_on_reply(const struct rgpu_frame_hdr *h, uint8_t **body)
 		}
 		if (ret) {
 			pthread_mutex_unlock(&S.wait_lock);
-			return ret;
+			return ret == RGPU_ENOMEM ? rows_oom() : ret;
 		}
 	}
 	if (w && !w->async) {

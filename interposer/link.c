@@ -31,6 +31,7 @@ struct ip_session ip_sessions[IP_MAX_SESSIONS] = {[0 ... IP_MAX_SESSIONS - 1] = 
 	.q_cond = PTHREAD_COND_INITIALIZER,
 	.ack_cond = PTHREAD_COND_INITIALIZER,
 	.wait_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
+	.deliver_lock = PTHREAD_MUTEX_INITIALIZER,
 	.async_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cb_lock = PTHREAD_MUTEX_INITIALIZER,
 	.cb_cond = PTHREAD_COND_INITIALIZER,
@@ -65,7 +66,7 @@ CUresult ip_session_error(void)
 
 void ip_session_die(CUresult err, const char *why)
 {
-	struct waiter *w;
+	struct waiter *w, *next;
 
 	if (atomic_exchange(&S.dead, 1))
 		return;
@@ -76,8 +77,12 @@ void ip_session_die(CUresult err, const char *why)
 	if (S.conn)
 		rgpu_conn_shutdown(S.conn);
 	pthread_mutex_lock(&S.wait_lock);
-	for (w = S.waiters; w; w = w->next)
-		ip_waiter_complete_locked(w, 0); /* an asynchronous copy's stays: its memory is kept */
+	for (w = S.waiters; w; w = next) {
+		next = w->next; /* (a caller let go may return at once) */
+		/* a synchronous call leaves the list, so no late reply finds it; an asynchronous
+		 * copy's stays, its memory kept */
+		ip_waiter_complete_locked(w, !w->async);
+	}
 	pthread_mutex_unlock(&S.wait_lock);
 	pthread_mutex_lock(&S.q_lock);
 	pthread_cond_broadcast(&S.q_cond);
@@ -96,6 +101,9 @@ void ip_waiter_add(struct waiter *w)
 	w->next = S.waiters;
 	S.waiters = w;
 	w->linked = 1;
+	/* a death that walked the list before this waiter was on it set dead first */
+	if (atomic_load(&S.dead) && !w->async)
+		ip_waiter_complete_locked(w, 1);
 	pthread_mutex_unlock(&S.wait_lock);
 }
 

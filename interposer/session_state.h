@@ -136,6 +136,9 @@ struct ip_session {
 
 	pthread_mutex_t wait_lock;
 	struct waiter *waiters;
+	/* held by the receiver while it writes a data chunk into a waiter it found; a caller
+	 * that the session's death let go takes it once, so no chunk lands in a call returned */
+	pthread_mutex_t deliver_lock;
 	_Atomic(ip_enqueue_fn) before_enqueue; /* ip_link_on_enqueue */
 
 	atomic_int dead;

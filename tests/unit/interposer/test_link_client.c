@@ -720,7 +720,16 @@ static void test_death_releases_senders(void **state)
 	assert_int_equal(a.seq, 0);
 	assert_int_equal(b.seq, 0);
 	assert_int_equal(atomic_load(&w.state), IP_W_DONE);
-	assert_int_equal(w.linked, 1); /* death leaves it linked: its caller unlinks it */
+	assert_int_equal(w.linked, 0); /* off the list: a late reply cannot find it */
+	pthread_mutex_lock(&S.wait_lock);
+	assert_null(ip_waiter_find_locked(1));
+	pthread_mutex_unlock(&S.wait_lock);
+	/* a waiter that comes after the death is done at once (nothing would complete it) */
+	struct waiter late;
+	memset(&late, 0, sizeof(late));
+	ip_waiter_add(&late);
+	assert_int_equal(atomic_load(&late.state), IP_W_DONE);
+	assert_int_equal(late.linked, 0);
 	assert_int_equal(ip_session_error(), CUDA_ERROR_LAUNCH_TIMEOUT);
 
 	/* nothing was taken: no seq, no bytes; later frames, urgent too, are refused */
