@@ -458,6 +458,7 @@ struct srv_worker {
 	int q_closed;            /* the reader is done (EOF or protocol error) */
 	int q_warned;            /* the reader said once that it stopped for the bound */
 	_Atomic(struct srv_frame *) retired; /* run, for the reader to free */
+	_Atomic int64_t retired_bytes;       /* their bodies and payloads */
 	/* -- the reader's: frames and bytes queued, ever; what waits is q_in - q_out
 	 * (srv_queued); it stops reading while more than limits.queued bytes wait */
 	_Alignas(64) _Atomic uint64_t q_in, q_in_bytes;
@@ -473,7 +474,7 @@ struct srv_worker {
 	_Alignas(64) _Atomic uint64_t q_out, q_out_bytes;
 	struct srv_frame *x_head;  /* taken, not yet run */
 	struct srv_frame *x_retired; /* run, not yet handed back (x_nretired of them, with
-					x_retired_bytes of payloads) */
+					x_retired_bytes of bodies and payloads) */
 	unsigned x_nretired;
 	uint64_t x_retired_bytes;
 	atomic_int executing;    /* running a frame */

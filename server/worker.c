@@ -232,6 +232,15 @@ static void frame_free(struct srv_worker *w, struct srv_frame *f)
 	free(f);
 }
 
+/* what the executor hands back and counts at most before freeing it itself */
+#define SRV_RETIRED_MAX (16ll << 20)
+
+/* the memory a frame that ran still holds (its payload, if it was not lent) */
+static uint64_t retired_size(const struct srv_frame *f)
+{
+	return f->hdr.body_len + (f->payload ? f->hdr.payload_len : 0);
+}
+
 /* The executor's frames run so far go to the reader (frames_collect). */
 static void frames_hand_back(struct srv_worker *w)
 {
@@ -246,6 +255,11 @@ static void frames_hand_back(struct srv_worker *w)
 		;
 	w->x_retired = NULL;
 	w->x_nretired = 0;
+	/* a reader blocked on the link frees nothing: past a bound, the executor does */
+	if (atomic_fetch_add(&w->retired_bytes, (int64_t)w->x_retired_bytes) +
+		    (int64_t)w->x_retired_bytes >
+	    SRV_RETIRED_MAX)
+		frames_collect(w);
 	w->x_retired_bytes = 0;
 }
 
@@ -267,9 +281,10 @@ static void frame_retire(struct srv_worker *w, struct srv_frame *f)
 	}
 	f->next = w->x_retired;
 	w->x_retired = f;
-	w->x_retired_bytes += f->payload ? f->hdr.payload_len : 0;
+	w->x_retired_bytes += retired_size(f);
 	/* a batch at a time (the list's head is a line the reader reads at every frame), of at
-	 * most 64 frames and 1 MiB of payloads, and whatever ran when the executor runs dry */
+	 * most 64 frames and 1 MiB of bodies and payloads, and whatever ran when the executor
+	 * runs dry */
 	if (++w->x_nretired >= 64 || w->x_retired_bytes >= (1u << 20) || !w->x_head)
 		frames_hand_back(w);
 }
@@ -280,11 +295,15 @@ static void frames_collect(struct srv_worker *w)
 	struct srv_frame *f = atomic_load_explicit(&w->retired, memory_order_relaxed)
 				      ? atomic_exchange(&w->retired, NULL)
 				      : NULL;
+	int64_t freed = 0;
 	while (f) {
 		struct srv_frame *next = f->next;
+		freed += (int64_t)retired_size(f);
 		frame_free(w, f);
 		f = next;
 	}
+	if (freed)
+		atomic_fetch_sub(&w->retired_bytes, freed);
 }
 
 static void wake_all(struct srv_worker *w)
