@@ -46,6 +46,7 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 	uint64_t bmlen = 0, nsent = 0, nbytes = 0, last = 0;
 	size_t n = 0, ml = 0;
 	char why[400];
+	int silence = opts && opts->silence_ms > 0 ? opts->silence_ms : RGPU_ADMIN_LONG_TIMEOUT_MS;
 	int ret;
 
 	*rep = NULL;
@@ -87,8 +88,7 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 	req.client_address = (char *)(opts && opts->client_address ? opts->client_address : "");
 	ret = rgpu_admin_call(a, RGPU_ADMIN_MSG_PUSH, &req.base, hashes, n * RGPU_HASH_LEN,
 			      &rgpu__push_need__descriptor, (ProtobufCMessage **)&need,
-			      (void **)&bitmap, &bmlen, progress, parg, RGPU_ADMIN_LONG_TIMEOUT_MS,
-			      err, errlen);
+			      (void **)&bitmap, &bmlen, progress, parg, silence, err, errlen);
 	if (ret)
 		goto out;
 	if (need->result) {
@@ -160,7 +160,7 @@ int rgpu_push_send(struct rgpu_admin *a, struct rgpu_store *s, uint64_t id,
 	ret = rgpu_admin_call(a, RGPU_ADMIN_MSG_PUSH_DONE, &done.base, NULL, 0,
 			      &rgpu__push_reply__descriptor, (ProtobufCMessage **)rep,
 			      opts ? opts->want : NULL, opts ? opts->want_len : NULL, progress, parg,
-			      RGPU_ADMIN_LONG_TIMEOUT_MS, err, errlen);
+			      silence, err, errlen);
 	if (!ret && (*rep)->result) {
 		snprintf(err, errlen, "%s: %s", rgpu_admin_server(a),
 			 (*rep)->error && *(*rep)->error ? (*rep)->error

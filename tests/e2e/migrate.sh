@@ -155,6 +155,23 @@ zdtm_finish 1
 srv_stop C KILL
 rm -rf "$tmp/C"
 echo "ok: a target that stops reading: the migration failed after $t s ($(tail -c 140 "$tmp/m.out" | tr -d '\n')), the job ran on"
+# the same target, live: the rounds' pushes meet the same deadline
+srv_start C RGPU_FAULT=push_stall
+zdtm_start A zdtm_fill 1
+zdtm_wait_ready 1
+job=$(job_of A)
+t0=$(date +%s)
+"$ctl" migrate "$job" --server "$A" --to "$(srv_admin C)" >"$tmp/m.out" 2>&1
+rc=$?
+t=$(($(date +%s) - t0))
+[ $rc -eq 1 ] || fail "live migration to a stalled target: exit $rc, want 1: $(cat "$tmp/m.out")"
+[ $t -le 20 ] || fail "live migration to a stalled target took $t s (the target stalls for 120 s)"
+[ "$(job_of A)" = "$job" ] || fail "stalled target, live: the job is gone from A"
+zdtm_go
+zdtm_finish 1
+srv_stop C KILL
+rm -rf "$tmp/C"
+echo "ok: live, a target that stops reading: the migration failed after $t s ($(tail -c 140 "$tmp/m.out" | tr -d '\n')), the job ran on"
 # a job whose module images the module cache does not hold (--module-cache-bytes 0): its
 # worker kept them, so it is checkpointed and moved all the same
 srv_stop A

@@ -88,6 +88,9 @@ struct rgpu_push_opts {
 	 */
 	void **want;
 	uint64_t *want_len;
+	/* the longest the target may stay silent (no reply, no progress) before the push fails
+	 * with RGPU_ETIMEDOUT; 0: RGPU_ADMIN_LONG_TIMEOUT_MS */
+	int silence_ms;
 };
 
 /*
