@@ -312,6 +312,12 @@ static int send_need(struct rgpu_conn *c, const struct rgpu_frame_hdr *h, int re
 	return rgpu_frame_send_hdr(c, &rh, &pn.base, result ? NULL : bitmap);
 }
 
+/* the receiver's heartbeat while it checks, stores and commits (rgpu_ticker) */
+static void commit_tick(void *c)
+{
+	rgpu_admin_progress(c, "commit", 0, 0, "");
+}
+
 int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		      const Rgpu__PushRequest *req, const uint8_t *proof, struct rgpu_store *s,
 		      uint64_t *id, uint64_t *done_seq, char *why, size_t whylen)
@@ -326,6 +332,7 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 	pthread_t tids[16];
 	unsigned nthreads, nstarted = 0;
 	char w[300];
+	struct rgpu_ticker *hb = NULL;
 	int ret, need_sent = 0, done_got = 0;
 
 	if (h->payload_len != n * RGPU_HASH_LEN || n > RGPU_MAX_MANIFEST / RGPU_HASH_LEN) {
@@ -446,7 +453,13 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		next++;
 		got++;
 	}
-	/* every chunk checked and stored before the commit */
+	/*
+	 * Every chunk checked and stored before the commit, which may sync a large checkpoint to
+	 * disk: the sender hears a heartbeat meanwhile, so that it can tell this side's silence
+	 * from a stall (a live migration's answer deadline). Nothing else writes on c until the
+	 * reply, after this returns.
+	 */
+	hb = rgpu_ticker_start(commit_tick, c, RGPU_PUSH_HEARTBEAT_MS);
 	pthread_mutex_lock(&rx.lock);
 	rx.done = 1;
 	pthread_cond_broadcast(&rx.more);
@@ -477,6 +490,7 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 	if (ret)
 		snprintf(why, whylen, "committing the checkpoint: %s", rgpu_strerror(ret));
 out:
+	rgpu_ticker_stop(hb);
 	if (ret && need_sent && !done_got) {
 		/* the sender is still sending chunks: tell it why this side stops */
 		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;

@@ -253,6 +253,17 @@ out:
 	rgpu_store_reader_end(r);
 }
 
+struct replay_beat {
+	struct rgpu_conn *admin;
+	uint64_t n;
+};
+
+static void replay_tick(void *p)
+{
+	struct replay_beat *b = p;
+	rgpu_admin_progress(b->admin, "replay", 0, b->n, "records");
+}
+
 static void fill_tick(void *p)
 {
 	struct fill *f = p;
@@ -961,7 +972,17 @@ static int rebuild(struct restore *rs)
 	the_restore = rs;
 	w->image_lookup = image_lookup;
 	w->replaying = 1;
+	/*
+	 * A heartbeat to the pusher while the job is rebuilt (a module load may make the driver
+	 * compile PTX for a long time): a replay sends nothing on rs->admin itself
+	 */
+	struct replay_beat rb = {rs->admin, st_count(want)};
+	struct rgpu_ticker *hb = rs->admin ? rgpu_ticker_start(replay_tick, &rb, RGPU_PUSH_HEARTBEAT_MS)
+					   : NULL;
+	if (rgpu_fault("restore_slow"))
+		sleep(5); /* tests: a target busy and silent longer than the sender's deadline */
 	ret = srv_replay_restore(w, want, journals, jlen, why, sizeof(why));
+	rgpu_ticker_stop(hb);
 	w->replaying = 0;
 	w->image_lookup = NULL;
 	st_log_free(want);

@@ -289,3 +289,76 @@ void rgpu_memcpy_wide_nt(void *dst, const void *src, size_t n)
 {
 	wide_copy(dst, src, n, 1, 0);
 }
+
+struct rgpu_ticker {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+	int stop;
+	void (*tick)(void *arg);
+	void *arg;
+	unsigned period_ms;
+	pthread_t t;
+};
+
+static void *ticker_main(void *p)
+{
+	struct rgpu_ticker *t = p;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		ts.tv_sec += t->period_ms / 1000;
+		ts.tv_nsec += (long)(t->period_ms % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		while (!t->stop && pthread_cond_timedwait(&t->cond, &t->lock, &ts) == 0)
+			;
+		if (t->stop)
+			break;
+		/* under the lock: stop returns only once no tick runs */
+		t->tick(t->arg);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+struct rgpu_ticker *rgpu_ticker_start(void (*tick)(void *arg), void *arg, unsigned period_ms)
+{
+	struct rgpu_ticker *t = calloc(1, sizeof(*t));
+	pthread_condattr_t ca;
+
+	if (!t)
+		return NULL;
+	t->tick = tick;
+	t->arg = arg;
+	t->period_ms = period_ms ? period_ms : 1;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&t->t, NULL, ticker_main, t)) {
+		pthread_cond_destroy(&t->cond);
+		pthread_mutex_destroy(&t->lock);
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+void rgpu_ticker_stop(struct rgpu_ticker *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->lock);
+	t->stop = 1;
+	pthread_cond_signal(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+	pthread_join(t->t, NULL);
+	pthread_cond_destroy(&t->cond);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}

@@ -172,6 +172,20 @@ zdtm_finish 1
 srv_stop C KILL
 rm -rf "$tmp/C"
 echo "ok: live, a target that stops reading: the migration failed after $t s ($(tail -c 140 "$tmp/m.out" | tr -d '\n')), the job ran on"
+# a target busy longer than that without an answer (5 s rebuilding the job: a long JIT, say),
+# which says it works: the live migration goes through
+srv_start D RGPU_FAULT=restore_slow
+zdtm_start A zdtm_fill 1
+zdtm_wait_ready 1
+job=$(job_of A)
+"$ctl" migrate "$job" --server "$A" --to "$(srv_admin D)" >"$tmp/m.out" 2>&1 ||
+	fail "live migration to a slow target (heartbeats): $(cat "$tmp/m.out")"
+[ "$(job_of D)" = "$job" ] || fail "slow target: the job is not on D"
+zdtm_go
+zdtm_finish 1
+srv_stop D
+rm -rf "$tmp/D"
+echo "ok: live, a target silent 5 s but beating: moved ($(tail -c 140 "$tmp/m.out" | tr -d '\n'))"
 # a job whose module images the module cache does not hold (--module-cache-bytes 0): its
 # worker kept them, so it is checkpointed and moved all the same
 srv_stop A

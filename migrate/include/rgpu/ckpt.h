@@ -89,9 +89,12 @@ struct rgpu_push_opts {
 	void **want;
 	uint64_t *want_len;
 	/* the longest the target may stay silent (no reply, no progress) before the push fails
-	 * with RGPU_ETIMEDOUT; 0: RGPU_ADMIN_LONG_TIMEOUT_MS */
+	 * with RGPU_ETIMEDOUT; 0: RGPU_ADMIN_LONG_TIMEOUT_MS. A target reports progress at least
+	 * every RGPU_PUSH_HEARTBEAT_MS while it works on a push (its silent phases: the commit,
+	 * rebuilding the job), so a limit above that tells a stall from work. */
 	int silence_ms;
 };
+#define RGPU_PUSH_HEARTBEAT_MS 500
 
 /*
  * rgpu_push_send() - push checkpoint id of store s to the server at the other end of a: the

@@ -102,6 +102,37 @@ static void *wide_thread(void *arg)
 	return NULL;
 }
 
+static atomic_int ticks, ticking; /* ticking: a tick is running */
+
+static void count_tick(void *arg)
+{
+	atomic_store(&ticking, 1);
+	usleep(2000); /* a tick that takes a while: stop must wait for it */
+	atomic_fetch_add(&ticks, 1);
+	atomic_store(&ticking, *(int *)arg);
+}
+
+/* A ticker ticks once a period, not before its first period, and none after its stop. */
+static void test_ticker(void **state)
+{
+	(void)state;
+	int after = 0;
+	atomic_store(&ticks, 0);
+	struct rgpu_ticker *t = rgpu_ticker_start(count_tick, &after, 20);
+	assert_non_null(t);
+	usleep(10000);
+	assert_int_equal(atomic_load(&ticks), 0); /* the first comes one period in */
+	usleep(200000);
+	int n = atomic_load(&ticks);
+	assert_true(n >= 5 && n <= 11); /* about 10 in 210 ms; a busy machine may lose some */
+	rgpu_ticker_stop(t);
+	n = atomic_load(&ticks);
+	assert_int_equal(atomic_load(&ticking), 0); /* no tick half done */
+	usleep(60000);
+	assert_int_equal(atomic_load(&ticks), n);
+	rgpu_ticker_stop(NULL);
+}
+
 static void test_memcpy_wide(void **state)
 {
 	static const size_t sizes[] = {1, 4095, (1u << 20) - 1, 1u << 20, (1u << 20) + 1,
@@ -145,6 +176,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parallel),
 	    cmocka_unit_test(test_watch_returns_at_once),
+	    cmocka_unit_test(test_ticker),
 	    cmocka_unit_test(test_memcpy_wide),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -181,6 +181,16 @@ unsigned rgpu_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned i), voi
 unsigned rgpu_parallel_watch(unsigned nthreads, void (*fn)(void *arg, unsigned i), void *arg,
 			     void (*tick)(void *targ), void *targ, unsigned period_ms);
 
+/*
+ * rgpu_ticker_start() - call tick(arg) every period_ms on a thread of its own, the first time
+ * one period from now, until rgpu_ticker_stop(), which returns once no tick runs or will (a
+ * heartbeat on a connection while the calling thread works and writes nothing there). NULL
+ * when no thread could be started (no ticks then); stop takes NULL.
+ */
+struct rgpu_ticker;
+struct rgpu_ticker *rgpu_ticker_start(void (*tick)(void *arg), void *arg, unsigned period_ms);
+void rgpu_ticker_stop(struct rgpu_ticker *t);
+
 /* rgpu_parallel_width() - threads for the checkpoint pipeline's loops: $RGPU_CKPT_THREADS,
  * else the CPUs online; 1 to 32 */
 unsigned rgpu_parallel_width(void);
