@@ -302,9 +302,10 @@ static int push(struct mig *m, uint64_t id, int stage, struct srv_ckpt_direct *d
 	m->opts.want_len = dx ? &wlen : NULL;
 	/*
 	 * Live: a target silent for --frame-timeout fails the push, and the migration, and the
-	 * job runs on here (at the switchover it is held that long at most). A live round's
-	 * checkpoint is not made durable there, and the target's restore reports its progress.
-	 * A cold push keeps the long limit: the target commits it to disk before it answers.
+	 * job runs on here (at the switchover it is held that long at most). A working target
+	 * reports progress at least every RGPU_PUSH_HEARTBEAT_MS, so only one that stopped
+	 * trips it. A cold push keeps the long limit: the target commits it to disk before it
+	 * answers.
 	 */
 	m->opts.silence_ms = dx ? live_silence_ms(m) : 0;
 	ret = rgpu_push_send(m->peer, m->a->w->store, id, &m->opts, forward_progress, m->a->c,

@@ -79,6 +79,17 @@ static void *watch_main(void *p)
 	return NULL;
 }
 
+/* ts (a CLOCK_MONOTONIC time for a timed wait) moved ms later */
+static void ts_add_ms(struct timespec *ts, unsigned ms)
+{
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
 unsigned rgpu_parallel_watch(unsigned nthreads, void (*fn)(void *arg, unsigned i), void *arg,
 			     void (*tick)(void *targ), void *targ, unsigned period_ms)
 {
@@ -99,12 +110,7 @@ unsigned rgpu_parallel_watch(unsigned nthreads, void (*fn)(void *arg, unsigned i
 			pthread_mutex_unlock(&w.lock);
 			tick(targ);
 			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += period_ms / 1000;
-			ts.tv_nsec += (long)(period_ms % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
+			ts_add_ms(&ts, period_ms);
 			pthread_mutex_lock(&w.lock);
 			while (!w.over &&
 			       pthread_cond_timedwait(&w.done, &w.lock, &ts) == 0)
@@ -308,12 +314,7 @@ static void *ticker_main(void *p)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	pthread_mutex_lock(&t->lock);
 	for (;;) {
-		ts.tv_sec += t->period_ms / 1000;
-		ts.tv_nsec += (long)(t->period_ms % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ts_add_ms(&ts, t->period_ms);
 		while (!t->stop && pthread_cond_timedwait(&t->cond, &t->lock, &ts) == 0)
 			;
 		if (t->stop)

@@ -45,19 +45,5 @@ echo "ok: zdtm_mixed moved live A -> B and cold B -> A over TLS, every check pas
 # shellcheck disable=SC2086
 srv_start C RGPU_FAULT=push_stall -- $tls
 C=$(srv_admin C)
-for mode in --cold live; do
-	zdtm_start A zdtm_fill 1 # 64 MiB that do not compress: more than the sockets hold
-	zdtm_wait_ready 1
-	job=$(job_of A)
-	t0=$(date +%s)
-	# shellcheck disable=SC2046 # no option for a live migration
-	"$ctl" migrate "$job" --server "$A" --to "$C" $([ "$mode" = live ] || echo "$mode") >"$tmp/m.out" 2>&1
-	rc=$?
-	t=$(($(date +%s) - t0))
-	[ $rc -eq 1 ] || fail "$mode migration to a stalled target over TLS: exit $rc, want 1: $(cat "$tmp/m.out")"
-	[ $t -le 20 ] || fail "$mode migration to a stalled target over TLS took $t s (it stalls 120 s)"
-	[ "$(job_of A)" = "$job" ] || fail "$mode, stalled target over TLS: the job is gone from A"
-	zdtm_go
-	zdtm_finish 1
-	echo "ok: $mode, a target that stops reading, over TLS: failed after $t s ($(tail -c 120 "$tmp/m.out" | tr -d '\n')), the job ran on"
-done
+stalled_target A "$C" --cold "timed out"
+stalled_target A "$C" live "no answer in time"

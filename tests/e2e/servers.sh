@@ -9,6 +9,11 @@
 #   zdtm_wait_ready N                                    wait for the program's Nth READY
 #   zdtm_go                                              send it SIGUSR1
 #   zdtm_finish ROUNDS                                   wait for its exit: OK with ROUNDS
+#   stalled_target NAME TARGET MODE WANT                 a zdtm_fill job on server NAME moved
+#                                                        (MODE --cold or live) to TARGET (admin
+#                                                        HOST:PORT), which stops reading mid-push:
+#                                                        the migration must fail within 20 s
+#                                                        saying WANT, and the job run on
 #   fail MSG                                             say why, with each server's last log
 #                                                        lines, and exit 1
 #   json FILE EXPR                                       a Python expression over FILE's JSON (j)
@@ -107,4 +112,23 @@ zdtm_finish() {
 job_of() {
 	"$ctl" jobs --server "$(srv_admin "$1")" --json |
 		python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"]; print(j[0]["job"] if j else "")'
+}
+stalled_target() {
+	st_src=$1 st_to=$2 st_mode=$3 st_want=$4
+	zdtm_start "$st_src" zdtm_fill 1 # 64 MiB that do not compress: more than the sockets hold
+	zdtm_wait_ready 1
+	st_job=$(job_of "$st_src")
+	st_t0=$(date +%s)
+	# shellcheck disable=SC2046 # a live migration has no option of its own
+	"$ctl" migrate "$st_job" --server "$(srv_admin "$st_src")" --to "$st_to" \
+		$([ "$st_mode" = live ] || echo "$st_mode") >"$tmp/m.out" 2>&1
+	st_rc=$?
+	st_t=$(($(date +%s) - st_t0))
+	[ $st_rc -eq 1 ] || fail "$st_mode migration to a stalled target: exit $st_rc, want 1: $(cat "$tmp/m.out")"
+	[ $st_t -le 20 ] || fail "$st_mode migration to a stalled target took $st_t s (the target stalls for 120 s)"
+	grep -q "$st_want" "$tmp/m.out" || fail "$st_mode migration to a stalled target, not '$st_want': $(cat "$tmp/m.out")"
+	[ "$(job_of "$st_src")" = "$st_job" ] || fail "$st_mode, stalled target: the job is gone from $st_src"
+	zdtm_go
+	zdtm_finish 1
+	echo "ok: $st_mode, a target that stops reading: the migration failed after $st_t s ($(tail -c 140 "$tmp/m.out" | tr -d '\n')), the job ran on"
 }
