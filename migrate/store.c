@@ -5,7 +5,8 @@
  *   chunks     chunk hash (32 bytes) -> chunk value: a 16-byte header, then the payload
  *   manifests  checkpoint id (8 bytes big-endian, so LMDB's order is the ids') -> manifest
  *   meta       "format" -> "RGST" + version; "next_id" -> the next checkpoint id
- * New chunks are written in batches of their own transactions, without waiting for the disk;
+ * New chunks are written in batches of their own transactions, each waiting for its data pages
+ * but not its meta page (MDB_NOMETASYNC);
  * a manifest is written in one transaction after the chunks it names are on disk, and is on
  * disk itself before rgpu_ckpt_commit() returns: a checkpoint exists whole or not at all, even
  * across a crash of the machine. When the map is full the environment doubles it and the
@@ -96,7 +97,7 @@ struct rgpu_ckpt {
 	uint64_t added, added_bytes, added_stored;
 	int lock_fd; /* gc.lock, held shared */
 	int failed;  /* a write failed: only abort is left */
-	int transient; /* rgpu_ckpt_transient(): committed without waiting for the disk */
+	int transient; /* rgpu_ckpt_transient(): committed without the final sync */
 };
 
 struct rgpu_chunk_enc {
@@ -244,10 +245,15 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 	}
 	if (e && *e) /* tests: a small first map, to see it grow */
 		initial = strtoull(e, NULL, 0);
-	/* chunk batches are written without waiting for the disk: commit makes them durable */
+	/*
+	 * MDB_NOMETASYNC: every commit waits for its data pages, then writes its meta page without
+	 * waiting, so a crash may undo the last transaction but never leaves a meta page naming
+	 * pages that did not reach the disk. MDB_NOSYNC with MDB_WRITEMAP would leave the order to
+	 * the kernel's writeback: a crash could then corrupt the whole store (lmdb.h).
+	 */
 	if ((rc = mdb_env_create(&s->env)) || (rc = mdb_env_set_maxdbs(s->env, 16)) ||
 	    (rc = mdb_env_set_mapsize(s->env, initial)) ||
-	    (rc = mdb_env_open(s->env, dir, MDB_NOTLS | MDB_NOSYNC | MDB_WRITEMAP, 0640))) {
+	    (rc = mdb_env_open(s->env, dir, MDB_NOTLS | MDB_NOMETASYNC | MDB_WRITEMAP, 0640))) {
 		ret = mdb_err(dir, rc);
 		goto out_env;
 	}

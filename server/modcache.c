@@ -5,7 +5,7 @@
  * session of this server needs it. Each worker opens the store after fork (LMDB environments
  * must not cross fork). Entries are immutable: a hash names exactly one content, so concurrent
  * puts of the same key are harmless. A put is on disk when it returns; a use (the order) is
- * not waited for.
+ * written without waiting for its meta page (a crash may undo the last).
  *
  * Only images the driver has loaded are stored (exec_module.c), and the images together stay
  * within a byte bound (rgpud --module-cache-bytes): a put first evicts the least recently used

@@ -142,7 +142,7 @@ int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], cons
  */
 int rgpu_ckpt_set_list(struct rgpu_ckpt *c, const uint8_t *hashes, size_t n);
 /*
- * rgpu_ckpt_transient() - commit c without waiting for the disk (a live migration's round,
+ * rgpu_ckpt_transient() - commit c without its final sync to disk (a live migration's round,
  * removed once sent: a crash may lose it, and nothing needs it after one). Still whole or not at
  * all: LMDB's transaction is.
  */
