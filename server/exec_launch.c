@@ -80,8 +80,9 @@ static CUresult launch_with_attrs(struct srv_worker *w, void *fn, const Rgpu__La
  */
 int h_launch(struct srv_worker *w, struct srv_frame *f)
 {
-	Rgpu__Launch *m = (Rgpu__Launch *)f->decoded; /* the reader's, when it could */
-	f->decoded = NULL;
+	/* the reader's, when it could: it stays in the frame, and the reader frees it with the
+	 * frame (frame_retire), in the thread that allocated it */
+	Rgpu__Launch *m = (Rgpu__Launch *)f->decoded;
 	if (!m)
 		m = UNPACK(Launch, launch, f);
 	if (!m) {
@@ -130,7 +131,8 @@ int h_launch(struct srv_worker *w, struct srv_frame *f)
 		free(moved);
 	}
 	srv_async_error(w, r, "launch");
-	rgpu__launch__free_unpacked(m, NULL);
+	if (!f->decoded)
+		rgpu__launch__free_unpacked(m, NULL);
 	return 0;
 }
 
