@@ -57,6 +57,18 @@ static void on_signal(int sig)
 
 #define ADMIN_TIMEOUT_MS 5000
 
+/*
+ * Admin connections whose request a process of their own is reading (admin_preauth): our end
+ * of the socket it hands the request over, and its pid. At most ADMIN_PENDING_MAX at once;
+ * further connections wait in the listen queue.
+ */
+#define ADMIN_PENDING_MAX 64
+static struct {
+	int fd;
+	pid_t pid;
+} admin_pending[ADMIN_PENDING_MAX];
+static int nadmin_pending;
+
 struct worker {
 	pid_t pid;
 	int ctl;               /* our end of its control channel; -1 once closed */
@@ -550,55 +562,152 @@ out:
 	return ret;
 }
 
-/*
- * One admin request per connection, answered at once from the workers' latest reports (at
- * most INFO_EVERY_MS old). The whole request (and, with --admin-key, the challenge's answer)
- * must arrive within ADMIN_TIMEOUT_MS of accept.
- */
-static void on_admin(const struct srv_config *cfg, int afd)
+/* what admin_preauth hands the supervisor before the request frame itself */
+struct admin_handoff {
+	uint32_t magic;
+	int has_proof;
+	uint8_t proof[RGPU_AUTH_MAC_LEN];
+	char peer[96];
+};
+#define ADMIN_HANDOFF_MAGIC 0x48414752u /* "RGAH" */
+
+static void child_close(int lfd, int afd);
+
+/* Answer an admin connection's request with an error (the request's own connection). */
+static void admin_refuse(struct rgpu_conn *c, int code, const char *msg)
 {
-	struct rgpu_conn *c;
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
+	pe.code = code;
+	pe.message = (char *)msg;
+	rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+}
+
+/*
+ * In a child of its own, forked at accept: everything before an admin request may be answered
+ * (TLS, the request, with --admin-key the challenge and its answer), however slowly its client
+ * sends, within ADMIN_TIMEOUT_MS of accept. A refusal is answered here. An accepted request goes
+ * to the supervisor over fd (an admin_handoff, then the frame as it came), and this process
+ * relays between fd and the client until either ends. The supervisor's one thread thus never
+ * waits for a client: it used to spend up to ADMIN_TIMEOUT_MS on each connection, during which
+ * it accepted no client and answered no worker. Returns the exit status.
+ */
+static int admin_preauth(const struct srv_config *cfg, struct rgpu_conn *c, int fd)
+{
+	struct admin_handoff ho = {.magic = ADMIN_HANDOFF_MAGIC};
 	struct rgpu_frame_hdr h;
-	uint8_t *body = NULL;
+	uint8_t *body = NULL, hdr[RGPU_FRAME_HDR_LEN];
+	char msg[160];
 	int ret;
 
-	if (rgpu_tcp_accept(afd, &c))
-		return;
 	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
-	/* the whole request, however its bytes are spread: this loop serves everyone */
 	rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
 	if (srv_tls_start(cfg, c, "admin client", RGPU_ADMIN_MSG_ERROR)) {
 		rgpu_conn_close(c);
-		return;
+		return 0;
 	}
 	ret = rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body);
-	admin_has_proof = 0;
-	admin_conn_taken = 0;
-	admin_body = body;
-	admin_body_len = h.body_len;
-	if (ret == 0 && h.type < ARRAY_SIZE(srv_admin_handlers) && srv_admin_handlers[h.type]) {
-		char msg[160];
-		if (cfg->admin_key && admin_auth(cfg, c, &h, body, msg, sizeof(msg))) {
-			Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-			struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
-			pe.code = RGPU_EAUTH;
-			pe.message = msg;
-			rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
-		} else {
-			srv_admin_handlers[h.type](cfg, c, &h);
-		}
-		admin_has_proof = 0;
-	} else {
-		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-		struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
-		char msg[128];
+	if (ret || h.type >= ARRAY_SIZE(srv_admin_handlers) || !srv_admin_handlers[h.type]) {
 		snprintf(msg, sizeof(msg), "the admin address takes admin requests only (%s)",
 			 ret ? rgpu_strerror(ret) : rgpu_admin_msg_name(h.type));
 		pr_warn("admin client %s: %s", rgpu_conn_peer(c), msg);
-		pe.code = ret ? ret : RGPU_EPROTO;
-		pe.message = msg;
-		rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+		admin_refuse(c, ret ? ret : RGPU_EPROTO, msg);
+		goto out;
 	}
+	if (cfg->admin_key && admin_auth(cfg, c, &h, body, msg, sizeof(msg))) {
+		admin_refuse(c, RGPU_EAUTH, msg);
+		goto out;
+	}
+	ho.has_proof = admin_has_proof;
+	memcpy(ho.proof, admin_proof, sizeof(ho.proof));
+	snprintf(ho.peer, sizeof(ho.peer), "%s", rgpu_conn_peer(c));
+	rgpu_frame_hdr_encode(&h, hdr);
+	struct iovec iov[3] = {{&ho, sizeof(ho)}, {hdr, sizeof(hdr)}, {body, h.body_len}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
+	/* a local socket's buffer takes the whole of it: requests are small (admin_msgs) */
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)(sizeof(ho) + sizeof(hdr) + h.body_len)) {
+		pr_warn("admin client %s: cannot hand its request over: %s", rgpu_conn_peer(c),
+			strerror(errno));
+		admin_refuse(c, RGPU_EIO, "the server could not take the request");
+		goto out;
+	}
+	free(body);
+	body = NULL;
+	rgpu_conn_set_deadline(c, 0);
+	rgpu_conn_relay(c, fd);
+out:
+	free(body);
+	rgpu_conn_close(c);
+	return 0;
+}
+
+/* A connection on the admin address: a child reads its request (admin_preauth). */
+static void on_admin(const struct srv_config *cfg, int afd)
+{
+	struct rgpu_conn *c;
+	int sp[2];
+	pid_t pid;
+
+	if (rgpu_tcp_accept(afd, &c))
+		return;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp)) {
+		pr_warn("admin client %s dropped: no socket pair: %s", rgpu_conn_peer(c),
+			strerror(errno));
+		rgpu_conn_close(c);
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(sp[0]);
+		child_close(sup_lfd, sup_afd);
+		rgpu_log_set_tag("rgpud-admin");
+		_exit(admin_preauth(cfg, c, sp[1]));
+	}
+	close(sp[1]);
+	rgpu_conn_abandon(c); /* the child's now */
+	if (pid < 0) {
+		pr_warn("admin client dropped: cannot fork: %s", strerror(errno));
+		close(sp[0]);
+		return;
+	}
+	admin_pending[nadmin_pending].fd = sp[0];
+	admin_pending[nadmin_pending].pid = pid;
+	nadmin_pending++;
+}
+
+/*
+ * Pending admin connection i has news: its request (answered here, from the workers' latest
+ * reports, at most INFO_EVERY_MS old, or handed to a worker or helper), or its end (the child
+ * refused it, or the client went away).
+ */
+static void on_admin_ready(const struct srv_config *cfg, int i)
+{
+	struct admin_handoff ho;
+	struct rgpu_frame_hdr h;
+	struct rgpu_conn *c = rgpu_tcp_wrap(admin_pending[i].fd);
+	uint8_t *body = NULL;
+
+	admin_pending[i] = admin_pending[--nadmin_pending];
+	if (!c)
+		return; /* (the fd is lost with it: out of memory) */
+	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
+	/* the child wrote all of it at once: this waits only for a child that died mid-way */
+	rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
+	if (rgpu_conn_recv(c, &ho, sizeof(ho)) || ho.magic != ADMIN_HANDOFF_MAGIC ||
+	    rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body)) {
+		rgpu_conn_close(c);
+		return;
+	}
+	ho.peer[sizeof(ho.peer) - 1] = 0;
+	rgpu_conn_set_peer(c, ho.peer);
+	admin_has_proof = ho.has_proof;
+	memcpy(admin_proof, ho.proof, sizeof(admin_proof));
+	admin_conn_taken = 0;
+	admin_body = body;
+	admin_body_len = h.body_len;
+	if (h.type < ARRAY_SIZE(srv_admin_handlers) && srv_admin_handlers[h.type])
+		srv_admin_handlers[h.type](cfg, c, &h);
+	admin_has_proof = 0;
 	free(body);
 	admin_body = NULL;
 	if (!admin_conn_taken)
@@ -722,6 +831,9 @@ static void child_close(int lfd, int afd)
 	for (int i = 0; i < nworkers; i++)
 		if (workers[i].ctl >= 0)
 			close(workers[i].ctl);
+	for (int i = 0; i < nadmin_pending; i++)
+		close(admin_pending[i].fd);
+	nadmin_pending = 0;
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
@@ -1487,7 +1599,7 @@ int srv_supervise(const struct srv_config *cfg)
 	start_gc(cfg, lfd, afd);
 
 	while (!stop_requested) {
-		int n = 5 + nworkers, k = 5;
+		int n = 5 + nworkers + nadmin_pending, k = 5, pend0 = 5 + nworkers;
 		if (n > cap_pfd) {
 			struct pollfd *np = realloc(pfd, (size_t)(n + 16) * sizeof(*np));
 			if (!np) {
@@ -1499,11 +1611,15 @@ int srv_supervise(const struct srv_config *cfg)
 		}
 		pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
-		pfd[2] = (struct pollfd){.fd = afd, .events = POLLIN};
+		/* a full admin_pending table leaves new admin connections in the listen queue */
+		pfd[2] = (struct pollfd){.fd = nadmin_pending < ADMIN_PENDING_MAX ? afd : -1,
+					 .events = POLLIN};
 		pfd[3] = (struct pollfd){.fd = mfd, .events = POLLIN}; /* -1 (off): ignored */
 		pfd[4] = (struct pollfd){.fd = sup_ufd, .events = POLLIN};
 		for (int i = 0; i < nworkers; i++)
 			pfd[k++] = (struct pollfd){.fd = workers[i].ctl, .events = POLLIN};
+		for (int i = 0; i < nadmin_pending; i++)
+			pfd[k++] = (struct pollfd){.fd = admin_pending[i].fd, .events = POLLIN};
 		if (poll(pfd, (nfds_t)n, mfd >= 0 ? srv_metrics_timeout_ms() : -1) < 0 &&
 		    errno != EINTR)
 			break;
@@ -1512,6 +1628,14 @@ int srv_supervise(const struct srv_config *cfg)
 			if (5 + i < n && pfd[5 + i].fd == workers[i].ctl && workers[i].ctl >= 0 &&
 			    pfd[5 + i].revents)
 				on_ctl(cfg, i);
+		/* admin requests read whole by their children (each entry found by its fd: the
+		 * table is reordered as entries leave) */
+		for (int j = n - 1; j >= pend0; j--)
+			for (int i = 0; i < nadmin_pending; i++)
+				if (pfd[j].revents && admin_pending[i].fd == pfd[j].fd) {
+					on_admin_ready(cfg, i);
+					break;
+				}
 		if (mfd >= 0)
 			srv_metrics_run(); /* what is ready, and MHD's own timeouts */
 		if (pfd[1].revents) {

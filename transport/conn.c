@@ -1,6 +1,7 @@
 /* Frame-level send and receive over any transport, and the relay between two connections. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -125,6 +126,11 @@ void rgpu_conn_set_deadline(struct rgpu_conn *c, uint64_t deadline)
 const char *rgpu_conn_peer(const struct rgpu_conn *c)
 {
 	return c->peer;
+}
+
+void rgpu_conn_set_peer(struct rgpu_conn *c, const char *peer)
+{
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 }
 
 int rgpu_conn_errno(const struct rgpu_conn *c)

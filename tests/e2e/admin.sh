@@ -63,6 +63,35 @@ s = json.load(open(tmp + "/status2.json"))["servers"][0]
 assert s["jobs"] == 0 and s["gpus"][0]["memory_used"] == 0, s
 PY
 
+# admin connections that send nothing, or half a header, hold only themselves: each is read by
+# a process of its own, so the server answers rgpuctl and serves a client meanwhile (it used to
+# spend up to 5 s on each such connection before anything else, one at a time)
+python3 - "$RGPU_E2E_ADMIN" "$ctl" "$build/tests/progs/vecadd" <<'PY' || fail "stalled admin connections"
+import socket, subprocess, sys, time
+admin, ctl, vecadd = sys.argv[1], sys.argv[2], sys.argv[3]
+host, port = admin.rsplit(":", 1)
+stalled = []
+for i in range(3):
+    s = socket.create_connection((host, int(port)))
+    if i == 1:
+        s.sendall(b"\x52\x47")  # two bytes of a header, then nothing
+    stalled.append(s)
+time.sleep(0.2)
+t0 = time.monotonic()
+st = subprocess.run([ctl, "status", "--server", admin], capture_output=True, text=True, timeout=30)
+t_status = time.monotonic() - t0
+assert st.returncode == 0 and "rgpu simgpu" in st.stdout, st
+t0 = time.monotonic()
+run = subprocess.run([ctl, "run", "--", vecadd], capture_output=True, text=True, timeout=60)
+t_run = time.monotonic() - t0
+assert run.returncode == 0, run
+for s in stalled:
+    s.close()
+print("admin: with 3 stalled admin connections, status answered in %.2f s, vecadd ran in %.2f s" % (t_status, t_run))
+assert t_status < 2.0, "status waited %.2f s behind stalled admin connections" % t_status
+assert t_run < 4.0, "a client waited %.2f s behind stalled admin connections" % t_run
+PY
+
 # a server that cannot be reached: exit status 3, the error in the JSON
 "$ctl" status --server 127.0.0.1:1 --json >"$tmp/bad.json"
 rc=$?

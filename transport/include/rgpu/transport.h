@@ -21,6 +21,8 @@ struct rgpu_conn;
  * verbs can stand behind the same calls. One reader and one (serialized) sender at a time.
  */
 const char *rgpu_conn_peer(const struct rgpu_conn *c);     /* "host:port" for logs */
+/* name the peer in logs as peer (a connection relayed by another process: the far end's) */
+void rgpu_conn_set_peer(struct rgpu_conn *c, const char *peer);
 int rgpu_conn_errno(const struct rgpu_conn *c);            /* cause kept beside RGPU_EIO */
 /* poll this long for more bytes before sleeping in a receive (0: never) */
 void rgpu_conn_set_spin(struct rgpu_conn *c, uint32_t ns);
