@@ -579,7 +579,10 @@ fi
 fi # want bench
 
 # ---- what the interposer did not implement ----------------------------------------------
-cat "$OUT"/*.rgpu.ilog 2>/dev/null | grep -o 'unimplemented: [A-Za-z0-9_]*' | sort | uniq -c \
+# (with what it asked for, where the line says: cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_...)),
+# and which programs' logs say so
+grep -o 'unimplemented: [A-Za-z0-9_]*\(([A-Za-z0-9_]*)\)\?' "$OUT"/*.rgpu.ilog 2>/dev/null |
+	sed 's|^.*/||; s|\.rgpu\.ilog:| |' | awk '{ n[$3]++; w[$3] = w[$3] " " $1 } END { for (k in n) print "  ", n[k], k, "from" w[k] }' \
 	>"$OUT/unimplemented.txt"
 
 kill $SRV 2>/dev/null; wait $SRV 2>/dev/null; trap - EXIT
