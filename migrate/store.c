@@ -159,12 +159,51 @@ static int is_rgpu_err(int r)
 }
 
 /*
+ * Take the disk blocks a write transaction of about `need` bytes will fill before it writes
+ * them. LMDB's file is sparse and written through its map (MDB_WRITEMAP), where a full disk is
+ * not an error but a SIGBUS, which would end the job's worker in the middle of a checkpoint.
+ * With the blocks allocated (fallocate) the transaction cannot run out of room; without them it
+ * fails here, whole, as any failed transaction. Called inside the write transaction: its writer
+ * lock keeps other processes from moving the end of the data meanwhile. A file system without
+ * fallocate: the transaction runs as it would have anyway. Returns 0 or RGPU_ENOSPC.
+ */
+#define RESERVE_MIN (1u << 20)
+static int reserve(struct rgpu_store *s, const char *what, size_t need)
+{
+	MDB_envinfo info;
+	mdb_filehandle_t fd;
+	uint64_t start, len = need + need / 8 + RESERVE_MIN;
+
+	if (mdb_env_info(s->env, &info) || mdb_env_get_fd(s->env, &fd))
+		return 0;
+	start = (info.me_last_pgno + 1) * s->psize;
+	if (start >= info.me_mapsize)
+		return 0; /* the map is full: the transaction fails so, and the map grows */
+	len = MIN(len, info.me_mapsize - start);
+	if (fallocate(fd, 0, (off_t)start, (off_t)len) == 0)
+		return 0;
+	if (errno == ENOSPC || errno == EFBIG || errno == EDQUOT) {
+		int e = errno;
+		pr_err("%s: the checkpoint store's disk has no room for %llu more bytes (%.*s): %s",
+		       what, (unsigned long long)len,
+		       (int)(strlen(s->lock_path) - strlen("/gc.lock")), s->lock_path, strerror(e));
+		return RGPU_ENOSPC;
+	}
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		pr_warn_once("cannot reserve room in the store's file (%s): a full disk may end "
+			     "the process that writes it",
+			     strerror(errno));
+	return 0;
+}
+
+/*
  * Run fn in a write transaction and commit it; when the map is full, grow it and run fn again
- * in a new transaction (fn must therefore only write, and be repeatable). what names the work
- * in errors. Returns 0, fn's error, or the commit's.
+ * in a new transaction (fn must therefore only write, and be repeatable). need: about how many
+ * bytes fn writes (reserve()). what names the work in errors. Returns 0, fn's error, or the
+ * commit's.
  */
 static int write_txn(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
-		     void *arg)
+		     void *arg, size_t need)
 {
 	for (;;) {
 		uint64_t seen = s->map_size;
@@ -173,7 +212,8 @@ static int write_txn(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *
 
 		if (rc)
 			return mdb_err(what, rc);
-		ret = fn(t, arg);
+		ret = reserve(s, what, need);
+		ret = ret ? ret : fn(t, arg);
 		if (!is_rgpu_err(ret)) { /* 0, or an LMDB code (errno values and MDB_* codes) */
 			rc = ret;
 			ret = 0;
@@ -323,9 +363,9 @@ int rgpu_store_read(struct rgpu_store *s, MDB_txn **t)
 }
 
 int rgpu_store_write(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
-		     void *arg, int durable)
+		     void *arg, size_t need, int durable)
 {
-	int ret = write_txn(s, what, fn, arg), rc;
+	int ret = write_txn(s, what, fn, arg, need), rc;
 
 	if (!ret && durable && (rc = mdb_env_sync(s->env, 1)))
 		ret = mdb_err(what, rc);
@@ -790,7 +830,7 @@ static int flush_locked(struct rgpu_ckpt *c)
 	uint64_t t0 = rgpu_now_ns();
 	prefault(c->s, b.bytes);
 	uint64_t t1 = rgpu_now_ns();
-	ret = write_txn(c->s, "writing chunks", put_batch, &p);
+	ret = write_txn(c->s, "writing chunks", put_batch, &p, b.bytes);
 	c->ns_prefault += t1 - t0;
 	c->ns_txn += rgpu_now_ns() - t1;
 	if (!ret)
@@ -1118,7 +1158,7 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	rgpu_sha256(m, mlen - MANIFEST_TAIL, m + mlen - MANIFEST_TAIL);
 	cm.m = m;
 	cm.mlen = mlen;
-	ret = write_txn(s, "committing the manifest", put_manifest, &cm);
+	ret = write_txn(s, "committing the manifest", put_manifest, &cm, mlen);
 	if (ret == RGPU_ENOTFOUND) {
 		char name[16];
 		hex6(c->hashes + cm.absent * RGPU_HASH_LEN, name);
@@ -1309,7 +1349,7 @@ int rgpu_store_remove(struct rgpu_store *s, uint64_t id)
 	int ret, rc;
 
 	id_key(id, key);
-	ret = write_txn(s, "removing a checkpoint", del_manifest, arg);
+	ret = write_txn(s, "removing a checkpoint", del_manifest, arg, 0);
 	if (!ret && (rc = mdb_env_sync(s->env, 1)))
 		ret = mdb_err("removing a checkpoint", rc);
 	return ret;

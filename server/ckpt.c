@@ -592,6 +592,14 @@ static void drain_fail(struct drain *d, const char *why)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* a chunk the store did not take: why, in the operator's words */
+static void drain_store_fail(struct drain *d, int ret)
+{
+	drain_fail(d, ret == RGPU_ENOSPC ? "the checkpoint store's disk has no room for it "
+					 "(the server's log says how much more it needed)"
+					 : "writing the checkpoint store failed");
+}
+
 static void drain_thread(void *arg, unsigned tid)
 {
 	struct drain *d = arg;
@@ -655,18 +663,22 @@ static void drain_thread(void *arg, unsigned tid)
 		}
 		for (uint32_t c = 0; c < it->n && !it->zero; c++) {
 			uint64_t clen = it->host ? it->len : CH;
-			if (rgpu_chunk_encode(enc, src + (uint64_t)c * CH, clen, val, &vlen) ||
-			    rgpu_ckpt_put(d->tk->ck, d->hashes + (it->index + c) * RGPU_HASH_LEN, val,
-					  vlen)) {
-				drain_fail(d, "writing the checkpoint store failed");
+			int ret = rgpu_chunk_encode(enc, src + (uint64_t)c * CH, clen, val, &vlen);
+			if (!ret)
+				ret = rgpu_ckpt_put(d->tk->ck,
+						    d->hashes + (it->index + c) * RGPU_HASH_LEN, val,
+						    vlen);
+			if (ret) {
+				drain_store_fail(d, ret);
 				break;
 			}
 			atomic_fetch_add(&d->bytes, clen);
 		}
 		if (it->zero) {
-			if (rgpu_ckpt_put(d->tk->ck, d->hashes + it->index * RGPU_HASH_LEN, val,
-					  vlen)) {
-				drain_fail(d, "writing the checkpoint store failed");
+			int ret = rgpu_ckpt_put(d->tk->ck, d->hashes + it->index * RGPU_HASH_LEN, val,
+						vlen);
+			if (ret) {
+				drain_store_fail(d, ret);
 				break;
 			}
 			atomic_fetch_add(&d->bytes, CH);

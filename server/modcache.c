@@ -387,7 +387,7 @@ int srv_modcache_open(struct rgpu_store *store, uint64_t max_bytes, struct srv_m
 	    (ret = rgpu_store_table(store, "lru", MDB_CREATE, &mc->lru)) ||
 	    (ret = rgpu_store_table(store, "owners", MDB_CREATE, &mc->owners)) ||
 	    (ret = rgpu_store_table(store, "holders", MDB_CREATE | MDB_DUPSORT, &mc->holders)) ||
-	    (ret = rgpu_store_write(store, "opening the module cache", open_fn, mc, 1))) {
+	    (ret = rgpu_store_write(store, "opening the module cache", open_fn, mc, 0, 1))) {
 		free(mc);
 		return ret;
 	}
@@ -410,7 +410,7 @@ static int drop_fn(MDB_txn *txn, void *arg)
 static void drop(struct srv_modcache *mc, const uint8_t hash[32])
 {
 	struct drop_arg d = {mc, hash};
-	rgpu_store_write(mc->store, "dropping a damaged image", drop_fn, &d, 0);
+	rgpu_store_write(mc->store, "dropping a damaged image", drop_fn, &d, 0, 0);
 }
 
 struct touch_arg {
@@ -476,7 +476,7 @@ int srv_modcache_get(struct srv_modcache *mc, const char *tenant, const uint8_t 
 	}
 	/* the most recently used now; failing that, it only ages sooner */
 	struct touch_arg t = {mc, hash, *len, tenant};
-	rgpu_store_write(mc->store, "noting an image's use", touch_fn, &t, 0);
+	rgpu_store_write(mc->store, "noting an image's use", touch_fn, &t, 0, 0);
 	return 0;
 }
 
@@ -536,7 +536,7 @@ int srv_modcache_put(struct srv_modcache *mc, const char *tenant, uint64_t tenan
 			     len, srv_tenant_label(tenant), (unsigned long long)tenant_max);
 		return RGPU_ETOOBIG;
 	}
-	ret = rgpu_store_write(mc->store, "caching an image", put_fn, &p, 1);
+	ret = rgpu_store_write(mc->store, "caching an image", put_fn, &p, len, 1);
 	if (ret)
 		pr_warn("cannot cache a %zu-byte image: %s", len, rgpu_strerror(ret));
 	return ret;

@@ -53,14 +53,16 @@ void rgpu_store_close(struct rgpu_store *s);
  * rgpu_store_write() - run fn in a write transaction and commit it; when the map is full it is
  *   grown and fn runs again in a new transaction, so fn must only write and be repeatable. fn
  *   returns 0, an LMDB code, or a negative RGPU_E* (the transaction is then aborted and that
- *   code returned). With durable, the environment is on disk when it returns (the store's
- *   writes do not wait for the disk otherwise). what names the work in errors.
+ *   code returned). need: about how many bytes fn writes (the disk room taken first: RGPU_ENOSPC
+ *   when there is none, rather than a SIGBUS in LMDB's map). With durable, the environment is on
+ *   disk when it returns (the store's writes do not wait for their meta page otherwise). what
+ *   names the work in errors.
  * All three return 0 or a negative RGPU_E*, the LMDB error said at err.
  */
 int rgpu_store_table(struct rgpu_store *s, const char *name, unsigned flags, MDB_dbi *dbi);
 int rgpu_store_read(struct rgpu_store *s, MDB_txn **t);
 int rgpu_store_write(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
-		     void *arg, int durable);
+		     void *arg, size_t need, int durable);
 
 /* rgpu_store_chunk_has() - 1 if the chunk is stored, 0 if not, or a negative RGPU_E*. */
 int rgpu_store_chunk_has(struct rgpu_store *s, const uint8_t hash[RGPU_HASH_LEN]);

@@ -256,7 +256,7 @@ static void test_unowned(void **state)
 	(void)state;
 	mc = open_cache(1 << 20);
 	assert_int_equal(srv_modcache_put(mc, "", SRV_UNLIMITED, a.hash, a.data, a.len), 0);
-	assert_int_equal(rgpu_store_write(store, "test", del_holder, a.hash, 1), 0);
+	assert_int_equal(rgpu_store_write(store, "test", del_holder, a.hash, 0, 1), 0);
 	close_cache(mc);
 
 	mc = open_cache(1 << 20);

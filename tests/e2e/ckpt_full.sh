@@ -1,0 +1,54 @@
+#!/bin/sh
+# A checkpoint that does not fit on the store's disk fails, saying so, and nothing else is lost
+# (testing.md, reliability targets):   ckpt_full.sh BUILD
+#
+# rgpud's data folder is a 40 MiB tmpfs of the test's own (a private mount namespace, entered as
+# an unprivileged user namespace; exit 77, skipped, where the kernel allows neither). A 4 MiB
+# checkpoint fits; a 64 MiB one of random data does not: it must fail with a message about the
+# disk's room, the job must run on with its memory intact, and the first checkpoint must still
+# verify. The store is written through a map, where a full disk used to be a SIGBUS that ended
+# the job's worker mid-checkpoint.
+set -u
+if [ "${RGPU_CKPT_FULL_NS:-}" != 1 ]; then
+	if ! unshare -r -m true 2>/dev/null; then
+		echo "SKIP: no unprivileged user and mount namespaces here"
+		exit 77
+	fi
+	RGPU_CKPT_FULL_NS=1 exec unshare -r -m sh "$0" "$@"
+fi
+build=$1
+tmp=$(mktemp -d)
+. "$(dirname "$0")/servers.sh"
+mkdir -p "$tmp/A/data"
+mount -t tmpfs -o size=40m tmpfs "$tmp/A/data" || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
+trap 'srv_stop A; umount "$tmp/A/data"; srv_cleanup' EXIT
+
+srv_start A
+A=$(srv_admin A)
+
+ZDTM_FILL_MIB=4 ZDTM_FILL_SEED=1 zdtm_start A zdtm_fill 1
+zdtm_wait_ready 1
+"$ctl" checkpoint "$(job_of A)" --server "$A" --json >"$tmp/small.json" ||
+	fail "a 4 MiB checkpoint: $(cat "$tmp/small.json")"
+zdtm_go
+zdtm_finish 1
+small=$(json "$tmp/small.json" 'j["id"]')
+echo "ok: a 4 MiB checkpoint ($small) fits in 40 MiB"
+
+ZDTM_FILL_MIB=64 ZDTM_FILL_SEED=2 zdtm_start A zdtm_fill 1
+zdtm_wait_ready 1
+job=$(job_of A)
+"$ctl" checkpoint "$job" --server "$A" >"$tmp/big.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] || fail "a 64 MiB checkpoint of random data fit in 40 MiB: $(cat "$tmp/big.out")"
+grep -q "no room\|no space" "$tmp/big.out" || fail "the failure does not say the disk is full: $(cat "$tmp/big.out")"
+echo "ok: a 64 MiB checkpoint failed (status $rc): $(tail -n 1 "$tmp/big.out")"
+[ "$(job_of A)" = "$job" ] || fail "the job is gone after the failed checkpoint"
+zdtm_go
+zdtm_finish 1
+echo "ok: the job ran on and its 64 MiB read back intact"
+
+"$ctl" checkpoint verify "$small" --server "$A" >"$tmp/v.out" 2>&1 ||
+	fail "the first checkpoint no longer verifies: $(cat "$tmp/v.out")"
+echo "ok: checkpoint $small still verifies"
+echo "ckpt_full: OK"
