@@ -573,7 +573,8 @@ struct admin_handoff {
 
 static void child_close(int lfd, int afd);
 
-/* Answer an admin connection's request with an error (the request's own connection). */
+/* Answer an admin request with an error; admin_error() also logs it. */
+static void admin_error(struct rgpu_conn *c, int code, const char *msg);
 static void admin_refuse(struct rgpu_conn *c, int code, const char *msg)
 {
 	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
@@ -610,8 +611,7 @@ static int admin_preauth(const struct srv_config *cfg, struct rgpu_conn *c, int 
 	if (ret || h.type >= ARRAY_SIZE(srv_admin_handlers) || !srv_admin_handlers[h.type]) {
 		snprintf(msg, sizeof(msg), "the admin address takes admin requests only (%s)",
 			 ret ? rgpu_strerror(ret) : rgpu_admin_msg_name(h.type));
-		pr_warn("admin client %s: %s", rgpu_conn_peer(c), msg);
-		admin_refuse(c, ret ? ret : RGPU_EPROTO, msg);
+		admin_error(c, ret ? ret : RGPU_EPROTO, msg);
 		goto out;
 	}
 	if (cfg->admin_key && admin_auth(cfg, c, &h, body, msg, sizeof(msg))) {
@@ -963,13 +963,8 @@ static void start_probe(const struct srv_config *cfg, int lfd, int afd)
 
 static void admin_error(struct rgpu_conn *c, int code, const char *msg)
 {
-	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-	struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
-
 	pr_warn("admin client %s: %s", rgpu_conn_peer(c), msg);
-	pe.code = code;
-	pe.message = (char *)msg;
-	rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+	admin_refuse(c, code, msg);
 }
 
 /* The job whose id starts with the hex prefix (at least 4 digits), or -1 with why filled. */
