@@ -4,7 +4,8 @@
  * rgpu_store_table/_write, server/modcache.c):
  *   chunks     chunk hash (32 bytes) -> chunk value: a 16-byte header, then the payload
  *   manifests  checkpoint id (8 bytes big-endian, so LMDB's order is the ids') -> manifest
- *   meta       "format" -> "RGST" + version; "next_id" -> the next checkpoint id
+ *   meta       "format" -> "RGST" + version; "next_id" -> the next checkpoint id; "gc_freed" ->
+ *              the chunks the last gc deleted
  * New chunks are written in batches of their own transactions, each waiting for its data pages
  * but not its meta page (MDB_NOMETASYNC);
  * a manifest is written in one transaction after the chunks it names are on disk, and is on
@@ -96,7 +97,7 @@ struct rgpu_ckpt {
 	uint8_t *val;               /* its value buffer */
 	uint64_t added, added_bytes, added_stored;
 	int lock_fd; /* gc.lock, held shared */
-	int failed;  /* a write failed: only abort is left */
+	int failed;  /* a write failed (its RGPU_E* code): only abort is left */
 	int transient; /* rgpu_ckpt_transient(): committed without the final sync */
 };
 
@@ -159,20 +160,83 @@ static int is_rgpu_err(int r)
 }
 
 /*
- * Take the disk blocks a write transaction of about `need` bytes will fill before it writes
- * them. LMDB's file is sparse and written through its map (MDB_WRITEMAP), where a full disk is
+ * The room one value of len bytes takes in LMDB: whole overflow pages past half a page, else
+ * its share of leaf pages, which random keys leave about half full.
+ */
+static size_t value_room(size_t len, size_t psize)
+{
+	if (len + 64 > psize / 2)
+		return (len + 64 + psize - 1) / psize * psize;
+	return 2 * (len + 64);
+}
+
+/* mdb_reader_list's lines ("pid thread txnid", "-" for none): the oldest snapshot read */
+static int reader_line(const char *msg, void *ctx)
+{
+	uint64_t *oldest = ctx;
+	unsigned long long tid, txnid;
+	int pid;
+
+	if (sscanf(msg, "%d %llx %llu", &pid, &tid, &txnid) == 3 && txnid < *oldest)
+		*oldest = txnid;
+	return 0;
+}
+
+/*
+ * The pages on LMDB's free list that the next write transaction may take again: those freed
+ * by a transaction older than every snapshot still read, and than the last commit (whose freed
+ * pages the other meta page still names). Readers of processes that are gone are cleared
+ * first (mdb_reader_check): a helper that died reading would hold them all back. LMDB opens no
+ * cursor on the free list in a write transaction: a read-only one of this thread's (MDB_NOTLS
+ * allows it beside the write transaction) sees the same last commit.
+ */
+static uint64_t free_pages(struct rgpu_store *s)
+{
+	MDB_envinfo info;
+	MDB_txn *r;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	uint64_t n = 0, oldest;
+	int dead;
+
+	mdb_reader_check(s->env, &dead);
+	if (mdb_env_info(s->env, &info))
+		return 0;
+	oldest = info.me_last_txnid;
+	mdb_reader_list(s->env, reader_line, &oldest);
+	if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &r))
+		return 0;
+	if (!mdb_cursor_open(r, 0 /* FREE_DBI */, &cur)) {
+		for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+			if (k.mv_size == sizeof(size_t) && *(const size_t *)k.mv_data < oldest &&
+			    v.mv_size >= sizeof(size_t))
+				n += *(const size_t *)v.mv_data; /* an ID list: its count first */
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(r);
+	return n;
+}
+
+/*
+ * Take the disk blocks a write transaction will fill before it writes them: room for `need`
+ * bytes (value_room() of what it writes), an eighth more and RESERVE_MIN for the tree's own
+ * pages. LMDB's file is sparse and written through its map (MDB_WRITEMAP), where a full disk is
  * not an error but a SIGBUS, which would end the job's worker in the middle of a checkpoint.
- * With the blocks allocated (fallocate) the transaction cannot run out of room; without them it
- * fails here, whole, as any failed transaction. Called inside the write transaction: its writer
- * lock keeps other processes from moving the end of the data meanwhile. A file system without
- * fallocate: the transaction runs as it would have anyway. Returns 0 or RGPU_ENOSPC.
+ * With the blocks allocated (fallocate, past the data's end) the transaction cannot run out of
+ * room; when the disk has too few, the pages on LMDB's free list (blocks it has already, which it
+ * reuses first) count too, and only the rest must be new; without enough the transaction fails
+ * here, whole. Called first in a write transaction: its writer lock keeps other processes
+ * from moving the end of the data meanwhile. A file system without fallocate: the transaction
+ * runs as it would have anyway. Returns 0 or RGPU_ENOSPC.
  */
 #define RESERVE_MIN (1u << 20)
 static int reserve(struct rgpu_store *s, const char *what, size_t need)
 {
 	MDB_envinfo info;
 	mdb_filehandle_t fd;
-	uint64_t start, len = need + need / 8 + RESERVE_MIN;
+	uint64_t start, len = need + need / 8 + RESERVE_MIN, reuse;
+	int e;
 
 	if (mdb_env_info(s->env, &info) || mdb_env_get_fd(s->env, &fd))
 		return 0;
@@ -182,17 +246,22 @@ static int reserve(struct rgpu_store *s, const char *what, size_t need)
 	len = MIN(len, info.me_mapsize - start);
 	if (fallocate(fd, 0, (off_t)start, (off_t)len) == 0)
 		return 0;
-	if (errno == ENOSPC || errno == EFBIG || errno == EDQUOT) {
-		int e = errno;
-		pr_err("%s: the checkpoint store's disk has no room for %llu more bytes (%.*s): %s",
+	e = errno;
+	if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
+		reuse = free_pages(s) * s->psize;
+		if (reuse >= len || (reuse && fallocate(fd, 0, (off_t)start, (off_t)(len - reuse)) == 0))
+			return 0;
+		pr_err("%s: the checkpoint store's disk has no room for %llu more bytes (%.*s; "
+		       "%llu bytes free inside it): %s",
 		       what, (unsigned long long)len,
-		       (int)(strlen(s->lock_path) - strlen("/gc.lock")), s->lock_path, strerror(e));
+		       (int)(strlen(s->lock_path) - strlen("/gc.lock")), s->lock_path,
+		       (unsigned long long)reuse, strerror(e));
 		return RGPU_ENOSPC;
 	}
-	if (errno != EOPNOTSUPP && errno != ENOSYS)
+	if (e != EOPNOTSUPP && e != ENOSYS)
 		pr_warn_once("cannot reserve room in the store's file (%s): a full disk may end "
 			     "the process that writes it",
-			     strerror(errno));
+			     strerror(e));
 	return 0;
 }
 
@@ -365,7 +434,7 @@ int rgpu_store_read(struct rgpu_store *s, MDB_txn **t)
 int rgpu_store_write(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
 		     void *arg, size_t need, int durable)
 {
-	int ret = write_txn(s, what, fn, arg, need), rc;
+	int ret = write_txn(s, what, fn, arg, need ? value_room(need, s->psize) : 0), rc;
 
 	if (!ret && durable && (rc = mdb_env_sync(s->env, 1)))
 		ret = mdb_err(what, rc);
@@ -830,7 +899,10 @@ static int flush_locked(struct rgpu_ckpt *c)
 	uint64_t t0 = rgpu_now_ns();
 	prefault(c->s, b.bytes);
 	uint64_t t1 = rgpu_now_ns();
-	ret = write_txn(c->s, "writing chunks", put_batch, &p, b.bytes);
+	size_t room = 0;
+	for (size_t i = 0; i < b.n; i++)
+		room += value_room(b.v[i].len, c->s->psize);
+	ret = write_txn(c->s, "writing chunks", put_batch, &p, room);
 	c->ns_prefault += t1 - t0;
 	c->ns_txn += rgpu_now_ns() - t1;
 	if (!ret)
@@ -844,7 +916,7 @@ static int flush_locked(struct rgpu_ckpt *c)
 	}
 	batch_free(&b);
 	if (ret)
-		c->failed = 1;
+		c->failed = ret;
 	return ret;
 }
 
@@ -911,8 +983,10 @@ int rgpu_ckpt_chunk(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], cons
 	size_t vlen;
 	int has, ret;
 
-	if (!c || c->failed || !hash || len > RGPU_CHUNK_MAX)
+	if (!c || !hash || len > RGPU_CHUNK_MAX)
 		return RGPU_EINVAL;
+	if (c->failed)
+		return c->failed;
 	has = pending_has(c, hash) ? 1 : rgpu_store_chunk_has(c->s, hash);
 	if (has < 0)
 		return has;
@@ -1021,7 +1095,7 @@ int rgpu_ckpt_put(struct rgpu_ckpt *c, const uint8_t hash[RGPU_HASH_LEN], const 
 	if (!c || !hash || !val || vlen < CHUNK_HDR || vlen > RGPU_CHUNK_VALUE_MAX)
 		return RGPU_EINVAL;
 	pthread_mutex_lock(&c->lock);
-	ret = c->failed ? RGPU_EIO : queue_locked(c, hash, val, vlen);
+	ret = c->failed ? c->failed : queue_locked(c, hash, val, vlen);
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -1122,13 +1196,13 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	int rc, ret;
 
 	pthread_mutex_lock(&c->lock);
-	ret = c->failed ? RGPU_EIO : flush_locked(c);
+	ret = c->failed ? c->failed : flush_locked(c);
 	pthread_mutex_unlock(&c->lock);
 	/* and any batch another thread is still writing */
 	pthread_mutex_lock(&c->flush_lock);
 	pthread_mutex_unlock(&c->flush_lock);
 	if (!ret && c->failed)
-		ret = RGPU_EIO;
+		ret = c->failed;
 	if (ret)
 		goto out;
 	/* the chunks on disk before the manifest that names them */
@@ -1158,7 +1232,7 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	rgpu_sha256(m, mlen - MANIFEST_TAIL, m + mlen - MANIFEST_TAIL);
 	cm.m = m;
 	cm.mlen = mlen;
-	ret = write_txn(s, "committing the manifest", put_manifest, &cm, mlen);
+	ret = write_txn(s, "committing the manifest", put_manifest, &cm, value_room(mlen, s->psize));
 	if (ret == RGPU_ENOTFOUND) {
 		char name[16];
 		hex6(c->hashes + cm.absent * RGPU_HASH_LEN, name);
@@ -1360,6 +1434,24 @@ int rgpu_store_gc(struct rgpu_store *s, uint64_t *freed)
 	return rgpu_store_gc_bytes(s, freed, NULL);
 }
 
+struct gc_note {
+	struct rgpu_store *s;
+	uint64_t freed;
+};
+
+/* meta "gc_freed": how many chunks the last gc deleted (a commit of its own: rgpu_store_gc_bytes) */
+static int note_gc(MDB_txn *t, void *arg)
+{
+	const struct gc_note *g = arg;
+	MDB_val k = {8, "gc_freed"}, v;
+	uint8_t b[8];
+
+	wr_le64(b, g->freed);
+	v.mv_size = sizeof(b);
+	v.mv_data = b;
+	return mdb_put(t, g->s->meta, &k, &v, 0);
+}
+
 int rgpu_store_gc_bytes(struct rgpu_store *s, uint64_t *freed, uint64_t *bytes)
 {
 	uint8_t *live = NULL;
@@ -1382,6 +1474,9 @@ int rgpu_store_gc_bytes(struct rgpu_store *s, uint64_t *freed, uint64_t *bytes)
 		close(fd);
 		return mdb_err("write transaction", rc);
 	}
+	/* deleting takes new pages too (copies of the ones it changes) */
+	if ((ret = reserve(s, "collecting chunks", 0)))
+		goto out;
 	/* every chunk a manifest names */
 	if ((rc = mdb_cursor_open(t, s->manifests, &cur)))
 		goto fail;
@@ -1431,9 +1526,17 @@ int rgpu_store_gc_bytes(struct rgpu_store *s, uint64_t *freed, uint64_t *bytes)
 	mdb_cursor_close(cur);
 	rc = mdb_txn_commit(t);
 	t = NULL;
-	if (!rc)
-		rc = mdb_env_sync(s->env, 1);
 	if (rc)
+		goto fail;
+	/*
+	 * LMDB takes pages freed by the last commit again only after one more (the other meta
+	 * page still names them): that one, so that the next checkpoint may use the room freed
+	 * here (the file never shrinks; reserve() counts it)
+	 */
+	struct gc_note g = {s, del};
+	if (del && (ret = write_txn(s, "collecting chunks", note_gc, &g, 0)))
+		goto out;
+	if ((rc = mdb_env_sync(s->env, 1)))
 		goto fail;
 	if (freed)
 		*freed = del;

@@ -592,12 +592,14 @@ static void drain_fail(struct drain *d, const char *why)
 	pthread_mutex_unlock(&d->lock);
 }
 
+#define STORE_FULL_WHY                                                                          \
+	"the checkpoint store's disk has no room for it (the server's log says how much more it " \
+	"needed)"
+
 /* a chunk the store did not take: why, in the operator's words */
 static void drain_store_fail(struct drain *d, int ret)
 {
-	drain_fail(d, ret == RGPU_ENOSPC ? "the checkpoint store's disk has no room for it "
-					 "(the server's log says how much more it needed)"
-					 : "writing the checkpoint store failed");
+	drain_fail(d, ret == RGPU_ENOSPC ? STORE_FULL_WHY : "writing the checkpoint store failed");
 }
 
 static void drain_thread(void *arg, unsigned tid)
@@ -1312,7 +1314,11 @@ int srv_ckpt_take(struct srv_worker *w, struct rgpu_store *store, int keep_held,
 	ret = rgpu_ckpt_commit(tk.ck, meta, mlen, &res->id);
 	tk.ck = NULL;
 	if (ret) {
-		snprintf(why, whylen, "committing the checkpoint failed: %s", rgpu_strerror(ret));
+		if (ret == RGPU_ENOSPC)
+			snprintf(why, whylen, "%s", STORE_FULL_WHY);
+		else
+			snprintf(why, whylen, "committing the checkpoint failed: %s",
+				 rgpu_strerror(ret));
 		goto out;
 	}
 	res->chunks = nall;

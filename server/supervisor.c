@@ -63,10 +63,7 @@ static void on_signal(int sig)
  * further connections wait in the listen queue.
  */
 #define ADMIN_PENDING_MAX 64
-static struct {
-	int fd;
-	pid_t pid;
-} admin_pending[ADMIN_PENDING_MAX];
+static int admin_pending[ADMIN_PENDING_MAX];
 static int nadmin_pending;
 
 struct worker {
@@ -566,6 +563,7 @@ out:
 struct admin_handoff {
 	uint32_t magic;
 	int has_proof;
+	int has_fd; /* the client's socket itself comes with it (SCM_RIGHTS): no relay */
 	uint8_t proof[RGPU_AUTH_MAC_LEN];
 	char peer[96];
 };
@@ -588,8 +586,10 @@ static void admin_refuse(struct rgpu_conn *c, int code, const char *msg)
  * In a child of its own, forked at accept: everything before an admin request may be answered
  * (TLS, the request, with --admin-key the challenge and its answer), however slowly its client
  * sends, within ADMIN_TIMEOUT_MS of accept. A refusal is answered here. An accepted request goes
- * to the supervisor over fd (an admin_handoff, then the frame as it came), and this process
- * relays between fd and the client until either ends. The supervisor's one thread thus never
+ * to the supervisor over fd (an admin_handoff, then the frame as it came). Over plain TCP the
+ * client's socket goes with it and this process ends (a push's gigabytes then take no detour);
+ * under TLS, whose state cannot travel, or when the client sent more behind its request, this
+ * process relays between fd and the client until either ends. The supervisor's one thread thus never
  * waits for a client: it used to spend up to ADMIN_TIMEOUT_MS on each connection, during which
  * it accepted no client and answered no worker. Returns the exit status.
  */
@@ -624,15 +624,40 @@ static int admin_preauth(const struct srv_config *cfg, struct rgpu_conn *c, int 
 	rgpu_frame_hdr_encode(&h, hdr);
 	struct iovec iov[3] = {{&ho, sizeof(ho)}, {hdr, sizeof(hdr)}, {body, h.body_len}};
 	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	/* its socket, when it is plain TCP with no byte read past the request */
+	int cfd = rgpu_conn_is_tls(c) ? -1 : rgpu_conn_release_fd(c);
+	if (cfd >= 0) {
+		c = NULL;
+		ho.has_fd = 1;
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof(cm.buf);
+		struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+		ch->cmsg_level = SOL_SOCKET;
+		ch->cmsg_type = SCM_RIGHTS;
+		ch->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(ch), &cfd, sizeof(int));
+	}
 	/* a local socket's buffer takes the whole of it: requests are small (admin_msgs) */
 	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)(sizeof(ho) + sizeof(hdr) + h.body_len)) {
-		pr_warn("admin client %s: cannot hand its request over: %s", rgpu_conn_peer(c),
+		pr_warn("admin client %s: cannot hand its request over: %s", ho.peer,
 			strerror(errno));
-		admin_refuse(c, RGPU_EIO, "the server could not take the request");
+		if (!c && !(c = rgpu_tcp_wrap(cfd)))
+			close(cfd);
+		if (c)
+			admin_refuse(c, RGPU_EIO, "the server could not take the request");
 		goto out;
 	}
 	free(body);
 	body = NULL;
+	if (ho.has_fd) {
+		close(cfd); /* the supervisor's now */
+		return 0;
+	}
 	rgpu_conn_set_deadline(c, 0);
 	rgpu_conn_relay(c, fd);
 out:
@@ -670,9 +695,7 @@ static void on_admin(const struct srv_config *cfg, int afd)
 		close(sp[0]);
 		return;
 	}
-	admin_pending[nadmin_pending].fd = sp[0];
-	admin_pending[nadmin_pending].pid = pid;
-	nadmin_pending++;
+	admin_pending[nadmin_pending++] = sp[0];
 }
 
 /*
@@ -680,26 +703,84 @@ static void on_admin(const struct srv_config *cfg, int afd)
  * reports, at most INFO_EVERY_MS old, or handed to a worker or helper), or its end (the child
  * refused it, or the client went away).
  */
+/*
+ * The admin_handoff from a pre-authentication child, and the client's socket if it came with
+ * it (*cfd, else -1). The child wrote all of it at once: this waits (at most ADMIN_TIMEOUT_MS)
+ * only for a child that died mid-way. 0, or -1 (the child refused the client, or broke).
+ */
+static int recv_handoff(int fd, struct admin_handoff *ho, int *cfd)
+{
+	uint64_t deadline = rgpu_deadline_after(ADMIN_TIMEOUT_MS);
+	size_t got = 0;
+
+	*cfd = -1;
+	while (got < sizeof(*ho)) {
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(int))];
+		} cm;
+		struct iovec iov = {(char *)ho + got, sizeof(*ho) - got};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+				    .msg_controllen = sizeof(cm.buf)};
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		if (poll(&pfd, 1, rgpu_ms_until(deadline)) <= 0)
+			break;
+		ssize_t r = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR)))
+			break;
+		for (struct cmsghdr *ch = CMSG_FIRSTHDR(&mh); r > 0 && ch; ch = CMSG_NXTHDR(&mh, ch))
+			if (ch->cmsg_level == SOL_SOCKET && ch->cmsg_type == SCM_RIGHTS &&
+			    ch->cmsg_len == CMSG_LEN(sizeof(int)) && *cfd < 0)
+				memcpy(cfd, CMSG_DATA(ch), sizeof(int));
+		if (r > 0)
+			got += (size_t)r;
+	}
+	if (got == sizeof(*ho) && ho->magic == ADMIN_HANDOFF_MAGIC && !ho->has_fd == (*cfd < 0))
+		return 0;
+	if (*cfd >= 0)
+		close(*cfd);
+	*cfd = -1;
+	return -1;
+}
+
 static void on_admin_ready(const struct srv_config *cfg, int i)
 {
 	struct admin_handoff ho;
 	struct rgpu_frame_hdr h;
-	struct rgpu_conn *c = rgpu_tcp_wrap(admin_pending[i].fd);
+	struct rgpu_conn *c = NULL;
 	uint8_t *body = NULL;
+	int fd = admin_pending[i], cfd;
 
 	admin_pending[i] = admin_pending[--nadmin_pending];
-	if (!c)
-		return; /* (the fd is lost with it: out of memory) */
-	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
-	/* the child wrote all of it at once: this waits only for a child that died mid-way */
-	rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
-	if (rgpu_conn_recv(c, &ho, sizeof(ho)) || ho.magic != ADMIN_HANDOFF_MAGIC ||
-	    rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body)) {
-		rgpu_conn_close(c);
+	if (recv_handoff(fd, &ho, &cfd) || !(c = rgpu_tcp_wrap(fd))) {
+		close(fd);
+		if (cfd >= 0)
+			close(cfd);
 		return;
 	}
-	ho.peer[sizeof(ho.peer) - 1] = 0;
-	rgpu_conn_set_peer(c, ho.peer);
+	rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
+	rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
+	if (rgpu_frame_recv(c, RGPU_PEER_SERVER, &h, &body)) {
+		rgpu_conn_close(c);
+		if (cfd >= 0)
+			close(cfd);
+		return;
+	}
+	if (cfd >= 0) {
+		/* the client's own socket from here on (what follows the request comes there) */
+		rgpu_conn_close(c);
+		c = rgpu_tcp_wrap(cfd);
+		if (!c) {
+			close(cfd);
+			free(body);
+			return;
+		}
+		rgpu_conn_set_msgs(c, &rgpu_admin_msgs);
+		rgpu_conn_set_deadline(c, rgpu_deadline_after(ADMIN_TIMEOUT_MS));
+	} else {
+		ho.peer[sizeof(ho.peer) - 1] = 0;
+		rgpu_conn_set_peer(c, ho.peer);
+	}
 	admin_has_proof = ho.has_proof;
 	memcpy(admin_proof, ho.proof, sizeof(admin_proof));
 	admin_conn_taken = 0;
@@ -832,7 +913,7 @@ static void child_close(int lfd, int afd)
 		if (workers[i].ctl >= 0)
 			close(workers[i].ctl);
 	for (int i = 0; i < nadmin_pending; i++)
-		close(admin_pending[i].fd);
+		close(admin_pending[i]);
 	nadmin_pending = 0;
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
@@ -998,8 +1079,9 @@ static int find_job_prefix(const char *prefix, char *why, size_t len)
 }
 
 /*
- * CHECKPOINT, MIGRATE: the job's worker answers. It gets the connection: its descriptor, or
- * under TLS (whose state cannot travel) a local socket that a child of this process relays.
+ * CHECKPOINT, MIGRATE: the job's worker answers. It gets the connection's descriptor: the
+ * client's socket, or under TLS (whose state cannot travel) the local socket its
+ * pre-authentication child relays (admin_preauth).
  */
 int admin_to_job(const struct srv_config *cfg, struct rgpu_conn *c,
 		 const struct rgpu_frame_hdr *h)
@@ -1008,7 +1090,7 @@ int admin_to_job(const struct srv_config *cfg, struct rgpu_conn *c,
 		RGPU_PB_UNPACK(rgpu__checkpoint_request, admin_body_len, admin_body);
 	Rgpu__Ctl m = RGPU__CTL__INIT;
 	char why[200];
-	int j, fd = -1, sp[2] = {-1, -1}, ret;
+	int j, fd = -1, ret;
 
 	(void)cfg;
 	/* a MigrateRequest's job is field 3 too */
@@ -1021,34 +1103,10 @@ int admin_to_job(const struct srv_config *cfg, struct rgpu_conn *c,
 		admin_error(c, RGPU_ENOTFOUND, why);
 		return 0;
 	}
-	if (rgpu_conn_is_tls(c)) {
-		pid_t pid;
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp)) {
-			admin_error(c, RGPU_ESYS, "no socket pair for the job's worker");
-			return 0;
-		}
-		pid = fork();
-		if (pid == 0) {
-			close(sp[1]);
-			child_close(sup_lfd, sup_afd);
-			rgpu_log_set_tag("rgpud-relay");
-			rgpu_conn_relay(c, sp[0]);
-			_exit(0);
-		}
-		close(sp[0]);
-		if (pid < 0) {
-			close(sp[1]);
-			admin_error(c, RGPU_ESYS, "cannot fork a relay for the job's worker");
-			return 0;
-		}
-		fd = sp[1];
-		rgpu_conn_abandon(c);
-	} else {
-		fd = rgpu_conn_release_fd(c);
-		if (fd < 0) {
-			admin_error(c, RGPU_EPROTO, "bytes after the request");
-			return 0;
-		}
+	fd = rgpu_conn_release_fd(c);
+	if (fd < 0) {
+		admin_error(c, RGPU_EPROTO, "bytes after the request");
+		return 0;
 	}
 	admin_conn_taken = 1;
 	m.kind = RGPU__CTL_KIND__CTL_ADMIN;
@@ -1614,7 +1672,7 @@ int srv_supervise(const struct srv_config *cfg)
 		for (int i = 0; i < nworkers; i++)
 			pfd[k++] = (struct pollfd){.fd = workers[i].ctl, .events = POLLIN};
 		for (int i = 0; i < nadmin_pending; i++)
-			pfd[k++] = (struct pollfd){.fd = admin_pending[i].fd, .events = POLLIN};
+			pfd[k++] = (struct pollfd){.fd = admin_pending[i], .events = POLLIN};
 		if (poll(pfd, (nfds_t)n, mfd >= 0 ? srv_metrics_timeout_ms() : -1) < 0 &&
 		    errno != EINTR)
 			break;
@@ -1627,7 +1685,7 @@ int srv_supervise(const struct srv_config *cfg)
 		 * table is reordered as entries leave) */
 		for (int j = n - 1; j >= pend0; j--)
 			for (int i = 0; i < nadmin_pending; i++)
-				if (pfd[j].revents && admin_pending[i].fd == pfd[j].fd) {
+				if (pfd[j].revents && admin_pending[i] == pfd[j].fd) {
 					on_admin_ready(cfg, i);
 					break;
 				}
