@@ -318,6 +318,11 @@ static void commit_tick(void *c)
 	rgpu_admin_progress(c, "commit", 0, 0, "");
 }
 
+static void store_tick(void *c)
+{
+	rgpu_admin_progress(c, "store", 0, 0, "");
+}
+
 int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		      const Rgpu__PushRequest *req, const uint8_t *proof, struct rgpu_store *s,
 		      uint64_t *id, uint64_t *done_seq, char *why, size_t whylen)
@@ -356,6 +361,12 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		snprintf(why, whylen, "the chunk list broke off: %s", rgpu_strerror(ret));
 		goto out;
 	}
+	/*
+	 * A heartbeat until the answer (nothing else writes on c meanwhile): a gc running here
+	 * holds the store's gc.lock, which rgpu_ckpt_begin waits for, minutes on a large store,
+	 * and a live migration's sender takes silence for a stall
+	 */
+	struct rgpu_ticker *pre = rgpu_ticker_start(store_tick, c, RGPU_PUSH_HEARTBEAT_MS);
 	/* the metadata must make sense for this list before anything is stored */
 	ret = rgpu_ckpt_meta_decode(req->meta.data, req->meta.len, n, &m, w, sizeof(w));
 	if (!ret)
@@ -366,6 +377,7 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 		ret = rgpu_ckpt_set_list(ck, hashes, n);
 	if (!ret)
 		ret = rgpu_ckpt_missing(ck, bitmap, &nmissing);
+	rgpu_ticker_stop(pre);
 	if (ret) {
 		if (!m)
 			snprintf(why, whylen, "the checkpoint's metadata: %s", w);

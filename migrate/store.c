@@ -1470,6 +1470,8 @@ int rgpu_store_gc_bytes(struct rgpu_store *s, uint64_t *freed, uint64_t *bytes)
 			close(fd);
 		return RGPU_ESYS;
 	}
+	if (rgpu_fault("gc_slow")) /* tests: a gc of a large store, holding the lock */
+		sleep(5);
 	if ((rc = txn_begin(s, 0, &t))) {
 		close(fd);
 		return mdb_err("write transaction", rc);

@@ -158,6 +158,25 @@ zdtm_finish 1
 srv_stop D
 rm -rf "$tmp/D"
 echo "ok: live, a target silent 5 s but beating: moved ($(tail -c 140 "$tmp/m.out" | tr -d '\n'))"
+# a target whose gc holds its store 5 s (the one every rgpud starts with, on a large store:
+# RGPU_FAULT=gc_slow) says it waits: the live migration goes through
+zdtm_start A zdtm_fill 1
+zdtm_wait_ready 1
+job=$(job_of A)
+mkdir -p "$tmp/D/data/store" # a store there already: rgpud collects it as it starts
+srv_start D RGPU_FAULT=gc_slow
+"$ctl" migrate "$job" --server "$A" --to "$(srv_admin D)" >"$tmp/m.out" 2>&1 ||
+	fail "live migration to a target whose gc holds its store: $(cat "$tmp/m.out")"
+[ "$(job_of D)" = "$job" ] || fail "target in gc: the job is not on D"
+grep -q "fault site gc_slow fired" "$tmp/D/log" || fail "target in gc: no gc held D's store"
+took=$(grep -o '[0-9.]* s in all' "$tmp/m.out" | cut -d' ' -f1)
+awk -v t="${took:-0}" 'BEGIN { exit !(t >= 3) }' ||
+	fail "target in gc: moved in ${took:-?} s, not held up by the gc: $(cat "$tmp/m.out")"
+zdtm_go
+zdtm_finish 1
+srv_stop D
+rm -rf "$tmp/D"
+echo "ok: live, a target whose gc held its store 5 s: moved ($(tail -c 140 "$tmp/m.out" | tr -d '\n'))"
 # a job whose module images the module cache does not hold (--module-cache-bytes 0): its
 # worker kept them, so it is checkpointed and moved all the same
 srv_stop A
