@@ -264,6 +264,11 @@ static void replay_tick(void *p)
 	rgpu_admin_progress(b->admin, "replay", 0, b->n, "records");
 }
 
+static void setup_tick(void *admin)
+{
+	rgpu_admin_progress(admin, "setup", 0, 0, "");
+}
+
 static void fill_tick(void *p)
 {
 	struct fill *f = p;
@@ -916,7 +921,12 @@ static int rebuild(struct restore *rs)
 	 * rgpu_ckpt_meta_decode() checked that the numbers fit the client's 16.
 	 */
 	srv_dev_want_first(w, m->device_base, m->n_device_cc);
+	/* the driver's start and the job's contexts may take seconds: the pusher hears a beat */
+	struct rgpu_ticker *beat = rs->admin
+					   ? rgpu_ticker_start(setup_tick, rs->admin, RGPU_PUSH_HEARTBEAT_MS)
+					   : NULL;
 	r = srv_worker_setup(w, why, sizeof(why));
+	rgpu_ticker_stop(beat);
 	if (r == CUDA_ERROR_INVALID_DEVICE)
 		return fail(rs, RGPU_EUNSUPPORTED, "the job used %zu GPUs: %s", m->n_device_cc,
 			    why);
