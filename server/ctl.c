@@ -17,14 +17,34 @@
 
 #define CTL_MAX (64u << 10)
 
-int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd)
+ssize_t srv_sendmsg_fd(int sock, struct iovec *iov, int n, int pass_fd)
 {
-	size_t len = rgpu__ctl__get_packed_size(m);
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} cm;
-	struct msghdr msg = {0};
+	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+	ssize_t r;
+
+	if (pass_fd >= 0) {
+		memset(&cm, 0, sizeof(cm));
+		msg.msg_control = cm.buf;
+		msg.msg_controllen = sizeof(cm.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	do
+		r = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd)
+{
+	size_t len = rgpu__ctl__get_packed_size(m);
 	struct iovec iov;
 	uint8_t *buf;
 	ssize_t n;
@@ -37,21 +57,7 @@ int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd)
 	rgpu__ctl__pack(m, buf);
 	iov.iov_base = buf;
 	iov.iov_len = len;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	if (pass_fd >= 0) {
-		memset(&cm, 0, sizeof(cm));
-		msg.msg_control = cm.buf;
-		msg.msg_controllen = sizeof(cm.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-	}
-	do
-		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
+	n = srv_sendmsg_fd(fd, &iov, 1, pass_fd);
 	free(buf);
 	return n == (ssize_t)len ? 0 : RGPU_EIO;
 }

@@ -1152,6 +1152,8 @@ void srv_stdio_flush(struct srv_worker *w);
 
 /* ---- control channel (ctl.c): supervisor <-> worker datagrams, rgpu.Ctl ---------------- */
 struct Rgpu__Ctl;
+/* srv_sendmsg_fd() - sendmsg of iov[n] on sock, with pass_fd attached unless it is -1 */
+ssize_t srv_sendmsg_fd(int sock, struct iovec *iov, int n, int pass_fd);
 /* srv_ctl_send() - one message, with pass_fd attached unless it is -1 */
 int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd);
 /* srv_ctl_recv() - one message (and the descriptor that came with it, else -1) */

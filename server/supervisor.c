@@ -623,27 +623,14 @@ static int admin_preauth(const struct srv_config *cfg, struct rgpu_conn *c, int 
 	snprintf(ho.peer, sizeof(ho.peer), "%s", rgpu_conn_peer(c));
 	rgpu_frame_hdr_encode(&h, hdr);
 	struct iovec iov[3] = {{&ho, sizeof(ho)}, {hdr, sizeof(hdr)}, {body, h.body_len}};
-	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} cm;
 	/* its socket, when it is plain TCP with no byte read past the request */
 	int cfd = rgpu_conn_is_tls(c) ? -1 : rgpu_conn_release_fd(c);
 	if (cfd >= 0) {
 		c = NULL;
 		ho.has_fd = 1;
-		memset(&cm, 0, sizeof(cm));
-		mh.msg_control = cm.buf;
-		mh.msg_controllen = sizeof(cm.buf);
-		struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
-		ch->cmsg_level = SOL_SOCKET;
-		ch->cmsg_type = SCM_RIGHTS;
-		ch->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(ch), &cfd, sizeof(int));
 	}
 	/* a local socket's buffer takes the whole of it: requests are small (admin_msgs) */
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)(sizeof(ho) + sizeof(hdr) + h.body_len)) {
+	if (srv_sendmsg_fd(fd, iov, 3, cfd) != (ssize_t)(sizeof(ho) + sizeof(hdr) + h.body_len)) {
 		pr_warn("admin client %s: cannot hand its request over: %s", ho.peer,
 			strerror(errno));
 		if (!c && !(c = rgpu_tcp_wrap(cfd)))
