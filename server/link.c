@@ -216,8 +216,10 @@ int srv_link_up(struct srv_worker *w, struct rgpu_conn *c, uint64_t client_recei
 	srv_link_acked(w, client_received);
 	pthread_mutex_lock(&w->send_lock);
 	w->conn = c;
+	pthread_mutex_lock(&w->peer_lock);
 	snprintf(w->peer, sizeof(w->peer), "%s%s", rgpu_conn_peer(c),
 		 rgpu_conn_is_shm(c) ? " (shared memory)" : "");
+	pthread_mutex_unlock(&w->peer_lock);
 	for (o = w->out_head; o && w->conn; o = o->next) {
 		out_write_locked(w, o);
 		n++;

@@ -354,6 +354,7 @@ struct srv_worker {
 	char job_hex[2 * SRV_JOB_ID_LEN + 1];
 	uint64_t started_ns;         /* wall clock, for the job's age */
 	char client_host[64], client_program[256], peer[96];
+	pthread_mutex_t peer_lock; /* peer: the reader rewrites it as the link moves (srv_link_up) */
 	char label[RGPU_LABEL_MAX + 1]; /* Hello.label (what the job belongs to), or empty */
 	char tenant[65];         /* the authenticated tenant (RGPU_TENANT_MAX); "" without keys */
 	int client_pid;

@@ -834,7 +834,11 @@ lost:
 
 /* ---- the control channel ---------------------------------------------------------------- */
 
-static void fill_info(struct srv_worker *w, Rgpu__JobInfo *ji, uint64_t *gpu_mem)
+/*
+ * peer: room for w->peer, copied under peer_lock: the reader rewrites it when the link moves
+ * (srv_link_up), and the message is sized and then packed from one string.
+ */
+static void fill_info(struct srv_worker *w, Rgpu__JobInfo *ji, uint64_t *gpu_mem, char *peer)
 {
 	ji->job_id.data = w->job_id;
 	ji->job_id.len = SRV_JOB_ID_LEN;
@@ -844,7 +848,10 @@ static void fill_info(struct srv_worker *w, Rgpu__JobInfo *ji, uint64_t *gpu_mem
 	ji->client_pid = w->client_pid;
 	ji->client_program = w->client_program;
 	ji->label = w->label;
-	ji->peer = w->peer;
+	pthread_mutex_lock(&w->peer_lock);
+	memcpy(peer, w->peer, sizeof(w->peer));
+	pthread_mutex_unlock(&w->peer_lock);
+	ji->peer = peer;
 	ji->tenant = w->tenant;
 	ji->device_memory = atomic_load(&w->dev_bytes);
 	ji->objects = atomic_load(&w->nobjs);
@@ -873,9 +880,10 @@ static void send_info(struct srv_worker *w)
 	Rgpu__Ctl m = RGPU__CTL__INIT;
 	Rgpu__JobInfo ji = RGPU__JOB_INFO__INIT;
 	uint64_t gpu_mem[16];
+	char peer[sizeof(w->peer)];
 	if (w->ctl_fd < 0)
 		return;
-	fill_info(w, &ji, gpu_mem);
+	fill_info(w, &ji, gpu_mem, peer);
 	m.kind = RGPU__CTL_KIND__CTL_INFO;
 	m.job_id = ji.job_id;
 	m.info = &ji;
@@ -1636,6 +1644,7 @@ void srv_worker_init(struct srv_worker *w, const struct srv_config *cfg, int ctl
 	snprintf(w->peer, sizeof(w->peer), "%s", peer);
 	snprintf(w->job_hex, sizeof(w->job_hex), "?");
 	pthread_mutex_init(&w->send_lock, NULL);
+	pthread_mutex_init(&w->peer_lock, NULL);
 	pthread_mutex_init(&w->lanes_lock, NULL);
 	pthread_mutex_init(&w->store_lock, NULL);
 	pthread_cond_init(&w->out_cond, NULL);

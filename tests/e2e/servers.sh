@@ -35,7 +35,14 @@ trap 'exit 143' INT TERM
 fail() {
 	echo "FAIL${run:+ (run $run)}: $*"
 	for s in A B C D E F; do
-		[ -e "$tmp/$s/log" ] && { echo "--- rgpud $s log"; tail -n 30 "$tmp/$s/log"; }
+		[ -e "$tmp/$s/log" ] || continue
+		echo "--- rgpud $s log"
+		tail -n 30 "$tmp/$s/log"
+		# a sanitizer's report starts long before the log's end: its head names the fault
+		grep -q -e 'ERROR: [A-Za-z]*Sanitizer' -e 'runtime error:' "$tmp/$s/log" && {
+			echo "--- rgpud $s: the first sanitizer report"
+			grep -m1 -A40 -e 'ERROR: [A-Za-z]*Sanitizer' -e 'runtime error:' "$tmp/$s/log"
+		}
 	done
 	exit 1
 }
