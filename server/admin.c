@@ -212,8 +212,8 @@ static size_t bits_set(const uint8_t *bm, size_t n)
 	return k;
 }
 
-/* how long a live migration's target may stay silent: --frame-timeout */
-static int live_silence_ms(const struct mig *m)
+/* how long a migration's target may stay silent: --frame-timeout */
+static int silence_ms(const struct mig *m)
 {
 	return m->a->w->cfg->frame_timeout_s * 1000;
 }
@@ -256,7 +256,7 @@ static int push_device(struct mig *m, struct srv_ckpt_direct *dx, const uint8_t 
 	m->pr = NULL;
 	ret = rgpu_admin_call(m->peer, RGPU_ADMIN_MSG_DEVICE_END, &de.base, NULL, 0,
 			      &rgpu__push_reply__descriptor, (ProtobufCMessage **)&m->pr, NULL, NULL,
-			      forward_progress, m->a->c, live_silence_ms(m), err, sizeof(err));
+			      forward_progress, m->a->c, silence_ms(m), err, sizeof(err));
 	if (ret) {
 		snprintf(m->why, sizeof(m->why), "%s", err);
 		return ret;
@@ -301,13 +301,12 @@ static int push(struct mig *m, uint64_t id, int stage, struct srv_ckpt_direct *d
 	m->opts.want = dx ? &want : NULL;
 	m->opts.want_len = dx ? &wlen : NULL;
 	/*
-	 * Live: a target silent for --frame-timeout fails the push, and the migration, and the
-	 * job runs on here (at the switchover it is held that long at most). A working target
-	 * reports progress at least every RGPU_PUSH_HEARTBEAT_MS, so only one that stopped
-	 * trips it. A cold push keeps the long limit: the target commits it to disk before it
-	 * answers.
+	 * A target silent for --frame-timeout fails the push, and the migration, and the job
+	 * runs on here (live, at the switchover it is held that long at most; cold, it waits that
+	 * long). A working target reports progress at least every RGPU_PUSH_HEARTBEAT_MS, syncing
+	 * a cold checkpoint to disk included, so only one that stopped trips it.
 	 */
-	m->opts.silence_ms = dx ? live_silence_ms(m) : 0;
+	m->opts.silence_ms = silence_ms(m);
 	ret = rgpu_push_send(m->peer, m->a->w->store, id, &m->opts, forward_progress, m->a->c,
 			     &m->pr, &n, &bytes, err, sizeof(err));
 	m->sent += n;

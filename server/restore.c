@@ -42,7 +42,6 @@
 struct restore {
 	struct srv_worker *w;
 	struct rgpu_store *store;
-	struct rgpu_conn *admin;   /* the pusher, for progress */
 	Rgpu__CkptMeta *m;
 	uint8_t *hashes;
 	size_t n;
@@ -62,6 +61,64 @@ struct restore {
 };
 
 static struct restore *the_restore; /* the image lookup's (one restore per process) */
+
+/*
+ * The target's beat to the pusher, for the whole restore (one per process): every
+ * RGPU_PUSH_HEARTBEAT_MS a progress report of the step it is in (beat_say), so that no long
+ * step (the driver's start, a replay compiling PTX, the fill, the hash check, CUDA arrays) is
+ * taken for a stall by the source, which gives up on a target silent for its --frame-timeout.
+ * Off (beat_off) while this thread talks on the connection itself: a reply, a live round's
+ * chunks, the next round's checkpoint (whose receiver beats on its own). The tick sends under
+ * the lock, so once beat_off returns no report is on its way.
+ */
+static struct {
+	pthread_mutex_t lock;
+	struct rgpu_conn *c;
+	struct rgpu_ticker *t;
+	int on;
+	const char *phase, *unit;
+	uint64_t done, total;
+} beat = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void beat_tick(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&beat.lock);
+	if (beat.on)
+		rgpu_admin_progress(beat.c, beat.phase, beat.done, beat.total, beat.unit);
+	pthread_mutex_unlock(&beat.lock);
+}
+
+static void beat_say(const char *phase, uint64_t done, uint64_t total, const char *unit)
+{
+	pthread_mutex_lock(&beat.lock);
+	beat.phase = phase;
+	beat.done = done;
+	beat.total = total;
+	beat.unit = unit;
+	beat.on = beat.c != NULL;
+	pthread_mutex_unlock(&beat.lock);
+}
+
+static void beat_off(void)
+{
+	pthread_mutex_lock(&beat.lock);
+	beat.on = 0;
+	pthread_mutex_unlock(&beat.lock);
+}
+
+static void beat_start(struct rgpu_conn *c)
+{
+	beat.c = c;
+	beat.t = rgpu_ticker_start(beat_tick, NULL, RGPU_PUSH_HEARTBEAT_MS);
+}
+
+static void beat_stop(void)
+{
+	beat_off();
+	rgpu_ticker_stop(beat.t);
+	beat.t = NULL;
+}
 /* the request a done_seq answers: PUSH_DONE, or a live round's DEVICE_END */
 static uint16_t done_type = RGPU_ADMIN_MSG_PUSH_DONE;
 
@@ -253,26 +310,10 @@ out:
 	rgpu_store_reader_end(r);
 }
 
-struct replay_beat {
-	struct rgpu_conn *admin;
-	uint64_t n;
-};
-
-static void replay_tick(void *p)
-{
-	struct replay_beat *b = p;
-	rgpu_admin_progress(b->admin, "replay", 0, b->n, "records");
-}
-
-static void setup_tick(void *admin)
-{
-	rgpu_admin_progress(admin, "setup", 0, 0, "");
-}
-
 static void fill_tick(void *p)
 {
 	struct fill *f = p;
-	rgpu_admin_progress(f->rs->admin, "restore", atomic_load(&f->bytes), f->total, "bytes");
+	beat_say("restore", atomic_load(&f->bytes), f->total, "bytes");
 }
 
 /* The chunk hashes of [addr, addr + size) on the GPU (by the CPU when the kernels are missing). */
@@ -311,7 +352,7 @@ static int fill_device(struct restore *rs)
 	struct srv_gpuhash *gh = NULL;
 	CUstream s = NULL;
 	uint8_t *got = NULL;
-	uint64_t total = 0;
+	uint64_t total = 0, hashed = 0;
 	int ret = 0;
 
 	if (rgpu_ckpt_is_live(rs->m))
@@ -378,6 +419,9 @@ static int fill_device(struct restore *rs)
 	}
 	rs->t_fill = rgpu_now_ns();
 	/* every byte written hashes to its chunk's name: the GPU reads them back */
+	beat_say("verify", 0, total, "bytes");
+	if (rgpu_fault("verify_slow"))
+		sleep(5); /* tests: a target long in its hash check, which says so */
 	w->drv.cuCtxSetCurrent(w->base_ctx);
 	if (w->drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
 		ret = fail(rs, RGPU_ECUDA, "the driver cannot make a stream");
@@ -394,6 +438,8 @@ static int fill_device(struct restore *rs)
 			break;
 		}
 		ret = hash_range(w, gh, s, bl->addr, bl->size, got);
+		hashed += bl->size;
+		beat_say("verify", hashed, total, "bytes");
 		if (ret) {
 			ret = fail(rs, ret, "hashing restored memory at %#llx failed",
 				   (unsigned long long)bl->addr);
@@ -585,6 +631,7 @@ static int take_device(struct restore *rs, struct rgpu_conn *c, uint64_t *done_s
 	struct srv_gpuhash *gh = NULL;
 	int ret = 0, streaming = 0;
 
+	beat_off(); /* the chunks and their answers are on c */
 	if (!addr || !want || !wrote || !exact || !now) {
 		ret = fail(rs, RGPU_ENOMEM, "out of memory");
 		goto out;
@@ -921,12 +968,9 @@ static int rebuild(struct restore *rs)
 	 * rgpu_ckpt_meta_decode() checked that the numbers fit the client's 16.
 	 */
 	srv_dev_want_first(w, m->device_base, m->n_device_cc);
-	/* the driver's start and the job's contexts may take seconds: the pusher hears a beat */
-	struct rgpu_ticker *beat = rs->admin
-					   ? rgpu_ticker_start(setup_tick, rs->admin, RGPU_PUSH_HEARTBEAT_MS)
-					   : NULL;
+	/* the driver's start and the job's contexts may take seconds */
+	beat_say("setup", 0, 0, "");
 	r = srv_worker_setup(w, why, sizeof(why));
-	rgpu_ticker_stop(beat);
 	if (r == CUDA_ERROR_INVALID_DEVICE)
 		return fail(rs, RGPU_EUNSUPPORTED, "the job used %zu GPUs: %s", m->n_device_cc,
 			    why);
@@ -973,7 +1017,7 @@ static int rebuild(struct restore *rs)
 		return ret;
 	}
 	jlen = b ? b->size : 0;
-	rgpu_admin_progress(rs->admin, "replay", 0, st_count(want), "records");
+	beat_say("replay", 0, st_count(want), "records");
 	if (rgpu_fault("restore_replay")) {
 		st_log_free(want);
 		free(journals);
@@ -982,24 +1026,16 @@ static int rebuild(struct restore *rs)
 	the_restore = rs;
 	w->image_lookup = image_lookup;
 	w->replaying = 1;
-	/*
-	 * A heartbeat to the pusher while the job is rebuilt (a module load may make the driver
-	 * compile PTX for a long time): a replay sends nothing on rs->admin itself
-	 */
-	struct replay_beat rb = {rs->admin, st_count(want)};
-	struct rgpu_ticker *hb = rs->admin ? rgpu_ticker_start(replay_tick, &rb, RGPU_PUSH_HEARTBEAT_MS)
-					   : NULL;
 	if (rgpu_fault("restore_slow"))
 		sleep(5); /* tests: a target busy and silent longer than the sender's deadline */
 	ret = srv_replay_restore(w, want, journals, jlen, why, sizeof(why));
-	rgpu_ticker_stop(hb);
 	w->replaying = 0;
 	w->image_lookup = NULL;
 	st_log_free(want);
 	free(journals);
 	if (ret)
 		return fail(rs, ret, "rebuilding the job: %s", why);
-	rgpu_admin_progress(rs->admin, "replay", st_count(w->log), st_count(w->log), "records");
+	beat_say("replay", st_count(w->log), st_count(w->log), "records");
 	rs->t_replay = rgpu_now_ns();
 	return 0;
 }
@@ -1019,6 +1055,7 @@ static int contents(struct restore *rs, int final)
 	uint8_t *buf = NULL;
 	int ret = 0;
 
+	beat_say("restore", 0, 0, "");
 	/* a live round's device memory came on the connection (take_device) */
 	if ((final && (ret = match_arrays(rs, &arrs, &ablob))) ||
 	    (!rgpu_ckpt_is_live(rs->m) && (ret = fill_device(rs))) || (ret = fill_globals(rs)) ||
@@ -1098,6 +1135,7 @@ static void keep_images(struct restore *rs)
 	for (size_t i = 0; w->modcache && i < m->n_blobs; i++) {
 		void *img;
 		size_t len;
+		beat_say("images", i, m->n_blobs, "blobs");
 		if (m->blobs[i]->kind == RGPU__CKPT_BLOB_KIND__CKPT_BLOB_IMAGE &&
 		    image_lookup(w, m->blobs[i]->hash.data, &img, &len) == 0) {
 			srv_modcache_put(w->modcache, w->tenant, w->limits.module_cache,
@@ -1114,6 +1152,7 @@ static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why
 	Rgpu__PushReply rep = RGPU__PUSH_REPLY__INIT;
 	struct rgpu_frame_hdr h = {.type = done_type, .flags = RGPU_FRAME_REPLY, .ref = seq};
 
+	beat_off();
 	if (!seq) /* nothing to answer: the source was told otherwise */
 		return;
 	rep.result = result;
@@ -1276,7 +1315,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 {
 	static struct srv_worker wk;
 	struct srv_worker *w = &wk;
-	struct restore rs = {.w = w, .admin = c};
+	struct restore rs = {.w = w};
 	struct timespec now;
 	uint64_t done_seq = 0, t0;
 	char why[400] = "";
@@ -1315,6 +1354,8 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 		reply(c, done_seq, 0, NULL, rs.id, NULL, NULL, 0, 0);
 		goto out;
 	}
+	beat_start(c);
+	beat_say("load", 0, 0, "");
 	ret = rgpu_ckpt_load(rs.store, rs.id, &rs.m, &rs.hashes, &rs.n, rs.why, sizeof(rs.why));
 	if (!ret) {
 		/* the job's tenant: its limits and sessions, as for the job's first handshake */
@@ -1373,6 +1414,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 			(rs.t_replay - rs.t_setup) / 1e9, (rs.t_fill - rs.t_replay) / 1e9,
 			(rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s, addr);
 	reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed);
+	beat_stop();
 	rgpu_conn_close(c);
 	ring_close(&rs);
 	/* a live round's checkpoint holds no device memory: nothing to restore it from later */
@@ -1385,6 +1427,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	/* a job like any other now, whose link is down: its client resumes it here */
 	srv_worker_serve(w);
 out:
+	beat_stop();
 	/* a failed live migration's round: nothing to restore it from either */
 	if (rs.m && rgpu_ckpt_is_live(rs.m) && rs.id)
 		rgpu_store_remove(rs.store, rs.id);

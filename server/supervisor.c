@@ -1267,6 +1267,8 @@ int admin_restore(const struct srv_config *cfg, struct rgpu_conn *c,
 	if (!ret) {
 		char err[500];
 		opts.client_address = req->client_address;
+		/* a target silent that long (no answer, no progress) has stopped: say so */
+		opts.silence_ms = cfg->frame_timeout_s * 1000;
 		ret = rgpu_push_send(peer, store, req->id, &opts, fwd_progress, c, &pr,
 				     &rep.chunks_sent, &rep.bytes_sent, err, sizeof(err));
 		if (ret)

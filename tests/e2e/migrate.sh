@@ -144,9 +144,30 @@ stalled_target A "$(srv_admin C)" --cold "timed out"
 stalled_target A "$(srv_admin C)" live "no answer in time"
 srv_stop C KILL
 rm -rf "$tmp/C"
-# a target busy longer than that without an answer (5 s rebuilding the job: a long JIT, say),
-# which says it works: the live migration goes through
-srv_start D RGPU_FAULT=restore_slow
+# a target that takes every byte, then says nothing for 120 s (RGPU_FAULT=push_mute): a cold
+# migration too fails once the target is silent for --frame-timeout (it used to wait 10 minutes)
+srv_start C RGPU_FAULT=push_mute
+stalled_target A "$(srv_admin C)" --cold "no answer in time"
+# and a restore to it (rgpud's supervisor pushes there as a migration does)
+zdtm_start A zdtm_memory 1
+zdtm_wait_ready 1
+job=$(job_of A)
+"$ctl" checkpoint "$job" --server "$A" --json >"$tmp/c.json" || fail "checkpoint for the mute restore"
+zdtm_go
+zdtm_finish 1
+t0=$(date +%s)
+"$ctl" restore "$(json "$tmp/c.json" 'j["id"]')" --server "$A" --to "$(srv_admin C)" \
+	>"$tmp/r.out" 2>&1
+rc=$?
+t=$(($(date +%s) - t0))
+[ $rc -eq 1 ] && [ $t -le 20 ] && grep -q "no answer in time" "$tmp/r.out" ||
+	fail "restore to a mute target: exit $rc after $t s: $(cat "$tmp/r.out")"
+echo "ok: a restore to a target mute after the last byte failed after $t s"
+srv_stop C KILL
+rm -rf "$tmp/C"
+# a target busy longer than that without an answer (5 s rebuilding the job: a long JIT, say;
+# and cold, 5 s more in the fill's hash check), which says it works: the migration goes through
+srv_start D RGPU_FAULT=restore_slow,verify_slow
 zdtm_start A zdtm_fill 1
 zdtm_wait_ready 1
 job=$(job_of A)
@@ -155,9 +176,22 @@ job=$(job_of A)
 [ "$(job_of D)" = "$job" ] || fail "slow target: the job is not on D"
 zdtm_go
 zdtm_finish 1
+echo "ok: live, a target silent 5 s but beating: moved ($(tail -c 140 "$tmp/m.out" | tr -d '\n'))"
+# cold alike: the target beats through the whole restore, not only while it stores (before, it
+# was silent after the fill, and a cold migration waited 10 minutes for any target)
+zdtm_start A zdtm_fill 1
+zdtm_wait_ready 1
+job=$(job_of A)
+"$ctl" migrate "$job" --server "$A" --to "$(srv_admin D)" --cold >"$tmp/m.out" 2>&1 ||
+	fail "cold migration to a slow target (heartbeats): $(cat "$tmp/m.out")"
+# (the live case's job may not have left D yet: any of its jobs)
+"$ctl" jobs --server "$(srv_admin D)" --json | grep -q "\"$job\"" ||
+	fail "slow target, cold: the job is not on D"
+zdtm_go
+zdtm_finish 1
 srv_stop D
 rm -rf "$tmp/D"
-echo "ok: live, a target silent 5 s but beating: moved ($(tail -c 140 "$tmp/m.out" | tr -d '\n'))"
+echo "ok: cold, a target silent 5 s but beating: moved ($(tail -c 140 "$tmp/m.out" | tr -d '\n'))"
 # a target whose gc holds its store 5 s (the one every rgpud starts with, on a large store:
 # RGPU_FAULT=gc_slow) says it waits: the live migration goes through
 zdtm_start A zdtm_fill 1

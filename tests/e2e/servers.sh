@@ -137,5 +137,5 @@ stalled_target() {
 	[ "$(job_of "$st_src")" = "$st_job" ] || fail "$st_mode, stalled target: the job is gone from $st_src"
 	zdtm_go
 	zdtm_finish 1
-	echo "ok: $st_mode, a target that stops reading: the migration failed after $st_t s ($(tail -c 140 "$tmp/m.out" | tr -d '\n')), the job ran on"
+	echo "ok: $st_mode, a stalled target: the migration failed after $st_t s ($(tail -c 140 "$tmp/m.out" | tr -d '\n')), the job ran on"
 }
