@@ -304,7 +304,8 @@ static int write_txn(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *
 	}
 }
 
-static int check_format(struct rgpu_store *s, MDB_txn *t)
+/* In a read-only transaction, a missing record is MDB_NOTFOUND: the store needs writing. */
+static int check_format(struct rgpu_store *s, MDB_txn *t, int rdonly)
 {
 	MDB_val k = {6, "format"}, v;
 	uint8_t want[8];
@@ -313,6 +314,8 @@ static int check_format(struct rgpu_store *s, MDB_txn *t)
 	memcpy(want, STORE_MAGIC, 4);
 	wr_le32(want + 4, STORE_VERSION);
 	rc = mdb_get(t, s->meta, &k, &v);
+	if (rc == MDB_NOTFOUND && rdonly)
+		return rc;
 	if (rc == MDB_NOTFOUND) {
 		v.mv_size = sizeof(want);
 		v.mv_data = want;
@@ -375,6 +378,29 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 		s->psize = mdb_env_stat(s->env, &ms) == 0 ? ms.ms_psize : 4096;
 		s->prefault = !(pf && !strcmp(pf, "0"));
 	}
+	/*
+	 * A store made already opens in a read-only transaction (committed, which keeps the
+	 * handles): no wait for the writer lock, which another process's checkpoint holds across
+	 * each batch and its sync. A new store is made in a write transaction.
+	 */
+	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
+		goto made;
+	if (!(rc = mdb_dbi_open(t, "chunks", 0, &s->chunks)) &&
+	    !(rc = mdb_dbi_open(t, "manifests", 0, &s->manifests)) &&
+	    !(rc = mdb_dbi_open(t, "meta", 0, &s->meta)) &&
+	    (rc = check_format(s, t, 1)) != MDB_NOTFOUND) {
+		if ((ret = rc))
+			goto out_txn;
+		if ((rc = mdb_txn_commit(t))) {
+			ret = mdb_err("opening the databases", rc);
+			goto out_env;
+		}
+		*out = s;
+		return 0;
+	}
+	mdb_txn_abort(t);
+	t = NULL;
+made:
 	if ((rc = txn_begin(s, 0, &t)) ||
 	    (rc = mdb_dbi_open(t, "chunks", MDB_CREATE, &s->chunks)) ||
 	    (rc = mdb_dbi_open(t, "manifests", MDB_CREATE, &s->manifests)) ||
@@ -382,7 +408,7 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 		ret = mdb_err("opening the databases", rc);
 		goto out_txn;
 	}
-	ret = check_format(s, t);
+	ret = check_format(s, t, 0);
 	if (ret)
 		goto out_txn;
 	rc = mdb_txn_commit(t);
@@ -416,7 +442,17 @@ void rgpu_store_close(struct rgpu_store *s)
 int rgpu_store_table(struct rgpu_store *s, const char *name, unsigned flags, MDB_dbi *dbi)
 {
 	MDB_txn *t;
-	int rc = txn_begin(s, 0, &t);
+	/* one that exists opens without the writer lock (rgpu_store_open) */
+	int rc = txn_begin(s, MDB_RDONLY, &t);
+
+	if (!rc) {
+		if (!(rc = mdb_dbi_open(t, name, flags & ~(unsigned)MDB_CREATE, dbi)))
+			return (rc = mdb_txn_commit(t)) ? mdb_err(name, rc) : 0;
+		mdb_txn_abort(t);
+		if (rc != MDB_NOTFOUND || !(flags & MDB_CREATE))
+			return mdb_err(name, rc);
+	}
+	rc = txn_begin(s, 0, &t);
 
 	if (!rc && (rc = mdb_dbi_open(t, name, flags, dbi)))
 		mdb_txn_abort(t);

@@ -364,6 +364,33 @@ static int drop_unowned(struct srv_modcache *mc, MDB_txn *txn)
 	return rc;
 }
 
+/*
+ * Whether open_fn has work: an image no tenant owns, or more bytes than max_bytes. Read-only,
+ * so that a worker's start does not wait for the writer lock (another job's checkpoint holds
+ * it across each batch and its sync) when, as nearly always, there is nothing to do.
+ */
+static int untidy(struct srv_modcache *mc)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v, hv;
+	uint64_t bytes, images;
+	int rc = rgpu_store_read(mc->store, &txn), found = 0;
+
+	if (rc)
+		return 1; /* the write says why */
+	rc = usage(mc, txn, &bytes, &images);
+	found = rc || bytes > mc->max_bytes;
+	if (!found && !(rc = mdb_cursor_open(txn, mc->uses, &cur))) {
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && !found;
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+			found = k.mv_size == RGPU_HASH_LEN && mdb_get(txn, mc->holders, &k, &hv);
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(txn);
+	return found || (rc && rc != MDB_NOTFOUND);
+}
+
 static int open_fn(MDB_txn *txn, void *arg)
 {
 	struct srv_modcache *mc = arg;
@@ -387,7 +414,8 @@ int srv_modcache_open(struct rgpu_store *store, uint64_t max_bytes, struct srv_m
 	    (ret = rgpu_store_table(store, "lru", MDB_CREATE, &mc->lru)) ||
 	    (ret = rgpu_store_table(store, "owners", MDB_CREATE, &mc->owners)) ||
 	    (ret = rgpu_store_table(store, "holders", MDB_CREATE | MDB_DUPSORT, &mc->holders)) ||
-	    (ret = rgpu_store_write(store, "opening the module cache", open_fn, mc, 0, 1))) {
+	    (untidy(mc) &&
+	     (ret = rgpu_store_write(store, "opening the module cache", open_fn, mc, 0, 1)))) {
 		free(mc);
 		return ret;
 	}
