@@ -21,6 +21,7 @@
 #define LOG_PREFIX "store: "
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -248,14 +249,25 @@ static int reserve(struct rgpu_store *s, const char *what, size_t need)
 		return 0;
 	e = errno;
 	if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
+		/*
+		 * A failed fallocate may keep the blocks it took, or not count them free again at
+		 * once (tmpfs): past the data's end nothing uses them, and they go back to the disk
+		 * before a smaller try and after the last
+		 */
+		fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start, (off_t)len);
 		reuse = free_pages(s) * s->psize;
 		if (reuse >= len || (reuse && fallocate(fd, 0, (off_t)start, (off_t)(len - reuse)) == 0))
 			return 0;
+		if (reuse)
+			fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
+				  (off_t)(len - reuse));
+		struct statvfs sv;
+		uint64_t avail = fstatvfs(fd, &sv) ? 0 : (uint64_t)sv.f_bavail * sv.f_frsize;
 		pr_err("%s: the checkpoint store's disk has no room for %llu more bytes (%.*s; "
-		       "%llu bytes free inside it): %s",
+		       "%llu bytes free inside it, %llu on the disk): %s",
 		       what, (unsigned long long)len,
 		       (int)(strlen(s->lock_path) - strlen("/gc.lock")), s->lock_path,
-		       (unsigned long long)reuse, strerror(e));
+		       (unsigned long long)reuse, (unsigned long long)avail, strerror(e));
 		return RGPU_ENOSPC;
 	}
 	if (e != EOPNOTSUPP && e != ENOSYS)

@@ -48,6 +48,10 @@ echo "ok: a 24 MiB checkpoint failed (status $rc): $(tail -n 1 "$tmp/big.out")"
 "$ctl" checkpoint verify "$first" --server "$A" >"$tmp/v.out" 2>&1 ||
 	fail "the first checkpoint no longer verifies: $(cat "$tmp/v.out")"
 echo "ok: checkpoint $first still verifies"
+# the failed checkpoint gave the disk back what it took (a failed fallocate keeps its blocks)
+free_k=$(df -k "$tmp/A/data" | awk 'NR == 2 { print $4 }')
+[ "$free_k" -ge 8192 ] || fail "the failed checkpoint left $free_k KiB free on the store's disk: $(ls -ls "$tmp/A/data/store")"
+echo "ok: the failed checkpoint left $free_k KiB free, as it found it"
 
 "$ctl" checkpoint rm "$first" --server "$A" >"$tmp/rm.out" 2>&1 ||
 	fail "removing the first checkpoint: $(cat "$tmp/rm.out")"
