@@ -471,8 +471,11 @@ int rgpu_push_receive(struct rgpu_conn *c, const struct rgpu_frame_hdr *h,
 	 * from a stall (a live migration's answer deadline). Nothing else writes on c until the
 	 * reply, after this returns.
 	 */
-	if (rgpu_fault("push_mute")) /* every byte taken, then silence (tests: the answer deadline) */
+	/* every byte taken, then silence (tests: the answer deadline; a target that goes on after) */
+	if (rgpu_fault("push_mute"))
 		sleep(120);
+	else if (rgpu_fault("push_pause"))
+		sleep(4);
 	hb = rgpu_ticker_start(commit_tick, c, RGPU_PUSH_HEARTBEAT_MS);
 	pthread_mutex_lock(&rx.lock);
 	rx.done = 1;

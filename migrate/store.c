@@ -249,18 +249,19 @@ static int reserve(struct rgpu_store *s, const char *what, size_t need)
 		return 0;
 	e = errno;
 	if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
-		/*
-		 * A failed fallocate may keep the blocks it took, or not count them free again at
-		 * once (tmpfs): past the data's end nothing uses them, and they go back to the disk
-		 * before a smaller try and after the last
-		 */
-		fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start, (off_t)len);
 		reuse = free_pages(s) * s->psize;
 		if (reuse >= len || (reuse && fallocate(fd, 0, (off_t)start, (off_t)(len - reuse)) == 0))
 			return 0;
-		if (reuse)
-			fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
-				  (off_t)(len - reuse));
+		/*
+		 * A failed fallocate may keep the blocks it took, or not count them free again at
+		 * once (tmpfs): past the data's end nothing uses them. They go back to the disk,
+		 * then the smaller try once more, and back again when it fails: the disk is left
+		 * with the room it had.
+		 */
+		fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start, (off_t)len);
+		if (reuse && fallocate(fd, 0, (off_t)start, (off_t)(len - reuse)) == 0)
+			return 0;
+		fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start, (off_t)len);
 		struct statvfs sv;
 		uint64_t avail = fstatvfs(fd, &sv) ? 0 : (uint64_t)sv.f_bavail * sv.f_frsize;
 		pr_err("%s: the checkpoint store's disk has no room for %llu more bytes (%.*s; "

@@ -118,6 +118,7 @@ static void beat_stop(void)
 	beat_off();
 	rgpu_ticker_stop(beat.t);
 	beat.t = NULL;
+	beat.c = NULL;
 }
 /* the request a done_seq answers: PUSH_DONE, or a live round's DEVICE_END */
 static uint16_t done_type = RGPU_ADMIN_MSG_PUSH_DONE;
@@ -727,6 +728,8 @@ static int take_device(struct restore *rs, struct rgpu_conn *c, uint64_t *done_s
 		goto out;
 	}
 	rs->t_fill = rgpu_now_ns();
+	/* every chunk is in (DEVICE_END): the source waits for the answer while they are hashed */
+	beat_say("verify", 0, (uint64_t)got * CH, "bytes");
 	if (got && rgpu_fault("live_delta")) {
 		/* as if a chunk had reached the device damaged: the check below must find it */
 		w->drv.cuMemsetD8Async(addr[first] + 7, 0x5a, 1, rs->ring_s);
@@ -1145,16 +1148,17 @@ static void keep_images(struct restore *rs)
 	}
 }
 
-static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why, uint64_t id,
-		  const struct srv_worker *w, const char *client_address, uint64_t restore_ns,
-		  uint64_t changed)
+/* Answer the source: 0, or why the answer could not be sent. */
+static int reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why, uint64_t id,
+		 const struct srv_worker *w, const char *client_address, uint64_t restore_ns,
+		 uint64_t changed)
 {
 	Rgpu__PushReply rep = RGPU__PUSH_REPLY__INIT;
 	struct rgpu_frame_hdr h = {.type = done_type, .flags = RGPU_FRAME_REPLY, .ref = seq};
 
 	beat_off();
 	if (!seq) /* nothing to answer: the source was told otherwise */
-		return;
+		return 0;
 	rep.result = result;
 	rep.error = (char *)(why ? why : "");
 	rep.id = id;
@@ -1165,7 +1169,7 @@ static void reply(struct rgpu_conn *c, uint64_t seq, int result, const char *why
 	rep.client_address = (char *)(client_address ? client_address : "");
 	rep.restore_ns = restore_ns;
 	rep.changed = changed;
-	rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
+	return rgpu_frame_send_hdr(c, &h, &rep.base, NULL);
 }
 
 /* The blobs that make a job's structure: a staged job takes a round only if they are equal. */
@@ -1277,6 +1281,8 @@ static int next_round(struct restore *rs, struct rgpu_conn *c, Rgpu__PushRequest
 			reply(c, *done_seq, ret, why, 0, NULL, NULL, 0, 0);
 		return fail(rs, ret, "round %u: %s", round + 1, why);
 	}
+	/* the round is stored; the last one's removal may wait for the store (a gc there) */
+	beat_say("store", 0, 0, "");
 	/*
 	 * The round before is done with whatever follows: only the last one stays a checkpoint
 	 * here (and goes too when this process ends, restore_run's exit).
@@ -1413,7 +1419,18 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 			rs.m->client_program, (rs.t_setup - t0) / 1e9,
 			(rs.t_replay - rs.t_setup) / 1e9, (rs.t_fill - rs.t_replay) / 1e9,
 			(rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s, addr);
-	reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed);
+	/*
+	 * A source that gave up (the target silent past its --frame-timeout) runs the job on: it
+	 * must not run here as well. It has closed its end, or the answer cannot go; one that
+	 * closes just after the answer left is not seen here.
+	 */
+	if (rgpu_conn_hung_up(c) ||
+	    reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed)) {
+		pr_warn("job %s: the source %s left before the answer (it runs the job on): not "
+			"served here",
+			w->job_hex, rgpu_conn_peer(c));
+		goto out;
+	}
 	beat_stop();
 	rgpu_conn_close(c);
 	ring_close(&rs);

@@ -165,6 +165,20 @@ t=$(($(date +%s) - t0))
 echo "ok: a restore to a target mute after the last byte failed after $t s"
 srv_stop C KILL
 rm -rf "$tmp/C"
+# a target silent 4 s after the last byte (RGPU_FAULT=push_pause), then going on: the source
+# gave up at 2 s and runs the job on, so the target must not serve it as well
+srv_start C RGPU_FAULT=push_pause
+stalled_target A "$(srv_admin C)" --cold "no answer in time"
+i=0
+until grep -q "left before the answer" "$tmp/C/log"; do
+	i=$((i + 1))
+	[ $i -le 100 ] || fail "a target the source gave up on: no 'left before the answer' in its log"
+	sleep 0.1
+done
+[ -z "$(job_of C)" ] || fail "a target the source gave up on serves the job too"
+echo "ok: a target silent past the source's deadline did not serve the job the source runs on"
+srv_stop C KILL
+rm -rf "$tmp/C"
 # a target busy longer than that without an answer (5 s rebuilding the job: a long JIT, say;
 # and cold, 5 s more in the fill's hash check), which says it works: the migration goes through
 srv_start D RGPU_FAULT=restore_slow,verify_slow

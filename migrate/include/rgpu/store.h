@@ -48,7 +48,9 @@ void rgpu_store_close(struct rgpu_store *s);
  * one LMDB environment per server holds everything, and may be open only once per process, so
  * the other tables go through the store's handle.
  *
- * rgpu_store_table() - open (creating) the named database; flags as mdb_dbi_open's.
+ * rgpu_store_table() - open (creating) the named database; flags as mdb_dbi_open's. Before any
+ *   other thread uses the store: an existing one opens in a read-only transaction, and
+ *   mdb_dbi_open there updates the environment's handles without the writer lock.
  * rgpu_store_read() - a read-only transaction (mdb_txn_abort it when done).
  * rgpu_store_write() - run fn in a write transaction and commit it; when the map is full it is
  *   grown and fn runs again in a new transaction, so fn must only write and be repeatable. fn

@@ -29,6 +29,7 @@ static struct srv_worker *new_worker(void)
 	assert_non_null(w);
 	memset(w, 0, sizeof(*w));
 	pthread_mutex_init(&w->send_lock, NULL);
+	pthread_mutex_init(&w->peer_lock, NULL);
 	pthread_cond_init(&w->out_cond, NULL);
 	w->session = 0x77;
 	snprintf(w->job_hex, sizeof(w->job_hex), "test");
