@@ -510,11 +510,7 @@ out:
 	rgpu_ticker_stop(hb);
 	if (ret && need_sent && !done_got) {
 		/* the sender is still sending chunks: tell it why this side stops */
-		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-		struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
-		pe.code = ret;
-		pe.message = why;
-		rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+		rgpu_admin_error(c, ret, why);
 	}
 	if (nstarted) {
 		/* the checkers stop at once: what they have not stored goes with the abort */

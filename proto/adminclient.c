@@ -316,6 +316,16 @@ int rgpu_admin_once(const struct rgpu_admin_peer *p, const char *server, uint16_
 	return ret;
 }
 
+int rgpu_admin_error(struct rgpu_conn *c, int code, const char *message)
+{
+	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
+	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_ERROR};
+
+	pe.code = code;
+	pe.message = (char *)message;
+	return rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
+}
+
 void rgpu_admin_progress(struct rgpu_conn *c, const char *phase, uint64_t done, uint64_t total,
 			 const char *unit)
 {

@@ -522,12 +522,7 @@ static void *admin_main(void *arg)
 
 static void refuse(struct rgpu_conn *c, int code, const char *msg)
 {
-	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-	struct rgpu_frame_hdr h = {.type = RGPU_ADMIN_MSG_ERROR};
-
-	pe.code = code;
-	pe.message = (char *)msg;
-	rgpu_frame_send_hdr(c, &h, &pe.base, NULL);
+	rgpu_admin_error(c, code, msg);
 	rgpu_conn_close(c);
 }
 

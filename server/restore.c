@@ -767,11 +767,7 @@ static int take_device(struct restore *rs, struct rgpu_conn *c, uint64_t *done_s
 out:
 	if (ret && streaming) {
 		/* the source is still sending chunks: tell it why this side stops */
-		Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-		struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
-		pe.code = ret;
-		pe.message = rs->why;
-		rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
+		rgpu_admin_error(c, ret, rs->why);
 	}
 	if (gh)
 		srv_gpuhash_close(&w->drv, gh);

@@ -571,17 +571,8 @@ struct admin_handoff {
 
 static void child_close(int lfd, int afd);
 
-/* Answer an admin request with an error; admin_error() also logs it. */
+/* Answer an admin request with an error and log it (rgpu_admin_error() only answers). */
 static void admin_error(struct rgpu_conn *c, int code, const char *msg);
-static void admin_refuse(struct rgpu_conn *c, int code, const char *msg)
-{
-	Rgpu__ProtocolError pe = RGPU__PROTOCOL_ERROR__INIT;
-	struct rgpu_frame_hdr eh = {.type = RGPU_ADMIN_MSG_ERROR};
-	pe.code = code;
-	pe.message = (char *)msg;
-	rgpu_frame_send_hdr(c, &eh, &pe.base, NULL);
-}
-
 /*
  * In a child of its own, forked at accept: everything before an admin request may be answered
  * (TLS, the request, with --admin-key the challenge and its answer), however slowly its client
@@ -615,7 +606,7 @@ static int admin_preauth(const struct srv_config *cfg, struct rgpu_conn *c, int 
 		goto out;
 	}
 	if (cfg->admin_key && admin_auth(cfg, c, &h, body, msg, sizeof(msg))) {
-		admin_refuse(c, RGPU_EAUTH, msg);
+		rgpu_admin_error(c, RGPU_EAUTH, msg);
 		goto out;
 	}
 	ho.has_proof = admin_has_proof;
@@ -636,7 +627,7 @@ static int admin_preauth(const struct srv_config *cfg, struct rgpu_conn *c, int 
 		if (!c && !(c = rgpu_tcp_wrap(cfd)))
 			close(cfd);
 		if (c)
-			admin_refuse(c, RGPU_EIO, "the server could not take the request");
+			rgpu_admin_error(c, RGPU_EIO, "the server could not take the request");
 		goto out;
 	}
 	free(body);
@@ -1032,7 +1023,7 @@ static void start_probe(const struct srv_config *cfg, int lfd, int afd)
 static void admin_error(struct rgpu_conn *c, int code, const char *msg)
 {
 	pr_warn("admin client %s: %s", rgpu_conn_peer(c), msg);
-	admin_refuse(c, code, msg);
+	rgpu_admin_error(c, code, msg);
 }
 
 /* The job whose id starts with the hex prefix (at least 4 digits), or -1 with why filled. */

@@ -86,6 +86,8 @@ int rgpu_admin_once(const struct rgpu_admin_peer *p, const char *server, uint16_
  * gone client is noticed at the reply), and an admin request's first fields.
  */
 struct rgpu_conn;
+/* rgpu_admin_error() - the server's side: refuse or end a request, MSG_ERROR {code, message} */
+int rgpu_admin_error(struct rgpu_conn *c, int code, const char *message);
 void rgpu_admin_progress(struct rgpu_conn *c, const char *phase, uint64_t done, uint64_t total,
 			 const char *unit);
 
