@@ -54,6 +54,9 @@ int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd)
 	buf = malloc(len ? len : 1);
 	if (!buf)
 		return RGPU_ENOMEM;
+	/* tests: a job's report sized, then packed late (its strings must not change between) */
+	if (m->kind == RGPU__CTL_KIND__CTL_INFO && rgpu_fault("info_pack_slow"))
+		usleep(300000);
 	rgpu__ctl__pack(m, buf);
 	iov.iov_base = buf;
 	iov.iov_len = len;
