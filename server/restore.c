@@ -1399,6 +1399,17 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	w->restored = 1;
 	const char *addr = req->client_address && *req->client_address ? req->client_address
 								       : listen;
+	/*
+	 * A source that gave up (the target silent past its --frame-timeout) runs the job on: it
+	 * must not run here as well. It has closed its end, or the answer cannot go (below); one
+	 * that closes just after the answer left is not seen here.
+	 */
+	if (rgpu_conn_hung_up(c)) {
+		pr_warn("job %s: the source %s left before the answer (it runs the job on): not "
+			"served here",
+			w->job_hex, rgpu_conn_peer(c));
+		goto out;
+	}
 	/* the supervisor knows the job before its client can: the redirect follows the reply */
 	atomic_store(&w->state, SRV_JOB_DISCONNECTED);
 	srv_worker_report(w);
@@ -1415,13 +1426,7 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 			rs.m->client_program, (rs.t_setup - t0) / 1e9,
 			(rs.t_replay - rs.t_setup) / 1e9, (rs.t_fill - rs.t_replay) / 1e9,
 			(rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s, addr);
-	/*
-	 * A source that gave up (the target silent past its --frame-timeout) runs the job on: it
-	 * must not run here as well. It has closed its end, or the answer cannot go; one that
-	 * closes just after the answer left is not seen here.
-	 */
-	if (rgpu_conn_hung_up(c) ||
-	    reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed)) {
+	if (reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed)) {
 		pr_warn("job %s: the source %s left before the answer (it runs the job on): not "
 			"served here",
 			w->job_hex, rgpu_conn_peer(c));
