@@ -190,8 +190,14 @@ static int reader_line(const char *msg, void *ctx)
  * first (mdb_reader_check): a helper that died reading would hold them all back. LMDB opens no
  * cursor on the free list in a write transaction: a read-only one of this thread's (MDB_NOTLS
  * allows it beside the write transaction) sees the same last commit.
+ *
+ * A value of several pages takes them in one run (LMDB's overflow pages), so with run pages
+ * per value only whole multiples of run in each run of adjacent free pages count: a fragmented
+ * free list would otherwise be counted as room the values cannot use, and written past the
+ * reservation (a SIGBUS on a full disk). Runs are looked for within each transaction's list
+ * (what one gc or removal freed together), not across them: an underestimate.
  */
-static uint64_t free_pages(struct rgpu_store *s)
+static uint64_t free_pages(struct rgpu_store *s, uint64_t run)
 {
 	MDB_envinfo info;
 	MDB_txn *r;
@@ -209,10 +215,21 @@ static uint64_t free_pages(struct rgpu_store *s)
 		return 0;
 	if (!mdb_cursor_open(r, 0 /* FREE_DBI */, &cur)) {
 		for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
-		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
-			if (k.mv_size == sizeof(size_t) && *(const size_t *)k.mv_data < oldest &&
-			    v.mv_size >= sizeof(size_t))
-				n += *(const size_t *)v.mv_data; /* an ID list: its count first */
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			if (k.mv_size != sizeof(size_t) || *(const size_t *)k.mv_data >= oldest ||
+			    v.mv_size < sizeof(size_t))
+				continue;
+			/* an ID list: its count, then the page numbers in order */
+			const size_t *id = v.mv_data;
+			size_t cnt = MIN(id[0], v.mv_size / sizeof(size_t) - 1), len = 0;
+			for (size_t i = 1; i <= cnt; i++) {
+				len = i > 1 && (id[i] == id[i - 1] + 1 || id[i] + 1 == id[i - 1])
+					      ? len + 1
+					      : 1;
+				if (i == cnt || !(id[i + 1] == id[i] + 1 || id[i + 1] + 1 == id[i]))
+					n += len / run * run;
+			}
+		}
 		mdb_cursor_close(cur);
 	}
 	mdb_txn_abort(r);
@@ -249,7 +266,10 @@ static int reserve(struct rgpu_store *s, const char *what, size_t need)
 		return 0;
 	e = errno;
 	if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
-		reuse = free_pages(s) * s->psize;
+		/* the largest value: at most need, and at most a chunk (its overflow run) */
+		uint64_t run = (MIN(need, value_room(RGPU_CHUNK_MAX + 16, s->psize)) + s->psize - 1) /
+			       s->psize;
+		reuse = free_pages(s, MAX(run, 1)) * s->psize;
 		if (reuse >= len || (reuse && fallocate(fd, 0, (off_t)start, (off_t)(len - reuse)) == 0))
 			return 0;
 		/*
