@@ -243,13 +243,14 @@ static uint64_t free_pages(struct rgpu_store *s, uint64_t run)
  * not an error but a SIGBUS, which would end the job's worker in the middle of a checkpoint.
  * With the blocks allocated (fallocate, past the data's end) the transaction cannot run out of
  * room; when the disk has too few, the pages on LMDB's free list (blocks it has already, which it
- * reuses first) count too, and only the rest must be new; without enough the transaction fails
+ * reuses first) count too, in runs a value of unit bytes fits (free_pages()), and only the rest
+ * must be new; without enough the transaction fails
  * here, whole. Called first in a write transaction: its writer lock keeps other processes
  * from moving the end of the data meanwhile. A file system without fallocate: the transaction
  * runs as it would have anyway. Returns 0 or RGPU_ENOSPC.
  */
 #define RESERVE_MIN (1u << 20)
-static int reserve(struct rgpu_store *s, const char *what, size_t need)
+static int reserve(struct rgpu_store *s, const char *what, size_t need, size_t unit)
 {
 	MDB_envinfo info;
 	mdb_filehandle_t fd;
@@ -266,10 +267,12 @@ static int reserve(struct rgpu_store *s, const char *what, size_t need)
 		return 0;
 	e = errno;
 	if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
-		/* the largest value: at most need, and at most a chunk (its overflow run) */
-		uint64_t run = (MIN(need, value_room(RGPU_CHUNK_MAX + 16, s->psize)) + s->psize - 1) /
-			       s->psize;
-		reuse = free_pages(s, MAX(run, 1)) * s->psize;
+		/*
+		 * unit: the room of the largest value, whose pages must be one run. Less one run:
+		 * a page the tree takes first may split one that was counted.
+		 */
+		uint64_t run = MAX((unit + s->psize - 1) / s->psize, 1), pages = free_pages(s, run);
+		reuse = (run > 1 ? pages - MIN(pages, run) : pages) * s->psize;
 		if (reuse >= len || (reuse && fallocate(fd, 0, (off_t)start, (off_t)(len - reuse)) == 0))
 			return 0;
 		/*
@@ -301,11 +304,12 @@ static int reserve(struct rgpu_store *s, const char *what, size_t need)
 /*
  * Run fn in a write transaction and commit it; when the map is full, grow it and run fn again
  * in a new transaction (fn must therefore only write, and be repeatable). need: about how many
- * bytes fn writes (reserve()). what names the work in errors. Returns 0, fn's error, or the
+ * bytes fn writes, unit: the room of the largest value among them (reserve()). what names the
+ * work in errors. Returns 0, fn's error, or the
  * commit's.
  */
 static int write_txn(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
-		     void *arg, size_t need)
+		     void *arg, size_t need, size_t unit)
 {
 	for (;;) {
 		uint64_t seen = s->map_size;
@@ -314,7 +318,7 @@ static int write_txn(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *
 
 		if (rc)
 			return mdb_err(what, rc);
-		ret = reserve(s, what, need);
+		ret = reserve(s, what, need, unit);
 		ret = ret ? ret : fn(t, arg);
 		if (!is_rgpu_err(ret)) { /* 0, or an LMDB code (errno values and MDB_* codes) */
 			rc = ret;
@@ -503,7 +507,8 @@ int rgpu_store_read(struct rgpu_store *s, MDB_txn **t)
 int rgpu_store_write(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
 		     void *arg, size_t need, int durable)
 {
-	int ret = write_txn(s, what, fn, arg, need ? value_room(need, s->psize) : 0), rc;
+	size_t room = need ? value_room(need, s->psize) : 0;
+	int ret = write_txn(s, what, fn, arg, room, room), rc;
 
 	if (!ret && durable && (rc = mdb_env_sync(s->env, 1)))
 		ret = mdb_err(what, rc);
@@ -968,10 +973,12 @@ static int flush_locked(struct rgpu_ckpt *c)
 	uint64_t t0 = rgpu_now_ns();
 	prefault(c->s, b.bytes);
 	uint64_t t1 = rgpu_now_ns();
-	size_t room = 0;
-	for (size_t i = 0; i < b.n; i++)
+	size_t room = 0, unit = 0;
+	for (size_t i = 0; i < b.n; i++) {
 		room += value_room(b.v[i].len, c->s->psize);
-	ret = write_txn(c->s, "writing chunks", put_batch, &p, room);
+		unit = MAX(unit, value_room(b.v[i].len, c->s->psize));
+	}
+	ret = write_txn(c->s, "writing chunks", put_batch, &p, room, unit);
 	c->ns_prefault += t1 - t0;
 	c->ns_txn += rgpu_now_ns() - t1;
 	if (!ret)
@@ -1301,7 +1308,8 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	rgpu_sha256(m, mlen - MANIFEST_TAIL, m + mlen - MANIFEST_TAIL);
 	cm.m = m;
 	cm.mlen = mlen;
-	ret = write_txn(s, "committing the manifest", put_manifest, &cm, value_room(mlen, s->psize));
+	ret = write_txn(s, "committing the manifest", put_manifest, &cm, value_room(mlen, s->psize),
+			value_room(mlen, s->psize));
 	if (ret == RGPU_ENOTFOUND) {
 		char name[16];
 		hex6(c->hashes + cm.absent * RGPU_HASH_LEN, name);
@@ -1492,7 +1500,7 @@ int rgpu_store_remove(struct rgpu_store *s, uint64_t id)
 	int ret, rc;
 
 	id_key(id, key);
-	ret = write_txn(s, "removing a checkpoint", del_manifest, arg, 0);
+	ret = write_txn(s, "removing a checkpoint", del_manifest, arg, 0, 0);
 	if (!ret && (rc = mdb_env_sync(s->env, 1)))
 		ret = mdb_err("removing a checkpoint", rc);
 	return ret;
@@ -1546,7 +1554,7 @@ int rgpu_store_gc_bytes(struct rgpu_store *s, uint64_t *freed, uint64_t *bytes)
 		return mdb_err("write transaction", rc);
 	}
 	/* deleting takes new pages too (copies of the ones it changes) */
-	if ((ret = reserve(s, "collecting chunks", 0)))
+	if ((ret = reserve(s, "collecting chunks", 0, 0)))
 		goto out;
 	/* every chunk a manifest names */
 	if ((rc = mdb_cursor_open(t, s->manifests, &cur)))
@@ -1605,7 +1613,7 @@ int rgpu_store_gc_bytes(struct rgpu_store *s, uint64_t *freed, uint64_t *bytes)
 	 * here (the file never shrinks; reserve() counts it)
 	 */
 	struct gc_note g = {s, del};
-	if (del && (ret = write_txn(s, "collecting chunks", note_gc, &g, 0)))
+	if (del && (ret = write_txn(s, "collecting chunks", note_gc, &g, 0, 0)))
 		goto out;
 	if ((rc = mdb_env_sync(s->env, 1)))
 		goto fail;

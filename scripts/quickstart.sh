@@ -182,7 +182,7 @@ if [ -x "$B/tests/zdtm/zdtm_mixed" ]; then
 	# zdtm_mixed's job (vecadd's may still wait out its grace period there)
 	job=$("$B/bin/rgpuctl" jobs --server "$admin" --json | python3 -c '
 import json, sys
-print(next((j["job"] for j in json.load(sys.stdin)["jobs"] if j["program"].endswith("/zdtm_mixed")), ""))')
+print(next((j["job"] for j in json.load(sys.stdin)["jobs"] if j["program"].endswith("/zdtm_mixed")), ""))') || job=""
 	echo "== $B/bin/rgpuctl checkpoint $job --server $admin"
 	"$B/bin/rgpuctl" checkpoint "$job" --server "$admin" 2>&1 | sed 's/^/     /'
 	kill -USR1 "$zpid" 2>/dev/null

@@ -172,7 +172,7 @@ stalled_target A "$(srv_admin C)" --cold "no answer in time"
 i=0
 until grep -q "left before the answer" "$tmp/C/log"; do
 	i=$((i + 1))
-	[ $i -le 100 ] || fail "a target the source gave up on: no 'left before the answer' in its log"
+	[ $i -le 300 ] || fail "a target the source gave up on: no 'left before the answer' in its log"
 	sleep 0.1
 done
 # (its worker ends: the supervisor forgets the job once it has reaped it)

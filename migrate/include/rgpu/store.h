@@ -55,10 +55,10 @@ void rgpu_store_close(struct rgpu_store *s);
  * rgpu_store_write() - run fn in a write transaction and commit it; when the map is full it is
  *   grown and fn runs again in a new transaction, so fn must only write and be repeatable. fn
  *   returns 0, an LMDB code, or a negative RGPU_E* (the transaction is then aborted and that
- *   code returned). need: about how many bytes fn writes (the disk room taken first: RGPU_ENOSPC
- *   when there is none, rather than a SIGBUS in LMDB's map). With durable, the environment is on
- *   disk when it returns (the store's writes do not wait for their meta page otherwise). what
- *   names the work in errors.
+ *   code returned). need: about how many bytes fn writes, taken as one value (the disk room
+ *   taken first: RGPU_ENOSPC when there is none, rather than a SIGBUS in LMDB's map). With
+ *   durable, the environment is on disk when it returns (the store's writes do not wait for
+ *   their meta page otherwise). what names the work in errors.
  * All three return 0 or a negative RGPU_E*, the LMDB error said at err.
  */
 int rgpu_store_table(struct rgpu_store *s, const char *name, unsigned flags, MDB_dbi *dbi);
