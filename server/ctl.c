@@ -65,14 +65,35 @@ int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd)
 	return n == (ssize_t)len ? 0 : RGPU_EIO;
 }
 
-int srv_ctl_recv(int fd, struct Rgpu__Ctl **out, int *got_fd, int timeout_ms)
+ssize_t srv_recvmsg_fd(int sock, void *buf, size_t len, int flags, int *fd)
 {
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} cm;
-	struct msghdr msg = {0};
-	struct iovec iov;
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+			     .msg_controllen = sizeof(cm.buf)};
+	ssize_t r;
+
+	do
+		r = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	for (struct cmsghdr *c = r >= 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int))) {
+			int rfd;
+			memcpy(&rfd, CMSG_DATA(c), sizeof(int));
+			if (fd && *fd < 0)
+				*fd = rfd;
+			else
+				close(rfd);
+		}
+	return r;
+}
+
+int srv_ctl_recv(int fd, struct Rgpu__Ctl **out, int *got_fd, int timeout_ms)
+{
 	uint8_t *buf;
 	ssize_t n;
 
@@ -90,28 +111,15 @@ int srv_ctl_recv(int fd, struct Rgpu__Ctl **out, int *got_fd, int timeout_ms)
 	buf = malloc(CTL_MAX);
 	if (!buf)
 		return RGPU_ENOMEM;
-	iov.iov_base = buf;
-	iov.iov_len = CTL_MAX;
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = cm.buf;
-	msg.msg_controllen = sizeof(cm.buf);
-	do
-		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+	n = srv_recvmsg_fd(fd, buf, CTL_MAX, 0, got_fd);
 	if (n <= 0) {
+		if (got_fd && *got_fd >= 0) {
+			close(*got_fd);
+			*got_fd = -1;
+		}
 		free(buf);
 		return n == 0 ? RGPU_ECLOSED : RGPU_EIO;
 	}
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			int rfd;
-			memcpy(&rfd, CMSG_DATA(c), sizeof(int));
-			if (got_fd && *got_fd < 0)
-				*got_fd = rfd;
-			else
-				close(rfd);
-		}
 	*out = RGPU_PB_UNPACK(rgpu__ctl, (size_t)n, buf);
 	free(buf);
 	if (!*out) {

@@ -1155,6 +1155,12 @@ void srv_stdio_flush(struct srv_worker *w);
 struct Rgpu__Ctl;
 /* srv_sendmsg_fd() - sendmsg of iov[n] on sock, with pass_fd attached unless it is -1 */
 ssize_t srv_sendmsg_fd(int sock, struct iovec *iov, int n, int pass_fd);
+/*
+ * srv_recvmsg_fd() - recvmsg of up to len bytes into buf (flags as recvmsg's; EINTR retried):
+ * the first descriptor that came with them goes to *fd if it is -1 (fd may be NULL), any
+ * other is closed
+ */
+ssize_t srv_recvmsg_fd(int sock, void *buf, size_t len, int flags, int *fd);
 /* srv_ctl_send() - one message, with pass_fd attached unless it is -1 */
 int srv_ctl_send(int fd, const struct Rgpu__Ctl *m, int pass_fd);
 /* srv_ctl_recv() - one message (and the descriptor that came with it, else -1) */

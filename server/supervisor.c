@@ -677,11 +677,6 @@ static void on_admin(const struct srv_config *cfg, int afd)
 }
 
 /*
- * Pending admin connection i has news: its request (answered here, from the workers' latest
- * reports, at most INFO_EVERY_MS old, or handed to a worker or helper), or its end (the child
- * refused it, or the client went away).
- */
-/*
  * The admin_handoff from a pre-authentication child, and the client's socket if it came with
  * it (*cfd, else -1). The child wrote all of it at once: this waits (at most ADMIN_TIMEOUT_MS)
  * only for a child that died mid-way. 0, or -1 (the child refused the client, or broke).
@@ -693,23 +688,12 @@ static int recv_handoff(int fd, struct admin_handoff *ho, int *cfd)
 
 	*cfd = -1;
 	while (got < sizeof(*ho)) {
-		union {
-			struct cmsghdr align;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} cm;
-		struct iovec iov = {(char *)ho + got, sizeof(*ho) - got};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-				    .msg_controllen = sizeof(cm.buf)};
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		if (poll(&pfd, 1, rgpu_ms_until(deadline)) <= 0)
 			break;
-		ssize_t r = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR)))
+		ssize_t r = srv_recvmsg_fd(fd, (char *)ho + got, sizeof(*ho) - got, MSG_DONTWAIT, cfd);
+		if (r <= 0 && !(r < 0 && errno == EAGAIN))
 			break;
-		for (struct cmsghdr *ch = CMSG_FIRSTHDR(&mh); r > 0 && ch; ch = CMSG_NXTHDR(&mh, ch))
-			if (ch->cmsg_level == SOL_SOCKET && ch->cmsg_type == SCM_RIGHTS &&
-			    ch->cmsg_len == CMSG_LEN(sizeof(int)) && *cfd < 0)
-				memcpy(cfd, CMSG_DATA(ch), sizeof(int));
 		if (r > 0)
 			got += (size_t)r;
 	}
@@ -721,6 +705,11 @@ static int recv_handoff(int fd, struct admin_handoff *ho, int *cfd)
 	return -1;
 }
 
+/*
+ * Pending admin connection i has news: its request (answered here, from the workers' latest
+ * reports, at most INFO_EVERY_MS old, or handed to a worker or helper), or its end (the child
+ * refused it, or the client went away).
+ */
 static void on_admin_ready(const struct srv_config *cfg, int i)
 {
 	struct admin_handoff ho;
