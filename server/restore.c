@@ -1404,12 +1404,8 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	 * must not run here as well. It has closed its end, or the answer cannot go (below); one
 	 * that closes just after the answer left is not seen here.
 	 */
-	if (rgpu_conn_hung_up(c)) {
-		pr_warn("job %s: the source %s left before the answer (it runs the job on): not "
-			"served here",
-			w->job_hex, rgpu_conn_peer(c));
-		goto out;
-	}
+	if (rgpu_conn_hung_up(c))
+		goto gone;
 	/* the supervisor knows the job before its client can: the redirect follows the reply */
 	atomic_store(&w->state, SRV_JOB_DISCONNECTED);
 	srv_worker_report(w);
@@ -1426,12 +1422,8 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 			rs.m->client_program, (rs.t_setup - t0) / 1e9,
 			(rs.t_replay - rs.t_setup) / 1e9, (rs.t_fill - rs.t_replay) / 1e9,
 			(rs.t_verify - rs.t_fill) / 1e9, cfg->resume_grace_s, addr);
-	if (reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed)) {
-		pr_warn("job %s: the source %s left before the answer (it runs the job on): not "
-			"served here",
-			w->job_hex, rgpu_conn_peer(c));
-		goto out;
-	}
+	if (reply(c, done_seq, 0, NULL, rs.id, w, addr, rgpu_now_ns() - t0, rs.changed))
+		goto gone;
 	beat_stop();
 	rgpu_conn_close(c);
 	ring_close(&rs);
@@ -1443,7 +1435,10 @@ void srv_restore_run(const struct srv_config *cfg, struct rgpu_conn *c,
 	free(rs.dev_have);
 	rgpu__push_request__free_unpacked(req, NULL);
 	/* a job like any other now, whose link is down: its client resumes it here */
-	srv_worker_serve(w);
+	srv_worker_serve(w); /* (it does not return) */
+gone:
+	pr_warn("job %s: the source %s left before the answer (it runs the job on): not served here",
+		w->job_hex, rgpu_conn_peer(c));
 out:
 	beat_stop();
 	/* a failed live migration's round: nothing to restore it from either */
