@@ -221,14 +221,13 @@ static uint64_t free_pages(struct rgpu_store *s, uint64_t run)
 				continue;
 			/* an ID list: its count, then the page numbers in order */
 			const size_t *id = v.mv_data;
-			size_t cnt = MIN(id[0], v.mv_size / sizeof(size_t) - 1), len = 0;
-			for (size_t i = 1; i <= cnt; i++) {
-				len = i > 1 && (id[i] == id[i - 1] + 1 || id[i] + 1 == id[i - 1])
-					      ? len + 1
-					      : 1;
-				if (i == cnt || !(id[i + 1] == id[i] + 1 || id[i + 1] + 1 == id[i]))
+			size_t cnt = MIN(id[0], v.mv_size / sizeof(size_t) - 1);
+			/* len: the pages of the run that ends at id[i] so far */
+			for (size_t i = 1, len = 1; i <= cnt; i++, len++)
+				if (i == cnt || (id[i + 1] != id[i] + 1 && id[i + 1] + 1 != id[i])) {
 					n += len / run * run;
-			}
+					len = 0;
+				}
 		}
 		mdb_cursor_close(cur);
 	}
@@ -244,9 +243,9 @@ static uint64_t free_pages(struct rgpu_store *s, uint64_t run)
  * With the blocks allocated (fallocate, past the data's end) the transaction cannot run out of
  * room; when the disk has too few, the pages on LMDB's free list (blocks it has already, which it
  * reuses first) count too, in runs a value of unit bytes fits (free_pages()), and only the rest
- * must be new; without enough the transaction fails
- * here, whole. Called first in a write transaction: its writer lock keeps other processes
- * from moving the end of the data meanwhile. A file system without fallocate: the transaction
+ * must be new; without enough the transaction fails here, whole. Called first in a write
+ * transaction: its writer lock keeps other processes from moving the end of the data
+ * meanwhile. A file system without fallocate: the transaction
  * runs as it would have anyway. Returns 0 or RGPU_ENOSPC.
  */
 #define RESERVE_MIN (1u << 20)
@@ -305,8 +304,7 @@ static int reserve(struct rgpu_store *s, const char *what, size_t need, size_t u
  * Run fn in a write transaction and commit it; when the map is full, grow it and run fn again
  * in a new transaction (fn must therefore only write, and be repeatable). need: about how many
  * bytes fn writes, unit: the room of the largest value among them (reserve()). what names the
- * work in errors. Returns 0, fn's error, or the
- * commit's.
+ * work in errors. Returns 0, fn's error, or the commit's.
  */
 static int write_txn(struct rgpu_store *s, const char *what, int (*fn)(MDB_txn *t, void *arg),
 		     void *arg, size_t need, size_t unit)
@@ -373,6 +371,17 @@ static int check_format(struct rgpu_store *s, MDB_txn *t, int rdonly)
 	return 0;
 }
 
+/* The store's three databases, with flags (MDB_CREATE: made where missing). */
+static int open_dbs(struct rgpu_store *s, MDB_txn *t, unsigned flags)
+{
+	int rc;
+
+	if ((rc = mdb_dbi_open(t, "chunks", flags, &s->chunks)) ||
+	    (rc = mdb_dbi_open(t, "manifests", flags, &s->manifests)))
+		return rc;
+	return mdb_dbi_open(t, "meta", flags, &s->meta);
+}
+
 int rgpu_store_open(const char *dir, struct rgpu_store **out)
 {
 	struct rgpu_store *s = calloc(1, sizeof(*s));
@@ -422,10 +431,7 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 	 */
 	if ((rc = txn_begin(s, MDB_RDONLY, &t)))
 		goto made;
-	if (!(rc = mdb_dbi_open(t, "chunks", 0, &s->chunks)) &&
-	    !(rc = mdb_dbi_open(t, "manifests", 0, &s->manifests)) &&
-	    !(rc = mdb_dbi_open(t, "meta", 0, &s->meta)) &&
-	    (rc = check_format(s, t, 1)) != MDB_NOTFOUND) {
+	if (!(rc = open_dbs(s, t, 0)) && (rc = check_format(s, t, 1)) != MDB_NOTFOUND) {
 		if ((ret = rc))
 			goto out_txn;
 		if ((rc = mdb_txn_commit(t))) {
@@ -438,10 +444,7 @@ int rgpu_store_open(const char *dir, struct rgpu_store **out)
 	mdb_txn_abort(t);
 	t = NULL;
 made:
-	if ((rc = txn_begin(s, 0, &t)) ||
-	    (rc = mdb_dbi_open(t, "chunks", MDB_CREATE, &s->chunks)) ||
-	    (rc = mdb_dbi_open(t, "manifests", MDB_CREATE, &s->manifests)) ||
-	    (rc = mdb_dbi_open(t, "meta", MDB_CREATE, &s->meta))) {
+	if ((rc = txn_begin(s, 0, &t)) || (rc = open_dbs(s, t, MDB_CREATE))) {
 		ret = mdb_err("opening the databases", rc);
 		goto out_txn;
 	}
