@@ -118,10 +118,21 @@ static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 	 * scheduler's wake-up, which costs more than that on each side of a round trip. Also
 	 * under a timeout (a worker's reader waits for the next frame only until its session would
 	 * be idle), which the spin overshoots by at most spin_ns.
+	 *
+	 * The spin watches the socket with poll, which reads its state without its lock, and
+	 * calls recv only once bytes are there. A recv on an empty socket takes the socket's lock:
+	 * spinning on it kept the lock held much of the time, and a sendmsg on the same socket from
+	 * another thread (the caller writing its next request, the executor writing a reply) then
+	 * slept until it was released.
 	 */
 	if (c->spin_ns && timeout_ms != 0) {
 		uint64_t start = rgpu_now_ns();
 		do {
+			struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+			if (poll(&pfd, 1, 0) == 0) {
+				__builtin_ia32_pause();
+				continue;
+			}
 			ssize_t r = recv(c->fd, buf, cap, MSG_DONTWAIT);
 			if (r > 0)
 				return (long)r;
@@ -129,7 +140,6 @@ static long tcp_recv_some(struct rgpu_conn *c, void *buf, size_t cap, int timeou
 				return RGPU_ECLOSED;
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				break;
-			__builtin_ia32_pause();
 		} while (rgpu_conn_spin_more(c, start, rgpu_now_ns()));
 	}
 	for (;;) {
