@@ -34,6 +34,7 @@ find gpubundle/tests -type f -perm -u+x ! -name '*.sh' -exec strip --strip-unnee
 if [ -n "${BEFORE:-}" ]; then
 	mkdir -p gpubundle/before/bin gpubundle/before/lib
 	cp -a "$BEFORE"/bin/rgpud gpubundle/before/bin/
+	[ -x "$BEFORE"/bin/lanes_bench ] && cp -a "$BEFORE"/bin/lanes_bench gpubundle/before/bin/
 	cp -a "$BEFORE"/lib/*.so.* gpubundle/before/lib/
 	cp -a "$BEFORE"/lib/interposer gpubundle/before/lib/
 fi

@@ -473,6 +473,14 @@ timeout 120 "$B/bin/tcp_ceiling" >"$OUT/bench.ceiling.txt" 2>&1 || echo "tcp_cei
 timeout 60 "$B/bin/tcp_ceiling" -s 8 -m 1024 2>&1 | grep -v rtt >>"$OUT/bench.ceiling.txt"
 timeout 120 "$B/bin/lanes_bench" -n 8 -c 4,16 >>"$OUT/bench.ceiling.txt" 2>&1 ||
 	echo "lanes_bench failed: $?" >>"$OUT/bench.ceiling.txt"
+# the previous build's transport too (rows before_lanes_*), then this one's again: two rounds each
+if [ -x "$BEFORE/bin/lanes_bench" ]; then
+	for lb in "$BEFORE/bin/lanes_bench" "$B/bin/lanes_bench" "$BEFORE/bin/lanes_bench"; do
+		pre=; [ "$lb" = "$B/bin/lanes_bench" ] || pre=before_
+		timeout 120 "$lb" -n 8 -c 4,16 2>&1 | sed "s/^lanes_/${pre}lanes_/; s/^# lanes_/# ${pre}lanes_/" \
+			>>"$OUT/bench.ceiling.txt"
+	done
+fi
 if [ -x "$BEFORE/bin/rgpud" ]; then
 	"$BEFORE/bin/rgpud" --listen 127.0.0.1:0 --port-file "$OUT/before.port" --state-dir "$OUT/before-state" \
 		"${DRIVER_ARG[@]}" --log-level info 2>"$OUT/rgpud.before.log" &
