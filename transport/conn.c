@@ -24,8 +24,6 @@ static int recv_exact(struct rgpu_conn *c, void *buf, size_t len, uint64_t deadl
 
 	deadline = rgpu_deadline_min(deadline, c->deadline);
 	*got = 0;
-	if (c->recv_broken)
-		return RGPU_ECLOSED;
 	if (have) {
 		size_t n = have < len ? have : len;
 		memcpy(p, c->rbuf + c->rpos, n);

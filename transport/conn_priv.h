@@ -81,7 +81,6 @@ struct rgpu_conn {
 	int frame_timeout_ms;  /* a frame must arrive whole within this of its first byte */
 	int send_timeout_ms;   /* a send moving no byte this long fails (0: no limit) */
 	int send_broken;       /* such a send failed: every later one fails the same (atomic) */
-	int recv_broken;       /* a striped payload failed: the rest of the stream is not read */
 	uint64_t frame_deadline; /* when the frame being received must be whole, payload too */
 	uint64_t deadline;       /* no receive waits past this (0: none): rgpu_conn_set_deadline */
 	uint32_t spin_ns;      /* poll this long for more bytes before sleeping (0: never) */

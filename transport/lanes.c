@@ -1,26 +1,19 @@
 /*
- * Lanes: extra TCP connections of one link, which carry its large payloads in chunks. One TCP
+ * Lanes: extra TCP connections of one link, which carry its large payloads in stripes. One TCP
  * connection moves what one core can push through the kernel (about 4.4 GB/s on the H200 host's
  * loopback); eight move 31 GB/s. So a payload of at least RGPU_LANE_MIN bytes, written as its own
- * iovec entry after its frame's header and body, is cut into chunks of RGPU_LANE_CHUNK bytes (the
- * last shorter), and the link's own socket and its n lanes carry them all at once: the writing
- * thread on the link, each lane's sending thread on its lane. Each takes the next chunk not yet
- * taken until none is left, so a connection that goes faster (its thread has a core to itself)
- * carries more. Equal stripes, one per connection, waited for the slowest: measured on the H200
- * host, the first stripe was through half a stripe's time before the last. The frame's header
- * carries RGPU_FRAME_LANES. The receiver reads them the same way, each lane's receiving thread
- * straight into the destination, the reader itself on the link. A call returns once every
- * chunk is through, so a payload is never in use after the writer gave it back.
+ * iovec entry after its frame's header and body, is cut into 1 + n stripes: the first follows
+ * the frame on the link's own socket, sent by the writing thread, and stripe k goes on lane k,
+ * sent by that lane's sending thread, all at once; the frame's header carries RGPU_FRAME_LANES.
+ * The receiver reads them the same way, each lane's receiving thread straight into its part of
+ * the destination, the reader itself the first. A call returns once every stripe is through,
+ * so a payload is never in use after the writer gave it back.
  *
- * On each connection a payload is a run of records, each a 32-byte header (magic "RGLN", the
- * chunk's length (32 bits), the frame's seq (64), the chunk's offset in the payload (64), the
- * sender's connections 1 + n (32) and this one's number k, 0 the link (32)) then the chunk; the
- * run ends with a record of length 0 whose offset is the payload's length. The receiver checks
- * every record against the frame it read on the link and its own connections, and that every
- * chunk came once: anything else is a protocol error. Runs on each connection follow the frames'
- * order, since one writer and one reader use a link at a time. A lane that fails takes the whole
- * link down (its shutdown): the link is then lost and resumed like any other, and its lanes are
- * made again.
+ * Each stripe on a lane starts with 16 bytes: magic "RGLN", its length, the frame's seq. The
+ * receiver checks them against the frame it read on the link: a lane out of step is a protocol
+ * error. Stripes on each lane follow the frames' order, since one writer and one reader use a
+ * link at a time. A lane that fails takes the whole link down (its shutdown): the link is
+ * then lost and resumed like any other, and its lanes are made again.
  *
  * Lanes are attached to a connection when their sockets exist (rgpu_lanes_attach); a sender
  * uses them only once told the peer has them too (rgpu_lanes_ready), and a receiver refuses a
@@ -44,16 +37,18 @@
 #define LANE_MAGIC 0x4e4c4752u /* "RGLN" in memory order */
 /*
  * A writer or reader waiting for its lanes polls this long before sleeping (machines with at
- * least 4 CPUs; rgpu_spin_budget_ns). The lanes' own threads sleep between payloads: measured on
+ * least 4 CPUs; rgpu_spin_budget_ns). The lanes' own threads sleep between stripes: measured on
  * the H200 host, eight lanes whose threads polled too moved half as much (too many threads
  * polling for 16 CPUs).
  */
 #define LANE_SPIN_NS 300000
 
-#define REC_LEN 32
-
 struct lane_job {
-	uint64_t done_ns;       /* when the lane finished its part (rgpu_lanes_stats) */
+	const uint8_t *src;     /* sending: the stripe */
+	uint8_t *dst;           /* receiving: where it goes (NULL: dropped) */
+	size_t len;
+	uint64_t seq, deadline;
+	uint64_t done_ns;       /* when the lane finished it (rgpu_lanes_stats) */
 	int busy;
 };
 
@@ -64,18 +59,6 @@ struct lane {
 	struct lane_job txj, rxj;
 };
 
-/* the payload being sent ([0]) or received ([1]): set by post(), then read by every part */
-struct payload {
-	const uint8_t *src;     /* sending */
-	uint8_t *dst;           /* receiving: where it goes (NULL: dropped) */
-	size_t len;
-	uint64_t seq, deadline;
-	atomic_size_t next;     /* sending: the offset of the next chunk not yet taken */
-	atomic_size_t chunks;   /* receiving: chunks received */
-	uint64_t *seen;         /* receiving: a bit per chunk received */
-	size_t seen_words;
-};
-
 struct rgpu_lanes {
 	pthread_mutex_t m;
 	pthread_cond_t go, done;
@@ -83,7 +66,6 @@ struct rgpu_lanes {
 	atomic_int ready;       /* the peer has them: payloads may be striped */
 	int stop;
 	int err[2];             /* the first failure of the payload being sent [0], received [1] */
-	struct payload pl[2];
 	struct rgpu_lanes_stats st[2]; /* sending [0], receiving [1]: that side's thread only */
 	uint64_t post_ns[2], end_ns[2]; /* the current payload's posting, the last one's end */
 	struct rgpu_conn *c;
@@ -121,99 +103,25 @@ static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
 	return 0;
 }
 
-/* a record's header, then its n bytes, in one sendmsg where the socket takes them */
-static int send_rec(int fd, const uint8_t h[REC_LEN], const uint8_t *p, size_t n)
+static int lane_send(struct lane *ln, const struct lane_job *j)
 {
-	struct iovec iov[2] = {{(void *)h, REC_LEN}, {(void *)p, n}};
-	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = n ? 2 : 1};
-
-	while (msg.msg_iovlen) {
-		ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return errno == EPIPE || errno == ECONNRESET ? RGPU_ECLOSED : RGPU_EIO;
-		while (msg.msg_iovlen && (size_t)w >= msg.msg_iov->iov_len) {
-			w -= (ssize_t)msg.msg_iov->iov_len;
-			msg.msg_iov++;
-			msg.msg_iovlen--;
-		}
-		if (msg.msg_iovlen) {
-			msg.msg_iov->iov_base = (uint8_t *)msg.msg_iov->iov_base + w;
-			msg.msg_iov->iov_len -= (size_t)w;
-		}
-	}
-	return 0;
+	uint8_t h[16];
+	wr_le32(h, LANE_MAGIC);
+	wr_le32(h + 4, (uint32_t)j->len);
+	wr_le64(h + 8, j->seq);
+	int ret = rgpu_send_all(ln->fd, h, sizeof(h));
+	return ret ? ret : rgpu_send_all(ln->fd, j->src, j->len);
 }
 
-/* Connection k's part of the payload being sent: chunks while any is left, then the end. */
-static int send_part(struct rgpu_lanes *ls, int k, int fd)
+static int lane_recv(struct lane *ln, const struct lane_job *j)
 {
-	struct payload *pl = &ls->pl[0];
-	uint8_t h[REC_LEN];
-
-	for (;;) {
-		size_t off = atomic_fetch_add(&pl->next, RGPU_LANE_CHUNK);
-		size_t n = off < pl->len ? MIN(RGPU_LANE_CHUNK, pl->len - off) : 0;
-		wr_le32(h, LANE_MAGIC);
-		wr_le32(h + 4, (uint32_t)n);
-		wr_le64(h + 8, pl->seq);
-		wr_le64(h + 16, n ? off : pl->len);
-		wr_le32(h + 24, (uint32_t)ls->n + 1);
-		wr_le32(h + 28, (uint32_t)k);
-		int ret = send_rec(fd, h, n ? pl->src + off : NULL, n);
-		if (ret || !n)
-			return ret;
-	}
-}
-
-/* n bytes of connection k's part into p (NULL: dropped): the link's own (0) or lane k's */
-static int part_read(struct rgpu_lanes *ls, int k, uint8_t *p, size_t n)
-{
-	if (k)
-		return recv_all(ls->l[k].fd, p, n, ls->pl[1].deadline);
-	while (!p && n) {
-		uint8_t scratch[16384];
-		size_t m = MIN(n, sizeof(scratch));
-		int ret = rgpu_conn_recv_payload_raw(ls->c, scratch, m);
-		if (ret)
-			return ret;
-		n -= m;
-	}
-	return p ? rgpu_conn_recv_payload_raw(ls->c, p, n) : 0;
-}
-
-/*
- * Connection k's part of the payload being received, up to its end record. A record of another
- * frame, length or connection, a chunk out of place or received twice: RGPU_EPROTO (a lane out
- * of step, or a sender with other lanes).
- */
-static int recv_part(struct rgpu_lanes *ls, int k)
-{
-	struct payload *pl = &ls->pl[1];
-	uint8_t h[REC_LEN];
-
-	for (;;) {
-		int ret = part_read(ls, k, h, REC_LEN);
-		if (ret)
-			return ret;
-		uint32_t n = rd_le32(h + 4);
-		uint64_t off = rd_le64(h + 16);
-		if (rd_le32(h) != LANE_MAGIC || rd_le64(h + 8) != pl->seq ||
-		    rd_le32(h + 24) != (uint32_t)ls->n + 1 || rd_le32(h + 28) != (uint32_t)k)
-			return RGPU_EPROTO;
-		if (!n)
-			return off == pl->len ? 0 : RGPU_EPROTO;
-		if (off % RGPU_LANE_CHUNK || off >= pl->len ||
-		    n != MIN(RGPU_LANE_CHUNK, pl->len - off))
-			return RGPU_EPROTO;
-		uint64_t i = off / RGPU_LANE_CHUNK, bit = 1ull << (i % 64);
-		if (__atomic_fetch_or(&pl->seen[i / 64], bit, __ATOMIC_RELAXED) & bit)
-			return RGPU_EPROTO;
-		if ((ret = part_read(ls, k, pl->dst ? pl->dst + off : NULL, n)))
-			return ret;
-		atomic_fetch_add(&pl->chunks, 1);
-	}
+	uint8_t h[16];
+	int ret = recv_all(ln->fd, h, sizeof(h), j->deadline);
+	if (ret)
+		return ret;
+	if (rd_le32(h) != LANE_MAGIC || rd_le32(h + 4) != j->len || rd_le64(h + 8) != j->seq)
+		return RGPU_EPROTO; /* a lane out of step with its link */
+	return recv_all(ln->fd, j->dst, j->len, j->deadline);
 }
 
 struct lane_arg {
@@ -222,8 +130,8 @@ struct lane_arg {
 };
 
 /*
- * A payload's first failure, on any connection, is its verdict, and takes the link down at once:
- * the link's socket and the other lanes stop waiting for chunks that will not come (else a lane out
+ * A payload's first failure, of any stripe, is its verdict, and takes the link down at once: the
+ * link's socket and the other lanes stop waiting for stripes that will not come (else a lane out
  * of step would hold the reader until the frame's deadline, and be reported as that).
  */
 static void fail(struct rgpu_lanes *ls, int rx, int ret)
@@ -249,8 +157,9 @@ static void *lane_main(void *p)
 			pthread_cond_wait(&ls->go, &ls->m);
 		if (ls->stop)
 			break;
+		struct lane_job job = *j;
 		pthread_mutex_unlock(&ls->m);
-		int ret = a.rx ? recv_part(ls, a.i) : send_part(ls, a.i, ln->fd);
+		int ret = a.rx ? lane_recv(ln, &job) : lane_send(ln, &job);
 		if (ret)
 			fail(ls, a.rx, ret);
 		j->done_ns = rgpu_now_ns();
@@ -365,27 +274,22 @@ void rgpu_lanes_free(struct rgpu_conn *c)
 			pthread_join(ls->l[i].rx, NULL);
 			close(ls->l[i].fd);
 		}
-	free(ls->pl[1].seen);
 	free(ls);
 	c->lanes = NULL;
 }
 
-/* start the lanes on a payload (rx: receiving into dst); RGPU_ENOMEM */
-static int post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst, size_t len,
-		uint64_t seq, uint64_t deadline)
+/* Stripe k of len bytes over 1 + n: [*off, *off + *part) */
+static void stripe(size_t len, int n, int k, size_t *off, size_t *part)
 {
-	struct payload *pl = &ls->pl[rx];
-	size_t words = (len / RGPU_LANE_CHUNK + 1 + 63) / 64;
+	size_t per = ((len + (size_t)n) / (size_t)(n + 1) + 4095) & ~(size_t)4095;
+	*off = MIN(per * (size_t)k, len);
+	*part = MIN(per, len - *off);
+}
 
-	if (rx && words > pl->seen_words) {
-		uint64_t *m = realloc(pl->seen, words * sizeof(*m));
-		if (!m)
-			return RGPU_ENOMEM;
-		pl->seen = m;
-		pl->seen_words = words;
-	}
-	if (rx)
-		memset(pl->seen, 0, words * sizeof(*pl->seen));
+/* post stripes 1..n of a payload to the lanes (rx: receive into dst) */
+static void post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst, size_t len,
+		 uint64_t seq, uint64_t deadline)
+{
 	ls->post_ns[rx] = rgpu_now_ns();
 	if (ls->end_ns[rx])
 		ls->st[rx].gap_ns += ls->post_ns[rx] - ls->end_ns[rx];
@@ -393,23 +297,21 @@ static int post(struct rgpu_lanes *ls, int rx, const uint8_t *src, uint8_t *dst,
 	ls->st[rx].bytes += len;
 	pthread_mutex_lock(&ls->m);
 	ls->err[rx] = 0;
-	pl->src = src;
-	pl->dst = dst;
-	pl->len = len;
-	pl->seq = seq;
-	pl->deadline = deadline;
-	atomic_store(&pl->next, 0);
-	atomic_store(&pl->chunks, 0);
-	for (int k = 1; k <= ls->n; k++)
-		__atomic_store_n(rx ? &ls->l[k].rxj.busy : &ls->l[k].txj.busy, 1, __ATOMIC_RELEASE);
+	for (int k = 1; k <= ls->n; k++) {
+		size_t off, part;
+		struct lane_job *j = rx ? &ls->l[k].rxj : &ls->l[k].txj;
+		stripe(len, ls->n, k, &off, &part);
+		*j = (struct lane_job){.src = src ? src + off : NULL, .dst = dst ? dst + off : NULL,
+				       .len = part, .seq = seq, .deadline = deadline};
+		__atomic_store_n(&j->busy, 1, __ATOMIC_RELEASE);
+	}
 	pthread_cond_broadcast(&ls->go);
 	pthread_mutex_unlock(&ls->m);
-	return 0;
 }
 
 /*
- * wait for the lanes' parts; the first failure of any, the link's own part's included.
- * own_ns: when the link's own part was through.
+ * wait for the lanes' stripes; the first failure of any, the link's own stripe's included.
+ * own_ns: when the link's own stripe was through.
  */
 static int wait_all(struct rgpu_lanes *ls, int rx, uint64_t own_ns)
 {
@@ -460,11 +362,12 @@ void rgpu_lanes_stats_say(const struct rgpu_lanes_stats *st, char *out, size_t c
 int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq)
 {
 	struct rgpu_lanes *ls = c->lanes;
-	int ret = post(ls, 0, p, NULL, len, seq, 0);
+	size_t off, part;
+	int ret;
 
-	if (ret)
-		return ret;
-	ret = send_part(ls, 0, c->fd);
+	stripe(len, ls->n, 0, &off, &part);
+	post(ls, 0, p, NULL, len, seq, 0);
+	ret = rgpu_send_all(c->fd, p, part);
 	if (ret)
 		fail(ls, 0, ret);
 	ret = wait_all(ls, 0, rgpu_now_ns());
@@ -475,31 +378,36 @@ int rgpu_lanes_send(struct rgpu_conn *c, const void *p, size_t len, uint64_t seq
 	return ret;
 }
 
+/* The first stripe, on the link itself (buf NULL: dropped). */
+static int first_stripe(struct rgpu_conn *c, void *buf, size_t len)
+{
+	char scratch[16384];
+	while (!buf && len) {
+		size_t n = MIN(len, sizeof(scratch));
+		int ret = rgpu_conn_recv_payload_raw(c, scratch, n);
+		if (ret)
+			return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
+		len -= n;
+	}
+	return buf ? rgpu_conn_recv_payload_raw(c, buf, len) : 0;
+}
+
 int rgpu_lanes_recv_marked(struct rgpu_conn *c, void *p, size_t len)
 {
 	struct rgpu_lanes *ls = c->lanes;
+	size_t off, part;
 	int ret;
 
 	c->lanes_frame = 0;
 	if (!ls)
 		return RGPU_EPROTO;
-	ret = post(ls, 1, NULL, p, len, c->frame_seq, c->frame_deadline);
-	if (ret) {
-		c->recv_broken = 1; /* its chunks cannot be read past */
-		c->ops->shutdown(c);
-		return ret;
-	}
-	ret = recv_part(ls, 0);
+	stripe(len, ls->n, 0, &off, &part);
+	post(ls, 1, NULL, p, len, c->frame_seq, c->frame_deadline);
+	ret = first_stripe(c, p, part);
 	if (ret)
 		fail(ls, 1, ret);
 	ret = wait_all(ls, 1, rgpu_now_ns());
-	/* every part ended well, and every chunk came: the bit map refused any twice */
-	if (!ret && atomic_load(&ls->pl[1].chunks) != (len + RGPU_LANE_CHUNK - 1) / RGPU_LANE_CHUNK)
-		ret = RGPU_EPROTO;
-	if (ret) {
-		/* what the link's socket still holds is no frame: read nothing more */
-		c->recv_broken = 1;
+	if (ret)
 		c->ops->shutdown(c);
-	}
 	return ret == RGPU_ECLOSED ? RGPU_ETRUNC : ret;
 }

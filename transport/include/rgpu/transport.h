@@ -307,7 +307,7 @@ int rgpu_conn_recv_payload_raw(struct rgpu_conn *c, void *buf, size_t len);
 
 /*
  * Lanes (lanes.c): extra TCP connections of one link that carry its large payloads (at least
- * RGPU_LANE_MIN bytes) in chunks, all at once. rgpu_lanes_attach() - socket fd (connected,
+ * RGPU_LANE_MIN bytes) in stripes, all at once. rgpu_lanes_attach() - socket fd (connected,
  * past its own handshake) becomes lane `index` (1..RGPU_MAX_LANES-1) of c: from now on c can
  * receive striped payloads. rgpu_lanes_ready() - the peer has all of c's lanes: c may send
  * striped payloads. rgpu_lanes_count() - lanes attached (1..n all there). Not for TLS or
@@ -315,7 +315,6 @@ int rgpu_conn_recv_payload_raw(struct rgpu_conn *c, void *buf, size_t len);
  */
 #define RGPU_MAX_LANES 16
 #define RGPU_LANE_MIN (1u << 20)
-#define RGPU_LANE_CHUNK (256u << 10) /* the unit the link and its lanes take in turn */
 int rgpu_lanes_attach(struct rgpu_conn *c, int index, int fd);
 void rgpu_lanes_ready(struct rgpu_conn *c);
 int rgpu_lanes_count(const struct rgpu_conn *c);
