@@ -10,6 +10,12 @@
  *   tcp_rtt_median X us           a 4-byte request answered by a 4-byte reply over one
  *                                 connection, both ends polling (as rgpu's threads do): the
  *                                 least two transfers cost on this host's loopback
+ *   tcp_rtt_split_median X us     the same with 96 bytes each way and, at each end, one thread
+ *                                 that writes and another that polls the socket and reads, as
+ *                                 rgpu's client (caller, receiver) and worker (reader,
+ *                                 executor) have: what a synchronous call over TCP costs at
+ *                                 least, its handler aside (machines with 4 CPUs or more; on
+ *                                 fewer, a comment line says it was not measured)
  *
  *   tcp_ceiling [-t SECONDS] [-s STREAMS,...] [-m MiB]     defaults: -t 2 -s 1,2,4,8
  *
@@ -24,6 +30,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -287,6 +294,103 @@ out:
 	return med;
 }
 
+/*
+ * One end of the split round trips: a thread that polls the socket (poll with a zero timeout,
+ * then recv once bytes are there, as rgpu's transport does) and counts the messages in.
+ */
+enum { SPLIT_LEN = 96 };
+
+struct split_end {
+	int fd;
+	atomic_uint got;        /* messages read whole */
+};
+
+static void *split_reader(void *arg)
+{
+	struct split_end *e = arg;
+	char b[SPLIT_LEN];
+	size_t have = 0;
+	while (!atomic_load(&stop)) {
+		struct pollfd pfd = {.fd = e->fd, .events = POLLIN};
+		if (poll(&pfd, 1, 0) == 0)
+			continue;
+		ssize_t n = recv(e->fd, b + have, sizeof(b) - have, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+		if (n > 0 && (have += (size_t)n) == sizeof(b)) {
+			have = 0;
+			atomic_fetch_add(&e->got, 1);
+		}
+	}
+	return NULL;
+}
+
+/* The far end's writer: answers each message its reader counted. */
+static void *split_answerer(void *arg)
+{
+	struct split_end *e = arg;
+	char b[SPLIT_LEN] = {0};
+	unsigned done = 0;
+	while (!atomic_load(&stop)) {
+		if (atomic_load(&e->got) == done)
+			continue;
+		done++;
+		if (send(e->fd, b, sizeof(b), MSG_NOSIGNAL) != (ssize_t)sizeof(b))
+			break;
+	}
+	return NULL;
+}
+
+/* Median split round trip (see the opening comment), in us; negative on failure. */
+static double rtt_split(int lfd, const struct sockaddr_in *addr)
+{
+	enum { N = 20000, WARM = 2000 };
+	static double t[N];
+	struct conn c;
+	struct split_end near, far;
+	pthread_t th[3];
+	int started = 0;
+	char b[SPLIT_LEN] = {0};
+	double med = -1;
+
+	if (connect_pair(lfd, addr, &c) < 0)
+		return -1;
+	near.fd = c.send_fd;
+	far.fd = c.recv_fd;
+	atomic_init(&near.got, 0);
+	atomic_init(&far.got, 0);
+	atomic_store(&stop, 0);
+	if (pthread_create(&th[started], NULL, split_reader, &far) == 0)
+		started++;
+	if (started == 1 && pthread_create(&th[started], NULL, split_answerer, &far) == 0)
+		started++;
+	if (started == 2 && pthread_create(&th[started], NULL, split_reader, &near) == 0)
+		started++;
+	if (started < 3)
+		goto out;
+	for (unsigned i = 0; i < WARM + N; i++) {
+		double t0 = now_s(), t1 = t0 + 1;
+		if (send(c.send_fd, b, sizeof(b), MSG_NOSIGNAL) != (ssize_t)sizeof(b))
+			goto out;
+		while (atomic_load(&near.got) == i)
+			if (now_s() > t1) /* a second: something broke */
+				goto out;
+		if (i >= WARM)
+			t[i - WARM] = (now_s() - t0) * 1e6;
+	}
+	qsort(t, N, sizeof(t[0]), cmp_d);
+	med = t[N / 2];
+out:
+	atomic_store(&stop, 1);
+	shutdown(c.send_fd, SHUT_RDWR);
+	shutdown(c.recv_fd, SHUT_RDWR);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	close(c.send_fd);
+	close(c.recv_fd);
+	return med;
+}
+
 /* "1,2,4,8" into counts[]; the number of them, or -1. */
 static int parse_counts(const char *s, int *counts)
 {
@@ -380,6 +484,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("tcp_rtt_median %.2f us\n", us);
+	fflush(stdout);
+	/* three threads poll at once: with fewer than 4 CPUs they would take turns, not poll */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cpus < 4) {
+		printf("# tcp_rtt_split_median not measured: %ld CPUs, it needs 4\n", cpus);
+		close(lfd);
+		return 0;
+	}
+	us = rtt_split(lfd, &addr);
+	if (us < 0) {
+		fprintf(stderr, "tcp_ceiling: the split round trips failed\n");
+		close(lfd);
+		return 1;
+	}
+	printf("tcp_rtt_split_median %.2f us\n", us);
 	close(lfd);
 	return 0;
 }
