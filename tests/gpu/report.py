@@ -117,6 +117,11 @@ def transports(native, tcp, shm, ceiling):
         print(f"{n:<20} {unit:<11} {fmt(v):>10}")
     print(f"issue 14 targets: {counts['ok']} ok, {counts['MISS']} MISS, {counts['-']} without a number"
           " (times in us: lower is better; tcp_ceiling: loopback TCP on this host, no rgpu)")
+    split = ceiling.get("tcp_rtt_split_median", (None, ""))[0]
+    nd, td = native.get("d2h4_median", (None, ""))[0], tcp.get("d2h4_median", (None, ""))[0]
+    if None not in (split, nd, td):
+        print(f"tcp d2h4_median: native {nd:.2f} + the split round trip {split:.2f} = "
+              f"{nd + split:.2f} us at least; rgpu {td:.2f} ({td - nd - split:+.2f}: rgpu's own work)")
     if not native or not tcp or not shm:
         print("(a side produced no numbers: see bench.*.err)")
     if best is None:

@@ -39,7 +39,8 @@ def main():
                      "h2d_64M 3.3 GB/s\nd2h_4streams 2.0 GB/s\n")
         shm = write(d, "shm.txt", "d2h4_median 5.01 us\nlaunch_rate 220000 launches/s\n"
                     "h2d_4M 45.5 GB/s\nh2d_64M 44.9 GB/s\n")
-        ceil = write(d, "ceil.txt", "tcp_ceiling_1 3.5 GB/s\ntcp_ceiling_best 4.0 GB/s\n")
+        ceil = write(d, "ceil.txt", "tcp_ceiling_1 3.5 GB/s\ntcp_ceiling_best 4.0 GB/s\n"
+                     "tcp_rtt_split_median 9.0 us\n")
         out = subprocess.run([sys.executable, REPORT, "--transports", native, f"{tcp1},{tcp2}",
                               shm, ceil], capture_output=True, text=True, check=True).stdout
         r = rows(out)
@@ -56,6 +57,8 @@ def main():
                "no target below 4 MiB", out)
         expect("4.000" in r["tcp_ceiling_best"], "the ceiling is a row", out)
         expect("issue 14 targets: 3 ok, 4 MISS, 1 without a number" in out, "summary", out)
+        expect("native 2.00 + the split round trip 9.00 = 11.00 us at least; rgpu 11.90 (+0.90"
+               in out, "the TCP floor: best tcp 11.9 - 2 - 9", out)
 
         out = subprocess.run([sys.executable, REPORT, native, tcp1, tcp2], capture_output=True,
                              text=True, check=True).stdout
