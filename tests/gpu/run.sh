@@ -462,8 +462,9 @@ if want bench; then
 # and without the pageable and streams modes (time). rgpu runs RGPU_BENCH_ROUNDS times, the order turned
 # round every round; the tables show each side's best. A copy that reads back wrong fails the
 # benchmark (bench_* rows of the tests table).
-BENCH_TESTS="rtt launch small bw pageable streams"
-BEFORE_TESTS="rtt launch small bw"
+# RGPU_BENCH_TESTS: other modes of bench (a short call: "rtt launch small")
+BENCH_TESTS=${RGPU_BENCH_TESTS:-rtt launch small bw pageable streams}
+BEFORE_TESTS=${RGPU_BENCH_TESTS:-rtt launch small bw}
 BEFORE=$B/before
 # shellcheck disable=SC2086 # BENCH_TESTS is a list
 timeout 300 "$P/bench" $BENCH_TESTS >"$OUT/bench.native.txt" 2>"$OUT/bench.native.err"; BENCH_RC_native=$?
