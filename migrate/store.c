@@ -897,7 +897,7 @@ static void prefault(struct rgpu_store *s, size_t bytes)
 	struct prefault p = {0};
 	MDB_envinfo info;
 	size_t start, len, page = (size_t)sysconf(_SC_PAGESIZE);
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	long ncpu = rgpu_cpus();
 	mdb_filehandle_t fd;
 	unsigned n;
 

@@ -130,7 +130,7 @@ unsigned rgpu_parallel_watch(unsigned nthreads, void (*fn)(void *arg, unsigned i
 unsigned rgpu_parallel_width(void)
 {
 	const char *e = getenv("RGPU_CKPT_THREADS");
-	long n = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
+	long n = e && *e ? atol(e) : rgpu_cpus();
 	return (unsigned)(n < 1 ? 1 : n > 32 ? 32 : n);
 }
 
@@ -233,7 +233,7 @@ static void wide_forked(void)
 static void wide_start(void)
 {
 	const char *e = getenv("RGPU_COPY_THREADS");
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long cpus = rgpu_cpus();
 	unsigned n = e && *e ? (unsigned)atoi(e) : cpus >= 16 ? 8 : cpus >= 8 ? 4 : cpus >= 4 ? 2 : 1;
 	pthread_attr_t at;
 

@@ -1,6 +1,7 @@
 /* Small helpers with no other home: time, hex, address and size parsing. */
 #include <ctype.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +65,22 @@ int rgpu_ms_until(uint64_t deadline)
 	return (int)MIN((deadline - now + 999999ull) / 1000000ull, (uint64_t)INT32_MAX);
 }
 
+long rgpu_cpus(void)
+{
+	static long cpus;
+	if (!cpus) {
+		cpu_set_t set;
+		long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+		if (n < 1) /* more CPUs than a cpu_set_t holds, or no answer */
+			n = sysconf(_SC_NPROCESSORS_ONLN);
+		cpus = n < 1 ? 1 : n;
+	}
+	return cpus;
+}
+
 uint64_t rgpu_spin_budget_ns(uint64_t want_ns)
 {
 	/* read once: it is asked on every synchronous call, and getenv walks the environment */
-	static long cpus;
 	static int64_t forced = -2; /* -2: not read yet, -1: not set */
 	if (forced == -2) {
 		const char *env = getenv("RGPU_SPIN_NS");
@@ -76,9 +89,7 @@ uint64_t rgpu_spin_budget_ns(uint64_t want_ns)
 	}
 	if (forced >= 0)
 		return (uint64_t)forced; /* at most a second */
-	if (!cpus)
-		cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	return cpus >= 4 ? want_ns : 0;
+	return rgpu_cpus() >= 4 ? want_ns : 0;
 }
 
 uint64_t rgpu_sync_spin_ns(void)

@@ -72,9 +72,14 @@ static inline int rgpu_range_in(uint64_t off, uint64_t count, uint64_t size, uin
 }
 
 /*
- * rgpu_spin_budget_ns() - how long a thread may busy-wait before sleeping: want_ns on a
- * machine with at least 4 CPUs, 0 below (spinning threads would take the CPUs the threads they
- * wait for need). RGPU_SPIN_NS overrides.
+ * rgpu_cpus() - the CPUs this process may run on: its affinity mask (a Slurm job's or a
+ * container's cpuset), not the machine's count; read once. At least 1.
+ */
+long rgpu_cpus(void);
+/*
+ * rgpu_spin_budget_ns() - how long a thread may busy-wait before sleeping: want_ns where the
+ * process may run on at least 4 CPUs (rgpu_cpus), 0 below (spinning threads would take the CPUs
+ * the threads they wait for need). RGPU_SPIN_NS overrides.
  */
 uint64_t rgpu_spin_budget_ns(uint64_t want_ns);
 /*
