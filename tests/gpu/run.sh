@@ -478,8 +478,8 @@ timeout 120 "$B/bin/lanes_bench" -n 8 -c 4,16 >>"$OUT/bench.ceiling.txt" 2>&1 ||
 if [ -x "$BEFORE/bin/lanes_bench" ]; then
 	for lb in "$BEFORE/bin/lanes_bench" "$B/bin/lanes_bench" "$BEFORE/bin/lanes_bench"; do
 		pre=; [ "$lb" = "$B/bin/lanes_bench" ] || pre=before_
-		timeout 120 "$lb" -n 8 -c 4,16 2>&1 | sed "s/^lanes_/${pre}lanes_/; s/^# lanes_/# ${pre}lanes_/" \
-			>>"$OUT/bench.ceiling.txt"
+		{ timeout 120 "$lb" -n 8 -c 4,16 2>&1 || echo "${pre}lanes_bench failed: $?"; } |
+			sed "s/^lanes_/${pre}lanes_/; s/^# lanes_/# ${pre}lanes_/" >>"$OUT/bench.ceiling.txt"
 	done
 fi
 if [ -x "$BEFORE/bin/rgpud" ]; then
