@@ -978,8 +978,9 @@ static int flush_locked(struct rgpu_ckpt *c)
 	uint64_t t1 = rgpu_now_ns();
 	size_t room = 0, unit = 0;
 	for (size_t i = 0; i < b.n; i++) {
-		room += value_room(b.v[i].len, c->s->psize);
-		unit = MAX(unit, value_room(b.v[i].len, c->s->psize));
+		size_t r = value_room(b.v[i].len, c->s->psize);
+		room += r;
+		unit = MAX(unit, r);
 	}
 	ret = write_txn(c->s, "writing chunks", put_batch, &p, room, unit);
 	c->ns_prefault += t1 - t0;
@@ -1311,8 +1312,8 @@ int rgpu_ckpt_commit(struct rgpu_ckpt *c, const void *meta, size_t meta_len, uin
 	rgpu_sha256(m, mlen - MANIFEST_TAIL, m + mlen - MANIFEST_TAIL);
 	cm.m = m;
 	cm.mlen = mlen;
-	ret = write_txn(s, "committing the manifest", put_manifest, &cm, value_room(mlen, s->psize),
-			value_room(mlen, s->psize));
+	size_t room = value_room(mlen, s->psize);
+	ret = write_txn(s, "committing the manifest", put_manifest, &cm, room, room);
 	if (ret == RGPU_ENOTFOUND) {
 		char name[16];
 		hex6(c->hashes + cm.absent * RGPU_HASH_LEN, name);

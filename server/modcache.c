@@ -326,11 +326,18 @@ static int own(struct srv_modcache *mc, MDB_txn *txn, const char *tenant, uint64
 	return rc ? rc : mdb_put(txn, mc->holders, &k, &hv, MDB_NODUPDATA);
 }
 
+/* Whether the uses record keyed k is an image no tenant holds (drop_unowned's to drop). */
+static int unowned(struct srv_modcache *mc, MDB_txn *txn, MDB_val *k)
+{
+	MDB_val hv;
+	return k->mv_size == RGPU_HASH_LEN && mdb_get(txn, mc->holders, k, &hv) != 0;
+}
+
 /* Images no tenant owns (a cache written before owners existed): dropped when it opens. */
 static int drop_unowned(struct srv_modcache *mc, MDB_txn *txn)
 {
 	MDB_cursor *cur;
-	MDB_val k, v, hv;
+	MDB_val k, v;
 	uint8_t (*drop)[RGPU_HASH_LEN] = NULL;
 	size_t n = 0, cap = 0;
 	int rc = mdb_cursor_open(txn, mc->uses, &cur);
@@ -339,7 +346,7 @@ static int drop_unowned(struct srv_modcache *mc, MDB_txn *txn)
 		return rc;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != RGPU_HASH_LEN || mdb_get(txn, mc->holders, &k, &hv) == 0)
+		if (!unowned(mc, txn, &k))
 			continue;
 		if (n == cap) {
 			void *p = realloc(drop, (cap = cap ? 2 * cap : 16) * sizeof(*drop));
@@ -373,7 +380,7 @@ static int untidy(struct srv_modcache *mc)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
-	MDB_val k, v, hv;
+	MDB_val k, v;
 	uint64_t bytes, images;
 	int rc = rgpu_store_read(mc->store, &txn), found = 0;
 
@@ -384,7 +391,7 @@ static int untidy(struct srv_modcache *mc)
 	if (!found && !(rc = mdb_cursor_open(txn, mc->uses, &cur))) {
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && !found;
 		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
-			found = k.mv_size == RGPU_HASH_LEN && mdb_get(txn, mc->holders, &k, &hv);
+			found = unowned(mc, txn, &k);
 		mdb_cursor_close(cur);
 	}
 	mdb_txn_abort(txn);

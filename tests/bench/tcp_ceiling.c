@@ -33,7 +33,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +40,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "rgpu/util.h"
 
 #define BUF_BYTES ((size_t)4 << 20)
 #define MIN_SZ(a, b) ((a) < (b) ? (a) : (b))
@@ -498,9 +499,7 @@ int main(int argc, char **argv)
 	printf("tcp_rtt_median %.2f us\n", us);
 	fflush(stdout);
 	/* four threads poll at once: with fewer than 4 CPUs they would take turns, not poll */
-	cpu_set_t set;
-	long cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-								 : sysconf(_SC_NPROCESSORS_ONLN);
+	long cpus = rgpu_cpus();
 	if (cpus < 4) {
 		printf("# tcp_rtt_split_median not measured: %ld CPUs, it needs 4\n", cpus);
 		close(lfd);
